@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs what this machine lacks to run and test the project: Debian's ZooKeeper and a headless
+# JRE (for the test fixture and local clusters), and the Python environment in .venv, pinned by
+# constraints.txt. Safe to run again: it only does what is missing.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+need_debs=()
+[ -f /usr/share/java/zookeeper.jar ] || need_debs+=(zookeeper)
+command -v java >/dev/null 2>&1 || need_debs+=(default-jre-headless)
+if [ ${#need_debs[@]} -gt 0 ]; then
+  echo "installing Debian packages: ${need_debs[*]}"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || { echo "install.sh: need root (or sudo) to install ${need_debs[*]}" >&2; exit 1; }
+    sudo=sudo
+  fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need_debs[@]}" >/dev/null
+fi
+
+python_ok() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; }
+find_python() {
+  for candidate in python3.13 python3.12 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 && python_ok "$candidate"; then command -v "$candidate"; return; fi
+  done
+  if command -v pyenv >/dev/null 2>&1; then
+    for version in $(pyenv versions --bare | grep -E '^3\.(1[2-9])' | sort -rV); do
+      candidate=$(PYENV_VERSION=$version pyenv which python 2>/dev/null) && python_ok "$candidate" && { echo "$candidate"; return; }
+    done
+  fi
+  echo "install.sh: no Python 3.12 or newer found (install python3.12, or pyenv with 3.12)" >&2
+  exit 1
+}
+
+if [ ! -x .venv/bin/python ] || ! python_ok .venv/bin/python; then
+  rm -rf .venv
+  "$(find_python)" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]' 2>&1 \
+  | grep -v "^WARNING: Location" || true
+.venv/bin/onyx --version

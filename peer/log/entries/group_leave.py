@@ -1,0 +1,78 @@
+"""group-leave-cluster: a peer group is gone, by its own graceful leave or reported dead.
+
+The group that watched it now watches what it watched, which closes the ring; when that next
+group is dead too, its new watcher finds the pulse missing and reports it in turn, so runs of
+simultaneous deaths close transitively. Joins that depended on the group are aborted.
+"""
+
+from __future__ import annotations
+
+from pyrsistent import pmap
+
+from peer.log.entries.join import ABORT_JOIN
+from peer.log.entry import Diff, Effects, Entry, EntryKind, Transition
+from peer.log.replica import Replica
+
+
+def _known(replica: Replica, group: str) -> bool:
+    return group in replica.groups or group in replica.group_peers or group in replica.joining()
+
+
+def _apply(replica: Replica, entry: Entry) -> Replica:
+    group = entry.args["id"]
+    if not _known(replica, group):
+        return replica
+    pairs = replica.pairs
+    watcher, target = replica.watcher_of(group), pairs.get(group)
+    pairs = pairs.discard(group)
+    if watcher is not None:
+        pairs = pairs.set(watcher, target) if watcher != target else pairs.discard(watcher)
+    stranded = {replica.prepared.get(group), replica.accepted.get(group)} - {None}
+    prepared = {w: j for w, j in replica.prepared.items() if group not in (w, j)}
+    accepted = {w: j for w, j in replica.accepted.items() if group not in (w, j)}
+    return replica.evolve(
+        groups=replica.groups.discard(group),
+        pairs=pairs,
+        prepared=pmap(prepared),
+        accepted=pmap(accepted),
+        aborted=replica.aborted.update(stranded).discard(group),
+        left=replica.left.add(group),
+        group_peers=replica.group_peers.discard(group),
+    )
+
+
+def _diff(entry: Entry, old: Replica, new: Replica) -> Diff:
+    if old == new:
+        return None
+    group = entry.args["id"]
+    return {
+        "left": group,
+        "watcher": old.watcher_of(group),
+        "target": old.pairs.get(group),
+        "stranded": sorted({old.prepared.get(group), old.accepted.get(group)} - {None}),
+    }
+
+
+def _reactions(t: Transition, group: str) -> tuple[Entry, ...]:
+    if t.diff is not None and group in t.diff["stranded"]:
+        return (ABORT_JOIN.entry(id=group),)
+    return ()
+
+
+def _side_effects(t: Transition, group: str, effects: Effects) -> None:
+    """A group that reads of its own departure without having asked for it was presumed dead
+    (its session expired, or a watcher lost sight of it): it must not go on under that id."""
+    if t.diff is not None and group == t.diff["left"]:
+        effects.restart_group()
+
+
+GROUP_LEAVE = EntryKind(
+    name="group-leave-cluster",
+    args={"id": str},
+    apply=_apply,
+    diff=_diff,
+    reactions=_reactions,
+    side_effects=_side_effects,
+)
+
+KINDS = (GROUP_LEAVE,)

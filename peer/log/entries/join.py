@@ -1,0 +1,200 @@
+"""The 3-phase join that stitches a peer group into the ring of watches.
+
+prepare-join-cluster (the joiner J asks; a watcher W is chosen deterministically), then
+notify-join-cluster (W, now watching J, tells J whom to watch), then accept-join-cluster (J,
+now watching W's target, completes the join; W drops its old watch). Any failed step is
+answered with abort-join-cluster and J tries again after a randomized back-off.
+Which groups watch what at every moment is derived from the replica (peer.cluster.ring), so
+these kinds only change the replica and say who reacts.
+"""
+
+from __future__ import annotations
+
+from peer.log.entry import Diff, Effects, Entry, EntryKind, Transition
+from peer.log.replica import Replica
+
+
+def _joined(replica: Replica, group: str) -> bool:
+    return group in replica.groups
+
+
+def _still_joining(replica: Replica, group: str) -> bool:
+    return group in replica.joining()
+
+
+def disallowed_watchers(replica: Replica) -> set[str]:
+    """Groups busy with a join: each watcher stitches one joiner at a time, and a watcher
+    that is itself being bypassed by a prepared joiner's future watch must not move."""
+    busy = set(replica.prepared) | set(replica.accepted)
+    inverse = {t: w for w, t in replica.pairs.items()}
+    return busy | {inverse[w] for w in replica.prepared if w in inverse}
+
+
+def _apply_prepare(replica: Replica, entry: Entry) -> Replica:
+    joiner = entry.args["joiner"]
+    if _joined(replica, joiner) or _still_joining(replica, joiner):
+        return replica
+    if joiner in replica.left:
+        return replica
+    if not replica.groups:
+        return replica.evolve(
+            groups=replica.groups.add(joiner), aborted=replica.aborted.discard(joiner)
+        )
+    candidates = sorted(set(replica.groups) - disallowed_watchers(replica) - {joiner})
+    if not candidates:
+        return replica.evolve(aborted=replica.aborted.add(joiner))
+    watcher = candidates[entry.position % len(candidates)]
+    return replica.evolve(
+        prepared=replica.prepared.set(watcher, joiner), aborted=replica.aborted.discard(joiner)
+    )
+
+
+def _diff_prepare(entry: Entry, old: Replica, new: Replica) -> Diff:
+    joiner = entry.args["joiner"]
+    if _joined(new, joiner) and not _joined(old, joiner):
+        return {"instant_join": joiner}
+    added = {w: j for w, j in new.prepared.items() if old.prepared.get(w) != j}
+    if added:
+        ((watcher, joiner),) = added.items()
+        return {"watcher": watcher, "joiner": joiner}
+    return None
+
+
+def _react_prepare(t: Transition, group: str) -> tuple[Entry, ...]:
+    joiner = t.entry.args["joiner"]
+    if _joined(t.old, joiner) or _still_joining(t.old, joiner) or joiner in t.old.left:
+        return ()
+    if t.diff is None and group == joiner:
+        return (ABORT_JOIN.entry(id=joiner),)
+    if t.diff and t.diff.get("watcher") == group:
+        return (NOTIFY_JOIN.entry(joiner=t.diff["joiner"], watcher=group),)
+    return ()
+
+
+def _effects_prepare(t: Transition, group: str, effects: Effects) -> None:
+    """A joiner refused for want of free watchers checks whether the busy ones still live:
+    after a total failure they may all be dead, and only the joiner can notice."""
+    if t.diff is None and group == t.entry.args["joiner"] and not _joined(t.old, group):
+        for busy in sorted(disallowed_watchers(t.new)):
+            effects.report_if_dead(busy)
+
+
+PREPARE_JOIN = EntryKind(
+    name="prepare-join-cluster",
+    args={"joiner": str},
+    apply=_apply_prepare,
+    diff=_diff_prepare,
+    reactions=_react_prepare,
+    side_effects=_effects_prepare,
+)
+
+
+def _apply_notify(replica: Replica, entry: Entry) -> Replica:
+    joiner, watcher = entry.args["joiner"], entry.args["watcher"]
+    if replica.prepared.get(watcher) != joiner or _joined(replica, joiner):
+        return replica
+    return replica.evolve(
+        prepared=replica.prepared.discard(watcher), accepted=replica.accepted.set(watcher, joiner)
+    )
+
+
+def _diff_stitch(entry: Entry, old: Replica, new: Replica) -> Diff:
+    if old == new:
+        return None
+    watcher = entry.args["watcher"]
+    return {
+        "joiner": entry.args["joiner"],
+        "watcher": watcher,
+        "target": old.pairs.get(watcher, watcher),
+    }
+
+
+def _react_notify(t: Transition, group: str) -> tuple[Entry, ...]:
+    joiner = t.entry.args["joiner"]
+    if group != joiner or _joined(t.old, joiner):
+        return ()
+    if t.diff is None:
+        return (ABORT_JOIN.entry(id=joiner),)
+    return (ACCEPT_JOIN.entry(joiner=joiner, watcher=t.diff["watcher"]),)
+
+
+NOTIFY_JOIN = EntryKind(
+    name="notify-join-cluster",
+    args={"joiner": str, "watcher": str},
+    apply=_apply_notify,
+    diff=_diff_stitch,
+    reactions=_react_notify,
+)
+
+
+def _apply_accept(replica: Replica, entry: Entry) -> Replica:
+    joiner, watcher = entry.args["joiner"], entry.args["watcher"]
+    target = replica.pairs.get(watcher, watcher)
+    if replica.accepted.get(watcher) != joiner or _joined(replica, joiner):
+        return replica
+    if target not in replica.groups:
+        return replica
+    return replica.evolve(
+        groups=replica.groups.add(joiner),
+        pairs=replica.pairs.set(watcher, joiner).set(joiner, target),
+        accepted=replica.accepted.discard(watcher),
+        aborted=replica.aborted.discard(joiner),
+    )
+
+
+def _react_accept(t: Transition, group: str) -> tuple[Entry, ...]:
+    joiner = t.entry.args["joiner"]
+    if t.diff is None and group == joiner and not _joined(t.old, joiner):
+        return (ABORT_JOIN.entry(id=joiner),)
+    return ()
+
+
+ACCEPT_JOIN = EntryKind(
+    name="accept-join-cluster",
+    args={"joiner": str, "watcher": str},
+    apply=_apply_accept,
+    diff=_diff_stitch,
+    reactions=_react_accept,
+)
+
+
+def _apply_abort(replica: Replica, entry: Entry) -> Replica:
+    group = entry.args["id"]
+    if _joined(replica, group):
+        return replica
+    return replica.evolve(
+        prepared=_without_value(replica.prepared, group),
+        accepted=_without_value(replica.accepted, group),
+        aborted=replica.aborted.add(group),
+    )
+
+
+def _without_value(joins, group: str):
+    return joins.discard(next((w for w, j in joins.items() if j == group), None))
+
+
+def _diff_abort(entry: Entry, old: Replica, new: Replica) -> Diff:
+    return None if _joined(old, entry.args["id"]) else {"aborted": entry.args["id"]}
+
+
+def _react_abort(t: Transition, group: str) -> tuple[Entry, ...]:
+    if t.diff is not None and group == t.diff["aborted"] and group not in t.old.left:
+        return (PREPARE_JOIN.entry(joiner=group),)
+    return ()
+
+
+def _effects_abort(t: Transition, group: str, effects: Effects) -> None:
+    if t.diff is not None and group == t.diff["aborted"]:
+        effects.back_off()
+
+
+ABORT_JOIN = EntryKind(
+    name="abort-join-cluster",
+    args={"id": str},
+    apply=_apply_abort,
+    diff=_diff_abort,
+    reactions=_react_abort,
+    side_effects=_effects_abort,
+)
+
+KINDS = (PREPARE_JOIN, NOTIFY_JOIN, ACCEPT_JOIN, ABORT_JOIN)

@@ -1,0 +1,58 @@
+"""Virtual peers come and go within their group.
+
+add-virtual-peer announces one; it stays orphaned until its group has joined the ring, so a
+group that aborts its join never has peers counted as workers. leave-cluster removes one
+peer while its group lives on (the next issue's heartbeats report such peers).
+"""
+
+from __future__ import annotations
+
+from pyrsistent import pset
+
+from peer.log.entry import Diff, Effects, Entry, EntryKind, Transition
+from peer.log.replica import Replica
+
+
+def _apply_add(replica: Replica, entry: Entry) -> Replica:
+    peer, group = entry.args["id"], entry.args["group"]
+    if group in replica.left:
+        return replica
+    peers = replica.group_peers.get(group, pset())
+    return replica.evolve(group_peers=replica.group_peers.set(group, peers.add(peer)))
+
+
+def _diff_peer(entry: Entry, old: Replica, new: Replica) -> Diff:
+    return None if old == new else {"peer": entry.args["id"], "group": entry.args["group"]}
+
+
+ADD_VIRTUAL_PEER = EntryKind(
+    name="add-virtual-peer",
+    args={"id": str, "group": str},
+    apply=_apply_add,
+    diff=_diff_peer,
+)
+
+
+def _apply_leave(replica: Replica, entry: Entry) -> Replica:
+    peer, group = entry.args["id"], entry.args["group"]
+    peers = replica.group_peers.get(group)
+    if peers is None or peer not in peers:
+        return replica
+    return replica.evolve(group_peers=replica.group_peers.set(group, peers.remove(peer)))
+
+
+def _effects_leave(t: Transition, group: str, effects: Effects) -> None:
+    """The group is alive even though one of its peers was reported gone: replace the peer."""
+    if t.diff is not None and t.diff["group"] == group:
+        effects.restart_virtual_peer(t.diff["peer"])
+
+
+LEAVE_CLUSTER = EntryKind(
+    name="leave-cluster",
+    args={"id": str, "group": str},
+    apply=_apply_leave,
+    diff=_diff_peer,
+    side_effects=_effects_leave,
+)
+
+KINDS = (ADD_VIRTUAL_PEER, LEAVE_CLUSTER)

@@ -1,0 +1,133 @@
+"""Log entries and the contract every kind of entry fulfils.
+
+A kind is four functions. ``apply`` and ``diff`` are pure and run on every replica; ``reactions``
+is pure too and says which entries one group appends in response; ``side_effects`` is the only
+place that acts on the world, and it does so only through the ``Effects`` it is handed, so a
+kind's module imports nothing that talks to ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from peer.log.replica import Replica
+
+Diff = Mapping[str, Any] | None
+
+
+class InvalidEntry(ValueError):
+    """An entry every peer refuses the same way: applying it leaves the replica unchanged."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """``{fn, args}`` as written to the log; ``position`` is set once the log has ordered it."""
+
+    fn: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+    position: int = -1
+
+    def at(self, position: int) -> Entry:
+        return Entry(self.fn, self.args, position)
+
+    def encode(self) -> bytes:
+        return json.dumps({"fn": self.fn, "args": dict(self.args)}, sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, data: bytes, position: int) -> Entry:
+        """Bytes from the log; anything unreadable becomes an entry of no known kind, so that it
+        is refused at apply time, at its position, by every peer alike."""
+        try:
+            doc = json.loads(data)
+            fn, args = doc["fn"], doc.get("args", {})
+            if not isinstance(fn, str) or not isinstance(args, dict):
+                raise TypeError("fn must be a string and args an object")
+        except (ValueError, TypeError, KeyError) as e:
+            return cls("", {"undecodable": f"{type(e).__name__}: {e}"}, position)
+        return cls(fn, args, position)
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One entry's step from ``old`` to ``new``, with the kind's summary of what changed.
+    ``kind`` is None for an entry every peer refused."""
+
+    entry: Entry
+    old: Replica
+    new: Replica
+    diff: Diff
+    kind: EntryKind | None = None
+
+    def reactions(self, actor: str) -> tuple[Entry, ...]:
+        return self.kind.reactions(self, actor) if self.kind else ()
+
+    def side_effects(self, actor: str, effects: Effects) -> None:
+        if self.kind:
+            self.kind.side_effects(self, actor, effects)
+
+
+class Effects(Protocol):
+    """What a peer group lets a kind's side effects do to the world."""
+
+    def append(self, entry: Entry) -> None:
+        """Write an entry to the log now, even before the group has joined."""
+
+    def back_off(self) -> None:
+        """Delay this group's next writes by a randomized interval."""
+
+    def report_if_dead(self, group: str) -> None:
+        """Append group-leave-cluster for ``group`` if its pulse is gone."""
+
+    def restart_group(self) -> None:
+        """End this incarnation of the group and rejoin with fresh ids."""
+
+    def restart_virtual_peer(self, peer: str) -> None:
+        """Replace one of this group's virtual peers with a fresh one."""
+
+    def store_origin(self, replica: Replica) -> None:
+        """Make ``replica`` the log's origin and delete the entries before it."""
+
+
+def _no_diff(entry: Entry, old: Replica, new: Replica) -> Diff:
+    return None
+
+
+def _no_reactions(t: Transition, group: str) -> tuple[Entry, ...]:
+    return ()
+
+
+def _no_side_effects(t: Transition, group: str, effects: Effects) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class EntryKind:
+    """One kind of log entry.
+
+    ``args`` names each required argument and its type; ``validate`` refuses anything else.
+    ``while_joining`` says whether a group may write the kind before it has fully joined: the
+    membership protocol's own entries may, everything a group volunteers for work waits.
+    """
+
+    name: str
+    args: Mapping[str, type]
+    apply: Callable[[Replica, Entry], Replica]
+    diff: Callable[[Entry, Replica, Replica], Diff] = _no_diff
+    reactions: Callable[[Transition, str], tuple[Entry, ...]] = _no_reactions
+    side_effects: Callable[[Transition, str, Effects], None] = _no_side_effects
+    while_joining: bool = True
+
+    def validate(self, entry: Entry) -> None:
+        for name, kind in self.args.items():
+            value = entry.args.get(name)
+            if not isinstance(value, kind) or (kind is str and not value):
+                raise InvalidEntry(
+                    f"{self.name}: argument {name!r} must be a non-empty {kind.__name__}, "
+                    f"got {value!r}"
+                )
+
+    def entry(self, **args: Any) -> Entry:
+        return Entry(self.name, args)

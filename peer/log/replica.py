@@ -1,0 +1,142 @@
+"""The replica: the immutable value every peer group computes by playing the log.
+
+Every field is a persistent (structurally shared) collection, so applying an entry costs time in
+proportion to what it changes, not to the size of the cluster, and an old replica stays valid
+after a new one is derived from it: reactions compare the two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from pyrsistent import PMap, PSet, pmap, pset
+
+EMPTY_VERSION = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    """Cluster state as of log position ``version``.
+
+    ``groups`` are the fully joined peer groups and ``pairs`` the ring of ZooKeeper watches
+    between them (watcher to watched). ``prepared`` and ``accepted`` hold joins in flight, keyed
+    by the group that will watch the joiner. ``group_peers`` maps every group that announced
+    virtual peers, joined or not, to them: a peer is active once its group has joined and
+    orphaned before. ``left`` remembers groups that are gone so that a late announcement from
+    one of them cannot resurrect it.
+    """
+
+    version: int = EMPTY_VERSION
+    groups: PSet = field(default_factory=pset)
+    pairs: PMap = field(default_factory=pmap)
+    prepared: PMap = field(default_factory=pmap)
+    accepted: PMap = field(default_factory=pmap)
+    aborted: PSet = field(default_factory=pset)
+    left: PSet = field(default_factory=pset)
+    group_peers: PMap = field(default_factory=pmap)
+
+    def evolve(self, **changes: Any) -> Replica:
+        return replace(self, **changes)
+
+    @property
+    def peers(self) -> list[str]:
+        """Active virtual peers: those whose group has fully joined, sorted."""
+        return sorted(p for g in self.groups for p in self.group_peers.get(g, ()))
+
+    @property
+    def orphaned(self) -> dict[str, list[str]]:
+        """Virtual peers announced by groups that have not joined yet."""
+        return {g: sorted(ps) for g, ps in sorted(self.group_peers.items()) if g not in self.groups}
+
+    def joining(self) -> dict[str, str]:
+        """Joins in flight, joiner to the group that will watch it."""
+        return {j: w for w, j in [*self.prepared.items(), *self.accepted.items()]}
+
+    def watcher_of(self, group: str) -> str | None:
+        """The group whose ring watch points at ``group``; linear, used off the hot path."""
+        return next((w for w, t in self.pairs.items() if t == group), None)
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain, sorted, JSON-ready form: equal replicas give equal documents."""
+        return {
+            "version": self.version,
+            "groups": sorted(self.groups),
+            "peers": self.peers,
+            "pairs": dict(sorted(self.pairs.items())),
+            "prepared": dict(sorted(self.prepared.items())),
+            "accepted": dict(sorted(self.accepted.items())),
+            "aborted": sorted(self.aborted),
+            "left": sorted(self.left),
+            "orphaned": self.orphaned,
+            "group_peers": {g: sorted(ps) for g, ps in sorted(self.group_peers.items())},
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Replica:
+        """Inverse of ``to_json``; derived keys (``peers``, ``orphaned``) are ignored."""
+        names = {f.name for f in fields(cls)}
+        unknown = set(doc) - names - {"peers", "orphaned"}
+        if unknown:
+            raise ValueError(f"replica document has unknown keys: {sorted(unknown)}")
+        return cls(
+            version=int(doc.get("version", EMPTY_VERSION)),
+            groups=_strings(doc.get("groups", ())),
+            pairs=_string_map(doc.get("pairs", {})),
+            prepared=_string_map(doc.get("prepared", {})),
+            accepted=_string_map(doc.get("accepted", {})),
+            aborted=_strings(doc.get("aborted", ())),
+            left=_strings(doc.get("left", ())),
+            group_peers=pmap(
+                {str(g): _strings(ps) for g, ps in doc.get("group_peers", {}).items()}
+            ),
+        )
+
+
+def _strings(items: Iterable[Any]) -> PSet:
+    return pset(str(i) for i in items)
+
+
+def _string_map(items: Mapping[Any, Any]) -> PMap:
+    return pmap({str(k): str(v) for k, v in items.items()})
+
+
+def ring_cycle(replica: Replica) -> list[str] | None:
+    """The ring as one cycle starting at the smallest group id, or None when the pairs do not
+    form exactly one cycle over every joined group (a lone group has no pairs and is a ring)."""
+    groups = sorted(replica.groups)
+    if len(groups) <= 1:
+        return groups if not replica.pairs else None
+    if set(replica.pairs) != set(groups):
+        return None
+    cycle, current = [], groups[0]
+    for _ in groups:
+        cycle.append(current)
+        current = replica.pairs[current]
+    return cycle if current == groups[0] and len(set(cycle)) == len(groups) else None
+
+
+def invariant_violations(replica: Replica) -> list[str]:
+    """Structural facts every replica must satisfy, whatever log produced it."""
+    problems = []
+    members = set(replica.groups)
+    for watcher, watched in replica.pairs.items():
+        if watcher not in members or watched not in members:
+            problems.append(f"pair {watcher}->{watched} names a group that has not joined")
+        if watcher == watched:
+            problems.append(f"group {watcher} watches itself")
+    for name, joins in (("prepared", replica.prepared), ("accepted", replica.accepted)):
+        for watcher, joiner in joins.items():
+            if joiner in members:
+                problems.append(f"{name} joiner {joiner} has already joined")
+            if watcher == joiner:
+                problems.append(f"{name} joiner {joiner} watches itself")
+    joiners = [*replica.prepared.values(), *replica.accepted.values()]
+    if len(joiners) != len(set(joiners)):
+        problems.append(f"a group joins twice at once: {sorted(joiners)}")
+    if members & set(replica.left):
+        problems.append(f"groups both joined and left: {sorted(members & set(replica.left))}")
+    if not replica.prepared and not replica.accepted and ring_cycle(replica) is None:
+        problems.append("no join is in flight but the pairs are not one ring over the groups")
+    return problems
