@@ -110,12 +110,15 @@ def _diff_stitch(entry: Entry, old: Replica, new: Replica) -> Diff:
 
 
 def _react_notify(t: Transition, group: str) -> tuple[Entry, ...]:
-    joiner = t.entry.args["joiner"]
+    """A notify that changed nothing fails the join, unless it repeats one already taken (a
+    retried write): then the joiner is accepted by that watcher and waits for its accept."""
+    joiner, watcher = t.entry.args["joiner"], t.entry.args["watcher"]
     if group != joiner or _joined(t.old, joiner):
         return ()
     if t.diff is None:
-        return (ABORT_JOIN.entry(id=joiner),)
-    return (ACCEPT_JOIN.entry(joiner=joiner, watcher=t.diff["watcher"]),)
+        repeated = t.old.accepted.get(watcher) == joiner
+        return () if repeated else (ABORT_JOIN.entry(id=joiner),)
+    return (ACCEPT_JOIN.entry(joiner=joiner, watcher=watcher),)
 
 
 NOTIFY_JOIN = EntryKind(

@@ -1,0 +1,258 @@
+"""A peer group: one process's membership of the cluster, with its virtual peers.
+
+The group plays the log, applies every entry once, and acts on it for itself and its virtual
+peers: it appends the reactions (held back until it has joined, except the membership
+protocol's own), carries out side effects, and keeps its ZooKeeper watches equal to
+``watch_targets``. Each identity is an Incarnation; a group presumed dead (its session expired,
+or the log says it left without asking) never goes on under that identity: it ends the
+incarnation and starts a new one with fresh ids.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from peer.cluster.ring import watch_targets
+from peer.log import subscriber
+from peer.log.apply import apply_entry
+from peer.log.entries import KINDS
+from peer.log.entries.group_leave import GROUP_LEAVE
+from peer.log.entries.join import PREPARE_JOIN
+from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER
+from peer.log.entry import Entry
+from peer.log.replica import Replica
+from peer.log.store import LogStore, StoreError, store_origin_and_trim
+
+log = logging.getLogger(__name__)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    vpeers: int = 1
+    join_back_off: float = 0.5
+    """Mean seconds a group waits before retrying an aborted join (uniform in [0, 2x])."""
+    leave_timeout: float = 10.0
+    """How long a graceful leave waits to read its own departure before closing anyway."""
+    poll_interval: float = 0.5
+    """The longest the group sleeps without reading the log, should a watch not fire."""
+
+
+class Incarnation:
+    """One identity of a peer group, from its pulse to its departure. It is the Effects that
+    entry kinds act through."""
+
+    def __init__(self, store: LogStore, config: GroupConfig, wakeup: threading.Event) -> None:
+        self.store, self.config, self.wakeup = store, config, wakeup
+        self.id = new_id()
+        self.peers = [new_id() for _ in range(config.vpeers)]
+        self.rng = random.Random(self.id)
+        self.replica = Replica()
+        self.watches: dict[str, Callable[[], None]] = {}
+        self.reported: set[str] = set()
+        self.gone: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self.outbox: list[Entry] = []
+        self.hold_until = 0.0
+        self.lost = threading.Event()
+        self.ended: str | None = None
+        self.leave_position: int | None = None
+        self.leave_deadline = 0.0
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> str:
+        """Play the log until this identity ends: "left", "restart" or "lost"."""
+        self.store.register_pulse(self.id)
+        self.replica = subscriber.boot(self.store)
+        self.outbox = [
+            PREPARE_JOIN.entry(joiner=self.id),
+            *(ADD_VIRTUAL_PEER.entry(id=p, group=self.id) for p in self.peers),
+        ]
+        log.info("group %s starting with %d virtual peers", self.id, len(self.peers))
+        try:
+            while self.ended is None:
+                self.wakeup.clear()
+                self._step(stop)
+                if self.ended is None:
+                    self.wakeup.wait(self._sleep())
+        finally:
+            self._finish()
+        return self.ended
+
+    def _step(self, stop: threading.Event) -> None:
+        if self._session_lost():
+            return
+        if stop.is_set() and self.leave_position is None:
+            self._begin_leave()
+        if self.leave_position is not None and time.monotonic() > self.leave_deadline:
+            log.warning("group %s: its leave was not read back in time; closing", self.id)
+            self.ended = "left"
+            return
+        self._report_gone()
+        for entry in subscriber.poll(self.store, self.replica.version):
+            if self._session_lost():
+                return
+            self._handle(entry)
+            if self.ended is not None:
+                return
+        self._flush()
+
+    def _session_lost(self) -> bool:
+        """Once the session has expired this identity is dead to the cluster: it reads no
+        further entry and writes nothing more."""
+        if self.lost.is_set():
+            self.ended = "lost"
+        return self.ended == "lost"
+
+    def _sleep(self) -> float:
+        wait = self.config.poll_interval
+        if self.outbox and self.hold_until > time.monotonic():
+            wait = min(wait, self.hold_until - time.monotonic())
+        return max(wait, 0.0)
+
+    def _handle(self, entry: Entry) -> None:
+        t = apply_entry(self.replica, entry)
+        self.replica = t.new
+        reactions = t.reactions(self.id)
+        t.side_effects(self.id, self)
+        if self.ended is not None:
+            return
+        self.outbox.extend(reactions)
+        if self.id in t.new.groups and self.id not in t.old.groups:
+            log.info("group %s joined the ring at log position %d", self.id, t.new.version)
+        self._reconcile_watches()
+        if self.leave_position is not None and self.replica.version >= self.leave_position:
+            self.ended = "left"
+
+    def _flush(self) -> None:
+        """Write what may be written: nothing during a back-off; before the group has joined,
+        only the membership protocol's own entries."""
+        if time.monotonic() < self.hold_until:
+            return
+        joined = self.id in self.replica.groups
+        held = []
+        for entry in self.outbox:
+            if joined or KINDS[entry.fn].while_joining:
+                self.append(entry)
+            else:
+                held.append(entry)
+        self.outbox = held
+
+    # -- watches --------------------------------------------------------------------------------
+
+    def _reconcile_watches(self) -> None:
+        wanted = watch_targets(self.replica, self.id) - self.reported
+        for group in sorted(set(self.watches) - wanted):
+            self.watches.pop(group)()
+        for group in sorted(wanted - set(self.watches)):
+            self.watches[group] = self.store.watch_pulse(group, self._pulse_gone)
+
+    def _pulse_gone(self, group: str) -> None:
+        self.gone.put(group)
+        self.wakeup.set()
+
+    def _report_gone(self) -> None:
+        while not self.gone.empty():
+            group = self.gone.get()
+            if self.watches.pop(group, None) is not None:
+                log.info("group %s: the pulse of group %s is gone; reporting it", self.id, group)
+                self.reported.add(group)
+                self.append(GROUP_LEAVE.entry(id=group))
+
+    # -- leaving --------------------------------------------------------------------------------
+
+    def _begin_leave(self) -> None:
+        log.info("group %s leaving the cluster", self.id)
+        self.outbox.clear()
+        self.leave_deadline = time.monotonic() + self.config.leave_timeout
+        self.leave_position = self.store.append(GROUP_LEAVE.entry(id=self.id))
+
+    def _finish(self) -> None:
+        for cancel in self.watches.values():
+            cancel()
+        self.watches.clear()
+        if self.ended != "lost" and not self.lost.is_set():
+            try:
+                self.store.remove_pulse(self.id)
+            except StoreError as e:
+                log.warning("group %s: could not remove its pulse: %s", self.id, e)
+
+    # -- Effects --------------------------------------------------------------------------------
+
+    def append(self, entry: Entry) -> None:
+        if not self.lost.is_set():
+            self.store.append(entry)
+
+    def back_off(self) -> None:
+        self.hold_until = time.monotonic() + self.rng.uniform(0, 2 * self.config.join_back_off)
+
+    def report_if_dead(self, group: str) -> None:
+        if group not in self.reported and not self.store.pulse_exists(group):
+            log.info("group %s: busy group %s has no pulse; reporting it", self.id, group)
+            self.reported.add(group)
+            self.append(GROUP_LEAVE.entry(id=group))
+
+    def restart_group(self) -> None:
+        if self.leave_position is None:
+            log.warning("group %s was removed from the cluster while alive; rejoining", self.id)
+            self.ended = "restart"
+        else:
+            self.ended = "left"
+
+    def restart_virtual_peer(self, peer: str) -> None:
+        fresh = new_id()
+        self.peers = [fresh if p == peer else p for p in self.peers]
+        self.outbox.append(ADD_VIRTUAL_PEER.entry(id=fresh, group=self.id))
+
+    def store_origin(self, replica: Replica) -> None:
+        store_origin_and_trim(self.store, replica)
+
+
+class PeerGroup:
+    """Runs incarnations one after another until the group leaves."""
+
+    def __init__(self, store: LogStore, config: GroupConfig) -> None:
+        self.store, self.config = store, config
+        self.wakeup = threading.Event()
+        self.stopping = threading.Event()
+        self.current: Incarnation | None = None
+        store.on_append(self.wakeup.set)
+        store.on_session_lost(self._session_lost)
+
+    @property
+    def id(self) -> str | None:
+        return self.current.id if self.current else None
+
+    def _session_lost(self) -> None:
+        if self.current is not None:
+            log.warning("group %s: ZooKeeper session expired", self.current.id)
+            self.current.lost.set()
+        self.wakeup.set()
+
+    def stop(self) -> None:
+        """Ask the group to leave gracefully; run() returns once it has."""
+        self.stopping.set()
+        self.wakeup.set()
+
+    def run(self) -> None:
+        while True:
+            self.current = Incarnation(self.store, self.config, self.wakeup)
+            try:
+                outcome = self.current.run(self.stopping)
+            except StoreError as e:
+                log.warning("group %s: %s; rejoining with a fresh id", self.current.id, e)
+                outcome = "lost"
+            if outcome == "left" or self.stopping.is_set():
+                return
+            if outcome == "lost":
+                self.stopping.wait(self.config.poll_interval)

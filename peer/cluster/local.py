@@ -1,0 +1,61 @@
+"""A whole cluster inside this process on the embedded log: the default a new user runs."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from peer.cluster.group import GroupConfig, PeerGroup
+from peer.log import subscriber
+from peer.log.replica import Replica, ring_cycle
+from peer.log.stores.memory import MemoryLog
+
+
+class LocalCluster:
+    """Peer groups as threads sharing one in-memory log, each with its own session."""
+
+    def __init__(self, groups: int, vpeers: int) -> None:
+        self.vpeers = vpeers
+        self.log = MemoryLog()
+        config = GroupConfig(vpeers=vpeers, join_back_off=0.05, poll_interval=0.1)
+        self.groups = [PeerGroup(self.log.session(), config) for _ in range(groups)]
+        self.threads = [threading.Thread(target=g.run, daemon=True) for g in self.groups]
+        self.reader = self.log.session()
+        self.changed = threading.Event()
+        self.reader.on_append(self.changed.set)
+
+    def start(self) -> None:
+        for thread in self.threads:
+            thread.start()
+
+    def replica(self) -> Replica:
+        return subscriber.catch_up(self.reader)
+
+    def await_ring(self, timeout: float) -> Replica:
+        """The replica once every group has joined one ring with all its virtual peers."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.changed.clear()
+            current = self.replica()
+            if _ring_complete(current, len(self.groups), self.vpeers):
+                return current
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the ring did not form within {timeout:g} s")
+            self.changed.wait(0.2)
+
+    def stop(self, timeout: float = 10.0) -> Replica:
+        for group in self.groups:
+            group.stop()
+        for thread in self.threads:
+            thread.join(timeout)
+        return self.replica()
+
+
+def _ring_complete(replica: Replica, groups: int, vpeers: int) -> bool:
+    return (
+        len(replica.groups) == groups
+        and not replica.prepared
+        and not replica.accepted
+        and ring_cycle(replica) is not None
+        and len(replica.peers) == groups * vpeers
+    )

@@ -1,0 +1,63 @@
+"""The interface every log store offers: the ordered log, its origin, and group pulses.
+
+Two stores implement it: ZooKeeper (peer.log.stores.zookeeper) for a real cluster and an
+in-memory one (peer.log.stores.memory), the embedded default for a cluster inside one process.
+A store instance is one session: its pulses live exactly as long as the session does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from peer.log.entry import Entry
+from peer.log.replica import Replica
+
+
+class StoreError(RuntimeError):
+    """The store cannot serve this request; the message names what and where."""
+
+
+class LogStore(Protocol):
+    def append(self, entry: Entry) -> int:
+        """Write ``entry`` at the tail; its position."""
+
+    def read(self, after: int) -> list[Entry]:
+        """The entries past position ``after`` that are there now, in order. Positions may have
+        gaps; a run of entries cut short by a concurrent trim ends before the trimmed one."""
+
+    def on_append(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (from any thread) whenever new entries may have arrived."""
+
+    def origin(self) -> Replica | None:
+        """The replica a gc stored, at its version; None before the first gc."""
+
+    def store_origin(self, replica: Replica) -> bool:
+        """Make ``replica`` the origin unless a newer one is already there."""
+
+    def trim(self, before: int) -> int:
+        """Delete the entries before position ``before``; how many went."""
+
+    def register_pulse(self, group: str) -> None:
+        """Announce ``group`` alive for as long as this session lasts."""
+
+    def remove_pulse(self, group: str) -> None: ...
+
+    def pulse_exists(self, group: str) -> bool: ...
+
+    def watch_pulse(self, group: str, on_gone: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``on_gone(group)`` once when its pulse disappears, at once if it is already gone;
+        the returned function cancels the watch."""
+
+    def on_session_lost(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when the session expires: every pulse of this session is gone."""
+
+    def close(self) -> None: ...
+
+
+def store_origin_and_trim(store: LogStore, replica: Replica) -> int:
+    """What gc's caller does: the origin first, so that a reader who finds entries missing can
+    always find the replica that replaces them; then the trim. Entries deleted."""
+    if not store.store_origin(replica):
+        return 0
+    return store.trim(replica.version)

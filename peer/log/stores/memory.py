@@ -1,0 +1,125 @@
+"""The embedded log store: one shared log in this process, one session per peer group.
+
+It behaves like the ZooKeeper store where the protocol can tell the difference: entries are
+stored encoded and decoded on every read (no group can share another's objects), pulses belong
+to a session and vanish when it ends or expires, and watches fire from another thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+
+from peer.log.entry import Entry
+from peer.log.replica import Replica
+
+
+class MemoryLog:
+    """The shared state a ZooKeeper ensemble would hold for one tenancy."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.entries: dict[int, bytes] = {}
+        self.next_position = 0
+        self.origin: Replica | None = None
+        self.pulses: dict[str, MemoryStore] = {}
+        self.append_callbacks: list[Callable[[], None]] = []
+        self.pulse_watches: dict[str, dict[int, Callable[[str], None]]] = {}
+        self.watch_ids = itertools.count()
+
+    def session(self) -> MemoryStore:
+        return MemoryStore(self)
+
+    def fire_pulse_gone(self, group: str) -> None:
+        for callback in self.pulse_watches.pop(group, {}).values():
+            threading.Thread(target=callback, args=(group,), daemon=True).start()
+
+
+class MemoryStore:
+    """One session on a MemoryLog."""
+
+    def __init__(self, log: MemoryLog) -> None:
+        self.log = log
+        self.lost_callbacks: list[Callable[[], None]] = []
+
+    def append(self, entry: Entry) -> int:
+        with self.log.lock:
+            position = self.log.next_position
+            self.log.entries[position] = entry.encode()
+            self.log.next_position += 1
+            callbacks = list(self.log.append_callbacks)
+        for callback in callbacks:
+            callback()
+        return position
+
+    def read(self, after: int) -> list[Entry]:
+        with self.log.lock:
+            positions = sorted(p for p in self.log.entries if p > after)
+            return [Entry.decode(self.log.entries[p], p) for p in positions]
+
+    def on_append(self, callback: Callable[[], None]) -> None:
+        with self.log.lock:
+            self.log.append_callbacks.append(callback)
+
+    def origin(self) -> Replica | None:
+        return self.log.origin
+
+    def store_origin(self, replica: Replica) -> bool:
+        with self.log.lock:
+            if self.log.origin is not None and self.log.origin.version >= replica.version:
+                return False
+            self.log.origin = replica
+            return True
+
+    def trim(self, before: int) -> int:
+        with self.log.lock:
+            doomed = [p for p in self.log.entries if p < before]
+            for p in doomed:
+                del self.log.entries[p]
+            return len(doomed)
+
+    def register_pulse(self, group: str) -> None:
+        with self.log.lock:
+            self.log.pulses[group] = self
+
+    def remove_pulse(self, group: str) -> None:
+        with self.log.lock:
+            if self.log.pulses.get(group) is self:
+                del self.log.pulses[group]
+                self.log.fire_pulse_gone(group)
+
+    def pulse_exists(self, group: str) -> bool:
+        with self.log.lock:
+            return group in self.log.pulses
+
+    def watch_pulse(self, group: str, on_gone: Callable[[str], None]) -> Callable[[], None]:
+        with self.log.lock:
+            if group not in self.log.pulses:
+                threading.Thread(target=on_gone, args=(group,), daemon=True).start()
+                return lambda: None
+            key = next(self.log.watch_ids)
+            self.log.pulse_watches.setdefault(group, {})[key] = on_gone
+
+        def cancel() -> None:
+            with self.log.lock:
+                self.log.pulse_watches.get(group, {}).pop(key, None)
+
+        return cancel
+
+    def on_session_lost(self, callback: Callable[[], None]) -> None:
+        self.lost_callbacks.append(callback)
+
+    def expire(self) -> None:
+        """What ZooKeeper does to a session it has not heard from: drop its pulses, tell it."""
+        self._drop_pulses()
+        for callback in list(self.lost_callbacks):
+            callback()
+
+    def close(self) -> None:
+        self._drop_pulses()
+
+    def _drop_pulses(self) -> None:
+        with self.log.lock:
+            for group in [g for g, owner in self.log.pulses.items() if owner is self]:
+                self.remove_pulse(group)

@@ -1,0 +1,216 @@
+"""The log in ZooKeeper, through kazoo.
+
+Layout under ``/onyx/<tenancy>``: ``log/entry-NNNNNNNNNN`` persistent sequential znodes (the
+sequence number is the entry's position; ZooKeeper leaves gaps after deletions, which readers
+tolerate), ``origin`` (the compressed replica the last gc stored) and ``pulse/<group>``, one
+ephemeral znode per peer group, whose disappearance is how a group's death is seen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.retry import KazooRetry
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from peer.log.entry import Entry
+from peer.log.replica import Replica
+from peer.log.store import StoreError
+
+ENTRY_PREFIX = "entry-"
+TENANCY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def tenancy_root(tenancy: str) -> str:
+    if not TENANCY_PATTERN.match(tenancy):
+        raise StoreError(
+            f"tenancy {tenancy!r} is not a valid name (letters, digits, '_', '.', '-')"
+        )
+    return f"/onyx/{tenancy}"
+
+
+class ZooKeeperStore:
+    """One ZooKeeper session for one tenancy. ``create`` makes the tenancy's znodes; without it
+    a tenancy that does not exist is an error, so a typo is not silently an empty cluster."""
+
+    def __init__(
+        self,
+        hosts: str,
+        tenancy: str,
+        *,
+        session_timeout: float = 10.0,
+        connect_timeout: float = 10.0,
+        create: bool = False,
+    ) -> None:
+        self.hosts, self.tenancy = hosts, tenancy
+        self.root = tenancy_root(tenancy)
+        self.log_path, self.pulse_path = f"{self.root}/log", f"{self.root}/pulse"
+        self.origin_path = f"{self.root}/origin"
+        self.lost_callbacks: list[Callable[[], None]] = []
+        self.closing = False
+        self.client = self._connect(session_timeout, connect_timeout)
+        if create:
+            self._guard(self.client.ensure_path, self.log_path)
+            self._guard(self.client.ensure_path, self.pulse_path)
+        elif self._guard(self.client.exists, self.log_path) is None:
+            self.client.stop()
+            self.client.close()
+            raise StoreError(f"no tenancy {tenancy!r} at ZooKeeper {hosts} ({self.root} is absent)")
+
+    def _connect(self, session_timeout: float, connect_timeout: float) -> KazooClient:
+        try:
+            retry = KazooRetry(max_tries=-1, max_delay=1.0, deadline=session_timeout)
+            client = KazooClient(hosts=self.hosts, timeout=session_timeout, command_retry=retry)
+        except ValueError as e:
+            raise StoreError(f"bad ZooKeeper address {self.hosts!r}: {e}") from None
+        client.add_listener(self._state_changed)
+        try:
+            client.start(timeout=connect_timeout)
+        except KazooTimeoutError:
+            client.stop()
+            client.close()
+            raise StoreError(
+                f"cannot reach ZooKeeper at {self.hosts} within {connect_timeout:g} s"
+            ) from None
+        return client
+
+    def _state_changed(self, state: str) -> None:
+        if state == KazooState.LOST and not self.closing:
+            for callback in list(self.lost_callbacks):
+                callback()
+
+    def _guard(self, operation: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``operation`` with kazoo's retries for a passing disconnection; what still fails
+        (an expired session, a server gone for longer than the session) is a StoreError."""
+        try:
+            return self.client.retry(operation, *args, **kwargs)
+        except (NoNodeError, NodeExistsError, BadVersionError):
+            raise
+        except KazooException as e:
+            raise StoreError(f"ZooKeeper at {self.hosts} failed: {type(e).__name__} {e}") from e
+
+    def _entry_path(self, position: int) -> str:
+        return f"{self.log_path}/{ENTRY_PREFIX}{position:010d}"
+
+    def append(self, entry: Entry) -> int:
+        path = self._guard(
+            self.client.create, f"{self.log_path}/{ENTRY_PREFIX}", entry.encode(), sequence=True
+        )
+        return int(path.rsplit(ENTRY_PREFIX, 1)[1])
+
+    def _positions(self) -> list[int]:
+        names = self.client.get_children(self.log_path)
+        return sorted(int(n[len(ENTRY_PREFIX) :]) for n in names if n.startswith(ENTRY_PREFIX))
+
+    def read(self, after: int) -> list[Entry]:
+        return self._guard(self._read, after)
+
+    def _read(self, after: int) -> list[Entry]:
+        pending = [
+            (p, self.client.get_async(self._entry_path(p))) for p in self._positions() if p > after
+        ]
+        entries = []
+        for position, result in pending:
+            try:
+                data, _ = result.get()
+            except NoNodeError:
+                break
+            entries.append(Entry.decode(data, position))
+        return entries
+
+    def on_append(self, callback: Callable[[], None]) -> None:
+        ChildrenWatch(self.client, self.log_path, lambda _children: callback())
+
+    def origin(self) -> Replica | None:
+        try:
+            data, _ = self._guard(self.client.get, self.origin_path)
+        except NoNodeError:
+            return None
+        return _decode_origin(data)
+
+    def store_origin(self, replica: Replica) -> bool:
+        return self._guard(self._store_origin, replica)
+
+    def _store_origin(self, replica: Replica) -> bool:
+        data = zlib.compress(json.dumps({"replica": replica.to_json()}).encode())
+        while True:
+            try:
+                current, stat = self.client.get(self.origin_path)
+            except NoNodeError:
+                try:
+                    self.client.create(self.origin_path, data)
+                    return True
+                except NodeExistsError:
+                    continue
+            if _decode_origin(current).version >= replica.version:
+                return False
+            try:
+                self.client.set(self.origin_path, data, version=stat.version)
+                return True
+            except BadVersionError:
+                continue
+
+    def trim(self, before: int) -> int:
+        return self._guard(self._trim, before)
+
+    def _trim(self, before: int) -> int:
+        pending = [
+            self.client.delete_async(self._entry_path(p)) for p in self._positions() if p < before
+        ]
+        deleted = 0
+        for result in pending:
+            try:
+                result.get()
+                deleted += 1
+            except NoNodeError:
+                pass
+        return deleted
+
+    def register_pulse(self, group: str) -> None:
+        about = json.dumps({"host": socket.gethostname(), "pid": os.getpid()}).encode()
+        self._guard(self.client.create, f"{self.pulse_path}/{group}", about, ephemeral=True)
+
+    def remove_pulse(self, group: str) -> None:
+        try:
+            self._guard(self.client.delete, f"{self.pulse_path}/{group}")
+        except NoNodeError:
+            pass
+
+    def pulse_exists(self, group: str) -> bool:
+        return self._guard(self.client.exists, f"{self.pulse_path}/{group}") is not None
+
+    def watch_pulse(self, group: str, on_gone: Callable[[str], None]) -> Callable[[], None]:
+        active = [True]
+
+        def changed(_data: bytes | None, stat: object) -> bool:
+            if not active[0]:
+                return False
+            if stat is None:
+                active[0] = False
+                on_gone(group)
+                return False
+            return True
+
+        DataWatch(self.client, f"{self.pulse_path}/{group}", changed)
+        return lambda: active.__setitem__(0, False)
+
+    def on_session_lost(self, callback: Callable[[], None]) -> None:
+        self.lost_callbacks.append(callback)
+
+    def close(self) -> None:
+        self.closing = True
+        self.client.stop()
+        self.client.close()
+
+
+def _decode_origin(data: bytes) -> Replica:
+    return Replica.from_json(json.loads(zlib.decompress(data))["replica"])

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import PeerProcess, ZooKeeperServer
+
+_tenancies = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def zookeeper() -> Iterator[ZooKeeperServer]:
+    server = ZooKeeperServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def tenancy(request: pytest.FixtureRequest) -> str:
+    return f"{request.node.name[:40].replace('[', '-').replace(']', '')}-{next(_tenancies)}"
+
+
+@pytest.fixture
+def start_peer(
+    zookeeper: ZooKeeperServer, tenancy: str, tmp_path: Path
+) -> Iterator[Callable[..., PeerProcess]]:
+    """A factory of `onyx peer start` processes on this test's tenancy; all die at the end."""
+    started: list[PeerProcess] = []
+
+    def start(**options: object) -> PeerProcess:
+        peer = PeerProcess(zookeeper.address, tenancy, tmp_path, **options)
+        started.append(peer)
+        return peer
+
+    yield start
+    for peer in started:
+        peer.kill()

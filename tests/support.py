@@ -1,0 +1,116 @@
+"""Helpers the tests share: waiting on conditions, a real ZooKeeper server, peer processes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+ZOOKEEPER_CLASSPATH = "/usr/share/java/zookeeper.jar:/etc/zookeeper/conf"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: float = 0.1) -> T:
+    """The first truthy value of ``condition``; fails naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def four_letter_word(port: int, word: str) -> str:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(word.encode())
+            return s.recv(1024).decode()
+    except OSError:
+        return ""
+
+
+class ZooKeeperServer:
+    """Debian's ZooKeeper, run standalone from its jars on a free port in a scratch dir."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="zk-"))
+        (self.dir / "data").mkdir()
+        (self.dir / "zoo.cfg").write_text(
+            f"tickTime=250\ndataDir={self.dir / 'data'}\nclientPort={self.port}\n"
+            "clientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
+            "4lw.commands.whitelist=ruok,stat,mntr\nminSessionTimeout=500\n"
+            "maxSessionTimeout=60000\n"
+        )
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> ZooKeeperServer:
+        log = (self.dir / "server.log").open("wb")
+        self.process = subprocess.Popen(
+            ["java", "-Xmx256m", "-cp", ZOOKEEPER_CLASSPATH,
+             "org.apache.zookeeper.server.ZooKeeperServerMain", str(self.dir / "zoo.cfg")],
+            stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        wait_for(
+            lambda: (
+                four_letter_word(self.port, "ruok") == "imok" or self.process.poll() is not None
+            ),
+            60,
+            "ZooKeeper to answer ruok",
+        )
+        if self.process.poll() is not None:
+            raise RuntimeError(f"ZooKeeper exited: {(self.dir / 'server.log').read_text()}")
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class PeerProcess:
+    """One `onyx peer start` in its own OS process, its stderr kept in a file."""
+
+    def __init__(self, zookeeper: str, tenancy: str, log_dir: Path, vpeers: int = 2,
+                 session_timeout: float = 4.0) -> None:  # fmt: skip
+        self.log_path = log_dir / f"peer-{time.monotonic_ns()}.log"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "peer.cli", "peer", "start", "--zookeeper", zookeeper,
+             "--tenancy", tenancy, "--vpeers", str(vpeers),
+             "--session-timeout", str(session_timeout), "--join-back-off", "0.2"],
+            stdout=subprocess.DEVNULL, stderr=self.log_path.open("wb"), cwd=REPO,
+        )  # fmt: skip
+
+    def output(self) -> str:
+        return self.log_path.read_text()
+
+    def signal(self, sig: signal.Signals) -> None:
+        os.kill(self.process.pid, sig)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
