@@ -12,15 +12,12 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
-
-T = TypeVar("T")
 
 ZOOKEEPER_CLASSPATH = "/usr/share/java/zookeeper.jar:/etc/zookeeper/conf"
 REPO = Path(__file__).resolve().parent.parent
 
 
-def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: float = 0.1) -> T:
+def wait_for[T](condition: Callable[[], T], timeout: float, what: str, interval: float = 0.1) -> T:
     """The first truthy value of ``condition``; fails naming ``what`` after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while True:

@@ -8,6 +8,7 @@ ephemeral znode per peer group, whose disappearance is how a group's death is se
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -18,9 +19,9 @@ from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
-from kazoo.retry import KazooRetry
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.retry import KazooRetry
 
 from peer.log.entry import Entry
 from peer.log.replica import Replica
@@ -180,10 +181,8 @@ class ZooKeeperStore:
         self._guard(self.client.create, f"{self.pulse_path}/{group}", about, ephemeral=True)
 
     def remove_pulse(self, group: str) -> None:
-        try:
+        with contextlib.suppress(NoNodeError):
             self._guard(self.client.delete, f"{self.pulse_path}/{group}")
-        except NoNodeError:
-            pass
 
     def pulse_exists(self, group: str) -> bool:
         return self._guard(self.client.exists, f"{self.pulse_path}/{group}") is not None
