@@ -2,7 +2,7 @@
 
 When a gc has trimmed entries this reader had not applied yet, it cannot replay them; it
 injects set-replica with the origin's replica instead and carries on after the origin. A gap in
-positions alone proves nothing (ZooKeeper's sequence numbers skip after deletions), so the
+positions alone proves nothing (sequence numbers are not promised to be contiguous), so the
 origin decides: only an origin newer than the reader's position means entries were lost to it.
 """
 

@@ -1,0 +1,112 @@
+"""`onyx` as a user runs it: real processes, a real ZooKeeper, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.support import REPO, free_port, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def onyx(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "peer.cli", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False,
+    )  # fmt: skip
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int, *words: str):
+    assert result.returncode == code, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("onyx: error: ")
+    for word in words:
+        assert word in lines[0]
+
+
+@pytest.fixture
+def two_groups(start_peer, zookeeper, tenancy):
+    start_peer(vpeers=2)
+    start_peer(vpeers=2)
+
+    def ready():
+        result = onyx("replica", "--zookeeper", zookeeper.address, "--tenancy", tenancy, "--json")
+        if result.returncode != 0:
+            return None
+        doc = json.loads(result.stdout)
+        return doc if len(doc["groups"]) == 2 and len(doc["pairs"]) == 2 else None
+
+    return wait_for(ready, 60, "two groups in the ring", interval=0.5)
+
+
+def test_replica_json_has_the_documented_keys(two_groups):
+    doc = two_groups
+    assert {"version", "groups", "peers", "pairs"} <= set(doc)
+    assert len(doc["peers"]) == 4
+    a, b = doc["groups"]
+    assert doc["pairs"] == {a: b, b: a}
+
+
+def test_replica_without_json_describes_the_ring(two_groups, zookeeper, tenancy):
+    result = onyx("replica", "--zookeeper", zookeeper.address, "--tenancy", tenancy)
+    assert result.returncode == 0, result.stderr
+    assert "2 groups in the ring, 4 virtual peers" in result.stdout
+    assert "ring: " in result.stdout
+
+
+def test_gc_reports_the_origin_and_the_trim(two_groups, zookeeper, tenancy):
+    result = onyx("gc", "--zookeeper", zookeeper.address, "--tenancy", tenancy)
+    assert result.returncode == 0, result.stderr
+    gc_position = two_groups["version"] + 1
+    assert result.stdout.startswith("origin stored at log position ")
+    assert int(result.stdout.split()[5].rstrip(";")) >= gc_position
+    after = onyx("replica", "--zookeeper", zookeeper.address, "--tenancy", tenancy, "--json")
+    assert json.loads(after.stdout)["groups"] == two_groups["groups"]
+
+
+def test_unknown_tenancy(zookeeper):
+    result = onyx("replica", "--zookeeper", zookeeper.address, "--tenancy", "no-such-thing")
+    assert_one_line_error(result, 1, "no tenancy 'no-such-thing'", zookeeper.address)
+
+
+def test_gc_of_unknown_tenancy(zookeeper):
+    result = onyx("gc", "--zookeeper", zookeeper.address, "--tenancy", "no-such-thing")
+    assert_one_line_error(result, 1, "no tenancy 'no-such-thing'")
+
+
+@pytest.mark.parametrize("command", [["replica"], ["gc"], ["peer", "start"]])
+def test_unreachable_zookeeper(command):
+    address = f"127.0.0.1:{free_port()}"
+    result = onyx(*command, "--zookeeper", address, "--tenancy", "t", "--connect-timeout", "1")
+    assert_one_line_error(result, 1, "cannot reach ZooKeeper", address)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["peer", "start", "--zookeeper", "nohost", "--tenancy", "t"], ["--zookeeper", "nohost"]),
+        (["peer", "start", "--zookeeper", "h:99999", "--tenancy", "t"], ["--zookeeper"]),
+        (["peer", "start", "--zookeeper", "h:1", "--tenancy", "a/b"], ["--tenancy", "a/b"]),
+        (["peer", "start", "--zookeeper", "h:1", "--tenancy", "t", "--vpeers", "0"], ["--vpeers"]),
+        (["peer", "start", "--zookeeper", "h:1", "--tenancy", "t", "--vpeers", "x"], ["'x'"]),
+        (["replica", "--zookeeper", "h:1"], ["--tenancy"]),
+        (["peer", "start", "--zookeeper", "h:1", "--tenancy", "t", "--session-timeout", "-1"],
+         ["--session-timeout"]),
+        (["frobnicate"], ["frobnicate"]),
+        (["run", "--groups", "0"], ["--groups"]),
+    ],
+)  # fmt: skip
+def test_malformed_arguments(args, words):
+    assert_one_line_error(onyx(*args), 2, *words)
+
+
+def test_run_forms_a_local_ring_and_leaves():
+    result = onyx("run", "--groups", "3", "--vpeers", "2")
+    assert result.returncode == 0, result.stderr
+    assert "3 groups in the ring, 6 virtual peers" in result.stdout
+    assert "every group left gracefully" in result.stdout

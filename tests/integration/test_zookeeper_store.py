@@ -1,0 +1,83 @@
+"""The ZooKeeper log store against a real server: what the subscriber and groups rely on."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from peer import api
+from peer.log import subscriber
+from peer.log.entries.gc import SET_REPLICA
+from peer.log.entries.join import PREPARE_JOIN
+from peer.log.replica import Replica
+from peer.log.store import StoreError
+from tests.support import wait_for
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def store(zookeeper, tenancy):
+    s = api.connect(zookeeper.address, tenancy, create=True)
+    yield s
+    s.close()
+
+
+def test_entries_come_back_in_order_with_their_positions(store):
+    positions = [store.append(PREPARE_JOIN.entry(joiner=f"g{i}")) for i in range(5)]
+    entries = store.read(after=-1)
+    assert [e.position for e in entries] == positions == sorted(positions)
+    assert [e.args["joiner"] for e in entries] == [f"g{i}" for i in range(5)]
+    assert [e.position for e in store.read(after=positions[2])] == positions[3:]
+
+
+def test_a_trim_behind_the_reader_is_not_mistaken_for_lost_entries(store):
+    for i in range(4):
+        store.append(PREPARE_JOIN.entry(joiner=f"g{i}"))
+    current = subscriber.catch_up(store)
+    assert store.trim(before=2) == 2
+    later = store.append(PREPARE_JOIN.entry(joiner="late"))
+    entries = subscriber.poll(store, current.version)
+    assert [(e.fn, e.position) for e in entries] == [(PREPARE_JOIN.name, later)]
+
+
+def test_a_reader_behind_a_gc_jumps_to_the_origin(store):
+    for i in range(4):
+        store.append(PREPARE_JOIN.entry(joiner=f"g{i}"))
+    result = api.gc(store, caller="tester")
+    assert result.deleted == 4
+    tail = store.append(PREPARE_JOIN.entry(joiner="after-gc"))
+    entries = subscriber.poll(store, version=0)
+    assert entries[0].fn == SET_REPLICA.name
+    assert entries[0].args["replica"] == store.origin()
+    assert entries[0].position == result.position
+    assert [e.position for e in entries[1:]] == [tail]
+
+
+def test_origin_only_moves_forward(store):
+    assert store.store_origin(Replica(version=10))
+    assert not store.store_origin(Replica(version=5))
+    assert store.origin().version == 10
+
+
+def test_a_pulse_watch_fires_when_the_session_holding_it_ends(zookeeper, tenancy, store):
+    other = api.connect(zookeeper.address, tenancy)
+    other.register_pulse("mortal")
+    gone = threading.Event()
+    store.watch_pulse("mortal", lambda group: gone.set())
+    assert store.pulse_exists("mortal")
+    other.close()
+    wait_for(gone.is_set, 10, "the pulse watch to fire")
+    assert not store.pulse_exists("mortal")
+
+
+def test_watching_a_missing_pulse_fires_at_once(store):
+    gone = []
+    store.watch_pulse("never-was", gone.append)
+    assert gone == ["never-was"]
+
+
+def test_an_unknown_tenancy_is_refused(zookeeper):
+    with pytest.raises(StoreError, match="no tenancy 'nobody-here'"):
+        api.connect(zookeeper.address, "nobody-here")

@@ -1,0 +1,114 @@
+"""Peer groups in this process on the embedded store: the runtime around the pure core."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from peer.cluster.group import GroupConfig, PeerGroup
+from peer.cluster.local import LocalCluster
+from peer.log import subscriber
+from peer.log.replica import ring_cycle
+from peer.log.store import store_origin_and_trim
+from tests.support import wait_for
+
+FAST = GroupConfig(vpeers=2, join_back_off=0.02, poll_interval=0.05, leave_timeout=5)
+
+
+@pytest.fixture
+def cluster():
+    c = LocalCluster(groups=4, vpeers=2)
+    c.start()
+    yield c
+    c.stop()
+
+
+def start_group(cluster: LocalCluster) -> tuple[PeerGroup, threading.Thread]:
+    group = PeerGroup(cluster.log.session(), FAST)
+    thread = threading.Thread(target=group.run, daemon=True)
+    thread.start()
+    return group, thread
+
+
+def ring_of(cluster: LocalCluster, size: int):
+    def settled():
+        r = cluster.replica()
+        done = len(r.groups) == size and not r.joining() and ring_cycle(r) is not None
+        return r if done else None
+
+    return wait_for(settled, 20, f"a settled ring of {size}")
+
+
+def test_groups_form_one_ring_with_every_virtual_peer(cluster):
+    replica = cluster.await_ring(timeout=20)
+    assert sorted(replica.groups) == sorted(g.id for g in cluster.groups)
+    assert sorted(replica.peers) == sorted(p for g in cluster.groups for p in g.current.peers)
+
+
+def test_an_expired_session_repairs_the_ring_and_the_group_rejoins_fresh(cluster):
+    cluster.await_ring(timeout=20)
+    victim = cluster.groups[1]
+    old_id = victim.id
+    victim.store.expire()
+    wait_for(lambda: old_id in cluster.replica().left, 20, "the expired group to be reported")
+    replica = ring_of(cluster, 4)
+    assert old_id not in replica.groups
+    assert victim.id in replica.groups
+    assert victim.id != old_id
+
+
+def test_graceful_stop_removes_the_group(cluster):
+    cluster.await_ring(timeout=20)
+    leaver = cluster.groups[0]
+    gid = leaver.id
+    leaver.stop()
+    cluster.threads[0].join(10)
+    assert not cluster.threads[0].is_alive()
+    replica = ring_of(cluster, 3)
+    assert gid in replica.left
+
+
+def test_a_group_presumed_dead_while_alive_restarts_under_a_new_id(cluster):
+    from peer.log.entries.group_leave import GROUP_LEAVE
+
+    cluster.await_ring(timeout=20)
+    target = cluster.groups[2]
+    old_id = target.id
+    cluster.reader.append(GROUP_LEAVE.entry(id=old_id))
+    wait_for(lambda: target.id != old_id, 20, "the group to take a new id")
+    replica = ring_of(cluster, 4)
+    assert target.id in replica.groups
+    assert not cluster.log.pulses.get(old_id)
+
+
+def test_a_group_started_after_gc_boots_from_the_origin(cluster):
+    cluster.await_ring(timeout=20)
+    origin = subscriber.catch_up(cluster.reader)
+    store_origin_and_trim(cluster.reader, origin)
+    assert min(cluster.log.entries) == origin.version
+    group, thread = start_group(cluster)
+    try:
+        replica = ring_of(cluster, 5)
+        assert group.id in replica.groups
+    finally:
+        group.stop()
+        thread.join(10)
+
+
+def test_a_lone_dead_group_is_evicted_by_the_next_joiner():
+    c = LocalCluster(groups=1, vpeers=1)
+    c.start()
+    try:
+        lone = c.await_ring(timeout=20)
+        (dead,) = lone.groups
+        c.groups[0].stopping.set()  # keep the thread from rejoining once its session dies
+        c.groups[0].store.expire()
+        group, thread = start_group(c)
+        replica = ring_of(c, 1)
+        assert replica.groups == {group.id}
+        assert dead in replica.left
+        group.stop()
+        thread.join(10)
+    finally:
+        c.stop()
