@@ -1,8 +1,9 @@
 """The log in ZooKeeper, through kazoo.
 
-Layout under ``/onyx/<tenancy>``: ``log/entry-NNNNNNNNNN`` persistent sequential znodes (the
-sequence number is the entry's position; readers do not assume the numbers are contiguous), ``origin`` (the compressed replica the last gc stored) and ``pulse/<group>``, one
-ephemeral znode per peer group, whose disappearance is how a group's death is seen.
+Layout under ``/onyx/<tenancy>``: ``log/entry-NNNNNNNNNN``, persistent sequential znodes whose
+sequence number is the entry's position (readers do not assume the numbers are contiguous);
+``origin``, the compressed replica the last gc stored; and ``pulse/<group>``, one ephemeral
+znode per peer group, whose disappearance is how a group's death is seen.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import pytest
 from peer.cluster.group import GroupConfig, PeerGroup
 from peer.cluster.local import LocalCluster
 from peer.log import subscriber
+from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.replica import ring_cycle
 from peer.log.store import store_origin_and_trim
 from tests.support import wait_for
@@ -70,8 +71,6 @@ def test_graceful_stop_removes_the_group(cluster):
 
 
 def test_a_group_presumed_dead_while_alive_restarts_under_a_new_id(cluster):
-    from peer.log.entries.group_leave import GROUP_LEAVE
-
     cluster.await_ring(timeout=20)
     target = cluster.groups[2]
     old_id = target.id
