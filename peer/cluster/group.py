@@ -105,7 +105,7 @@ class Incarnation:
             self._handle(entry)
             if self.ended is not None:
                 return
-        self._flush()
+        self.flush()
 
     def _session_lost(self) -> bool:
         """Once the session has expired this identity is dead to the cluster: it reads no
@@ -134,7 +134,7 @@ class Incarnation:
         if self.leave_position is not None and self.replica.version >= self.leave_position:
             self.ended = "left"
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         """Write what may be written: nothing during a back-off; before the group has joined,
         only the membership protocol's own entries."""
         if time.monotonic() < self.hold_until:

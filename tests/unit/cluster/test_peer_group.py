@@ -6,12 +6,16 @@ import threading
 
 import pytest
 
-from peer.cluster.group import GroupConfig, PeerGroup
+from peer.cluster.group import GroupConfig, Incarnation, PeerGroup
 from peer.cluster.local import LocalCluster
 from peer.log import subscriber
+from peer.log.entries import KINDS
 from peer.log.entries.group_leave import GROUP_LEAVE
+from peer.log.entries.join import PREPARE_JOIN
+from peer.log.entry import EntryKind
 from peer.log.replica import ring_cycle
 from peer.log.store import store_origin_and_trim
+from peer.log.stores.memory import MemoryLog
 from tests.support import wait_for
 
 FAST = GroupConfig(vpeers=2, join_back_off=0.02, poll_interval=0.05, leave_timeout=5)
@@ -111,3 +115,18 @@ def test_a_lone_dead_group_is_evicted_by_the_next_joiner():
         thread.join(10)
     finally:
         c.stop()
+
+
+def test_work_entries_wait_in_the_outbox_until_the_group_has_joined(monkeypatch):
+    volunteer = EntryKind("volunteer", {}, apply=lambda r, e: r, while_joining=False)
+    monkeypatch.setitem(KINDS, volunteer.name, volunteer)
+    store = MemoryLog().session()
+    me = Incarnation(store, FAST, threading.Event())
+    me.outbox = [volunteer.entry(), PREPARE_JOIN.entry(joiner=me.id)]
+    me.flush()
+    assert [e.fn for e in store.read(after=-1)] == [PREPARE_JOIN.name]
+    assert [e.fn for e in me.outbox] == ["volunteer"]
+    me.replica = me.replica.evolve(groups=me.replica.groups.add(me.id))
+    me.flush()
+    assert [e.fn for e in store.read(after=-1)] == [PREPARE_JOIN.name, "volunteer"]
+    assert me.outbox == []
