@@ -23,12 +23,14 @@ def apply_entry(replica: Replica, entry: Entry) -> Transition:
     """The replica after ``entry``, at the entry's position.
 
     A malformed entry, or one of no known kind, changes nothing but the version: every peer
-    refuses it the same way, so all replicas at that position still agree.
+    refuses it the same way, so all replicas at that position still agree. The kind's diff sees
+    the replica before the version is stamped, so an entry that changed nothing diffs as such.
     """
     try:
         kind = kind_of(entry)
     except InvalidEntry as refused:
         log.warning("log entry %d ignored: %s", entry.position, refused)
         return Transition(entry, replica, replica.evolve(version=entry.position), None)
-    new = kind.apply(replica, entry).evolve(version=entry.position)
-    return Transition(entry, replica, new, kind.diff(entry, replica, new), kind)
+    applied = kind.apply(replica, entry)
+    diff = kind.diff(entry, replica, applied)
+    return Transition(entry, replica, applied.evolve(version=entry.position), diff, kind)

@@ -45,7 +45,7 @@ class Entry:
             fn, args = doc["fn"], doc.get("args", {})
             if not isinstance(fn, str) or not isinstance(args, dict):
                 raise TypeError("fn must be a string and args an object")
-        except (ValueError, TypeError, KeyError) as e:
+        except (ValueError, TypeError, KeyError, RecursionError) as e:
             return cls("", {"undecodable": f"{type(e).__name__}: {e}"}, position)
         return cls(fn, args, position)
 

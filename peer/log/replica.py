@@ -113,7 +113,7 @@ def ring_cycle(replica: Replica) -> list[str] | None:
     cycle, current = [], groups[0]
     for _ in groups:
         cycle.append(current)
-        current = replica.pairs[current]
+        current = replica.pairs.get(current)
     return cycle if current == groups[0] and len(set(cycle)) == len(groups) else None
 
 

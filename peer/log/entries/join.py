@@ -2,8 +2,12 @@
 
 prepare-join-cluster (the joiner J asks; a watcher W is chosen deterministically), then
 notify-join-cluster (W, now watching J, tells J whom to watch), then accept-join-cluster (J,
-now watching W's target, completes the join; W drops its old watch). Any failed step is
-answered with abort-join-cluster and J tries again after a randomized back-off.
+now watching W's target, completes the join; W drops its old watch). A join cut short, for
+want of a free watcher or because its watcher left, is aborted with abort-join-cluster and J
+tries again after a randomized back-off. Exactly one retry follows each cancelled attempt: a
+notify or accept that finds its attempt already cancelled changes nothing and aborts nothing,
+since whatever cancelled it has sent the abort that restarts it (two retries of one joiner
+would cancel each other's attempts for ever).
 Which groups watch what at every moment is derived from the replica (peer.cluster.ring), so
 these kinds only change the replica and say who reacts.
 """
@@ -60,12 +64,16 @@ def _diff_prepare(entry: Entry, old: Replica, new: Replica) -> Diff:
     return None
 
 
-def _react_prepare(t: Transition, group: str) -> tuple[Entry, ...]:
+def _refused(t: Transition) -> bool:
+    """The prepare found no free watcher (as opposed to repeating a join already made)."""
     joiner = t.entry.args["joiner"]
-    if _joined(t.old, joiner) or _still_joining(t.old, joiner) or joiner in t.old.left:
-        return ()
-    if t.diff is None and group == joiner:
-        return (ABORT_JOIN.entry(id=joiner),)
+    repeated = _joined(t.old, joiner) or _still_joining(t.old, joiner) or joiner in t.old.left
+    return t.diff is None and not repeated
+
+
+def _react_prepare(t: Transition, group: str) -> tuple[Entry, ...]:
+    if group == t.entry.args["joiner"] and _refused(t):
+        return (ABORT_JOIN.entry(id=group),)
     if t.diff and t.diff.get("watcher") == group:
         return (NOTIFY_JOIN.entry(joiner=t.diff["joiner"], watcher=group),)
     return ()
@@ -74,7 +82,7 @@ def _react_prepare(t: Transition, group: str) -> tuple[Entry, ...]:
 def _effects_prepare(t: Transition, group: str, effects: Effects) -> None:
     """A joiner refused for want of free watchers checks whether the busy ones still live:
     after a total failure they may all be dead, and only the joiner can notice."""
-    if t.diff is None and group == t.entry.args["joiner"] and not _joined(t.old, group):
+    if group == t.entry.args["joiner"] and _refused(t):
         for busy in sorted(disallowed_watchers(t.new)):
             effects.report_if_dead(busy)
 
@@ -110,15 +118,9 @@ def _diff_stitch(entry: Entry, old: Replica, new: Replica) -> Diff:
 
 
 def _react_notify(t: Transition, group: str) -> tuple[Entry, ...]:
-    """A notify that changed nothing fails the join, unless it repeats one already taken (a
-    retried write): then the joiner is accepted by that watcher and waits for its accept."""
-    joiner, watcher = t.entry.args["joiner"], t.entry.args["watcher"]
-    if group != joiner or _joined(t.old, joiner):
+    if t.diff is None or group != t.diff["joiner"]:
         return ()
-    if t.diff is None:
-        repeated = t.old.accepted.get(watcher) == joiner
-        return () if repeated else (ABORT_JOIN.entry(id=joiner),)
-    return (ACCEPT_JOIN.entry(joiner=joiner, watcher=watcher),)
+    return (ACCEPT_JOIN.entry(joiner=group, watcher=t.diff["watcher"]),)
 
 
 NOTIFY_JOIN = EntryKind(
@@ -145,25 +147,17 @@ def _apply_accept(replica: Replica, entry: Entry) -> Replica:
     )
 
 
-def _react_accept(t: Transition, group: str) -> tuple[Entry, ...]:
-    joiner = t.entry.args["joiner"]
-    if t.diff is None and group == joiner and not _joined(t.old, joiner):
-        return (ABORT_JOIN.entry(id=joiner),)
-    return ()
-
-
 ACCEPT_JOIN = EntryKind(
     name="accept-join-cluster",
     args={"joiner": str, "watcher": str},
     apply=_apply_accept,
     diff=_diff_stitch,
-    reactions=_react_accept,
 )
 
 
 def _apply_abort(replica: Replica, entry: Entry) -> Replica:
     group = entry.args["id"]
-    if _joined(replica, group):
+    if _joined(replica, group) or group in replica.left:
         return replica
     return replica.evolve(
         prepared=_without_value(replica.prepared, group),
@@ -177,11 +171,12 @@ def _without_value(joins, group: str):
 
 
 def _diff_abort(entry: Entry, old: Replica, new: Replica) -> Diff:
-    return None if _joined(old, entry.args["id"]) else {"aborted": entry.args["id"]}
+    group = entry.args["id"]
+    return None if _joined(old, group) or group in old.left else {"aborted": group}
 
 
 def _react_abort(t: Transition, group: str) -> tuple[Entry, ...]:
-    if t.diff is not None and group == t.diff["aborted"] and group not in t.old.left:
+    if t.diff is not None and group == t.diff["aborted"]:
         return (PREPARE_JOIN.entry(joiner=group),)
     return ()
 

@@ -99,22 +99,29 @@ def test_a_group_started_after_gc_boots_from_the_origin(cluster):
         thread.join(10)
 
 
-def test_a_lone_dead_group_is_evicted_by_the_next_joiner():
-    c = LocalCluster(groups=1, vpeers=1)
-    c.start()
+def test_a_joiner_whose_watcher_is_dead_evicts_it_and_joins_alone():
+    """The lone group of a cluster dies; nobody watches a lone group, so only the next joiner,
+    which watches its future watcher while prepared, can find it gone."""
+    log = MemoryLog()
+    ghost = log.session()
+    ghost.register_pulse("ghost")
+    ghost.append(PREPARE_JOIN.entry(joiner="ghost"))
+    ghost.expire()
+    group = PeerGroup(log.session(), FAST)
+    thread = threading.Thread(target=group.run, daemon=True)
+    thread.start()
     try:
-        lone = c.await_ring(timeout=20)
-        (dead,) = lone.groups
-        c.groups[0].stopping.set()  # keep the thread from rejoining once its session dies
-        c.groups[0].store.expire()
-        group, thread = start_group(c)
-        replica = ring_of(c, 1)
-        assert replica.groups == {group.id}
-        assert dead in replica.left
+        reader = log.session()
+
+        def alone():
+            replica = subscriber.catch_up(reader)
+            return replica if group.id and replica.groups == {group.id} else None
+
+        replica = wait_for(alone, 20, "the new group to join alone")
+        assert "ghost" in replica.left
+    finally:
         group.stop()
         thread.join(10)
-    finally:
-        c.stop()
 
 
 def test_work_entries_wait_in_the_outbox_until_the_group_has_joined(monkeypatch):

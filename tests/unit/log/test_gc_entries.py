@@ -1,0 +1,77 @@
+"""gc and set-replica."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from peer.log.apply import apply_entry
+from peer.log.entries.gc import GC, SET_REPLICA, set_replica
+from peer.log.entry import Entry
+
+
+def test_gc_keeps_the_replica_and_only_its_caller_stores_the_origin(
+    make_replica, reactions, effects
+):
+    before = make_replica(
+        11, ring=["a", "b"], prepared={"a": "j"}, left=["x"], group_peers={"a": ["a1"]}
+    )
+    t = apply_entry(before, GC.entry(id="b").at(12))
+    assert t.new == before.evolve(version=12)
+    assert t.diff == {"caller": "b"}
+    assert reactions(t, "a", "b", "j") == dict.fromkeys("abj", ())
+    assert effects(t, "a", "b", "j") == {"a": [], "b": [("store_origin", t.new)], "j": []}
+    assert effects(t, "b")["b"][0][1].version == 12
+
+
+def test_gc_by_a_client_that_is_no_group(make_replica, effects):
+    t = apply_entry(make_replica(0, ring=["a"]), GC.entry(id="client-7").at(1))
+    assert effects(t, "a", "client-7") == {
+        "a": [],
+        "client-7": [("store_origin", make_replica(1, ring=["a"]))],
+    }
+
+
+def test_set_replica_entry_is_positioned_at_the_origin(make_replica):
+    origin = make_replica(40, ring=["a", "b"])
+    entry = set_replica(origin)
+    assert entry == Entry("set-replica", {"replica": origin}, 40)
+    assert entry.fn == SET_REPLICA.name
+
+
+def test_set_replica_replaces_the_whole_replica(make_replica, reactions, effects):
+    before = make_replica(3, ring=["x", "y"], prepared={"x": "j"}, group_peers={"x": ["x1"]})
+    origin = make_replica(40, ring=["a", "b"], left=["x"], group_peers={"a": ["a1"]})
+    t = apply_entry(before, set_replica(origin))
+    assert t.new == origin
+    assert t.old == before
+    assert t.diff is None
+    assert t.kind is SET_REPLICA
+    assert reactions(t, "a", "x", "j") == dict.fromkeys("axj", ())
+    assert effects(t, "a", "x", "j") == {key: [] for key in "axj"}
+
+
+def test_set_replica_takes_the_entry_position_as_version(make_replica):
+    origin = make_replica(40, ring=["a"])
+    t = apply_entry(make_replica(), Entry("set-replica", {"replica": origin}).at(45))
+    assert t.new == make_replica(45, ring=["a"])
+
+
+def test_set_replica_read_from_the_log_is_refused(make_replica, reactions, effects, caplog):
+    caplog.set_level(logging.WARNING, logger="peer.log.apply")
+    before = make_replica(7, ring=["x"])
+    origin = make_replica(40, ring=["a", "b"])
+    data = json.dumps({"fn": "set-replica", "args": {"replica": origin.to_json()}}).encode()
+    entry = Entry.decode(data, 8)
+    assert entry == Entry("set-replica", {"replica": origin.to_json()}, 8)
+    t = apply_entry(before, entry)
+    assert t.new == make_replica(8, ring=["x"])
+    assert t.kind is None
+    assert t.diff is None
+    assert reactions(t, "a", "x") == {"a": (), "x": ()}
+    assert effects(t, "a", "x") == {"a": [], "x": []}
+    [record] = caplog.records
+    assert record.levelno == logging.WARNING
+    assert record.getMessage().startswith(
+        "log entry 8 ignored: set-replica: argument 'replica' must be a non-empty Replica"
+    )
