@@ -123,8 +123,7 @@ class Incarnation:
     def _handle(self, entry: Entry) -> None:
         t = apply_entry(self.replica, entry)
         self.replica = t.new
-        reactions = t.reactions(self.id)
-        t.side_effects(self.id, self)
+        reactions = t.act((self.id, *self.peers), self)
         if self.ended is not None:
             return
         self.outbox.extend(reactions)

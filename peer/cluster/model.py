@@ -112,9 +112,9 @@ class ClusterModel:
         t = apply_entry(group.replica, self.log[position])
         group.replica = t.new
         self._check_agreement(t.new)
-        for reaction in t.reactions(gid):
+        actors = (gid, *(f"{gid}-p{i}" for i in range(group.vpeers)))
+        for reaction in t.act(actors, ModelEffects(self, group)):
             self.append(reaction)
-        t.side_effects(gid, ModelEffects(self, group))
         if group.alive and group.leave_position is not None and position >= group.leave_position:
             self.stop(group)
         self.detect_deaths()

@@ -9,7 +9,7 @@ kind's module imports nothing that talks to ZooKeeper.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -67,6 +67,14 @@ class Transition:
     def side_effects(self, actor: str, effects: Effects) -> None:
         if self.kind:
             self.kind.side_effects(self, actor, effects)
+
+    def act(self, actors: Sequence[str], effects: Effects) -> list[Entry]:
+        """What one peer group does for this entry as each of its actors, itself first and then
+        its virtual peers: every side effect carried out, every reaction returned in order."""
+        reactions = [r for actor in actors for r in self.reactions(actor)]
+        for actor in actors:
+            self.side_effects(actor, effects)
+        return reactions
 
 
 class Effects(Protocol):

@@ -11,7 +11,8 @@ from peer.log.apply import apply_entry, kind_of
 from peer.log.entries import KINDS
 from peer.log.entries.gc import GC
 from peer.log.entries.join import PREPARE_JOIN
-from peer.log.entry import Entry, InvalidEntry
+from peer.log.entry import Entry, EntryKind, InvalidEntry
+from peer.log.replica import Replica
 
 ALL_KINDS = [
     "prepare-join-cluster",
@@ -164,3 +165,19 @@ def test_deeply_nested_bytes_become_a_refused_no_op(make_replica, warnings, data
     assert (t.new, t.kind, t.diff) == (make_replica(9, ring=["a"]), None, None)
     [record] = warnings.records
     assert record.getMessage().startswith("log entry 9 ignored: unknown kind of entry ''")
+
+
+def test_act_fans_out_to_the_group_and_each_virtual_peer(monkeypatch):
+    seen = []
+    probe = EntryKind(
+        "probe",
+        {},
+        apply=lambda replica, entry: replica,
+        reactions=lambda t, actor: (Entry("hello", {"from": actor}),) if actor != "g" else (),
+        side_effects=lambda t, actor, effects: seen.append(actor),
+    )
+    monkeypatch.setitem(KINDS, probe.name, probe)
+    t = apply_entry(Replica(), Entry("probe").at(0))
+    reactions = t.act(("g", "p1", "p2"), effects=None)
+    assert reactions == [Entry("hello", {"from": "p1"}), Entry("hello", {"from": "p2"})]
+    assert seen == ["g", "p1", "p2"]
