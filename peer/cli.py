@@ -12,7 +12,7 @@ import logging
 import re
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from peer import __version__, api
@@ -46,24 +46,21 @@ def tenancy_name(value: str) -> str:
     return value
 
 
-def positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of at least 1")
-    return number
+def _positive[N: (int, float)](parse: Callable[[str], N], what: str) -> Callable[[str], N]:
+    def check(value: str) -> N:
+        try:
+            number = parse(value)
+        except ValueError:
+            number = parse("0")
+        if not number > 0:
+            raise argparse.ArgumentTypeError(f"{value!r} is not {what}")
+        return number
+
+    return check
 
 
-def positive_seconds(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        number = 0.0
-    if not number > 0:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a positive number of seconds")
-    return number
+positive_int = _positive(int, "a whole number of at least 1")
+positive_seconds = _positive(float, "a positive number of seconds")
 
 
 def _cluster_args(parser: argparse.ArgumentParser) -> None:
