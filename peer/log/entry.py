@@ -116,6 +116,8 @@ class EntryKind:
     """One kind of log entry.
 
     ``args`` names each required argument and its type; ``validate`` refuses anything else.
+    ``apply`` returns the very replica it was given when the entry changes nothing, so a diff
+    tells "no change" by identity, in constant time, however large the replica.
     ``while_joining`` says whether a group may write the kind before it has fully joined: the
     membership protocol's own entries may, everything a group volunteers for work waits.
     """

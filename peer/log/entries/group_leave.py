@@ -42,7 +42,7 @@ def _apply(replica: Replica, entry: Entry) -> Replica:
 
 
 def _diff(entry: Entry, old: Replica, new: Replica) -> Diff:
-    if old == new:
+    if old is new:
         return None
     group = entry.args["id"]
     return {

@@ -107,7 +107,7 @@ def _apply_notify(replica: Replica, entry: Entry) -> Replica:
 
 
 def _diff_stitch(entry: Entry, old: Replica, new: Replica) -> Diff:
-    if old == new:
+    if old is new:
         return None
     watcher = entry.args["watcher"]
     return {

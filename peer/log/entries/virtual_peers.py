@@ -15,14 +15,14 @@ from peer.log.replica import Replica
 
 def _apply_add(replica: Replica, entry: Entry) -> Replica:
     peer, group = entry.args["id"], entry.args["group"]
-    if group in replica.left:
-        return replica
     peers = replica.group_peers.get(group, pset())
+    if group in replica.left or peer in peers:
+        return replica
     return replica.evolve(group_peers=replica.group_peers.set(group, peers.add(peer)))
 
 
 def _diff_peer(entry: Entry, old: Replica, new: Replica) -> Diff:
-    return None if old == new else {"peer": entry.args["id"], "group": entry.args["group"]}
+    return None if old is new else {"peer": entry.args["id"], "group": entry.args["group"]}
 
 
 ADD_VIRTUAL_PEER = EntryKind(
