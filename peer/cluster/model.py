@@ -15,7 +15,7 @@ from peer.log.apply import apply_entry
 from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.join import PREPARE_JOIN
 from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER
-from peer.log.entry import Entry
+from peer.log.entry import Entry, Transition
 from peer.log.replica import Replica
 
 
@@ -109,7 +109,7 @@ class ClusterModel:
         position = group.replica.version + 1
         if not group.alive or position >= len(self.log):
             return False
-        t = apply_entry(group.replica, self.log[position])
+        t = self.transition(group.replica, self.log[position])
         group.replica = t.new
         self._check_agreement(t.new)
         actors = (gid, *(f"{gid}-p{i}" for i in range(group.vpeers)))
@@ -119,6 +119,10 @@ class ClusterModel:
             self.stop(group)
         self.detect_deaths()
         return True
+
+    def transition(self, replica: Replica, entry: Entry) -> Transition:
+        """How a group applies an entry; every group computes it for itself."""
+        return apply_entry(replica, entry)
 
     def detect_deaths(self) -> None:
         """Every live group reports, once, each group it should watch whose pulse is gone."""
