@@ -22,8 +22,9 @@ def _joined(replica: Replica, group: str) -> bool:
     return group in replica.groups
 
 
-def _still_joining(replica: Replica, group: str) -> bool:
-    return group in replica.joining()
+def _repeated(replica: Replica, joiner: str) -> bool:
+    """A prepare from a group that has joined, is joining, or has left changes nothing."""
+    return _joined(replica, joiner) or joiner in replica.joining() or joiner in replica.left
 
 
 def disallowed_watchers(replica: Replica) -> set[str]:
@@ -36,9 +37,7 @@ def disallowed_watchers(replica: Replica) -> set[str]:
 
 def _apply_prepare(replica: Replica, entry: Entry) -> Replica:
     joiner = entry.args["joiner"]
-    if _joined(replica, joiner) or _still_joining(replica, joiner):
-        return replica
-    if joiner in replica.left:
+    if _repeated(replica, joiner):
         return replica
     if not replica.groups:
         return replica.evolve(
@@ -66,9 +65,7 @@ def _diff_prepare(entry: Entry, old: Replica, new: Replica) -> Diff:
 
 def _refused(t: Transition) -> bool:
     """The prepare found no free watcher (as opposed to repeating a join already made)."""
-    joiner = t.entry.args["joiner"]
-    repeated = _joined(t.old, joiner) or _still_joining(t.old, joiner) or joiner in t.old.left
-    return t.diff is None and not repeated
+    return t.diff is None and not _repeated(t.old, t.entry.args["joiner"])
 
 
 def _react_prepare(t: Transition, group: str) -> tuple[Entry, ...]:
