@@ -1,0 +1,141 @@
+"""A job from what people write: a mapping, YAML or JSON text, or a file holding either.
+
+Loading only reshapes the document into ``peer.job.spec`` values and refuses what cannot be
+reshaped (a key nobody reads, a part missing its name); everything else is ``validate``'s, so a
+job loaded from a file and the same job built in Python are held to the same checks and end up
+equal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from peer.job.spec import FlowCondition, Job, JobError, Lifecycle, Task
+from peer.job.validate import check_n_peers, fail, job_label, lifecycle_label, validate
+
+JOB_KEYS = frozenset(f.name for f in fields(Job))
+TASK_KEYS = frozenset(f.name for f in fields(Task))
+LIFECYCLE_KEYS = frozenset(f.name for f in fields(Lifecycle))
+FLOW_KEYS = frozenset({"from", "to", "predicate", "short_circuit"})
+
+
+def load(source: Mapping[str, Any] | os.PathLike[str]) -> Job:
+    """A validated job from a mapping or a file path. Text goes to ``from_yaml`` or
+    ``from_json``: a bare string could be either text or a path, so it is refused."""
+    if isinstance(source, Mapping):
+        return from_dict(source)
+    if isinstance(source, os.PathLike):
+        return from_file(source)
+    raise JobError(f"job: load takes a mapping or a path, got {type(source).__name__}")
+
+
+def from_yaml(text: str) -> Job:
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        fail("job", f"YAML does not parse: {e}")
+    return from_dict(doc)
+
+
+def from_json(text: str) -> Job:
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        fail("job", f"JSON does not parse: {e}")
+    return from_dict(doc)
+
+
+def from_file(path: str | os.PathLike[str]) -> Job:
+    """By suffix: ``.yaml`` and ``.yml`` are YAML, ``.json`` is JSON."""
+    path = Path(path)
+    parse = {".yaml": from_yaml, ".yml": from_yaml, ".json": from_json}.get(path.suffix.lower())
+    if parse is None:
+        fail("job", f"file {str(path)!r} is neither .yaml, .yml nor .json")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        fail("job", f"cannot read {str(path)!r}: {e}")
+    return parse(text)
+
+
+def from_dict(doc: Any) -> Job:
+    """A validated job from plain data with the keys ``Job.to_dict`` writes."""
+    if not isinstance(doc, Mapping):
+        fail("job", f"must be a mapping of keys to values, got {type(doc).__name__}")
+    where = job_label(doc.get("id"))
+    _check_keys(where, doc, JOB_KEYS, required=("workflow", "catalog"))
+    parts = {
+        "catalog": _parts(where, doc, "catalog", _task),
+        "lifecycles": _parts(where, doc, "lifecycles", _lifecycle),
+        "flow_conditions": _parts(where, doc, "flow_conditions", _flow_condition),
+    }
+    return validate(Job(**{**doc, **parts}))
+
+
+def _check_keys(
+    where: str, doc: Mapping[str, Any], allowed: frozenset[str], required: tuple[str, ...]
+) -> None:
+    for key in doc:
+        if key not in allowed:
+            fail(where, f"unknown key {key!r} (allowed: {', '.join(sorted(allowed))})")
+    for key in required:
+        if key not in doc:
+            fail(where, f"missing key {key!r}")
+
+
+def _parts(
+    where: str, doc: Mapping[str, Any], key: str, build: Callable[[str, int, Any], Any]
+) -> tuple[Any, ...]:
+    raw = doc.get(key, [])
+    if not isinstance(raw, list | tuple):
+        fail(where, f"{key} must be a list, got {raw!r}")
+    return tuple(build(where, index, item) for index, item in enumerate(raw))
+
+
+def _mapping(where: str, what: str, raw: Any) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        fail(where, f"{what} must be a mapping, got {raw!r}")
+    return raw
+
+
+def _task(outer: str, index: int, raw: Any) -> Task:
+    raw = _mapping(outer, f"catalog entry {index}", raw)
+    name = raw.get("name")
+    where = (
+        f"{outer}: task {name!r}" if isinstance(name, str) else f"{outer}: catalog entry {index}"
+    )
+    _check_keys(where, raw, TASK_KEYS, required=("name", "kind"))
+    n_peers = raw.get("n_peers")
+    if isinstance(n_peers, int) and not isinstance(n_peers, bool):
+        check_n_peers(where, n_peers, raw.get("min_peers"), raw.get("max_peers"))
+    return Task(**raw)
+
+
+def _lifecycle(outer: str, index: int, raw: Any) -> Lifecycle:
+    raw = _mapping(outer, f"lifecycle {index}", raw)
+    label = lifecycle_label(raw["task"]) if "task" in raw else f"lifecycle {index}"
+    where = f"{outer}: {label}"
+    _check_keys(where, raw, LIFECYCLE_KEYS, required=("task",))
+    return Lifecycle(**raw)
+
+
+def _flow_condition(outer: str, index: int, raw: Any) -> FlowCondition:
+    raw = _mapping(outer, f"flow condition {index}", raw)
+    where = (
+        f"{outer}: flow condition from {raw['from']!r}"
+        if "from" in raw
+        else f"{outer}: flow condition {index}"
+    )
+    _check_keys(where, raw, FLOW_KEYS, required=("from", "to", "predicate"))
+    fields_ = {("from_task" if key == "from" else key): value for key, value in raw.items()}
+    return FlowCondition(**fields_)
+
+
+__all__ = ["JobError", "from_dict", "from_file", "from_json", "from_yaml", "load"]

@@ -1,0 +1,175 @@
+"""A job as a value: the workflow, the catalog, lifecycles and flow conditions.
+
+Every job, however it was written, becomes these frozen dataclasses, so two jobs are the same job
+exactly when they compare equal, and a job can travel in a log entry as ``to_dict()`` and come
+back unchanged. Construction only normalises shapes (lists become tuples, ``params`` becomes an
+immutable mapping, ``n_peers`` fills ``min_peers`` and ``max_peers``); whether the job makes sense
+is ``peer.job.validate``'s business, so an invalid value can exist long enough to be refused with
+a message that names what is wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any
+
+from pyrsistent import PMap, freeze, pmap, thaw
+
+from peer.job.graph import topological_order
+
+ALL = "all"
+KINDS = ("input", "function", "output")
+FLUX_POLICIES = ("kill", "continue", "recover")
+TASK_SCHEDULERS = ("balanced", "percentage", "colocated")
+HOOKS = ("before_task", "after_task", "before_batch", "after_batch")
+
+
+class JobError(ValueError):
+    """A job refused: the message names the job, the task or part, and the field at fault."""
+
+
+def _tuple(value: Any) -> Any:
+    """Lists become tuples; anything else is left for validation to judge."""
+    return tuple(value) if isinstance(value, list | tuple) else value
+
+
+def _set(obj: object, name: str, value: Any) -> None:
+    object.__setattr__(obj, name, value)
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One catalog entry. ``n_peers`` is shorthand for equal ``min_peers`` and ``max_peers``; it is
+    kept so the job reads back as it was written."""
+
+    name: str
+    kind: str
+    fn: str | None = None
+    plugin: str | None = None
+    batch_size: int = 100
+    batch_timeout: float = 0.05
+    min_peers: int = 1
+    max_peers: int | None = None
+    n_peers: int | None = None
+    flux_policy: str = "kill"
+    required_tags: tuple[str, ...] = ()
+    group_by_key: str | tuple[str, ...] | None = None
+    group_by_fn: str | None = None
+    percentage: float | None = None
+    params: Mapping[str, Any] = field(default_factory=pmap)
+
+    def __post_init__(self) -> None:
+        _set(self, "required_tags", _tuple(self.required_tags))
+        _set(self, "group_by_key", _tuple(self.group_by_key))
+        if isinstance(self.params, Mapping) and not isinstance(self.params, PMap):
+            _set(self, "params", freeze(dict(self.params)))
+        if isinstance(self.n_peers, int):
+            if self.min_peers == 1:
+                _set(self, "min_peers", self.n_peers)
+            if self.max_peers is None:
+                _set(self, "max_peers", self.n_peers)
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = _non_defaults(self)
+        if self.n_peers is not None:
+            doc.pop("min_peers", None)
+            doc.pop("max_peers", None)
+        return doc
+
+
+@dataclass(frozen=True, slots=True)
+class Lifecycle:
+    """Hooks around one task's life and batches; ``task`` may be ``"all"``."""
+
+    task: str
+    before_task: str | None = None
+    after_task: str | None = None
+    before_batch: str | None = None
+    after_batch: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _non_defaults(self)
+
+
+@dataclass(frozen=True, slots=True)
+class FlowCondition:
+    """Segments leaving ``from_task`` reach ``to`` only where ``predicate`` holds."""
+
+    from_task: str
+    to: tuple[str, ...] | str
+    predicate: str
+    short_circuit: bool = False
+
+    def __post_init__(self) -> None:
+        _set(self, "to", _tuple(self.to))
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = _non_defaults(self)
+        return {"from": doc.pop("from_task"), **doc}
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A whole job. ``id`` stays None until the submitter assigns one."""
+
+    workflow: tuple[tuple[str, str], ...]
+    catalog: tuple[Task, ...]
+    lifecycles: tuple[Lifecycle, ...] = ()
+    flow_conditions: tuple[FlowCondition, ...] = ()
+    task_scheduler: str = "balanced"
+    percentage: float | None = None
+    id: str | None = None
+
+    def __post_init__(self) -> None:
+        workflow = _tuple(self.workflow)
+        if isinstance(workflow, tuple):
+            workflow = tuple(_tuple(edge) for edge in workflow)
+        _set(self, "workflow", workflow)
+        for name in ("catalog", "lifecycles", "flow_conditions"):
+            _set(self, name, _tuple(getattr(self, name)))
+
+    def task(self, name: str) -> Task:
+        for task in self.catalog:
+            if task.name == name:
+                return task
+        raise KeyError(name)
+
+    def sorted_tasks(self) -> tuple[str, ...]:
+        """Task names, every task after all its upstream tasks, ties broken by name."""
+        order, _cycle = topological_order(self.workflow)
+        return order
+
+    def input_tasks(self) -> tuple[str, ...]:
+        return tuple(sorted(t.name for t in self.catalog if t.kind == "input"))
+
+    def output_tasks(self) -> tuple[str, ...]:
+        return tuple(sorted(t.name for t in self.catalog if t.kind == "output"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data that ``peer.job.load.load`` turns back into an equal job."""
+        doc = _non_defaults(self)
+        doc["workflow"] = [list(edge) for edge in self.workflow]
+        for name in ("catalog", "lifecycles", "flow_conditions"):
+            if name in doc:
+                doc[name] = [part.to_dict() for part in doc[name]]
+        return doc
+
+
+def _non_defaults(value: Any) -> dict[str, Any]:
+    """Fields that differ from their default, as plain data: defaults come back on load."""
+    doc: dict[str, Any] = {}
+    for f in fields(value):
+        item = getattr(value, f.name)
+        default = f.default_factory() if f.default_factory is not MISSING else f.default
+        if item != default:
+            doc[f.name] = _plain(item)
+    return doc
+
+
+def _plain(item: Any) -> Any:
+    if isinstance(item, PMap):
+        return thaw(item)
+    if isinstance(item, tuple) and all(isinstance(x, str) for x in item):
+        return list(item)
+    return item

@@ -1,0 +1,280 @@
+"""Whether a job makes sense, as one function that returns the job or raises one JobError.
+
+The first mistake found is the one reported, and its message names the job, the part of it (a
+task, a workflow edge, a lifecycle, a flow condition) and the field, so the person who wrote the
+job can go straight to the line at fault. The checks read nothing but the job and the code its
+dotted paths name: the same job is refused the same way on every peer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any, NoReturn
+
+from peer.job.graph import topological_order
+from peer.job.imports import ImportPathError, resolve
+from peer.job.spec import (
+    ALL,
+    FLUX_POLICIES,
+    HOOKS,
+    KINDS,
+    TASK_SCHEDULERS,
+    FlowCondition,
+    Job,
+    JobError,
+    Lifecycle,
+    Task,
+)
+
+
+def validate(job: Job) -> Job:
+    """``job`` itself when every check passes; JobError naming the first mistake otherwise."""
+    where = job_label(job.id)
+    _check_job_fields(job, where)
+    for index, task in enumerate(job.catalog):
+        _check_task(task, index, where)
+    _check_unique_names(job, where)
+    _check_workflow(job, where)
+    _check_percentages(job, where)
+    for lifecycle in job.lifecycles:
+        _check_lifecycle(job, lifecycle, where)
+    for condition in job.flow_conditions:
+        _check_flow_condition(job, condition, where)
+    return job
+
+
+def job_label(job_id: object) -> str:
+    return f"job {job_id!r}" if isinstance(job_id, str) and job_id else "job"
+
+
+def lifecycle_label(task: object) -> str:
+    return "lifecycle for all tasks" if task == ALL else f"lifecycle for task {task!r}"
+
+
+def fail(where: str, message: str) -> NoReturn:
+    raise JobError(f"{where}: {message}")
+
+
+def check_n_peers(where: str, n_peers: int, min_peers: object, max_peers: object) -> None:
+    """``n_peers`` fixes both bounds, so any other bound written next to it is a contradiction."""
+    for name, value in (("min_peers", min_peers), ("max_peers", max_peers)):
+        if value is not None and value != n_peers:
+            fail(where, f"n_peers {n_peers!r} conflicts with {name} {value!r}")
+
+
+def _one_of(where: str, name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        fail(where, f"{name} {value!r} is not one of {', '.join(map(repr, allowed))}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
+
+
+def _count(where: str, name: str, value: object, optional: bool = False) -> None:
+    if (value is None and optional) or (_is_int(value) and value >= 1):  # type: ignore[operator]
+        return
+    fail(where, f"{name} must be an int >= 1, got {value!r}")
+
+
+def _percentage(where: str, value: object) -> None:
+    if value is None or (_is_number(value) and 0 < value <= 100):  # type: ignore[operator]
+        return
+    fail(where, f"percentage must be a number > 0 and <= 100, got {value!r}")
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, tuple) and all(isinstance(s, str) and s for s in value)
+
+
+def _check_path(where: str, name: str, path: object) -> None:
+    """A dotted path must import and name something callable, or the job fails at run time."""
+    if path is None:
+        return
+    if not isinstance(path, str):
+        fail(where, f"{name} must be a dotted path string, got {path!r}")
+    try:
+        target = resolve(path)
+    except ImportPathError as e:
+        fail(where, f"{name} {path!r} does not import: {e}")
+    if not callable(target):
+        fail(where, f"{name} {path!r} is not callable")
+
+
+def _check_job_fields(job: Job, where: str) -> None:
+    if job.id is not None and not (isinstance(job.id, str) and job.id):
+        fail(where, f"id must be a non-empty string or absent, got {job.id!r}")
+    _one_of(where, "task_scheduler", job.task_scheduler, TASK_SCHEDULERS)
+    _percentage(where, job.percentage)
+    for name, kind in (("catalog", Task), ("lifecycles", Lifecycle)):
+        parts = getattr(job, name)
+        if not isinstance(parts, tuple) or not all(isinstance(p, kind) for p in parts):
+            fail(where, f"{name} must be a list of {kind.__name__}, got {parts!r}")
+    conditions = job.flow_conditions
+    if not isinstance(conditions, tuple) or not all(
+        isinstance(c, FlowCondition) for c in conditions
+    ):
+        fail(where, f"flow_conditions must be a list of FlowCondition, got {conditions!r}")
+    if not job.catalog:
+        fail(where, "catalog has no tasks")
+
+
+def _check_task(task: Task, index: int, outer: str) -> None:
+    if not (isinstance(task.name, str) and task.name):
+        name = task.name
+        fail(f"{outer}: catalog entry {index}", f"name must be a non-empty string, got {name!r}")
+    where = f"{outer}: task {task.name!r}"
+    _check_kind(task, where)
+    _count(where, "batch_size", task.batch_size)
+    if not (_is_number(task.batch_timeout) and task.batch_timeout > 0):
+        fail(where, f"batch_timeout must be a number of seconds > 0, got {task.batch_timeout!r}")
+    _check_peers(task, where)
+    _one_of(where, "flux_policy", task.flux_policy, FLUX_POLICIES)
+    if not _strings(task.required_tags):
+        fail(where, f"required_tags must be a list of strings, got {task.required_tags!r}")
+    _check_grouping(task, where)
+    _percentage(where, task.percentage)
+    if not isinstance(task.params, Mapping) or not all(isinstance(k, str) for k in task.params):
+        fail(where, f"params must be a mapping with string keys, got {task.params!r}")
+    for name in ("fn", "plugin", "group_by_fn"):
+        _check_path(where, name, getattr(task, name))
+
+
+def _check_kind(task: Task, where: str) -> None:
+    _one_of(where, "kind", task.kind, KINDS)
+    if task.kind == "function":
+        if task.fn is None:
+            fail(where, "fn is required for a function task")
+        if task.plugin is not None:
+            fail(where, "plugin is only for input and output tasks, not a function task")
+    elif task.plugin is None:
+        fail(where, f"plugin is required for an {task.kind} task")
+
+
+def _check_peers(task: Task, where: str) -> None:
+    _count(where, "min_peers", task.min_peers)
+    _count(where, "max_peers", task.max_peers, optional=True)
+    _count(where, "n_peers", task.n_peers, optional=True)
+    if task.n_peers is not None:
+        check_n_peers(where, task.n_peers, task.min_peers, task.max_peers)
+    if task.max_peers is not None and task.min_peers > task.max_peers:
+        fail(where, f"min_peers {task.min_peers} is more than max_peers {task.max_peers}")
+
+
+def _check_grouping(task: Task, where: str) -> None:
+    key = task.group_by_key
+    if key is not None and not ((isinstance(key, str) and key) or (_strings(key) and key)):
+        fail(where, f"group_by_key must be a string or a list of strings, got {key!r}")
+    if key is not None and task.group_by_fn is not None:
+        fail(where, "group_by_key and group_by_fn are exclusive: set at most one")
+
+
+def _check_unique_names(job: Job, where: str) -> None:
+    counts = Counter(task.name for task in job.catalog)
+    for task in job.catalog:
+        if counts[task.name] > 1:
+            fail(f"{where}: task {task.name!r}", "name is listed twice in the catalog")
+
+
+def _edge(edge: tuple[str, str]) -> str:
+    return f"{edge[0]!r} -> {edge[1]!r}"
+
+
+def _check_edges(job: Job, where: str) -> None:
+    if not isinstance(job.workflow, tuple) or not job.workflow:
+        fail(where, f"workflow must be a non-empty list of [from, to] edges, got {job.workflow!r}")
+    names = {task.name for task in job.catalog}
+    seen: set[tuple[str, str]] = set()
+    for index, edge in enumerate(job.workflow):
+        if not (isinstance(edge, tuple) and len(edge) == 2 and _strings(edge)):
+            fail(where, f"workflow edge {index} must be a [from, to] pair of names, got {edge!r}")
+        for name in edge:
+            if name not in names:
+                fail(where, f"workflow edge {_edge(edge)}: task {name!r} is not in the catalog")
+        if edge in seen:
+            fail(where, f"workflow edge {_edge(edge)} is listed twice")
+        seen.add(edge)
+
+
+def _check_workflow(job: Job, where: str) -> None:
+    _check_edges(job, where)
+    for task in job.catalog:
+        _check_role(job, task, f"{where}: task {task.name!r}: workflow")
+    _order, cycle = topological_order(job.workflow)
+    if cycle:
+        fail(where, f"workflow has a cycle: {' -> '.join(map(repr, (*cycle, cycle[0])))}")
+
+
+def _check_role(job: Job, task: Task, where: str) -> None:
+    incoming = [e for e in job.workflow if e[1] == task.name]
+    outgoing = [e for e in job.workflow if e[0] == task.name]
+    if not incoming and not outgoing:
+        fail(where, "task is in no edge")
+    if task.kind == "input" and incoming:
+        fail(where, f"an input task cannot have incoming edges, got {_edge(incoming[0])}")
+    if task.kind == "output" and outgoing:
+        fail(where, f"an output task cannot have outgoing edges, got {_edge(outgoing[0])}")
+    if task.kind == "function" and not incoming:
+        fail(where, "a function task needs an incoming edge, has none")
+    if task.kind == "function" and not outgoing:
+        fail(where, "a function task needs an outgoing edge, has none")
+
+
+def _check_percentages(job: Job, where: str) -> None:
+    """Task percentages only mean something to the percentage task scheduler, which needs one on
+    every task and all of them to share out the whole job."""
+    by_percentage = job.task_scheduler == "percentage"
+    for task in job.catalog:
+        if by_percentage and task.percentage is None:
+            fail(f"{where}: task {task.name!r}", "percentage is required by the scheduler")
+        if not by_percentage and task.percentage is not None:
+            fail(
+                f"{where}: task {task.name!r}",
+                f"percentage is only for task_scheduler 'percentage', not {job.task_scheduler!r}",
+            )
+    total = sum(task.percentage or 0 for task in job.catalog)
+    if by_percentage and not math.isclose(total, 100):
+        fail(where, f"catalog: task percentages add up to {total:g}, not 100")
+
+
+def _check_lifecycle(job: Job, lifecycle: Lifecycle, outer: str) -> None:
+    task = lifecycle.task
+    where = f"{outer}: {lifecycle_label(task)}"
+    if task != ALL and task not in {t.name for t in job.catalog}:
+        fail(where, f"task {task!r} is not in the catalog")
+    hooks = [getattr(lifecycle, hook) for hook in HOOKS]
+    if all(hook is None for hook in hooks):
+        fail(where, f"names no hook: set one of {', '.join(HOOKS)}")
+    for name, hook in zip(HOOKS, hooks, strict=True):
+        _check_path(where, name, hook)
+
+
+def _check_flow_condition(job: Job, condition: FlowCondition, outer: str) -> None:
+    source = condition.from_task
+    where = f"{outer}: flow condition from {source!r}"
+    if source not in {t.name for t in job.catalog}:
+        fail(where, f"from {source!r} is not in the catalog")
+    _check_targets(job, source, condition.to, where)
+    if condition.predicate is None:
+        fail(where, "predicate is required")
+    _check_path(where, "predicate", condition.predicate)
+    if not isinstance(condition.short_circuit, bool):
+        fail(where, f"short_circuit must be true or false, got {condition.short_circuit!r}")
+
+
+def _check_targets(job: Job, source: str, to: Any, where: str) -> None:
+    """A condition can only route to the tasks its source actually feeds."""
+    if to == ALL:
+        return
+    if not (_strings(to) and to):
+        fail(where, f"to must be 'all' or a non-empty list of task names, got {to!r}")
+    children = {down for up, down in job.workflow if up == source}
+    for name in to:
+        if name not in children:
+            fail(where, f"to names {name!r}, which is not downstream of {source!r}")
