@@ -148,7 +148,7 @@ def run(ops: Sequence[Op]) -> ClusterModel:
     return model
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(SCENARIOS)
 def test_random_interleavings_keep_one_ring(ops: list[Op]) -> None:
     run(ops)
