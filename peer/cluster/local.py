@@ -7,7 +7,7 @@ import time
 
 from peer.cluster.group import GroupConfig, PeerGroup
 from peer.log import subscriber
-from peer.log.replica import Replica, ring_cycle
+from peer.log.replica import Replica, ring_settled
 from peer.log.stores.memory import MemoryLog
 
 
@@ -37,7 +37,7 @@ class LocalCluster:
         while True:
             self.changed.clear()
             current = self.replica()
-            if _ring_complete(current, len(self.groups), self.vpeers):
+            if ring_settled(current, len(self.groups), self.vpeers):
                 return current
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the ring did not form within {timeout:g} s")
@@ -49,13 +49,3 @@ class LocalCluster:
         for thread in self.threads:
             thread.join(timeout)
         return self.replica()
-
-
-def _ring_complete(replica: Replica, groups: int, vpeers: int) -> bool:
-    return (
-        len(replica.groups) == groups
-        and not replica.prepared
-        and not replica.accepted
-        and ring_cycle(replica) is not None
-        and len(replica.peers) == groups * vpeers
-    )

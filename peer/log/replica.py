@@ -117,6 +117,18 @@ def ring_cycle(replica: Replica) -> list[str] | None:
     return cycle if current == groups[0] and len(set(cycle)) == len(groups) else None
 
 
+def ring_settled(replica: Replica, groups: int, vpeers: int) -> bool:
+    """Exactly ``groups`` groups in one ring, no join in flight, and every group's ``vpeers``
+    virtual peers active: what a cluster that has finished forming looks like."""
+    return (
+        len(replica.groups) == groups
+        and not replica.prepared
+        and not replica.accepted
+        and ring_cycle(replica) is not None
+        and len(replica.peers) == groups * vpeers
+    )
+
+
 def invariant_violations(replica: Replica) -> list[str]:
     """Structural facts every replica must satisfy, whatever log produced it."""
     problems = []

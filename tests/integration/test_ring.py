@@ -9,7 +9,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from peer import api
-from peer.log.replica import Replica, ring_cycle
+from peer.log.replica import Replica, ring_cycle, ring_settled
 from peer.log.store import StoreError
 from tests.support import PeerProcess, ZooKeeperServer, wait_for
 
@@ -36,14 +36,7 @@ def settled_ring(zookeeper: ZooKeeperServer, tenancy: str, size: int) -> Replica
         replica = read_replica(zookeeper, tenancy)
     except StoreError:  # the first group has not created the tenancy yet
         return None
-    complete = (
-        len(replica.groups) == size
-        and not replica.prepared
-        and not replica.accepted
-        and ring_cycle(replica) is not None
-        and len(replica.peers) == size * VPEERS
-    )
-    return replica if complete else None
+    return replica if ring_settled(replica, size, VPEERS) else None
 
 
 def await_ring(zookeeper: ZooKeeperServer, tenancy: str, size: int, timeout: float) -> Replica:

@@ -13,7 +13,7 @@ from peer.log.entries import KINDS
 from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.join import PREPARE_JOIN
 from peer.log.entry import EntryKind
-from peer.log.replica import ring_cycle
+from peer.log.replica import ring_settled
 from peer.log.store import store_origin_and_trim
 from peer.log.stores.memory import MemoryLog
 from tests.support import wait_for
@@ -39,8 +39,7 @@ def start_group(cluster: LocalCluster) -> tuple[PeerGroup, threading.Thread]:
 def ring_of(cluster: LocalCluster, size: int):
     def settled():
         r = cluster.replica()
-        done = len(r.groups) == size and not r.joining() and ring_cycle(r) is not None
-        return r if done else None
+        return r if ring_settled(r, size, FAST.vpeers) else None
 
     return wait_for(settled, 20, f"a settled ring of {size}")
 
