@@ -65,8 +65,9 @@ def from_file(path: str | os.PathLike[str]) -> Job:
     return parse(text)
 
 
-def from_dict(doc: Any) -> Job:
-    """A validated job from plain data with the keys ``Job.to_dict`` writes."""
+def from_dict(doc: Any, *, imports: bool = True) -> Job:
+    """A validated job from plain data with the keys ``Job.to_dict`` writes; ``imports`` as
+    for ``validate``."""
     if not isinstance(doc, Mapping):
         fail("job", f"must be a mapping of keys to values, got {type(doc).__name__}")
     where = job_label(doc.get("id"))
@@ -76,7 +77,7 @@ def from_dict(doc: Any) -> Job:
         "lifecycles": _parts(where, doc, "lifecycles", _lifecycle),
         "flow_conditions": _parts(where, doc, "flow_conditions", _flow_condition),
     }
-    return validate(Job(**{**doc, **parts}))
+    return validate(Job(**{**doc, **parts}), imports=imports)
 
 
 def _check_keys(

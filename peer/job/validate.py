@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from peer.job.graph import topological_order
-from peer.job.imports import ImportPathError, resolve
+from peer.job.imports import ImportPathError, resolve, split
 from peer.job.spec import (
     ALL,
     FLUX_POLICIES,
@@ -29,8 +29,13 @@ from peer.job.spec import (
 )
 
 
-def validate(job: Job) -> Job:
-    """``job`` itself when every check passes; JobError naming the first mistake otherwise."""
+def validate(job: Job, *, imports: bool = True) -> Job:
+    """``job`` itself when every check passes; JobError naming the first mistake otherwise.
+
+    ``imports=False`` checks the shape of every dotted path without importing it: the log
+    applies submitted jobs that way, since whether code imports depends on the machine, and
+    every replica must accept or refuse a job alike. Submitters check the imports.
+    """
     where = job_label(job.id)
     _check_job_fields(job, where)
     for index, task in enumerate(job.catalog):
@@ -42,6 +47,8 @@ def validate(job: Job) -> Job:
         _check_lifecycle(job, lifecycle, where)
     for condition in job.flow_conditions:
         _check_flow_condition(job, condition, where)
+    if imports:
+        _check_imports(job, where)
     return job
 
 
@@ -94,17 +101,42 @@ def _strings(value: object) -> bool:
 
 
 def _check_path(where: str, name: str, path: object) -> None:
-    """A dotted path must import and name something callable, or the job fails at run time."""
     if path is None:
         return
     if not isinstance(path, str):
         fail(where, f"{name} must be a dotted path string, got {path!r}")
     try:
-        target = resolve(path)
+        split(path)
     except ImportPathError as e:
         fail(where, f"{name} {path!r} does not import: {e}")
-    if not callable(target):
-        fail(where, f"{name} {path!r} is not callable")
+
+
+def _check_imports(job: Job, outer: str) -> None:
+    """Every dotted path must import and name something callable, or the job fails at run
+    time on some peer instead of now."""
+    named = [
+        (f"{outer}: task {task.name!r}", name, getattr(task, name))
+        for task in job.catalog
+        for name in ("fn", "plugin", "group_by_fn")
+    ]
+    named += [
+        (f"{outer}: {lifecycle_label(lc.task)}", hook, getattr(lc, hook))
+        for lc in job.lifecycles
+        for hook in HOOKS
+    ]
+    named += [
+        (f"{outer}: flow condition from {c.from_task!r}", "predicate", c.predicate)
+        for c in job.flow_conditions
+    ]
+    for where, name, path in named:
+        if path is None:
+            continue
+        try:
+            target = resolve(path)
+        except ImportPathError as e:
+            fail(where, f"{name} {path!r} does not import: {e}")
+        if not callable(target):
+            fail(where, f"{name} {path!r} is not callable")
 
 
 def _check_job_fields(job: Job, where: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from peer.log.allocation import reallocate
 from peer.log.entries import KINDS
 from peer.log.entry import Entry, EntryKind, InvalidEntry, Transition
 from peer.log.replica import Replica
@@ -25,12 +26,14 @@ def apply_entry(replica: Replica, entry: Entry) -> Transition:
     A malformed entry, or one of no known kind, changes nothing but the version: every peer
     refuses it the same way, so all replicas at that position still agree. The kind's diff sees
     the replica before the version is stamped, so an entry that changed nothing diffs as such.
+    Peers are then reallocated to jobs if the entry changed either.
     """
     try:
         kind = kind_of(entry)
+        applied = kind.apply(replica, entry)
     except InvalidEntry as refused:
         log.warning("log entry %d ignored: %s", entry.position, refused)
         return Transition(entry, replica, replica.evolve(version=entry.position), None)
-    applied = kind.apply(replica, entry)
+    applied = reallocate(replica, applied, entry.position)
     diff = kind.diff(entry, replica, applied)
     return Transition(entry, replica, applied.evolve(version=entry.position), diff, kind)

@@ -115,7 +115,8 @@ def _no_side_effects(t: Transition, group: str, effects: Effects) -> None:
 class EntryKind:
     """One kind of log entry.
 
-    ``args`` names each required argument and its type; ``validate`` refuses anything else.
+    ``args`` names each required argument and its type, ``optional`` those that may be
+    absent; ``validate`` refuses anything else.
     ``apply`` returns the very replica it was given when the entry changes nothing, so a diff
     tells "no change" by identity, in constant time, however large the replica.
     ``while_joining`` says whether a group may write the kind before it has fully joined: the
@@ -129,9 +130,11 @@ class EntryKind:
     reactions: Callable[[Transition, str], tuple[Entry, ...]] = _no_reactions
     side_effects: Callable[[Transition, str, Effects], None] = _no_side_effects
     while_joining: bool = True
+    optional: Mapping[str, type] = field(default_factory=dict)
 
     def validate(self, entry: Entry) -> None:
-        for name, kind in self.args.items():
+        given = [(n, k) for n, k in self.optional.items() if n in entry.args]
+        for name, kind in [*self.args.items(), *given]:
             value = entry.args.get(name)
             if not isinstance(value, kind) or (kind is str and not value):
                 raise InvalidEntry(

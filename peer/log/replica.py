@@ -11,7 +11,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from pyrsistent import PMap, PSet, pmap, pset
+from pyrsistent import PMap, PSet, PVector, pmap, pset, pvector
+
+from peer.job.load import from_dict
 
 EMPTY_VERSION = -1
 
@@ -25,7 +27,16 @@ class Replica:
     by the group that will watch the joiner. ``group_peers`` maps every group that announced
     virtual peers, joined or not, to them: a peer is active once its group has joined and
     orphaned before. ``left`` remembers groups that are gone so that a late announcement from
-    one of them cannot resurrect it.
+    one of them cannot resurrect it. ``sites`` and ``group_tags`` say where a group listens for
+    segments and what its peers offer the schedulers.
+
+    Jobs: ``jobs`` holds the submitted jobs that have not finished, ``job_order`` their
+    submission order (the schedulers' priority), ``finished`` how every other job ended, so a
+    resubmitted id stays a no-op. ``allocations`` gives every job's tasks their peers and
+    ``allocation_versions`` the log position where that allocation last changed, which is the
+    version the data plane stamps on its messages. ``started`` jobs have held peers once (flux
+    policies apply to them); ``done`` holds the output peers that finished under the current
+    allocation. ``short_ids`` are the small integers peers and jobs are known by on the wire.
     """
 
     version: int = EMPTY_VERSION
@@ -36,6 +47,18 @@ class Replica:
     aborted: PSet = field(default_factory=pset)
     left: PSet = field(default_factory=pset)
     group_peers: PMap = field(default_factory=pmap)
+    sites: PMap = field(default_factory=pmap)
+    group_tags: PMap = field(default_factory=pmap)
+    job_scheduler: str = "balanced"
+    jobs: PMap = field(default_factory=pmap)
+    job_order: PVector = field(default_factory=pvector)
+    finished: PMap = field(default_factory=pmap)
+    allocations: PMap = field(default_factory=pmap)
+    allocation_versions: PMap = field(default_factory=pmap)
+    started: PSet = field(default_factory=pset)
+    done: PMap = field(default_factory=pmap)
+    short_ids: PMap = field(default_factory=pmap)
+    next_short_id: int = 0
 
     def evolve(self, **changes: Any) -> Replica:
         return replace(self, **changes)
@@ -49,6 +72,18 @@ class Replica:
     def orphaned(self) -> dict[str, list[str]]:
         """Virtual peers announced by groups that have not joined yet."""
         return {g: sorted(ps) for g, ps in sorted(self.group_peers.items()) if g not in self.groups}
+
+    def group_of(self, peer: str) -> str | None:
+        """The group a virtual peer lives in; linear, used off the hot path."""
+        return next((g for g, ps in self.group_peers.items() if peer in ps), None)
+
+    def task_of(self, peer: str) -> tuple[str, str] | None:
+        """(job, task) the peer is allocated to, if any."""
+        for job, tasks in self.allocations.items():
+            for task, peers in tasks.items():
+                if peer in peers:
+                    return job, task
+        return None
 
     def joining(self) -> dict[str, str]:
         """Joins in flight, joiner to the group that will watch it."""
@@ -71,6 +106,21 @@ class Replica:
             "left": sorted(self.left),
             "orphaned": self.orphaned,
             "group_peers": {g: sorted(ps) for g, ps in sorted(self.group_peers.items())},
+            "sites": dict(sorted(self.sites.items())),
+            "group_tags": {g: list(ts) for g, ts in sorted(self.group_tags.items())},
+            "job_scheduler": self.job_scheduler,
+            "jobs": {j: job.to_dict() for j, job in sorted(self.jobs.items())},
+            "job_order": list(self.job_order),
+            "finished": dict(sorted(self.finished.items())),
+            "allocations": {
+                j: {t: list(ps) for t, ps in tasks.items()}
+                for j, tasks in sorted(self.allocations.items())
+            },
+            "allocation_versions": dict(sorted(self.allocation_versions.items())),
+            "started": sorted(self.started),
+            "done": {j: sorted(ps) for j, ps in sorted(self.done.items())},
+            "short_ids": dict(sorted(self.short_ids.items())),
+            "next_short_id": self.next_short_id,
         }
 
     @classmethod
@@ -91,6 +141,29 @@ class Replica:
             group_peers=pmap(
                 {str(g): _strings(ps) for g, ps in doc.get("group_peers", {}).items()}
             ),
+            sites=_string_map(doc.get("sites", {})),
+            group_tags=pmap(
+                {str(g): tuple(map(str, ts)) for g, ts in doc.get("group_tags", {}).items()}
+            ),
+            job_scheduler=str(doc.get("job_scheduler", "balanced")),
+            jobs=pmap(
+                {str(j): from_dict(d, imports=False) for j, d in doc.get("jobs", {}).items()}
+            ),
+            job_order=pvector(map(str, doc.get("job_order", ()))),
+            finished=_string_map(doc.get("finished", {})),
+            allocations=pmap(
+                {
+                    str(j): pmap({str(t): tuple(map(str, ps)) for t, ps in tasks.items()})
+                    for j, tasks in doc.get("allocations", {}).items()
+                }
+            ),
+            allocation_versions=pmap(
+                {str(j): int(v) for j, v in doc.get("allocation_versions", {}).items()}
+            ),
+            started=_strings(doc.get("started", ())),
+            done=pmap({str(j): _strings(ps) for j, ps in doc.get("done", {}).items()}),
+            short_ids=pmap({str(k): int(v) for k, v in doc.get("short_ids", {}).items()}),
+            next_short_id=int(doc.get("next_short_id", 0)),
         )
 
 

@@ -1,14 +1,16 @@
 """Every kind of log entry, by name.
 
-The registry is the extension point: the jobs issue adds submit-job, kill-job and complete-job
-by listing their module's KINDS here, and nothing else in the log machinery changes.
+The registry is the extension point: a family of kinds joins the log by listing its module's
+KINDS here, and nothing else in the log machinery changes.
 """
 
 from __future__ import annotations
 
-from peer.log.entries import gc, group_leave, join, virtual_peers
+from peer.log.entries import gc, group_leave, jobs, join, virtual_peers
 from peer.log.entry import EntryKind
 
 KINDS: dict[str, EntryKind] = {
-    kind.name: kind for module in (join, group_leave, virtual_peers, gc) for kind in module.KINDS
+    kind.name: kind
+    for module in (join, group_leave, virtual_peers, jobs, gc)
+    for kind in module.KINDS
 }

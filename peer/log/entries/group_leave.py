@@ -7,7 +7,9 @@ simultaneous deaths close transitively. Joins that depended on the group are abo
 
 from __future__ import annotations
 
-from pyrsistent import pmap
+from collections.abc import Iterable
+
+from pyrsistent import PMap, pmap
 
 from peer.log.entries.join import ABORT_JOIN
 from peer.log.entry import Diff, Effects, Entry, EntryKind, Transition
@@ -38,7 +40,18 @@ def _apply(replica: Replica, entry: Entry) -> Replica:
         aborted=replica.aborted.update(stranded).discard(group),
         left=replica.left.add(group),
         group_peers=replica.group_peers.discard(group),
+        sites=replica.sites.discard(group),
+        group_tags=replica.group_tags.discard(group),
+        short_ids=_without(replica.short_ids, replica.group_peers.get(group, ())),
     )
+
+
+def _without(short_ids: PMap, peers: Iterable[str]) -> PMap:
+    evolver = short_ids.evolver()
+    for peer in peers:
+        if peer in evolver:
+            del evolver[peer]
+    return evolver.persistent()
 
 
 def _diff(entry: Entry, old: Replica, new: Replica) -> Diff:

@@ -24,6 +24,9 @@ ALL_KINDS = [
     "leave-cluster",
     "gc",
     "set-replica",
+    "submit-job",
+    "kill-job",
+    "complete-job",
 ]
 
 

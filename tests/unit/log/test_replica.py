@@ -34,6 +34,18 @@ def test_to_json_is_plain_and_sorted(sample):
         "left": ["x"],
         "orphaned": {"j": ["j1"], "k": ["k1"]},
         "group_peers": {"a": ["a1", "a2"], "c": [], "j": ["j1"], "k": ["k1"]},
+        "sites": {},
+        "group_tags": {},
+        "job_scheduler": "balanced",
+        "jobs": {},
+        "job_order": [],
+        "finished": {},
+        "allocations": {},
+        "allocation_versions": {},
+        "started": [],
+        "done": {},
+        "short_ids": {},
+        "next_short_id": 0,
     }
     assert list(sample.to_json()["pairs"]) == ["a", "b", "c"]
 
@@ -60,8 +72,8 @@ def test_from_json_converts_ids_to_strings(make_replica):
 
 
 def test_from_json_refuses_unknown_keys():
-    with pytest.raises(ValueError, match=r"^replica document has unknown keys: \['jobs', 'x'\]$"):
-        Replica.from_json({"version": 1, "x": 1, "jobs": {}})
+    with pytest.raises(ValueError, match=r"^replica document has unknown keys: \['w', 'x'\]$"):
+        Replica.from_json({"version": 1, "x": 1, "w": {}})
 
 
 def test_peers_are_the_sorted_peers_of_joined_groups_only(sample):

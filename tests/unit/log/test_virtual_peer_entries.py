@@ -20,10 +20,17 @@ def leave(peer, group, position):
 # add-virtual-peer
 
 
+def with_short_ids(replica, *peers):
+    """Each added peer takes the next short id, the small integer it is known by on the wire."""
+    ids = {p: i for i, p in enumerate(peers)}
+    return replica.evolve(short_ids=replica.short_ids.update(ids), next_short_id=len(peers))
+
+
 def test_add_to_joined_group_makes_an_active_peer(make_replica, reactions, effects):
     before = make_replica(3, ring=["a", "b"], group_peers={"b": ["b1"]})
     t = apply_entry(before, add("a1", "a", 4))
-    assert t.new == make_replica(4, ring=["a", "b"], group_peers={"a": ["a1"], "b": ["b1"]})
+    expected = make_replica(4, ring=["a", "b"], group_peers={"a": ["a1"], "b": ["b1"]})
+    assert t.new == with_short_ids(expected, "a1")
     assert t.new.peers == ["a1", "b1"]
     assert t.new.orphaned == {}
     assert t.diff == {"peer": "a1", "group": "a"}
@@ -34,7 +41,9 @@ def test_add_to_joined_group_makes_an_active_peer(make_replica, reactions, effec
 def test_add_grows_the_group_set(make_replica):
     before = make_replica(3, ring=["a"], group_peers={"a": ["a1"]})
     t = apply_entry(before, add("a2", "a", 4))
-    assert t.new == make_replica(4, ring=["a"], group_peers={"a": ["a1", "a2"]})
+    assert t.new == with_short_ids(
+        make_replica(4, ring=["a"], group_peers={"a": ["a1", "a2"]}), "a2"
+    )
     assert t.new.peers == ["a1", "a2"]
 
 
@@ -42,7 +51,8 @@ def test_add_grows_the_group_set(make_replica):
 def test_add_to_group_not_yet_joined_orphans_the_peer(make_replica, reactions, effects, joins):
     before = make_replica(3, ring=["a"], **joins)
     t = apply_entry(before, add("j1", "j", 4))
-    assert t.new == make_replica(4, ring=["a"], **joins, group_peers={"j": ["j1"]})
+    expected = make_replica(4, ring=["a"], **joins, group_peers={"j": ["j1"]})
+    assert t.new == with_short_ids(expected, "j1")
     assert t.new.peers == []
     assert t.new.orphaned == {"j": ["j1"]}
     assert t.diff == {"peer": "j1", "group": "j"}

@@ -1,0 +1,75 @@
+"""Who works on what, recomputed inside the log whenever peers or jobs change.
+
+It runs after every entry, as part of applying it, so allocation is a pure function of the
+replica like everything else: an entry that changes neither the active peers nor the jobs costs
+three identity checks. A job whose allocation changes gets the entry's position as its new
+allocation version, which is what the data plane stamps on its messages and what tells stale
+messages and stale complete-job entries from current ones.
+
+Flux policies: a started job that the schedulers leave without peers is killed when any of its
+tasks says ``kill``, and otherwise waits for peers (``recover``; ``continue`` already lowered its
+minimum in peer.job.demand).
+"""
+
+from __future__ import annotations
+
+from pyrsistent import pmap
+
+from peer.job.demand import job_demand
+from peer.log.entries.jobs import finish
+from peer.log.replica import Replica
+from peer.scheduling import Allocation, PeerInfo, allocate
+
+
+def reallocate(old: Replica, new: Replica, position: int) -> Replica:
+    if (
+        old.jobs is new.jobs
+        and old.groups is new.groups
+        and old.group_peers is new.group_peers
+        and old.group_tags is new.group_tags
+    ):
+        return new
+    if not new.jobs:
+        return new
+    plan = _plan(new)
+    doomed = [
+        j
+        for j in new.job_order
+        if j in new.started
+        and not any(plan[j].values())
+        and any(t.flux_policy == "kill" for t in new.jobs[j].catalog)
+    ]
+    for job in doomed:
+        new = finish(new, job, "killed")
+    if doomed:
+        plan = _plan(new)
+    return _record(new, plan, position)
+
+
+def _plan(replica: Replica) -> Allocation:
+    demands = [job_demand(replica.jobs[j], started=j in replica.started) for j in replica.job_order]
+    peers = [
+        PeerInfo(p, g, frozenset(replica.group_tags.get(g, ())))
+        for g in sorted(replica.groups)
+        for p in sorted(replica.group_peers.get(g, ()))
+    ]
+    return allocate(replica.job_scheduler, demands, peers, replica.allocations)
+
+
+def _record(replica: Replica, plan: Allocation, position: int) -> Replica:
+    allocations, versions = replica.allocations, replica.allocation_versions
+    started, done = replica.started, replica.done
+    for job, tasks in plan.items():
+        fresh = pmap(tasks)
+        if allocations.get(job) == fresh:
+            continue
+        allocations = allocations.set(job, fresh)
+        versions = versions.set(job, position)
+        done = done.discard(job)
+        if any(tasks.values()):
+            started = started.add(job)
+    if allocations is replica.allocations:
+        return replica
+    return replica.evolve(
+        allocations=allocations, allocation_versions=versions, started=started, done=done
+    )

@@ -1,0 +1,105 @@
+"""submit-job, kill-job and complete-job: the jobs the cluster runs.
+
+Entries change only which jobs exist; who works on them follows from the replica
+(peer.log.allocation), and each group's data plane reads its peers' tasks from the allocation
+after every entry, so these kinds have no reactions and no side effects of their own.
+
+A submitted job is checked for shape only: whether its code imports depends on the machine,
+and every replica must take or refuse a job alike (submitters check imports before writing).
+complete-job is written by each output peer once it has drained its inputs and synced its
+output under the job's current allocation; the job completes when every output peer of that
+allocation has said so. A stale complete-job, from before a reallocation, counts for nothing:
+the new allocation's peers run the job again from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+from pyrsistent import pset
+
+from peer.job.load import from_dict
+from peer.job.spec import JobError
+from peer.log.entry import Diff, Entry, EntryKind, InvalidEntry
+from peer.log.replica import Replica
+
+
+def _known(replica: Replica, job: str) -> bool:
+    return job in replica.jobs or job in replica.finished
+
+
+def _apply_submit(replica: Replica, entry: Entry) -> Replica:
+    job_id, doc = entry.args["id"], entry.args["job"]
+    if _known(replica, job_id):
+        return replica
+    try:
+        job = from_dict({**doc, "id": job_id}, imports=False)
+    except (JobError, TypeError) as e:
+        raise InvalidEntry(f"submit-job {job_id!r} refused: {e}") from e
+    return replica.evolve(
+        jobs=replica.jobs.set(job_id, job),
+        job_order=replica.job_order.append(job_id),
+        short_ids=replica.short_ids.set(job_id, replica.next_short_id),
+        next_short_id=replica.next_short_id + 1,
+    )
+
+
+def finish(replica: Replica, job_id: str, outcome: str) -> Replica:
+    """The job leaves the running set for good; its peers are freed by the next allocation."""
+    return replica.evolve(
+        jobs=replica.jobs.discard(job_id),
+        job_order=replica.job_order.delete(replica.job_order.index(job_id)),
+        finished=replica.finished.set(job_id, outcome),
+        allocations=replica.allocations.discard(job_id),
+        allocation_versions=replica.allocation_versions.discard(job_id),
+        started=replica.started.discard(job_id),
+        done=replica.done.discard(job_id),
+        short_ids=replica.short_ids.discard(job_id),
+    )
+
+
+def _apply_kill(replica: Replica, entry: Entry) -> Replica:
+    job_id = entry.args["id"]
+    return finish(replica, job_id, "killed") if job_id in replica.jobs else replica
+
+
+def output_peers(replica: Replica, job_id: str) -> set[str]:
+    job, tasks = replica.jobs[job_id], replica.allocations.get(job_id, {})
+    return {p for name in job.output_tasks() for p in tasks.get(name, ())}
+
+
+def _apply_complete(replica: Replica, entry: Entry) -> Replica:
+    job_id, peer, version = entry.args["id"], entry.args["peer"], entry.args["version"]
+    if job_id not in replica.jobs or replica.allocation_versions.get(job_id) != version:
+        return replica
+    outputs = output_peers(replica, job_id)
+    done = replica.done.get(job_id, pset())
+    if peer not in outputs or peer in done:
+        return replica
+    done = done.add(peer)
+    if done >= outputs:
+        return finish(replica, job_id, "completed")
+    return replica.evolve(done=replica.done.set(job_id, done))
+
+
+def _diff_job(entry: Entry, old: Replica, new: Replica) -> Diff:
+    return None if old is new else {"job": entry.args["id"]}
+
+
+SUBMIT_JOB = EntryKind(
+    name="submit-job",
+    args={"id": str, "job": dict},
+    apply=_apply_submit,
+    diff=_diff_job,
+    while_joining=False,
+)
+KILL_JOB = EntryKind(
+    name="kill-job", args={"id": str}, apply=_apply_kill, diff=_diff_job, while_joining=False
+)
+COMPLETE_JOB = EntryKind(
+    name="complete-job",
+    args={"id": str, "peer": str, "version": int},
+    apply=_apply_complete,
+    diff=_diff_job,
+    while_joining=False,
+)
+
+KINDS = (SUBMIT_JOB, KILL_JOB, COMPLETE_JOB)
