@@ -3,13 +3,22 @@ without joining it."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
-from dataclasses import dataclass
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
+from peer.job.demand import job_demand
+from peer.job.load import load
+from peer.job.spec import Job
+from peer.job.validate import validate
 from peer.log import subscriber
 from peer.log.apply import apply_entry
 from peer.log.entries.gc import GC
+from peer.log.entries.jobs import KILL_JOB, SUBMIT_JOB
 from peer.log.replica import Replica
 from peer.log.store import LogStore, StoreError, store_origin_and_trim
 from peer.log.stores.zookeeper import ZooKeeperStore
@@ -74,3 +83,76 @@ def gc(store: LogStore, caller: str, timeout: float = 30.0) -> GcResult:
         if time.monotonic() > deadline:
             raise StoreError(f"gc entry at position {position} was not read back in {timeout:g} s")
         wakeup.wait(0.5)
+
+
+# -- jobs -----------------------------------------------------------------------------------------
+
+
+def submit(
+    store: LogStore, job: Job | Mapping[str, Any] | os.PathLike[str], job_id: str | None = None
+) -> str:
+    """Check the job here, imports included, then append submit-job; the id is the job's own,
+    ``job_id``, or a fresh one. Submitting an id the cluster knows already changes nothing."""
+    job = validate(job) if isinstance(job, Job) else load(job)
+    chosen = job_id or job.id or uuid.uuid4().hex
+    doc = {k: v for k, v in job.to_dict().items() if k != "id"}
+    store.append(SUBMIT_JOB.entry(id=chosen, job=doc))
+    return chosen
+
+
+def kill(store: LogStore, job_id: str) -> None:
+    store.append(KILL_JOB.entry(id=job_id))
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """``state`` is running, waiting (for ``needs`` peers), completed, killed or unknown."""
+
+    id: str
+    state: str
+    needs: int = 0
+    allocation: dict[str, list[str]] = field(default_factory=dict)
+    allocation_version: int | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("completed", "killed")
+
+
+def status(current: Replica, job_id: str) -> JobStatus:
+    if job_id in current.finished:
+        return JobStatus(job_id, current.finished[job_id])
+    job = current.jobs.get(job_id)
+    if job is None:
+        return JobStatus(job_id, "unknown")
+    tasks = current.allocations.get(job_id, {})
+    allocation = {t: list(tasks.get(t, ())) for t in job.sorted_tasks()}
+    version = current.allocation_versions.get(job_id)
+    if any(allocation.values()):
+        return JobStatus(job_id, "running", 0, allocation, version)
+    needs = job_demand(job, started=job_id in current.started).minimum
+    return JobStatus(job_id, "waiting", needs, allocation, version)
+
+
+def follow(store: LogStore, until: Callable[[Replica], bool], timeout: float) -> Replica:
+    """Play the log as it grows until ``until`` holds for the replica; TimeoutError after
+    ``timeout`` seconds."""
+    wakeup = threading.Event()
+    store.on_append(wakeup.set)
+    current = subscriber.boot(store)
+    deadline = time.monotonic() + timeout
+    while True:
+        wakeup.clear()
+        for entry in subscriber.poll(store, current.version):
+            current = apply_entry(current, entry).new
+        if until(current):
+            return current
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"gave up after {timeout:g} s at log position {current.version}")
+        wakeup.wait(0.5)
+
+
+def wait(store: LogStore, job_id: str, timeout: float) -> JobStatus:
+    """The job's status once it has completed or been killed."""
+    final = follow(store, lambda r: status(r, job_id).finished, timeout)
+    return status(final, job_id)

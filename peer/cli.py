@@ -1,7 +1,9 @@
-"""`onyx`: run a peer group, inspect and tend a cluster, or run a whole cluster locally.
+"""`onyx`: run a peer group, submit and follow jobs, inspect and tend a cluster, or run a job on
+a whole cluster inside this process.
 
-Every mistake in the arguments, and every server that cannot be reached, ends in one line on
-stderr naming what is wrong and a non-zero exit, never a traceback.
+Every mistake in the arguments or in a job, and every server that cannot be reached, ends in
+one line on stderr naming what is wrong and a non-zero exit, never a traceback. Dotted paths in
+jobs resolve against the installed packages and the directory the command runs in.
 """
 
 from __future__ import annotations
@@ -9,18 +11,25 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from pathlib import Path
 from typing import NoReturn
 
 from peer import __version__, api
 from peer.cluster.group import GroupConfig, PeerGroup, new_id
 from peer.cluster.local import LocalCluster
+from peer.job.spec import JobError
 from peer.log.replica import Replica, ring_cycle
 from peer.log.store import StoreError
 from peer.log.stores.zookeeper import TENANCY_PATTERN
+from peer.messaging.aeron import AeronTransport, TransportError, run_media_driver
+from peer.runtime.dataplane import DataPlaneConfig
 
 HOST_PORT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:(\d{1,5})$")
 
@@ -81,7 +90,43 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--vpeers", type=positive_int, default=1, metavar="N")
     start.add_argument("--session-timeout", type=positive_seconds, default=10.0, metavar="S")
     start.add_argument("--join-back-off", type=positive_seconds, default=0.5, metavar="S")
+    start.add_argument(
+        "--aeron-dir", metavar="DIR", help="attach to this media driver (default: embed one)"
+    )
+    start.add_argument("--bind", default="127.0.0.1", metavar="HOST", help="address for segments")
+    start.add_argument("--port", type=positive_int, metavar="PORT", help="default: a free port")
+    start.add_argument("--tags", default="", metavar="A,B", help="tags this group's peers offer")
+    start.add_argument(
+        "--peer-timeout",
+        type=positive_seconds,
+        default=5.0,
+        metavar="S",
+        help="report a connected group's peers after this long without a heartbeat",
+    )
     start.set_defaults(handler=peer_start)
+
+    driver = commands.add_parser("media-driver", help="run a standalone Aeron media driver")
+    driver.add_argument("--dir", required=True, metavar="DIR")
+    driver.set_defaults(handler=media_driver)
+
+    job = commands.add_parser("job", help="submit, follow and kill jobs")
+    job_commands = job.add_subparsers(dest="job_command", required=True, parser_class=Parser)
+    submit = job_commands.add_parser("submit", help="submit a job file; prints its id")
+    submit.add_argument("file", type=Path, metavar="FILE")
+    submit.add_argument("--id", metavar="ID", help="the job's id (default: a fresh one)")
+    _cluster_args(submit)
+    submit.set_defaults(handler=job_submit)
+    for name, handler, text in (
+        ("status", job_status, "show a job's state and its peers"),
+        ("wait", job_wait, "wait until a job has completed or was killed"),
+        ("kill", job_kill, "kill a job"),
+    ):
+        command = job_commands.add_parser(name, help=text)
+        command.add_argument("id", metavar="ID")
+        _cluster_args(command)
+        command.set_defaults(handler=handler)
+        if name == "wait":
+            command.add_argument("--timeout", type=positive_seconds, default=3600.0, metavar="S")
 
     show = commands.add_parser("replica", help="print the cluster's current replica")
     _cluster_args(show)
@@ -92,10 +137,13 @@ def build_parser() -> argparse.ArgumentParser:
     _cluster_args(gc)
     gc.set_defaults(handler=collect_garbage)
 
-    run = commands.add_parser("run", help="run a local cluster on the embedded log")
-    run.add_argument("--groups", type=positive_int, default=3, metavar="N")
-    run.add_argument("--vpeers", type=positive_int, default=2, metavar="N")
-    run.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="S")
+    run = commands.add_parser(
+        "run", help="run a job (or, without FILE, form a ring) on a local cluster"
+    )
+    run.add_argument("file", type=Path, nargs="?", metavar="FILE")
+    run.add_argument("--groups", type=positive_int, default=None, metavar="N")
+    run.add_argument("--vpeers", type=positive_int, default=None, metavar="N")
+    run.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="S")
     run.set_defaults(handler=run_local)
     return parser
 
@@ -135,13 +183,91 @@ def peer_start(args: argparse.Namespace) -> int:
         connect_timeout=args.connect_timeout,
     )
     config = GroupConfig(
-        vpeers=args.vpeers, join_back_off=args.join_back_off, leave_timeout=args.session_timeout
+        vpeers=args.vpeers,
+        join_back_off=args.join_back_off,
+        leave_timeout=args.session_timeout,
+        tags=tuple(t for t in args.tags.split(",") if t),
+        dataplane=DataPlaneConfig(peer_timeout=args.peer_timeout),
     )
-    group = PeerGroup(store, config)
-    signal.signal(signal.SIGTERM, lambda *_: group.stop())
-    signal.signal(signal.SIGINT, lambda *_: group.stop())
-    try:
+    with ExitStack() as stack:
+        stack.callback(store.close)
+        transport = AeronTransport(aeron_dir=args.aeron_dir, host=args.bind, port=args.port)
+        stack.callback(transport.close)
+        group = PeerGroup(store, config, transport)
+        signal.signal(signal.SIGTERM, lambda *_: group.stop())
+        signal.signal(signal.SIGINT, lambda *_: group.stop())
         group.run()
+    return 0
+
+
+def media_driver(args: argparse.Namespace) -> int:
+    _logging(logging.INFO)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    run_media_driver(args.dir, stop)
+    return 0
+
+
+def _client(args: argparse.Namespace) -> api.ZooKeeperStore:
+    _logging(logging.WARNING)
+    return api.connect(args.zookeeper, args.tenancy, connect_timeout=args.connect_timeout)
+
+
+def job_submit(args: argparse.Namespace) -> int:
+    job = api.load(args.file)
+    store = _client(args)
+    try:
+        print(api.submit(store, job, args.id))
+    finally:
+        store.close()
+    return 0
+
+
+def describe_job(status: api.JobStatus) -> str:
+    line = f"job {status.id}: {status.state}"
+    if status.state == "waiting":
+        line += f" for peers (needs at least {status.needs})"
+    if status.state == "running":
+        line += f" (allocation version {status.allocation_version})"
+        tasks = [f"  {t}: {', '.join(short(p) for p in ps)}" for t, ps in status.allocation.items()]
+        line = "\n".join([line, *tasks])
+    return line
+
+
+def _known_status(store: api.ZooKeeperStore, job_id: str) -> api.JobStatus:
+    status = api.status(api.replica(store), job_id)
+    if status.state == "unknown":
+        raise JobError(f"job {job_id!r}: no such job in this tenancy")
+    return status
+
+
+def job_status(args: argparse.Namespace) -> int:
+    store = _client(args)
+    try:
+        print(describe_job(_known_status(store, args.id)))
+    finally:
+        store.close()
+    return 0
+
+
+def job_wait(args: argparse.Namespace) -> int:
+    store = _client(args)
+    try:
+        _known_status(store, args.id)
+        final = api.wait(store, args.id, args.timeout)
+    finally:
+        store.close()
+    print(describe_job(final))
+    return 0 if final.state == "completed" else 1
+
+
+def job_kill(args: argparse.Namespace) -> int:
+    store = _client(args)
+    try:
+        if not _known_status(store, args.id).finished:
+            api.kill(store, args.id)
+        print(describe_job(api.wait(store, args.id, args.connect_timeout)))
     finally:
         store.close()
     return 0
@@ -170,18 +296,49 @@ def collect_garbage(args: argparse.Namespace) -> int:
 
 
 def run_local(args: argparse.Namespace) -> int:
+    """One group by default for a job: its peers hand segments over in memory. With more
+    groups, each embeds a media driver and segments between groups go over UDP."""
     _logging(logging.WARNING)
-    print(f"local cluster: {args.groups} peer groups x {args.vpeers} virtual peers, embedded log")
-    cluster = LocalCluster(args.groups, args.vpeers)
-    cluster.start()
-    try:
-        formed = cluster.await_ring(args.timeout)
-        print("the ring has formed:")
-        print(describe(formed))
-    finally:
-        final = cluster.stop()
+    groups = args.groups or (1 if args.file else 3)
+    vpeers = args.vpeers or (4 if args.file else 2)
+    job = api.load(args.file) if args.file else None
+    print(f"local cluster: {groups} peer group(s) x {vpeers} virtual peers, embedded log")
+    with ExitStack() as stack:
+        transports = None
+        if job is not None and groups > 1:
+            transports = [AeronTransport() for _ in range(groups)]
+            for transport in transports:
+                stack.callback(transport.close)
+        cluster = LocalCluster(groups, vpeers, transports)
+        cluster.start()
+        try:
+            formed = cluster.await_ring(args.timeout)
+            outcome = _run_job(cluster, job, args.timeout) if job else _show_ring(formed)
+        finally:
+            final = cluster.stop()
     print(f"every group left gracefully; the log ends at position {final.version}")
+    return outcome
+
+
+def _show_ring(formed: Replica) -> int:
+    print("the ring has formed:")
+    print(describe(formed))
     return 0
+
+
+def _run_job(cluster: LocalCluster, job: api.Job, timeout: float) -> int:
+    job_id = api.submit(cluster.reader, job)
+    current = cluster.replica()
+    started = api.status(current, job_id)
+    if started.state == "waiting":
+        raise JobError(
+            f"job {job_id!r} needs at least {started.needs} virtual peers and this local "
+            f"cluster has {len(current.peers)}: raise --vpeers or --groups"
+        )
+    print(describe_job(started))
+    final = api.wait(cluster.reader, job_id, timeout)
+    print(describe_job(final))
+    return 0 if final.state == "completed" else 1
 
 
 def _logging(level: int) -> None:
@@ -193,9 +350,11 @@ def _logging(level: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         return args.handler(args)
-    except (StoreError, TimeoutError) as e:
+    except (StoreError, TimeoutError, JobError, TransportError) as e:
         print(f"onyx: error: {e}", file=sys.stderr)
         return 1
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 ZOOKEEPER_CLASSPATH = "/usr/share/java/zookeeper.jar:/etc/zookeeper/conf"
@@ -91,13 +91,13 @@ class ZooKeeperServer:
 class PeerProcess:
     """One `onyx peer start` in its own OS process, its stderr kept in a file."""
 
-    def __init__(self, zookeeper: str, tenancy: str, log_dir: Path, vpeers: int = 2,
-                 session_timeout: float = 4.0) -> None:  # fmt: skip
+    def __init__(self, zookeeper: str, tenancy: str, log_dir: Path, *, vpeers: int = 2,
+                 session_timeout: float = 4.0, extra: Sequence[str] = ()) -> None:  # fmt: skip
         self.log_path = log_dir / f"peer-{time.monotonic_ns()}.log"
         self.process = subprocess.Popen(
             [sys.executable, "-m", "peer.cli", "peer", "start", "--zookeeper", zookeeper,
              "--tenancy", tenancy, "--vpeers", str(vpeers),
-             "--session-timeout", str(session_timeout), "--join-back-off", "0.2"],
+             "--session-timeout", str(session_timeout), "--join-back-off", "0.2", *extra],
             stdout=subprocess.DEVNULL, stderr=self.log_path.open("wb"), cwd=REPO,
         )  # fmt: skip
 
@@ -111,3 +111,20 @@ class PeerProcess:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+def onyx(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it, from the repository's root."""
+    return subprocess.run(
+        [sys.executable, "-m", "peer.cli", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False,
+    )  # fmt: skip
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int, *words: str) -> None:
+    assert result.returncode == code, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("onyx: error: ")
+    for word in words:
+        assert word in lines[0], lines[0]

@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from peer.cluster.ring import watch_targets
 from peer.log import subscriber
@@ -29,6 +29,7 @@ from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER
 from peer.log.entry import Entry
 from peer.log.replica import Replica
 from peer.log.store import LogStore, StoreError, store_origin_and_trim
+from peer.runtime.dataplane import DataPlane, DataPlaneConfig, Transport
 
 log = logging.getLogger(__name__)
 
@@ -45,15 +46,26 @@ class GroupConfig:
     leave_timeout: float = 10.0
     """How long a graceful leave waits to read its own departure before closing anyway."""
     poll_interval: float = 0.5
-    """The longest the group sleeps without reading the log, should a watch not fire."""
+    """The longest the group goes without reading the log, should a watch not fire."""
+    tags: tuple[str, ...] = ()
+    """What this group's peers offer to tasks with required tags."""
+    dataplane: DataPlaneConfig = field(default_factory=DataPlaneConfig)
+    idle_wait: float = 0.01
+    """The longest the group sleeps between rounds of data-plane work when there is none."""
 
 
 class Incarnation:
     """One identity of a peer group, from its pulse to its departure. It is the Effects that
     entry kinds act through."""
 
-    def __init__(self, store: LogStore, config: GroupConfig, wakeup: threading.Event) -> None:
-        self.store, self.config, self.wakeup = store, config, wakeup
+    def __init__(
+        self,
+        store: LogStore,
+        config: GroupConfig,
+        wakeup: threading.Event,
+        transport: Transport | None = None,
+    ) -> None:
+        self.store, self.config, self.wakeup, self.transport = store, config, wakeup, transport
         self.id = new_id()
         self.peers = [new_id() for _ in range(config.vpeers)]
         self.rng = random.Random(self.id)
@@ -67,6 +79,7 @@ class Incarnation:
         self.ended: str | None = None
         self.leave_position: int | None = None
         self.leave_deadline = 0.0
+        self.dataplane = DataPlane(self.id, transport, self._write_work, config.dataplane)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -74,20 +87,33 @@ class Incarnation:
         """Play the log until this identity ends: "left", "restart" or "lost"."""
         self.store.register_pulse(self.id)
         self.replica = subscriber.boot(self.store)
-        self.outbox = [
-            PREPARE_JOIN.entry(joiner=self.id),
-            *(ADD_VIRTUAL_PEER.entry(id=p, group=self.id) for p in self.peers),
-        ]
+        self.outbox = [PREPARE_JOIN.entry(joiner=self.id), *map(self._announce, self.peers)]
         log.info("group %s starting with %d virtual peers", self.id, len(self.peers))
         try:
             while self.ended is None:
                 self.wakeup.clear()
                 self._step(stop)
                 if self.ended is None:
-                    self.wakeup.wait(self._sleep())
+                    self._work_until(time.monotonic() + self._sleep())
         finally:
             self._finish()
         return self.ended
+
+    def _work_until(self, deadline: float) -> None:
+        """Drive the data plane until the log needs reading, backing off while it is idle."""
+        idle = 0.0
+        while not self.wakeup.is_set() and (now := time.monotonic()) < deadline:
+            if self.dataplane.step():
+                idle = 0.0
+                continue
+            idle = min(max(2 * idle, 0.0005), self.config.idle_wait)
+            self.wakeup.wait(min(idle, deadline - now))
+
+    def _announce(self, peer: str) -> Entry:
+        extra = {"site": self.transport.address} if self.transport is not None else {}
+        if self.config.tags:
+            extra["tags"] = list(self.config.tags)
+        return ADD_VIRTUAL_PEER.entry(id=peer, group=self.id, **extra)
 
     def _step(self, stop: threading.Event) -> None:
         if self._session_lost():
@@ -99,12 +125,15 @@ class Incarnation:
             self.ended = "left"
             return
         self._report_gone()
+        before = self.replica
         for entry in subscriber.poll(self.store, self.replica.version):
             if self._session_lost():
                 return
             self._handle(entry)
             if self.ended is not None:
                 return
+        if self.replica is not before:
+            self.dataplane.sync(self.replica, self.peers)
         self.flush()
 
     def _session_lost(self) -> bool:
@@ -176,7 +205,12 @@ class Incarnation:
         self.leave_deadline = time.monotonic() + self.config.leave_timeout
         self.leave_position = self.store.append(GROUP_LEAVE.entry(id=self.id))
 
+    def _write_work(self, entry: Entry) -> None:
+        self.outbox.append(entry)
+        self.wakeup.set()
+
     def _finish(self) -> None:
+        self.dataplane.close()
         for cancel in self.watches.values():
             cancel()
         self.watches.clear()
@@ -211,7 +245,7 @@ class Incarnation:
     def restart_virtual_peer(self, peer: str) -> None:
         fresh = new_id()
         self.peers = [fresh if p == peer else p for p in self.peers]
-        self.outbox.append(ADD_VIRTUAL_PEER.entry(id=fresh, group=self.id))
+        self.outbox.append(self._announce(fresh))
 
     def store_origin(self, replica: Replica) -> None:
         store_origin_and_trim(self.store, replica)
@@ -220,8 +254,10 @@ class Incarnation:
 class PeerGroup:
     """Runs incarnations one after another until the group leaves."""
 
-    def __init__(self, store: LogStore, config: GroupConfig) -> None:
-        self.store, self.config = store, config
+    def __init__(
+        self, store: LogStore, config: GroupConfig, transport: Transport | None = None
+    ) -> None:
+        self.store, self.config, self.transport = store, config, transport
         self.wakeup = threading.Event()
         self.stopping = threading.Event()
         self.current: Incarnation | None = None
@@ -245,7 +281,7 @@ class PeerGroup:
 
     def run(self) -> None:
         while True:
-            self.current = Incarnation(self.store, self.config, self.wakeup)
+            self.current = Incarnation(self.store, self.config, self.wakeup, self.transport)
             try:
                 outcome = self.current.run(self.stopping)
             except StoreError as e:

@@ -4,21 +4,28 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 
 from peer.cluster.group import GroupConfig, PeerGroup
 from peer.log import subscriber
 from peer.log.replica import Replica, ring_settled
 from peer.log.stores.memory import MemoryLog
+from peer.runtime.dataplane import Transport
 
 
 class LocalCluster:
-    """Peer groups as threads sharing one in-memory log, each with its own session."""
+    """Peer groups as threads sharing one in-memory log, each with its own session. With
+    ``transports`` (one per group) segments between groups travel through them; without, the
+    groups run no data plane between them, which suits a single group."""
 
-    def __init__(self, groups: int, vpeers: int) -> None:
+    def __init__(
+        self, groups: int, vpeers: int, transports: Sequence[Transport] | None = None
+    ) -> None:
         self.vpeers = vpeers
         self.log = MemoryLog()
         config = GroupConfig(vpeers=vpeers, join_back_off=0.05, poll_interval=0.1)
-        self.groups = [PeerGroup(self.log.session(), config) for _ in range(groups)]
+        links = list(transports) if transports is not None else [None] * groups
+        self.groups = [PeerGroup(self.log.session(), config, link) for link in links]
         self.threads = [threading.Thread(target=g.run, daemon=True) for g in self.groups]
         self.reader = self.log.session()
         self.changed = threading.Event()

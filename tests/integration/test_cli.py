@@ -3,30 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests.support import REPO, free_port, wait_for
+from tests.support import assert_one_line_error, free_port, onyx, wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def onyx(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "peer.cli", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False,
-    )  # fmt: skip
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int, *words: str):
-    assert result.returncode == code, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("onyx: error: ")
-    for word in words:
-        assert word in lines[0]
 
 
 @pytest.fixture

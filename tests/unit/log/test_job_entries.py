@@ -48,7 +48,8 @@ def test_submit_allocates_every_task_and_stamps_the_version(make_replica):
     after = play(before, SUBMIT_JOB.entry(id="j", job=job()))
     assert dict(after.allocations["j"]) == {"in": ("a1",), "f": ("a2",), "out": ("b1",)}
     assert after.allocation_versions["j"] == after.version
-    assert list(after.job_order) == ["j"] and "j" in after.started
+    assert list(after.job_order) == ["j"]
+    assert "j" in after.started
     assert after.short_ids["j"] not in {after.short_ids[p] for p in ("a1", "a2", "b1")}
 
 
@@ -84,7 +85,8 @@ def test_a_job_too_big_for_the_cluster_waits_with_no_peers(make_replica):
 def test_kill_frees_the_peers_and_remembers_the_outcome(make_replica):
     running = play(cluster(make_replica, a=["a1", "a2", "a3"]), SUBMIT_JOB.entry(id="j", job=job()))
     killed = play(running, KILL_JOB.entry(id="j"))
-    assert "j" not in killed.jobs and "j" not in killed.allocations
+    assert "j" not in killed.jobs
+    assert "j" not in killed.allocations
     assert dict(killed.finished) == {"j": "killed"}
     assert play(killed, SUBMIT_JOB.entry(id="j", job=job())) == killed.evolve(
         version=killed.version + 1
@@ -105,9 +107,11 @@ def test_the_job_completes_when_every_output_peer_of_the_allocation_is_done(make
     )
     assert "j" not in not_output.done
     half = play(running, COMPLETE_JOB.entry(id="j", peer=outs[0], version=version))
-    assert set(half.done["j"]) == {outs[0]} and "j" in half.jobs
+    assert set(half.done["j"]) == {outs[0]}
+    assert "j" in half.jobs
     whole = play(half, COMPLETE_JOB.entry(id="j", peer=outs[1], version=version))
-    assert dict(whole.finished) == {"j": "completed"} and not whole.allocations
+    assert dict(whole.finished) == {"j": "completed"}
+    assert not whole.allocations
 
 
 def test_a_departure_reallocates_and_forgets_what_was_done(make_replica):
@@ -146,7 +150,8 @@ def test_continue_lets_a_started_task_go_on_below_its_minimum(make_replica):
     assert len(running.allocations["j"]["f"]) == 2
     worker = running.allocations["j"]["f"][0]
     after = play(running, LEAVE_CLUSTER.entry(id=worker, group=running.group_of(worker)))
-    assert len(after.allocations["j"]["f"]) == 1 and "j" in after.jobs
+    assert len(after.allocations["j"]["f"]) == 1
+    assert "j" in after.jobs
 
 
 def test_an_entry_that_concerns_no_job_keeps_every_version(make_replica):
@@ -169,9 +174,12 @@ def test_a_replica_with_jobs_round_trips_through_json(make_replica):
 def test_a_group_leaving_drops_its_site_tags_and_short_ids(make_replica):
     base = make_replica(0, ring=["a", "b"])
     added = play(base, ADD_VIRTUAL_PEER.entry(id="b1", group="b", site="h:1", tags=["gpu"]))
-    assert added.sites["b"] == "h:1" and added.group_tags["b"] == ("gpu",)
+    assert added.sites["b"] == "h:1"
+    assert added.group_tags["b"] == ("gpu",)
     gone = play(added, GROUP_LEAVE.entry(id="b"))
-    assert "b" not in gone.sites and "b" not in gone.group_tags and "b1" not in gone.short_ids
+    assert "b" not in gone.sites
+    assert "b" not in gone.group_tags
+    assert "b1" not in gone.short_ids
 
 
 def test_tags_must_be_strings(make_replica):

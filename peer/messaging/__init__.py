@@ -1,0 +1,1 @@
+"""Messages between peer groups: the wire format (``frame``) and the Aeron transport (``aeron``)."""

@@ -1,0 +1,226 @@
+"""Frames between peer groups over Aeron UDP: one subscription per group, one publication per
+group it sends to.
+
+Aeron runs in a media driver that owns the sockets and the log buffers; the group's client only
+reads and writes shared memory, so ``offer`` and ``poll`` never block and never wait for the
+network. The driver and the client's conductor are C threads that do not need the GIL: a group
+busy in Python for seconds is not mistaken for a dead one. A group either embeds a driver of its
+own or attaches to a standalone one shared by the groups of a machine (``run_media_driver``).
+
+Settings, and why:
+
+* Term length 16 MiB, set on every publication's channel so it holds whichever driver runs it.
+  Aeron caps a message at an eighth of a term, so frames up to 2 MiB go through
+  (``MAX_FRAME_LENGTH``); a publication may run half a term ahead of what its receiver has taken
+  before ``offer`` reports back pressure. Log files are sparse, so a quiet stream does not hold
+  its three terms of memory.
+* Drivers keep their files in /dev/shm where there is one, as Aeron does on Linux: memory, not
+  disk. Aeron deletes its directory on start and on shutdown, so a driver only starts in a
+  directory that is absent, empty or an Aeron directory. An embedded driver's directory goes
+  when its transport closes; one left by a killed process goes when the next transport starts.
+* Timeouts are Aeron's defaults: a publication to a departed group reports NOT_CONNECTED after
+  5 s without word from it, the driver drops a silent sender's image after about 10 s, and a
+  standalone driver reclaims a dead client's publications and subscriptions after 10 s.
+  pyaeron does not expose them, and they are well above anything a live group's C threads
+  could miss, GIL or not.
+* The embedded driver runs all its work on one thread: a Python group is far slower than one
+  driver thread. The standalone driver serves every group on its machine, so it keeps Aeron's
+  dedicated conductor, sender and receiver threads.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import tempfile
+import threading
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+import pyaeron
+
+TERM_LENGTH = 16 * 1024 * 1024
+MAX_FRAME_LENGTH = TERM_LENGTH // 8
+"""The largest frame ``offer`` takes: Aeron's limit on one message for TERM_LENGTH."""
+DRIVER_LIVENESS_MS = 1000
+"""A driver whose heartbeat is older than this is dead; a live one beats every few ms."""
+EMBEDDED_DRIVER_PARENT = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+"""Where each embedded driver makes a directory of its own, removed when its transport closes."""
+_AERON_FILES = frozenset({"cnc.dat", "loss-report.dat", "publications", "images"})
+
+
+class TransportError(RuntimeError):
+    """A media driver missing where one should run, or running where another should start."""
+
+
+class AeronTransport:
+    """One peer group's end of the messaging layer; use it from one thread.
+
+    With ``aeron_dir`` it attaches to the standalone driver running there; without, it embeds a
+    driver of its own. It listens on ``host:port`` (a free port unless given), the ``address``
+    other groups send to. Frames leave in order per destination and arrive in order per sender.
+    ``offer`` never drops a frame and never waits: when Aeron cannot take it yet it says so and
+    the caller keeps it.
+    """
+
+    address: str
+
+    def __init__(self, *, aeron_dir: str | None = None, host: str = "127.0.0.1",
+                 port: int | None = None, stream_id: int = 1001) -> None:  # fmt: skip
+        self._stream_id = stream_id
+        self._publications: dict[str, pyaeron.ExclusivePublication] = {}
+        self._pending: deque[bytes] = deque()
+        self._copy = _copier(self._pending)
+        self._driver: pyaeron.MediaDriver | None = None
+        self._aeron: pyaeron.Aeron | None = None
+        self._closed = False
+        try:
+            if aeron_dir is None:
+                self._driver = _embedded_driver()
+                aeron_dir = self._driver.dir
+            self._aeron = _attach(aeron_dir)
+            self.address = f"{host}:{port or _free_udp_port(host)}"
+            self._subscription = self._aeron.add_subscription(_channel(self.address), stream_id)
+        except BaseException:
+            self.close()
+            raise
+
+    def offer(self, address: str, frame: bytes) -> bool:
+        """True once Aeron holds ``frame`` for the group at ``address``; False when it cannot
+        take it yet (back pressure, not yet connected, a driver's admin action), and the caller
+        offers the same frame again later. The first offer to an address waits once for the
+        driver to open the publication: a round trip through shared memory, not the network."""
+        if len(frame) > MAX_FRAME_LENGTH:
+            raise ValueError(f"frame of {len(frame)} bytes is larger than the "
+                             f"{MAX_FRAME_LENGTH} bytes Aeron carries in one message")  # fmt: skip
+        publication = self._publications.get(address) or self._publish(address)
+        try:
+            return bool(publication.offer(frame))
+        except pyaeron.PublicationClosed:  # the driver closed it: the next offer opens another
+            del self._publications[address]
+            return False
+
+    def poll(self, handler: Callable[[bytes], None], limit: int = 64) -> int:
+        """Hands each whole frame that has arrived to ``handler``, reading at most ``limit``
+        fragments from Aeron; returns how many frames it handed over.
+
+        Frames are copied out of Aeron before any is handled, because Aeron counts every
+        fragment of a poll as read even when the handler raises half way through. A frame whose
+        handler raised counts as handed over; the frames after it wait for the next poll.
+        """
+        if not self._pending:
+            self._subscription.poll(self._copy, limit)
+        delivered = 0
+        while self._pending:
+            handler(self._pending.popleft())
+            delivered += 1
+        return delivered
+
+    def forget(self, address: str) -> None:
+        """Closes the publication to a group that is gone; offering to it again reopens one."""
+        publication = self._publications.pop(address, None)
+        if publication is not None:
+            publication.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._aeron is not None:
+            self._aeron.close()  # closes its publications and subscription too
+        if self._driver is not None:
+            self._driver.close()
+
+    def _publish(self, address: str) -> pyaeron.ExclusivePublication:
+        """Exclusive, so each sending group is an image of its own at the receiver."""
+        channel = f"{_channel(address)}|term-length={TERM_LENGTH}|sparse=true"
+        publication = self._aeron.add_exclusive_publication(channel, self._stream_id)
+        self._publications[address] = publication
+        return publication
+
+
+def run_media_driver(directory: str, stop: threading.Event) -> None:
+    """A standalone media driver in ``directory`` until ``stop`` is set; the groups of this
+    machine attach to it with ``AeronTransport(aeron_dir=directory)``."""
+    _check_free(directory)
+    driver = pyaeron.MediaDriver(dir=directory, threading="dedicated",
+                                 term_buffer_length=TERM_LENGTH, dir_delete_on_start=True,
+                                 dir_delete_on_shutdown=True)  # fmt: skip
+    try:
+        stop.wait()
+    finally:
+        driver.close()
+
+
+def _embedded_driver() -> pyaeron.MediaDriver:
+    """A driver of this process's own, in a directory no other driver uses."""
+    _remove_dead_embedded_drivers()
+    name = f"onyx-aeron-{os.getpid()}-{secrets.token_hex(4)}"
+    directory = os.path.join(EMBEDDED_DRIVER_PARENT, name)
+    return pyaeron.MediaDriver(dir=directory, threading="shared", term_buffer_length=TERM_LENGTH,
+                               dir_delete_on_shutdown=True)  # fmt: skip
+
+
+def _remove_dead_embedded_drivers() -> None:
+    """Directories left by processes that died without closing their transport (kill -9, the
+    OOM killer): in /dev/shm they hold memory until someone removes them. One is only removed
+    when both its process and its driver are gone, so a driver still starting is left alone."""
+    for path in Path(EMBEDDED_DRIVER_PARENT).glob("onyx-aeron-*-*"):
+        pid = path.name.split("-")[2]
+        if (pid.isdigit() and not _process_alive(int(pid))
+                and not pyaeron.is_driver_active(str(path), DRIVER_LIVENESS_MS)):  # fmt: skip
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
+def _attach(directory: str) -> pyaeron.Aeron:
+    """A client of the driver in ``directory``, refused at once if there is none: Aeron itself
+    would wait 10 s and then report a driver timeout."""
+    if not pyaeron.is_driver_active(directory, DRIVER_LIVENESS_MS):
+        raise TransportError(f"no media driver is running in {directory}; start one with "
+                             f"`onyx media-driver --dir {directory}`")  # fmt: skip
+    return pyaeron.Aeron(dir=directory)
+
+
+def _check_free(directory: str) -> None:
+    path = Path(directory)
+    if pyaeron.is_driver_active(directory, DRIVER_LIVENESS_MS):
+        raise TransportError(f"a media driver is already running in {directory}")
+    if path.exists() and not path.is_dir():
+        raise TransportError(f"{directory} is not a directory")
+    if path.is_dir() and not {p.name for p in path.iterdir()} <= _AERON_FILES:
+        raise TransportError(f"{directory} holds files of its own; a media driver deletes its "
+                             "directory, so give it one of its own")  # fmt: skip
+
+
+def _copier(frames: deque[bytes]) -> Callable[[pyaeron.BufferView, pyaeron.Header], None]:
+    """The one handler a transport hands to every poll. pyaeron reassembles fragments per
+    handler object: a new one each poll, even an equal bound method, would silently lose every
+    frame that spans two polls."""
+
+    def copy(buffer: pyaeron.BufferView, header: pyaeron.Header) -> None:
+        frames.append(buffer.tobytes())
+
+    return copy
+
+
+def _free_udp_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _channel(address: str) -> str:
+    return f"aeron:udp?endpoint={address}"

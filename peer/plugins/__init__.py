@@ -1,0 +1,133 @@
+"""Plugins: how an input task reads segments in and an output task writes them out.
+
+A job names a plugin by dotted path to a factory, ``factory(task, slot, slots)``, called once per
+virtual peer each time the task starts on it; ``slot`` is this peer's index among the ``slots``
+peers running the task, so an input can split its data between peers without talking to them.
+The factory returns an ``Input`` or an ``Output``. One thread drives many virtual peers, so no
+method may wait: a plugin with nothing to give returns ``[]`` from ``poll``, and one that cannot
+write yet returns False from ``write``, and is asked again.
+
+Checkpoints are positions as plain JSON data, so they can travel in the log and come back to
+``recover`` on another machine. Every error is a PluginError made by ``error(task, ...)``: its
+message starts with the task's name and plugin path, so the reader knows what failed where.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from peer.job.imports import ImportPathError, resolve
+from peer.job.spec import Task
+
+
+class PluginError(ValueError):
+    """A plugin that cannot be loaded, or cannot go on; the message names the task and plugin."""
+
+
+class Input(Protocol):
+    def recover(self, checkpoint: Any | None) -> None:
+        """Start from the beginning (None) or resume at a position ``checkpoint()`` returned."""
+
+    def poll(self, limit: int) -> list[Any]:
+        """Up to ``limit`` segments ready now; ``[]`` does not mean the input is finished."""
+
+    def checkpoint(self) -> Any:
+        """A JSON-ready position: every segment polled so far is before it."""
+
+    def completed(self) -> bool:
+        """True once a bounded input is drained: ``poll`` will only return ``[]``."""
+
+    def close(self) -> None: ...
+
+
+class Output(Protocol):
+    def recover(self, checkpoint: Any | None) -> None: ...
+
+    def prepare(self, segments: list[Any]) -> None:
+        """Stage a batch for ``write``."""
+
+    def write(self) -> bool:
+        """Try to write what is staged; False means not yet, call again."""
+
+    def synced(self) -> bool:
+        """Whether everything written is durable; may flush to make it so."""
+
+    def checkpoint(self) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+PROTOCOLS: dict[str, type] = {"input": Input, "output": Output}
+
+
+def where(task: Task) -> str:
+    """The start of every plugin error message: which task, which plugin."""
+    return f"task {task.name!r}, plugin {task.plugin!r}"
+
+
+def error(task: Task, message: str) -> PluginError:
+    """A PluginError for ``task`` that starts with ``where(task)``."""
+    return PluginError(f"{where(task)}: {message}")
+
+
+def param(task: Task, name: str, what: str, ok: Callable[[Any], bool]) -> Any:
+    """``task.params[name]``, or PluginError saying it is missing or not ``what``."""
+    if name not in task.params:
+        raise error(task, f"params.{name} is required ({what})")
+    value = task.params[name]
+    if not ok(value):
+        raise error(task, f"params.{name} must be {what}, got {value!r}")
+    return value
+
+
+def natural(value: object) -> bool:
+    """An int >= 0 and not a bool: a count, an index or an offset."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def load(task: Task, slot: int, slots: int) -> Input | Output:
+    """The plugin for slot ``slot`` of ``slots`` peers running ``task``, checked against the
+    protocol for the task's kind."""
+    protocol = PROTOCOLS.get(task.kind)
+    if protocol is None:
+        raise error(task, f"a {task.kind!r} task has no plugin")
+    if not 0 <= slot < slots:
+        raise error(task, f"slot {slot} is not in 0..{slots - 1}")
+    plugin = _call(_factory(task), task, slot, slots)
+    missing = [name for name in _methods(protocol) if not callable(getattr(plugin, name, None))]
+    if missing:
+        raise error(
+            task,
+            f"the factory returned {type(plugin).__name__}, not an "
+            f"{protocol.__name__}: it lacks {', '.join(missing)}",
+        )
+    return plugin
+
+
+def _factory(task: Task) -> Callable[..., Any]:
+    if not isinstance(task.plugin, str):
+        raise error(task, "plugin must be a dotted path string")
+    try:
+        factory = resolve(task.plugin)
+    except ImportPathError as e:
+        raise error(task, f"does not import: {e}") from e
+    if not callable(factory):
+        raise error(task, "is not callable")
+    return factory
+
+
+def _call(factory: Callable[..., Any], task: Task, slot: int, slots: int) -> Any:
+    """The factory's result; a PluginError that already says where passes through unchanged."""
+    try:
+        return factory(task, slot, slots)
+    except PluginError as e:
+        if str(e).startswith(where(task)):
+            raise
+        raise error(task, str(e)) from e
+    except Exception as e:
+        raise error(task, f"the factory raised {type(e).__name__}: {e}") from e
+
+
+def _methods(protocol: type) -> list[str]:
+    return [name for name, value in vars(protocol).items() if callable(value) and name[0] != "_"]

@@ -1,0 +1,73 @@
+"""The in-memory input: segments written into the job itself, for tests, examples and demos.
+
+``params.segments`` lists them, or ``params.count`` N stands for ``{"n": 0}`` .. ``{"n": N-1}``
+without building the list. Item i belongs to slot ``i % slots``, so each peer knows its share
+without asking the others, and a checkpoint is just the index this slot has reached. Segments are
+handed out as fresh plain data on every poll: the frozen params stay as the job wrote them, so a
+replay after recovery gives the same segments even if a downstream function mutated the first
+copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pyrsistent import thaw
+
+from peer.job.spec import Task
+from peer.plugins import error, natural, param
+
+
+def input(task: Task, slot: int, slots: int) -> MemoryInput:
+    """The factory named ``peer.plugins.memory:input``."""
+    given = [name for name in ("segments", "count") if name in task.params]
+    if len(given) != 1:
+        raise error(task, "set exactly one of params.segments and params.count")
+    if given == ["count"]:
+        count = param(task, "count", "an int >= 0", natural)
+        return MemoryInput(task, _numbered, count, slot, slots)
+    segments = param(task, "segments", "a list", _is_list)
+    return MemoryInput(task, lambda i: thaw(segments[i]), len(segments), slot, slots)
+
+
+class MemoryInput:
+    """Items ``slot``, ``slot + slots``, ... of a sequence of ``length`` items."""
+
+    def __init__(
+        self, task: Task, item: Callable[[int], Any], length: int, slot: int, slots: int
+    ) -> None:
+        self._task = task
+        self._item = item
+        self._length = length
+        self._slot = slot
+        self._slots = slots
+        self._next = slot
+
+    def recover(self, checkpoint: Any | None) -> None:
+        if checkpoint is not None and not natural(checkpoint):
+            raise error(self._task, f"checkpoint must be an index >= 0, got {checkpoint!r}")
+        start = checkpoint or 0
+        self._next = start + (self._slot - start) % self._slots
+
+    def poll(self, limit: int) -> list[Any]:
+        taken = range(self._next, self._length, self._slots)[: max(limit, 0)]
+        self._next += len(taken) * self._slots
+        return [self._item(i) for i in taken]
+
+    def checkpoint(self) -> int:
+        return self._next
+
+    def completed(self) -> bool:
+        return self._next >= self._length
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _numbered(index: int) -> dict[str, int]:
+    return {"n": index}
+
+
+def _is_list(value: object) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes)

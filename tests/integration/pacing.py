@@ -1,0 +1,20 @@
+"""Code the job tests name by dotted path: the word count's split, paced so a job is still
+running when a test kills a group, and marking on disk that work has begun."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from examples.wordcount.words import split
+
+
+def split_slowly(segment: dict[str, Any]) -> list[dict[str, str]]:
+    """The pace is the workload's, not a wait for anything: the test waits on the marker."""
+    marker = os.environ.get("ONYX_TEST_STARTED")
+    if marker:
+        Path(marker).touch()
+    time.sleep(0.001)
+    return split(segment)

@@ -1,0 +1,194 @@
+"""Jobs on a real cluster: `onyx peer start` processes on a real ZooKeeper, segments between
+them over Aeron UDP, jobs submitted, followed and killed through the CLI."""
+
+from __future__ import annotations
+
+import collections
+import json
+import signal
+from pathlib import Path
+
+import pytest
+import yaml
+
+from peer import api
+from tests.support import REPO, assert_one_line_error, onyx, wait_for
+
+pytestmark = pytest.mark.integration
+
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
+
+
+def write_lines(path: Path, count: int) -> collections.Counter[str]:
+    """Lines of words whose exact counts the test knows."""
+    expected: collections.Counter[str] = collections.Counter()
+    with path.open("w") as f:
+        for i in range(count):
+            words = [WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(1 + i % 5)]
+            expected.update(words)
+            f.write(json.dumps({"line": " ".join(words)}) + "\n")
+    return expected
+
+
+def wordcount_job(tmp_path: Path, lines: int, split: str = "examples.wordcount.words:split"):
+    expected = write_lines(tmp_path / "lines.jsonl", lines)
+    job = yaml.safe_load((REPO / "examples/wordcount/job.yaml").read_text())
+    job["catalog"][0]["params"]["path"] = str(tmp_path / "lines.jsonl")
+    job["catalog"][1]["fn"] = split
+    job["catalog"][3]["params"]["path"] = str(tmp_path / "out" / "counts.jsonl")
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    return path, expected
+
+
+def counts(path: Path) -> dict[str, int]:
+    """The last count written for each word: a restarted job may have written earlier ones."""
+    result = {}
+    for line in path.read_text().splitlines():
+        doc = json.loads(line)
+        result[doc["word"]] = doc["count"]
+    return result
+
+
+def cluster_args(zookeeper, tenancy) -> list[str]:
+    return ["--zookeeper", zookeeper.address, "--tenancy", tenancy]
+
+
+def await_peers(zookeeper, tenancy, count: int) -> None:
+    store = api.connect(zookeeper.address, tenancy, create=True)
+    try:
+        wait_for(lambda: len(api.replica(store).peers) >= count, 60, f"{count} active peers")
+    finally:
+        store.close()
+
+
+def test_word_count_over_two_processes_gives_exact_counts(start_peer, zookeeper, tenancy, tmp_path):
+    start_peer(vpeers=2)
+    start_peer(vpeers=2)
+    await_peers(zookeeper, tenancy, 4)
+    job, expected = wordcount_job(tmp_path, 2_000)
+    submitted = onyx("job", "submit", str(job), *cluster_args(zookeeper, tenancy))
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
+    waited = onyx("job", "wait", job_id, *cluster_args(zookeeper, tenancy), "--timeout", "120")
+    assert waited.returncode == 0, waited.stderr
+    assert waited.stdout.strip() == f"job {job_id}: completed"
+    assert counts(tmp_path / "out" / "counts.jsonl") == expected
+    store = api.connect(zookeeper.address, tenancy, create=True)
+    try:
+        sites = set(api.replica(store).sites.values())
+    finally:
+        store.close()
+    assert len(sites) == 2
+
+
+def test_a_group_killed_mid_job_leaves_its_tasks_to_the_survivors(
+    start_peer, zookeeper, tenancy, tmp_path, monkeypatch
+):
+    marker = tmp_path / "started"
+    monkeypatch.setenv("ONYX_TEST_STARTED", str(marker))
+    groups = [start_peer(vpeers=2) for _ in range(3)]
+    await_peers(zookeeper, tenancy, 6)
+    job, expected = wordcount_job(tmp_path, 3_000, "tests.integration.pacing:split_slowly")
+    store = api.connect(zookeeper.address, tenancy, create=True)
+    try:
+        job_id = api.submit(store, job)
+        wait_for(marker.exists, 60, "the job to start splitting")
+        before = api.replica(store)
+        counter = before.allocations[job_id]["count"][0]
+        victim = next(g for g in groups if before.group_of(counter) in g.output())
+        victim.signal(signal.SIGKILL)
+        final = api.wait(store, job_id, 180)
+        after = api.replica(store)
+    finally:
+        store.close()
+    assert final.state == "completed"
+    assert before.group_of(counter) not in after.groups
+    assert after.version > before.version
+    assert counts(tmp_path / "out" / "counts.jsonl") == expected
+
+
+def test_a_job_too_big_for_the_cluster_waits_for_peers(start_peer, zookeeper, tenancy, tmp_path):
+    start_peer(vpeers=2)
+    await_peers(zookeeper, tenancy, 2)
+    job, _ = wordcount_job(tmp_path, 10)
+    submitted = onyx("job", "submit", str(job), "--id", "big", *cluster_args(zookeeper, tenancy))
+    assert (submitted.returncode, submitted.stdout.strip()) == (0, "big")
+    status = onyx("job", "status", "big", *cluster_args(zookeeper, tenancy))
+    assert status.stdout.strip() == "job big: waiting for peers (needs at least 4)"
+    killed = onyx("job", "kill", "big", *cluster_args(zookeeper, tenancy))
+    assert killed.stdout.strip() == "job big: killed"
+    again = onyx("job", "submit", str(job), "--id", "big", *cluster_args(zookeeper, tenancy))
+    assert again.returncode == 0
+    after = onyx("job", "status", "big", *cluster_args(zookeeper, tenancy))
+    assert after.stdout.strip() == "job big: killed"
+
+
+def test_status_of_a_job_nobody_submitted(zookeeper, tenancy, start_peer):
+    start_peer(vpeers=1)
+    await_peers(zookeeper, tenancy, 1)
+    result = onyx("job", "status", "nope", *cluster_args(zookeeper, tenancy))
+    assert_one_line_error(result, 1, "job 'nope'", "no such job")
+
+
+def broken(tmp_path: Path, change) -> Path:
+    job = yaml.safe_load((REPO / "examples/wordcount/job.yaml").read_text())
+    change(job)
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(job))
+    return path
+
+
+MISTAKES = {
+    "unknown task": (
+        lambda j: j["workflow"].append(["count", "nowhere"]),
+        ["workflow edge 'count' -> 'nowhere'", "task 'nowhere' is not in the catalog"],
+    ),
+    "cycle": (
+        lambda j: j["workflow"].append(["count", "split"]),
+        ["workflow has a cycle", "'count' -> 'split' -> 'count'"],
+    ),
+    "input with incoming edges": (
+        lambda j: j["workflow"].append(["split", "read"]),
+        ["task 'read'", "an input task cannot have incoming edges"],
+    ),
+    "output with outgoing edges": (
+        lambda j: j["workflow"].append(["write", "count"]),
+        ["task 'write'", "an output task cannot have outgoing edges"],
+    ),
+    "fn that does not import": (
+        lambda j: j["catalog"][1].update(fn="examples.wordcount.words:nothing"),
+        ["task 'split'", "fn 'examples.wordcount.words:nothing' does not import"],
+    ),
+    "impossible peer count": (
+        lambda j: j["catalog"][2].update(min_peers=3, max_peers=2),
+        ["task 'count'", "max_peers"],
+    ),
+}
+
+
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_a_job_with_a_mistake_is_refused_at_submit(mistake, tmp_path, zookeeper, tenancy):
+    change, words = MISTAKES[mistake]
+    result = onyx("job", "submit", str(broken(tmp_path, change)), *cluster_args(zookeeper, tenancy))
+    assert_one_line_error(result, 1, *words)
+    store = api.connect(zookeeper.address, tenancy, create=True)
+    try:
+        assert not api.replica(store).jobs
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(("groups", "vpeers"), [("1", "4"), ("2", "3")])
+def test_onyx_run_counts_words_in_one_process(tmp_path, groups, vpeers):
+    job, expected = wordcount_job(tmp_path, 500)
+    result = onyx("run", str(job), "--vpeers", vpeers, "--groups", groups, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-2].endswith(": completed")
+    assert counts(tmp_path / "out" / "counts.jsonl") == expected
+
+
+def test_onyx_run_refuses_a_job_its_cluster_is_too_small_for(tmp_path):
+    job, _ = wordcount_job(tmp_path, 5)
+    result = onyx("run", str(job), "--vpeers", "3", "--groups", "1", timeout=120)
+    assert_one_line_error(result, 1, "needs at least 4 virtual peers", "has 3", "--vpeers")

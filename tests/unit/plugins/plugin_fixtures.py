@@ -1,0 +1,46 @@
+"""Shared by the plugin tests: a task builder, factories that misbehave in each way load() must
+catch, and a child process that appends to a shared JSON-lines file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from peer.job.spec import Task
+from peer.plugins import PluginError, jsonl
+
+
+def task(plugin: str, kind: str = "input", name: str = "t", **params: Any) -> Task:
+    return Task(name, kind, plugin=plugin, params=params)
+
+
+def raising(task: Task, slot: int, slots: int) -> None:
+    raise RuntimeError("disk on fire")
+
+
+def bare_plugin_error(task: Task, slot: int, slots: int) -> None:
+    raise PluginError("params.x is wrong")
+
+
+class PollOnly:
+    def poll(self, limit: int) -> list[Any]:
+        return []
+
+    recover = 42
+
+
+def poll_only(task: Task, slot: int, slots: int) -> PollOnly:
+    return PollOnly()
+
+
+not_callable = 42
+
+
+def append_lines(path: str, writer: int, batches: int, size: int) -> None:
+    """``batches`` batches of ``size`` lines, each line long enough that a torn batch shows."""
+    output = jsonl.output(task("peer.plugins.jsonl:output", "output", path=path), writer, 8)
+    output.recover(None)
+    for batch in range(batches):
+        output.prepare([{"w": writer, "b": batch, "i": i, "pad": "x" * 200} for i in range(size)])
+        while not output.write():
+            pass
+    output.close()
