@@ -70,6 +70,38 @@ def expected(i: int) -> Segment:
     return f3(f2(f1(make_segment(i))))
 
 
+class SegmentInput:
+    """The engine's input for this job: ``make_segment(i)`` for this slot's share of
+    ``params.count``, made as it is polled, as a generator source would."""
+
+    def __init__(self, count: int, slot: int, slots: int) -> None:
+        self.next, self.stop, self.step = slot, count, slots
+
+    def recover(self, checkpoint: Any | None) -> None:
+        if checkpoint is not None:
+            self.next = checkpoint
+
+    def poll(self, limit: int) -> list[Segment]:
+        end = min(self.next + limit * self.step, self.stop)
+        batch = [make_segment(i) for i in range(self.next, end, self.step)]
+        self.next += len(batch) * self.step
+        return batch
+
+    def checkpoint(self) -> int:
+        return self.next
+
+    def completed(self) -> bool:
+        return self.next >= self.stop
+
+    def close(self) -> None:
+        return None
+
+
+def segment_input(task: Any, slot: int, slots: int) -> SegmentInput:
+    """Plugin factory, named in jobs as ``bench.baselines:segment_input``."""
+    return SegmentInput(int(task.params["count"]), slot, slots)
+
+
 def default_codec() -> tuple[str, Encode, Decode]:
     """msgpack's packb/unpackb when msgpack is installed, else JSON as UTF-8 bytes."""
     try:

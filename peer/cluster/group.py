@@ -50,7 +50,7 @@ class GroupConfig:
     tags: tuple[str, ...] = ()
     """What this group's peers offer to tasks with required tags."""
     dataplane: DataPlaneConfig = field(default_factory=DataPlaneConfig)
-    idle_wait: float = 0.01
+    idle_wait: float = 0.001
     """The longest the group sleeps between rounds of data-plane work when there is none."""
 
 

@@ -11,8 +11,11 @@ per destination and are offered in order; a refused offer (back-pressure, or a p
 yet connected) leaves the frame at the head of its queue for the next round, and while queues
 are long the runners stop producing, so pressure travels upstream instead of into memory.
 
-Liveness: the group sends a heartbeat to every group it shares a job with, and reports with
-leave-cluster the peers of a group it has not heard from for ``peer_timeout`` seconds.
+Liveness: the group sends a heartbeat to every group it shares a job with (any frame counts as
+one, so a heartbeat refused under back-pressure is no loss), and reports with
+leave-cluster the peers of a group it has not heard from for ``peer_timeout`` seconds. A group
+that finds it has not run for a while itself (stopped, swapped out) restarts those clocks
+instead: the silence was its own.
 """
 
 from __future__ import annotations
@@ -76,6 +79,8 @@ class DataPlane:
         self.reported: set[str] = set()
         self.next_heartbeat = 0.0
         self.peer_sites: dict[str, str] = {}
+        self.last_round = time.monotonic()
+        self.short_groups: dict[int, str] = {}
 
     # -- following the log ----------------------------------------------------------------------
 
@@ -92,6 +97,12 @@ class DataPlane:
             for g in replica.groups
             if g in replica.sites
             for p in replica.group_peers.get(g, ())
+        }
+        self.short_groups = {
+            replica.short_ids[p]: g
+            for g in replica.groups
+            for p in replica.group_peers.get(g, ())
+            if p in replica.short_ids
         }
         self._release_waiting(replica)
         self._drop_queues(replica)
@@ -216,6 +227,9 @@ class DataPlane:
             if segments and segments[0] in self.heard:
                 self.heard[segments[0]] = time.monotonic()
             return
+        sender = self.short_groups.get(header.source)
+        if sender in self.heard:
+            self.heard[sender] = time.monotonic()
         runner = self.by_short.get(header.destination)
         if runner is None or header.allocation_version > runner.ctx.version:
             self.waiting[header.destination].append((header, segments))
@@ -250,6 +264,10 @@ class DataPlane:
 
     def _heartbeat(self) -> None:
         now = time.monotonic()
+        if now - self.last_round > self.config.peer_timeout / 2:
+            log.warning("group %s did not run for %.1f s", self.group, now - self.last_round)
+            self.heard = dict.fromkeys(self.heard, now)
+        self.last_round = now
         if now < self.next_heartbeat or self.transport is None:
             return
         self.next_heartbeat = now + self.config.heartbeat_interval

@@ -91,7 +91,10 @@ class Router:
         turn = self.turn
         self.turn += 1
         for route in self.routes:
-            chosen = [s for s in segments if self._allowed(route.task, s)]
+            if route.task in self.guarded:
+                chosen = [s for s in segments if self._allowed(route.task, s)]
+            else:
+                chosen = list(segments)
             if not chosen:
                 continue
             if route.key is None:
@@ -103,8 +106,6 @@ class Router:
         return out
 
     def _allowed(self, task: str, segment: Segment) -> bool:
-        if task not in self.guarded:
-            return True
         for condition in self.conditions:
             if condition.predicate(segment):
                 if task in condition.to:

@@ -185,8 +185,13 @@ class TaskRunner:
         if fn is None:
             return batch
         out: list[Segment] = []
+        append, extend = out.append, out.extend
         for segment in batch:
-            out.extend(self._results(fn(segment)))
+            result = fn(segment)
+            if isinstance(result, list):
+                extend(result)
+            elif result is not None:
+                append(result)
         return out
 
     @staticmethod

@@ -6,6 +6,8 @@ from __future__ import annotations
 import collections
 import json
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -192,3 +194,67 @@ def test_onyx_run_refuses_a_job_its_cluster_is_too_small_for(tmp_path):
     job, _ = wordcount_job(tmp_path, 5)
     result = onyx("run", str(job), "--vpeers", "3", "--groups", "1", timeout=120)
     assert_one_line_error(result, 1, "needs at least 4 virtual peers", "has 3", "--vpeers")
+
+
+def test_a_stopped_group_is_reported_by_heartbeats_and_comes_back_fresh(
+    start_peer, zookeeper, tenancy, tmp_path, monkeypatch
+):
+    """Its ZooKeeper session outlives the pause, so only the data plane's heartbeats can
+    notice: the others report its peers with leave-cluster, the job moves on without them, and
+    the group, once resumed, reads of its peers' departure and announces fresh ones."""
+    marker = tmp_path / "started"
+    monkeypatch.setenv("ONYX_TEST_STARTED", str(marker))
+    options = {"vpeers": 2, "session_timeout": 60.0, "extra": ["--peer-timeout", "1"]}
+    groups = [start_peer(**options) for _ in range(3)]
+    await_peers(zookeeper, tenancy, 6)
+    job, expected = wordcount_job(tmp_path, 3_000, "tests.integration.pacing:split_slowly")
+    store = api.connect(zookeeper.address, tenancy, create=True)
+    try:
+        job_id = api.submit(store, job)
+        wait_for(marker.exists, 60, "the job to start splitting")
+        before = api.replica(store)
+        stalled = before.group_of(before.allocations[job_id]["count"][0])
+        victim = next(g for g in groups if stalled in g.output())
+        victim.signal(signal.SIGSTOP)
+        gone = set(before.group_peers[stalled])
+        reported = api.follow(store, lambda r: not gone & set(r.group_peers[stalled]), 60)
+        victim.signal(signal.SIGCONT)
+        assert stalled in reported.groups
+        final = api.wait(store, job_id, 180)
+        back = api.follow(store, lambda r: len(r.group_peers.get(stalled, ())) == 2, 60)
+    finally:
+        store.close()
+    assert final.state == "completed"
+    assert stalled in back.groups
+    assert not gone & set(back.group_peers[stalled])
+    assert counts(tmp_path / "out" / "counts.jsonl") == expected
+
+
+def test_groups_attached_to_one_standalone_media_driver(start_peer, zookeeper, tenancy, tmp_path):
+    """As on a real machine: `onyx media-driver` runs alone, the groups attach to its directory."""
+    directory = tmp_path / "aeron"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "peer.cli", "media-driver", "--dir", str(directory)],
+        cwd=REPO, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_for((directory / "cnc.dat").exists, 30, "the media driver to start")
+        for _ in range(2):
+            start_peer(vpeers=2, extra=["--aeron-dir", str(directory)])
+        await_peers(zookeeper, tenancy, 4)
+        job, expected = wordcount_job(tmp_path, 500)
+        submitted = onyx("job", "submit", str(job), *cluster_args(zookeeper, tenancy))
+        waited = onyx("job", "wait", submitted.stdout.strip(), *cluster_args(zookeeper, tenancy))
+        assert waited.returncode == 0, waited.stderr
+        assert counts(tmp_path / "out" / "counts.jsonl") == expected
+    finally:
+        driver.send_signal(signal.SIGTERM)
+        driver.wait(30)
+    assert driver.returncode == 0, driver.stderr.read()
+
+
+def test_a_group_given_a_directory_without_a_driver_says_so(zookeeper, tenancy, tmp_path):
+    result = onyx(
+        "peer", "start", *cluster_args(zookeeper, tenancy), "--aeron-dir", str(tmp_path / "none")
+    )
+    assert_one_line_error(result, 1, "no media driver", str(tmp_path / "none"))

@@ -1,0 +1,50 @@
+"""Code the runtime tests name by dotted path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+EVENTS: list[tuple[str, dict[str, Any]]] = []
+
+
+def is_long(segment: dict[str, Any]) -> bool:
+    return len(segment["word"]) > 3
+
+
+def always(segment: dict[str, Any]) -> bool:
+    return True
+
+
+def double(segment: dict[str, Any]) -> list[dict[str, Any]]:
+    return [segment, segment]
+
+
+def drop_odd(segment: dict[str, Any]) -> dict[str, Any] | None:
+    return None if segment["n"] % 2 else segment
+
+
+def explode(segment: dict[str, Any]) -> None:
+    raise ZeroDivisionError("no")
+
+
+class Total:
+    def __init__(self) -> None:
+        self.total = 0
+
+    def __call__(self, segment: dict[str, Any]) -> None:
+        self.total += segment["n"]
+
+    def flush(self) -> list[dict[str, Any]]:
+        return [{"total": self.total}]
+
+
+def record(name: str):
+    def hook(event: dict[str, Any]) -> None:
+        EVENTS.append((name, {k: v for k, v in event.items() if k != "batch"}))
+
+    return hook
+
+
+before_task = record("before_task")
+after_task = record("after_task")
+after_batch = record("after_batch")

@@ -1,0 +1,160 @@
+"""A group's data plane against a loopback transport: frames ahead of the log wait for it,
+stale frames are dropped, refused offers stay queued in order, silent groups are reported."""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+
+from peer.log.apply import apply_entry
+from peer.log.entries.jobs import SUBMIT_JOB
+from peer.log.entries.join import PREPARE_JOIN
+from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER
+from peer.log.replica import Replica
+from peer.messaging.frame import Header, MessageType, encode
+from peer.runtime.dataplane import DataPlane, DataPlaneConfig
+from tests.support import wait_for
+
+
+class Loopback:
+    """Frames offered to an address wait in its mailbox; ``open`` False refuses every offer."""
+
+    boxes: dict[str, deque[bytes]] = defaultdict(deque)
+
+    def __init__(self, address: str) -> None:
+        self.address, self.open, self.offered = address, True, 0
+
+    def offer(self, address: str, frame: bytes) -> bool:
+        if not self.open:
+            return False
+        self.offered += 1
+        self.boxes[address].append(frame)
+        return True
+
+    def poll(self, handler, limit: int = 64) -> int:
+        box = self.boxes[self.address]
+        count = 0
+        while box and count < limit:
+            handler(box.popleft())
+            count += 1
+        return count
+
+    def forget(self, address: str) -> None:
+        self.boxes.pop(address, None)
+
+
+def play(replica: Replica, *entries) -> Replica:
+    for entry in entries:
+        replica = apply_entry(replica, entry.at(replica.version + 1)).new
+    return replica
+
+
+JOB = {
+    "workflow": [["in", "out"]],
+    "catalog": [
+        {"name": "in", "kind": "input", "plugin": "peer.plugins.memory:input",
+         "params": {"count": 1000}, "batch_size": 10, "required_tags": ["a"]},
+        {"name": "out", "kind": "output", "plugin": "peer.plugins.null:output",
+         "required_tags": ["b"]},
+    ],
+}  # fmt: skip
+
+
+def cluster() -> Replica:
+    """Group a (site A, peer a1) reads, group b (site B, peer b1) writes."""
+    return play(
+        Replica(),
+        PREPARE_JOIN.entry(joiner="a"),
+        ADD_VIRTUAL_PEER.entry(id="a1", group="a", site="A", tags=["a"]),
+        ADD_VIRTUAL_PEER.entry(id="b1", group="b", site="B", tags=["b"]),
+    ).evolve(groups=Replica().groups.update(["a", "b"]))
+
+
+def planes(config: DataPlaneConfig | None = None):
+    Loopback.boxes.clear()
+    written: dict[str, list] = {"a": [], "b": []}
+    a = DataPlane("a", Loopback("A"), written["a"].append, config)
+    b = DataPlane("b", Loopback("B"), written["b"].append, config)
+    return a, b, written
+
+
+def drive(until, *planes: DataPlane, what: str):
+    """Step the planes round after round until ``until()`` holds."""
+
+    def round_then_check():
+        for plane in planes:
+            plane.step()
+        return until()
+
+    return wait_for(round_then_check, 10, what, interval=0)
+
+
+def test_segments_cross_groups_and_the_output_completes():
+    a, b, written = planes()
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=JOB))
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1"])
+    drive(lambda: written["b"], a, b, what="the output to complete")
+    (entry,) = written["b"]
+    assert entry.fn == "complete-job"
+    assert dict(entry.args) == {"id": "j", "peer": "b1", "version": replica.version}
+
+
+def test_frames_ahead_of_the_log_wait_for_it():
+    a, b, written = planes()
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=JOB))
+    a.sync(replica, ["a1"])
+    b.sync(cluster(), ["b1"])
+    drive(lambda: next(iter(a.runners.values())).state == "finished", a, what="the input to end")
+    b.step()
+    b.step()
+    assert sum(len(frames) for frames in b.waiting.values()) == 101
+    b.sync(replica, ["b1"])
+    assert not b.waiting
+    drive(lambda: written["b"], b, what="the output to complete")
+
+
+def test_frames_of_a_stale_allocation_are_dropped():
+    _a, b, _written = planes()
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=JOB))
+    b.sync(replica, ["b1"])
+    stale = Header(MessageType.DONE, replica.version - 1, replica.short_ids["a1"],
+                   replica.short_ids["b1"], 0, replica.short_ids["j"])  # fmt: skip
+    Loopback.boxes["B"].append(encode(stale))
+    b.step()
+    assert not next(iter(b.runners.values())).done_from
+
+
+def test_refused_offers_stay_queued_and_stop_the_producer():
+    a, b, written = planes(DataPlaneConfig(max_queued=5))
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=JOB))
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1"])
+    a.transport.open = False
+    for _ in range(20):
+        a.step()
+    assert len(a.queues["B"]) == 5
+    a.transport.open = True
+    drive(lambda: written["b"], a, b, what="the output to complete")
+    assert next(iter(b.runners.values())).plugin.written == 1000
+
+
+def test_a_silent_group_has_its_peers_reported_once():
+    a, _b, written = planes(DataPlaneConfig(heartbeat_interval=0.01, peer_timeout=0.05))
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=JOB))
+    a.sync(replica, ["a1"])
+    drive(lambda: written["a"], a, what="a report of group b")
+    for _ in range(10):
+        a.step()
+    assert [(e.fn, dict(e.args)) for e in written["a"]] == [
+        ("leave-cluster", {"id": "b1", "group": "b"})
+    ]
+
+
+def test_a_task_whose_code_fails_kills_its_job():
+    a, _b, written = planes()
+    job = {**JOB, "catalog": [{**JOB["catalog"][0], "params": {}}, JOB["catalog"][1]]}
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=job))
+    a.sync(replica, ["a1"])
+    a.step()
+    assert [(e.fn, dict(e.args)) for e in written["a"]] == [("kill-job", {"id": "j"})]
+    assert not a.runners

@@ -1,0 +1,83 @@
+"""Routing: grouped segments always reach the same peer, whatever batch they travel in;
+ungrouped batches go whole to one peer in turn; flow conditions guard the tasks they name."""
+
+from __future__ import annotations
+
+import zlib
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from peer.job.spec import FlowCondition, Job, Task
+from peer.runtime.routing import Route, Router, conditions, key_hash, routes
+
+FNS = "tests.unit.runtime.runtime_fns"
+
+
+def job(*conditions: FlowCondition, group_by: str | None = "word") -> Job:
+    return Job(
+        workflow=(("in", "a"), ("in", "b")),
+        catalog=(
+            Task("in", "input", plugin="peer.plugins.memory:input"),
+            Task("a", "output", plugin="peer.plugins.null:output", group_by_key=group_by),
+            Task("b", "output", plugin="peer.plugins.null:output"),
+        ),
+        flow_conditions=conditions,
+        id="j",
+    )
+
+
+def test_key_hash_is_stable_across_processes_and_orders():
+    assert key_hash({"b": 1, "a": 2}) == key_hash({"a": 2, "b": 1}) == zlib.crc32(b'{"a":2,"b":1}')
+
+
+def test_routes_list_downstream_tasks_with_sorted_peers():
+    found = routes(job(), "in", {"a": ("p2", "p1"), "b": ("p3",)})
+    assert [(r.task, r.peers) for r in found] == [("a", ("p1", "p2")), ("b", ("p3",))]
+    assert found[0].key({"word": "x"}) == "x"
+    assert found[1].key is None
+
+
+@given(st.lists(st.sampled_from("abcdefgh"), min_size=1), st.integers(1, 6))
+def test_a_key_reaches_the_same_peer_in_any_batch(words, peers):
+    route = Route("a", tuple(f"p{i}" for i in range(peers)), lambda s: s["word"])
+    whole = Router([route]).split([{"word": w} for w in words])
+    owner = {s["word"]: peer for peer, batch in whole.items() for s in batch}
+    for word in words:
+        alone = Router([route]).split([{"word": word}])
+        assert list(alone) == [owner[word]]
+
+
+def test_ungrouped_batches_go_whole_to_one_peer_in_turn():
+    router = Router([Route("b", ("p1", "p2"))])
+    batch = [{"n": 1}, {"n": 2}]
+    assert [router.split(batch) for _ in range(3)] == [
+        {"p1": batch},
+        {"p2": batch},
+        {"p1": batch},
+    ]
+
+
+def test_flow_conditions_guard_only_the_tasks_they_name():
+    j = job(FlowCondition("in", ("a",), f"{FNS}:is_long"), group_by=None)
+    router = Router(routes(j, "in", {"a": ("pa",), "b": ("pb",)}), conditions(j, "in"))
+    out = router.split([{"word": "hello"}, {"word": "hi"}])
+    assert out == {"pa": [{"word": "hello"}], "pb": [{"word": "hello"}, {"word": "hi"}]}
+
+
+def test_a_short_circuit_condition_that_holds_ends_the_evaluation():
+    j = job(
+        FlowCondition("in", ("b",), f"{FNS}:is_long", short_circuit=True),
+        FlowCondition("in", ("a",), f"{FNS}:always"),
+        group_by=None,
+    )
+    router = Router(routes(j, "in", {"a": ("pa",), "b": ("pb",)}), conditions(j, "in"))
+    out = router.split([{"word": "hello"}, {"word": "hi"}])
+    assert out == {"pa": [{"word": "hi"}], "pb": [{"word": "hello"}]}
+
+
+def test_all_names_every_child_and_tasks_without_peers_are_skipped():
+    j = job(FlowCondition("in", "all", f"{FNS}:is_long"), group_by=None)
+    router = Router(routes(j, "in", {"a": (), "b": ("pb",)}), conditions(j, "in"))
+    assert router.split([{"word": "hello"}, {"word": "hi"}]) == {"pb": [{"word": "hello"}]}
+    assert router.peers() == ["pb"]
