@@ -338,6 +338,10 @@ def _run_job(cluster: LocalCluster, job: api.Job, timeout: float) -> int:
     print(describe_job(started))
     final = api.wait(cluster.reader, job_id, timeout)
     print(describe_job(final))
+    for name in job.output_tasks():
+        path = job.task(name).params.get("path")
+        if final.state == "completed" and path:
+            print(f"output of task {name!r}: {path}")
     return 0 if final.state == "completed" else 1
 
 

@@ -9,7 +9,10 @@ back to where it was instead of reading everything again.
 The output appends compact JSON, one value per line. With ``{slot}`` in ``params.path`` each peer
 has its own file; without, the peers share one, and each staged batch goes out in a single
 ``os.write`` on an O_APPEND descriptor, so batches from several processes on one machine land
-whole and never interleave. Encoding uses the standard library's C encoder.
+whole and never interleave. With ``params.overwrite`` true, a task that starts from the
+beginning (no checkpoint) empties its file first, so a job run again replaces its earlier output
+instead of adding to it; that needs one writer per file (a single peer, or ``{slot}`` in the
+path). Encoding uses the standard library's C encoder.
 """
 
 from __future__ import annotations
@@ -37,13 +40,19 @@ def input(task: Task, slot: int, slots: int) -> JsonlInput:
 
 def output(task: Task, slot: int, slots: int) -> JsonlOutput:
     """The factory named ``peer.plugins.jsonl:output``."""
-    path = param(task, "path", "a file path string", _is_path).replace("{slot}", str(slot))
+    pattern = param(task, "path", "a file path string", _is_path)
+    path = pattern.replace("{slot}", str(slot))
+    overwrite = task.params.get("overwrite", False)
+    if not isinstance(overwrite, bool):
+        raise error(task, f"params.overwrite must be true or false, got {overwrite!r}")
+    if overwrite and slots > 1 and "{slot}" not in pattern:
+        raise error(task, "params.overwrite needs one writer per file: put {slot} in params.path")
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     except OSError as e:
         raise error(task, f"cannot open {path!r} for appending: {e.strerror}") from e
-    return JsonlOutput(task, path, fd)
+    return JsonlOutput(task, path, fd, overwrite)
 
 
 class JsonlInput:
@@ -108,8 +117,9 @@ class JsonlInput:
 
 
 class JsonlOutput:
-    def __init__(self, task: Task, path: str, fd: int) -> None:
+    def __init__(self, task: Task, path: str, fd: int, overwrite: bool = False) -> None:
         self._task = task
+        self._overwrite = overwrite
         self._path = path
         self._fd = fd
         self._staged = b""
@@ -119,6 +129,8 @@ class JsonlOutput:
     def recover(self, checkpoint: Any | None) -> None:
         if checkpoint is not None and not natural(checkpoint):
             raise self._error(f"checkpoint must be a byte count, got {checkpoint!r}")
+        if checkpoint is None and self._overwrite:
+            os.ftruncate(self._fd, 0)
         self._written = checkpoint or 0
 
     def prepare(self, segments: list[Any]) -> None:

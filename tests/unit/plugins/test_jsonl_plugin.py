@@ -216,6 +216,32 @@ def test_peers_sharing_a_path_append_to_it(tmp_path):
     assert path.read_text() == "0\n1\n2\n"
 
 
+def overwriting(path, slot: int = 0, slots: int = 1):
+    return jsonl_output(
+        task("peer.plugins.jsonl:output", "output", path=str(path), overwrite=True), slot, slots
+    )
+
+
+def test_overwrite_empties_the_file_when_the_task_starts_from_the_beginning(tmp_path):
+    path = tmp_path / "out.jsonl"
+    path.write_text("old\n")
+    plugin = overwriting(path)
+    plugin.recover(None)
+    plugin.prepare([1])
+    plugin.write()
+    resumed = overwriting(path)
+    resumed.recover(plugin.checkpoint())
+    resumed.prepare([2])
+    resumed.write()
+    assert path.read_text() == "1\n2\n"
+
+
+def test_overwrite_needs_one_writer_per_file(tmp_path):
+    with pytest.raises(PluginError, match=r"params.overwrite needs one writer per file"):
+        overwriting(tmp_path / "shared.jsonl", 0, 2)
+    assert overwriting(tmp_path / "part-{slot}.jsonl", 1, 2) is not None
+
+
 def test_batches_from_several_processes_never_interleave(tmp_path):
     path = str(tmp_path / "shared.jsonl")
     batches, size = 40, 50
