@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import logging
 import subprocess
 import sys
 import tempfile
@@ -128,6 +129,7 @@ def main() -> None:
     parser.add_argument("--snapshot-interval", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)
     n, size, repeat = args.segments, args.batch_size, args.repeat
     encode_batch, decode_batch = frame_codec()
     figures: dict[str, Any] = {"segments": n, "batch_size": size}

@@ -8,13 +8,17 @@ import json
 import signal
 import subprocess
 import sys
+from contextlib import ExitStack, closing
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from peer import api
-from tests.support import REPO, assert_one_line_error, onyx, wait_for
+from peer.log.replica import Replica
+from tests.support import REPO, PeerProcess, assert_one_line_error, onyx, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -84,30 +88,46 @@ def test_word_count_over_two_processes_gives_exact_counts(start_peer, zookeeper,
     assert len(sites) == 2
 
 
-def test_a_group_killed_mid_job_leaves_its_tasks_to_the_survivors(
-    start_peer, zookeeper, tenancy, tmp_path, monkeypatch
-):
-    marker = tmp_path / "started"
-    monkeypatch.setenv("ONYX_TEST_STARTED", str(marker))
-    groups = [start_peer(vpeers=2) for _ in range(3)]
-    await_peers(zookeeper, tenancy, 6)
-    job, expected = wordcount_job(tmp_path, 3_000, "tests.integration.pacing:split_slowly")
-    store = api.connect(zookeeper.address, tenancy, create=True)
-    try:
+@dataclass
+class MidJob:
+    """A slow word count running on three groups, and the group that holds its counter."""
+
+    store: Any
+    job_id: str
+    expected: collections.Counter[str]
+    before: Replica
+    group: str
+    process: PeerProcess
+
+
+@pytest.fixture
+def mid_job(start_peer, zookeeper, tenancy, tmp_path, monkeypatch):
+    def start(**options: Any) -> MidJob:
+        marker = tmp_path / "started"
+        monkeypatch.setenv("ONYX_TEST_STARTED", str(marker))
+        processes = [start_peer(vpeers=2, **options) for _ in range(3)]
+        await_peers(zookeeper, tenancy, 6)
+        job, expected = wordcount_job(tmp_path, 3_000, "tests.integration.pacing:split_slowly")
+        store = stores.enter_context(closing(api.connect(zookeeper.address, tenancy)))
         job_id = api.submit(store, job)
         wait_for(marker.exists, 60, "the job to start splitting")
         before = api.replica(store)
-        counter = before.allocations[job_id]["count"][0]
-        victim = next(g for g in groups if before.group_of(counter) in g.output())
-        victim.signal(signal.SIGKILL)
-        final = api.wait(store, job_id, 180)
-        after = api.replica(store)
-    finally:
-        store.close()
+        group = before.group_of(before.allocations[job_id]["count"][0])
+        process = next(p for p in processes if group in p.output())
+        return MidJob(store, job_id, expected, before, group, process)
+
+    with ExitStack() as stores:
+        yield start
+
+
+def test_a_group_killed_mid_job_leaves_its_tasks_to_the_survivors(mid_job, tmp_path):
+    run = mid_job()
+    run.process.signal(signal.SIGKILL)
+    final = api.wait(run.store, run.job_id, 180)
+    after = api.replica(run.store)
     assert final.state == "completed"
-    assert before.group_of(counter) not in after.groups
-    assert after.version > before.version
-    assert counts(tmp_path / "out" / "counts.jsonl") == expected
+    assert run.group not in after.groups
+    assert counts(tmp_path / "out" / "counts.jsonl") == run.expected
 
 
 def test_a_job_too_big_for_the_cluster_waits_for_peers(start_peer, zookeeper, tenancy, tmp_path):
@@ -196,38 +216,22 @@ def test_onyx_run_refuses_a_job_its_cluster_is_too_small_for(tmp_path):
     assert_one_line_error(result, 1, "needs at least 4 virtual peers", "has 3", "--vpeers")
 
 
-def test_a_stopped_group_is_reported_by_heartbeats_and_comes_back_fresh(
-    start_peer, zookeeper, tenancy, tmp_path, monkeypatch
-):
+def test_a_stopped_group_is_reported_by_heartbeats_and_comes_back_fresh(mid_job, tmp_path):
     """Its ZooKeeper session outlives the pause, so only the data plane's heartbeats can
     notice: the others report its peers with leave-cluster, the job moves on without them, and
     the group, once resumed, reads of its peers' departure and announces fresh ones."""
-    marker = tmp_path / "started"
-    monkeypatch.setenv("ONYX_TEST_STARTED", str(marker))
-    options = {"vpeers": 2, "session_timeout": 60.0, "extra": ["--peer-timeout", "1"]}
-    groups = [start_peer(**options) for _ in range(3)]
-    await_peers(zookeeper, tenancy, 6)
-    job, expected = wordcount_job(tmp_path, 3_000, "tests.integration.pacing:split_slowly")
-    store = api.connect(zookeeper.address, tenancy, create=True)
-    try:
-        job_id = api.submit(store, job)
-        wait_for(marker.exists, 60, "the job to start splitting")
-        before = api.replica(store)
-        stalled = before.group_of(before.allocations[job_id]["count"][0])
-        victim = next(g for g in groups if stalled in g.output())
-        victim.signal(signal.SIGSTOP)
-        gone = set(before.group_peers[stalled])
-        reported = api.follow(store, lambda r: not gone & set(r.group_peers[stalled]), 60)
-        victim.signal(signal.SIGCONT)
-        assert stalled in reported.groups
-        final = api.wait(store, job_id, 180)
-        back = api.follow(store, lambda r: len(r.group_peers.get(stalled, ())) == 2, 60)
-    finally:
-        store.close()
+    run = mid_job(session_timeout=60.0, extra=["--peer-timeout", "1"])
+    run.process.signal(signal.SIGSTOP)
+    gone = set(run.before.group_peers[run.group])
+    reported = api.follow(run.store, lambda r: not gone & set(r.group_peers[run.group]), 60)
+    run.process.signal(signal.SIGCONT)
+    final = api.wait(run.store, run.job_id, 180)
+    back = api.follow(run.store, lambda r: len(r.group_peers.get(run.group, ())) == 2, 60)
+    assert run.group in reported.groups
     assert final.state == "completed"
-    assert stalled in back.groups
-    assert not gone & set(back.group_peers[stalled])
-    assert counts(tmp_path / "out" / "counts.jsonl") == expected
+    assert run.group in back.groups
+    assert not gone & set(back.group_peers[run.group])
+    assert counts(tmp_path / "out" / "counts.jsonl") == run.expected
 
 
 def test_groups_attached_to_one_standalone_media_driver(start_peer, zookeeper, tenancy, tmp_path):
