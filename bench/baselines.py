@@ -93,6 +93,9 @@ class SegmentInput:
     def completed(self) -> bool:
         return self.next >= self.stop
 
+    def synced(self) -> bool:
+        return True
+
     def close(self) -> None:
         return None
 

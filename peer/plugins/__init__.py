@@ -38,6 +38,11 @@ class Input(Protocol):
     def completed(self) -> bool:
         """True once a bounded input is drained: ``poll`` will only return ``[]``."""
 
+    def synced(self) -> bool:
+        """Whether the source has been told all it must be (acknowledgements, offsets) for
+        everything polled so far; may start that work and answer False until it is done. A task
+        ends, and later a checkpoint commits, only once its input is synced."""
+
     def close(self) -> None: ...
 
 

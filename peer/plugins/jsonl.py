@@ -90,6 +90,9 @@ class JsonlInput:
     def completed(self) -> bool:
         return self._offset >= self._size
 
+    def synced(self) -> bool:
+        return True
+
     def close(self) -> None:
         self._file.close()
 

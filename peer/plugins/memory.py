@@ -61,6 +61,9 @@ class MemoryInput:
     def completed(self) -> bool:
         return self._next >= self._length
 
+    def synced(self) -> bool:
+        return True
+
     def close(self) -> None:
         """Nothing to release."""
 

@@ -161,7 +161,7 @@ class TaskRunner:
 
     def _input_finished(self) -> bool:
         if self.ctx.task.kind == "input":
-            return self.plugin.completed()
+            return self.plugin.completed() and self.plugin.synced()
         return not self.inbox and self.done_from >= self.ctx.upstream
 
     def _process(self, batch: list[Segment]) -> None:

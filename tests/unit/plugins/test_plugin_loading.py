@@ -42,12 +42,14 @@ def test_failures_name_the_task_and_the_plugin(plugin, reason):
 
 
 def test_a_missing_method_is_named():
-    with pytest.raises(PluginError, match=r"it lacks recover, checkpoint, completed, close$"):
+    with pytest.raises(
+        PluginError, match=r"it lacks recover, checkpoint, completed, synced, close$"
+    ):
         load(task(f"{FIXTURES}:poll_only"), 0, 1)
 
 
 def test_an_input_for_an_output_task_is_refused():
-    with pytest.raises(PluginError, match=r"not an Output: it lacks prepare, write, synced$"):
+    with pytest.raises(PluginError, match=r"not an Output: it lacks prepare, write$"):
         load(task("peer.plugins.memory:input", "output", count=1), 0, 1)
 
 

@@ -48,3 +48,34 @@ def record(name: str):
 before_task = record("before_task")
 after_task = record("after_task")
 after_batch = record("after_batch")
+
+
+class SlowToSync:
+    """An input of one segment whose source takes three asks to acknowledge it."""
+
+    def __init__(self) -> None:
+        self.left, self.asks = [{"n": 1}], 0
+
+    def recover(self, checkpoint: Any) -> None:
+        return None
+
+    def poll(self, limit: int) -> list[dict[str, Any]]:
+        batch, self.left = self.left, []
+        return batch
+
+    def checkpoint(self) -> int:
+        return 0 if self.left else 1
+
+    def completed(self) -> bool:
+        return not self.left
+
+    def synced(self) -> bool:
+        self.asks += 1
+        return self.asks >= 3
+
+    def close(self) -> None:
+        return None
+
+
+def slow_to_sync(task: Any, slot: int, slots: int) -> SlowToSync:
+    return SlowToSync()

@@ -130,3 +130,14 @@ def test_code_that_raises_fails_the_task_naming_job_task_and_peer():
     r.step()
     with pytest.raises(TaskFailed, match=r"^job 'j': task 'f' on peer p: ZeroDivisionError: no$"):
         r.step()
+
+
+def test_an_input_ends_only_once_its_source_is_synced():
+    world = World()
+    r = runner(Task("in", "input", plugin=f"{FNS}:slow_to_sync"), world)
+    for _ in range(3):
+        r.step()
+    assert (world.sent, world.done) == ([("d1", [{"n": 1}])], [])
+    run(r)
+    assert world.done == ["d1", "d2"]
+    assert r.plugin.asks == 3
