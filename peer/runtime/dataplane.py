@@ -205,8 +205,7 @@ class DataPlane:
             return
         site = self.peer_sites.get(to)
         if site is None:
-            log.warning("peer %s has no known site; dropping a frame for it", to)
-            return
+            raise RuntimeError(f"peer {to} is in a group that announced no site to send to")
         self.queues[site].append(encode(header, segments))
 
     def _flush(self) -> bool:

@@ -158,3 +158,13 @@ def test_a_task_whose_code_fails_kills_its_job():
     a.step()
     assert [(e.fn, dict(e.args)) for e in written["a"]] == [("kill-job", {"id": "j"})]
     assert not a.runners
+
+
+def test_a_peer_with_nowhere_to_send_to_fails_its_job_instead_of_dropping():
+    a, _b, written = planes()
+    siteless = cluster().evolve(sites=cluster().sites.discard("b"))
+    replica = play(siteless, SUBMIT_JOB.entry(id="j", job=JOB))
+    a.sync(replica, ["a1"])
+    a.step()
+    a.step()
+    assert [(e.fn, dict(e.args)) for e in written["a"]] == [("kill-job", {"id": "j"})]
