@@ -110,16 +110,19 @@ class DataPlane:
 
     def _release_waiting(self, replica: Replica) -> None:
         """Frames that arrived before this group read their allocation: hand over those of a
-        current runner, keep those still ahead of the log, drop the stale."""
+        current runner, keep those still ahead of the log, drop the stale and those of jobs
+        that have finished (short ids are never reused, so a smaller unknown one is gone)."""
         versions = {replica.short_ids[j]: v for j, v in replica.allocation_versions.items()}
         held, self.waiting = self.waiting, defaultdict(list)
         for short, frames in held.items():
             runner = self.by_short.get(short)
             for header, segments in frames:
-                current = versions.get(header.job, -1)
+                current = versions.get(header.job)
                 if runner is not None and header.allocation_version == runner.ctx.version:
                     self._hand(runner, header, segments)
-                elif header.allocation_version > current:
+                elif (current is None and header.job >= replica.next_short_id) or (
+                    current is not None and header.allocation_version > current
+                ):
                     self.waiting[short].append((header, segments))
 
     def _drop_queues(self, replica: Replica) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict, deque
 
 from peer.log.apply import apply_entry
-from peer.log.entries.jobs import SUBMIT_JOB
+from peer.log.entries.jobs import KILL_JOB, SUBMIT_JOB
 from peer.log.entries.join import PREPARE_JOIN
 from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER
 from peer.log.replica import Replica
@@ -168,3 +168,15 @@ def test_a_peer_with_nowhere_to_send_to_fails_its_job_instead_of_dropping():
     a.step()
     a.step()
     assert [(e.fn, dict(e.args)) for e in written["a"]] == [("kill-job", {"id": "j"})]
+
+
+def test_frames_of_a_finished_job_are_not_kept():
+    _a, b, _written = planes()
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=JOB))
+    ahead = Header(MessageType.DONE, replica.version, replica.short_ids["a1"],
+                   replica.short_ids["b1"], 0, replica.short_ids["j"])  # fmt: skip
+    Loopback.boxes["B"].append(encode(ahead))
+    b.step()
+    assert b.waiting
+    b.sync(play(replica, KILL_JOB.entry(id="j")), ["b1"])
+    assert not b.waiting
