@@ -7,8 +7,9 @@ It runs three ways in one invocation:
 - one process: a local cluster of one peer group with one virtual peer per task, on the
   embedded log; segments move between tasks in memory;
 - two processes: two `onyx peer start` processes on a real ZooKeeper (Debian's, started here on
-  a free port), each with its own embedded media driver; the tasks are pinned by tags so that
-  every edge of the workflow crosses between the processes over Aeron UDP;
+  a free port), each with its own embedded media driver and an Aeron MTU of 8192 bytes (the
+  two are on one machine, so loopback's MTU applies); the tasks are pinned by tags so that every
+  edge of the workflow crosses between the processes over Aeron UDP;
 - the baselines of the same run: the plain Python loop that decodes, applies the functions and
   encodes the same batches (the limit), and Bytewax with recovery at the same snapshot interval
   (when the `bench` extra is installed).
@@ -94,7 +95,7 @@ def two_peer_processes(logs: Path) -> Iterator[LogStore]:
         for tag in ("a", "b"):
             command = [
                 sys.executable, "-m", "peer.cli", "peer", "start", "--zookeeper", server.address,
-                "--tenancy", "bench", "--vpeers", "3", "--tags", tag,
+                "--tenancy", "bench", "--vpeers", "3", "--tags", tag, "--mtu", "8192",
             ]  # fmt: skip
             log = (logs / f"peer-{tag}.log").open("wb")
             processes.append(subprocess.Popen(command, cwd=REPO, stderr=log))

@@ -31,6 +31,8 @@ from peer.log.stores.zookeeper import TENANCY_PATTERN
 from peer.messaging.aeron import AeronTransport, TransportError, run_media_driver
 from peer.runtime.dataplane import DataPlaneConfig
 
+LOOPBACK_MTU = 8192
+"""Groups in one process talk over loopback, whose own MTU is far larger than Aeron's default."""
 HOST_PORT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:(\d{1,5})$")
 
 
@@ -96,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--bind", default="127.0.0.1", metavar="HOST", help="address for segments")
     start.add_argument("--port", type=positive_int, metavar="PORT", help="default: a free port")
     start.add_argument("--tags", default="", metavar="A,B", help="tags this group's peers offer")
+    start.add_argument(
+        "--mtu",
+        type=positive_int,
+        metavar="BYTES",
+        help="Aeron MTU for outgoing segments (default 1408; 8192 on one machine or jumbo frames)",
+    )
     start.add_argument(
         "--peer-timeout",
         type=positive_seconds,
@@ -191,7 +199,9 @@ def peer_start(args: argparse.Namespace) -> int:
     )
     with ExitStack() as stack:
         stack.callback(store.close)
-        transport = AeronTransport(aeron_dir=args.aeron_dir, host=args.bind, port=args.port)
+        transport = AeronTransport(
+            aeron_dir=args.aeron_dir, host=args.bind, port=args.port, mtu=args.mtu
+        )
         stack.callback(transport.close)
         group = PeerGroup(store, config, transport)
         signal.signal(signal.SIGTERM, lambda *_: group.stop())
@@ -306,7 +316,7 @@ def run_local(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         transports = None
         if job is not None and groups > 1:
-            transports = [AeronTransport() for _ in range(groups)]
+            transports = [AeronTransport(mtu=LOOPBACK_MTU) for _ in range(groups)]
             for transport in transports:
                 stack.callback(transport.close)
         cluster = LocalCluster(groups, vpeers, transports)

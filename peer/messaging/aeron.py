@@ -45,6 +45,10 @@ import pyaeron
 TERM_LENGTH = 16 * 1024 * 1024
 MAX_FRAME_LENGTH = TERM_LENGTH // 8
 """The largest frame ``offer`` takes: Aeron's limit on one message for TERM_LENGTH."""
+MIN_MTU, MAX_MTU = 1408, 65504
+"""Aeron's MTU bounds. Its default, 1408, fits a 1500-byte Ethernet frame; a larger MTU carries
+a batch in fewer fragments, which pays on one machine (loopback) and with jumbo frames, but on a
+standard network the kernel would fragment every datagram."""
 DRIVER_LIVENESS_MS = 1000
 """A driver whose heartbeat is older than this is dead; a live one beats every few ms."""
 EMBEDDED_DRIVER_PARENT = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
@@ -69,8 +73,12 @@ class AeronTransport:
     address: str
 
     def __init__(self, *, aeron_dir: str | None = None, host: str = "127.0.0.1",
-                 port: int | None = None, stream_id: int = 1001) -> None:  # fmt: skip
+                 port: int | None = None, stream_id: int = 1001,
+                 mtu: int | None = None) -> None:  # fmt: skip
+        if mtu is not None and not (MIN_MTU <= mtu <= MAX_MTU and mtu % 32 == 0):
+            raise TransportError(f"MTU {mtu} is not a multiple of 32 from {MIN_MTU} to {MAX_MTU}")
         self._stream_id = stream_id
+        self._mtu = f"|mtu={mtu}" if mtu else ""
         self._publications: dict[str, pyaeron.ExclusivePublication] = {}
         self._pending: deque[bytes] = deque()
         self._copy = _copier(self._pending)
@@ -136,7 +144,7 @@ class AeronTransport:
 
     def _publish(self, address: str) -> pyaeron.ExclusivePublication:
         """Exclusive, so each sending group is an image of its own at the receiver."""
-        channel = f"{_channel(address)}|term-length={TERM_LENGTH}|sparse=true"
+        channel = f"{_channel(address)}|term-length={TERM_LENGTH}|sparse=true{self._mtu}"
         publication = self._aeron.add_exclusive_publication(channel, self._stream_id)
         self._publications[address] = publication
         return publication

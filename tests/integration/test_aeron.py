@@ -126,6 +126,14 @@ def test_frames_up_to_the_largest_arrive_whole(transport):
         a.offer(b.address, bytes(MAX_FRAME_LENGTH + 1))
 
 
+def test_a_larger_mtu_carries_frames_whole_and_a_bad_one_is_refused(transport):
+    a, b = transport(mtu=8192), transport()
+    frames = [os.urandom(size) for size in (100, 8000, 9000, 1 << 20)]
+    assert transfer(a, b.address, frames, b.poll)[0] == frames
+    with pytest.raises(TransportError, match="MTU 1000 is not a multiple of 32 from 1408"):
+        AeronTransport(mtu=1000)
+
+
 def test_a_burst_beyond_the_term_is_back_pressured_and_then_arrives_exactly_once(transport):
     a, b = transport(), transport()
     transfer(a, b.address, [b"connected"], b.poll)

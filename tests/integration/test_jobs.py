@@ -262,3 +262,8 @@ def test_a_group_given_a_directory_without_a_driver_says_so(zookeeper, tenancy, 
         "peer", "start", *cluster_args(zookeeper, tenancy), "--aeron-dir", str(tmp_path / "none")
     )
     assert_one_line_error(result, 1, "no media driver", str(tmp_path / "none"))
+
+
+def test_a_bad_mtu_is_refused_in_one_line(zookeeper, tenancy):
+    result = onyx("peer", "start", *cluster_args(zookeeper, tenancy), "--mtu", "1000")
+    assert_one_line_error(result, 1, "MTU 1000")
