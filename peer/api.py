@@ -19,6 +19,7 @@ from peer.log import subscriber
 from peer.log.apply import apply_entry
 from peer.log.entries.gc import GC
 from peer.log.entries.jobs import KILL_JOB, SUBMIT_JOB
+from peer.log.entry import Transition
 from peer.log.replica import Replica
 from peer.log.store import LogStore, StoreError, store_origin_and_trim
 from peer.log.stores.zookeeper import ZooKeeperStore
@@ -65,24 +66,17 @@ class _GcCaller:
 def gc(store: LogStore, caller: str, timeout: float = 30.0) -> GcResult:
     """Append gc, play the log up to it, then store the origin and trim what precedes it."""
     position = store.append(GC.entry(id=caller))
-    wakeup = threading.Event()
-    store.on_append(wakeup.set)
     effects = _GcCaller(store)
-    current = subscriber.boot(store)
-    deadline = time.monotonic() + timeout
-    while True:
-        wakeup.clear()
-        for entry in subscriber.poll(store, current.version):
-            if entry.position > position:
-                break
-            t = apply_entry(current, entry)
-            current = t.new
-            t.side_effects(caller, effects)
-        if current.version >= position:
-            return GcResult(position, effects.deleted)
-        if time.monotonic() > deadline:
-            raise StoreError(f"gc entry at position {position} was not read back in {timeout:g} s")
-        wakeup.wait(0.5)
+    try:
+        follow(
+            store,
+            lambda r: r.version >= position,
+            timeout,
+            lambda t: t.side_effects(caller, effects) if t.entry.position == position else None,
+        )
+    except TimeoutError as e:
+        raise StoreError(f"gc entry at position {position} was not read back: {e}") from e
+    return GcResult(position, effects.deleted)
 
 
 # -- jobs -----------------------------------------------------------------------------------------
@@ -134,9 +128,15 @@ def status(current: Replica, job_id: str) -> JobStatus:
     return JobStatus(job_id, "waiting", needs, allocation, version)
 
 
-def follow(store: LogStore, until: Callable[[Replica], bool], timeout: float) -> Replica:
-    """Play the log as it grows until ``until`` holds for the replica; TimeoutError after
-    ``timeout`` seconds."""
+def follow(
+    store: LogStore,
+    until: Callable[[Replica], bool],
+    timeout: float,
+    each: Callable[[Transition], object] | None = None,
+) -> Replica:
+    """Play the log as it grows, handing every transition to ``each``, until ``until`` holds
+    for the replica as of the log's tail (never for a past state read on the way there);
+    TimeoutError after ``timeout`` seconds."""
     wakeup = threading.Event()
     store.on_append(wakeup.set)
     current = subscriber.boot(store)
@@ -144,7 +144,10 @@ def follow(store: LogStore, until: Callable[[Replica], bool], timeout: float) ->
     while True:
         wakeup.clear()
         for entry in subscriber.poll(store, current.version):
-            current = apply_entry(current, entry).new
+            transition = apply_entry(current, entry)
+            current = transition.new
+            if each is not None:
+                each(transition)
         if until(current):
             return current
         if time.monotonic() > deadline:

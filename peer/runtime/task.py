@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +71,18 @@ def _function(path: str | None) -> Callable[[Segment], Any] | None:
         return None
     target = resolve(path)
     return target() if isinstance(target, type) else target
+
+
+def _collect(results: Iterable[Any]) -> list[Segment]:
+    """What fns returned, flattened: a segment, a list of segments, or None for none."""
+    out: list[Segment] = []
+    append, extend = out.append, out.extend
+    for result in results:
+        if isinstance(result, list):
+            extend(result)
+        elif result is not None:
+            append(result)
+    return out
 
 
 @dataclass
@@ -139,7 +151,7 @@ class TaskRunner:
         else:
             flush = getattr(self.fn, "flush", None)
             if flush is not None:
-                self._route(self._results(flush()))
+                self._route(_collect([flush()]))
             for peer in c.router.peers():
                 c.send_done(peer)
         self._call_hooks("after_task")
@@ -181,24 +193,7 @@ class TaskRunner:
                 self.ctx.send(peer, batch)
 
     def _apply(self, batch: list[Segment]) -> list[Segment]:
-        fn = self.fn
-        if fn is None:
-            return batch
-        out: list[Segment] = []
-        append, extend = out.append, out.extend
-        for segment in batch:
-            result = fn(segment)
-            if isinstance(result, list):
-                extend(result)
-            elif result is not None:
-                append(result)
-        return out
-
-    @staticmethod
-    def _results(result: Any) -> list[Segment]:
-        if isinstance(result, list):
-            return result
-        return [] if result is None else [result]
+        return batch if self.fn is None else _collect(map(self.fn, batch))
 
     def _write(self) -> bool:
         if self.plugin.write():

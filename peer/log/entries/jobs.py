@@ -61,7 +61,7 @@ def _apply_kill(replica: Replica, entry: Entry) -> Replica:
     return finish(replica, job_id, "killed") if job_id in replica.jobs else replica
 
 
-def output_peers(replica: Replica, job_id: str) -> set[str]:
+def _output_peers(replica: Replica, job_id: str) -> set[str]:
     job, tasks = replica.jobs[job_id], replica.allocations.get(job_id, {})
     return {p for name in job.output_tasks() for p in tasks.get(name, ())}
 
@@ -70,7 +70,7 @@ def _apply_complete(replica: Replica, entry: Entry) -> Replica:
     job_id, peer, version = entry.args["id"], entry.args["peer"], entry.args["version"]
     if job_id not in replica.jobs or replica.allocation_versions.get(job_id) != version:
         return replica
-    outputs = output_peers(replica, job_id)
+    outputs = _output_peers(replica, job_id)
     done = replica.done.get(job_id, pset())
     if peer not in outputs or peer in done:
         return replica
