@@ -109,8 +109,6 @@ class TaskRunner:
     def step(self) -> bool:
         try:
             return getattr(self, f"_{self.state}")()
-        except TaskFailed:
-            raise
         except Exception as e:
             c = self.ctx
             raise TaskFailed(
