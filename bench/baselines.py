@@ -34,7 +34,10 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the engine's types, for the input plugin's hints only: the baselines run alone
+    from peer.plugins import Epoch, Recovery
 
 Segment = dict[str, Any]
 Encode = Callable[[list[Segment]], bytes]
@@ -77,9 +80,9 @@ class SegmentInput:
     def __init__(self, count: int, slot: int, slots: int) -> None:
         self.next, self.stop, self.step = slot, count, slots
 
-    def recover(self, checkpoint: Any | None) -> None:
-        if checkpoint is not None:
-            self.next = checkpoint
+    def recover(self, recovery: Recovery) -> None:
+        if recovery.checkpoint is not None:
+            self.next = recovery.checkpoint
 
     def poll(self, limit: int) -> list[Segment]:
         end = min(self.next + limit * self.step, self.stop)
@@ -87,7 +90,7 @@ class SegmentInput:
         self.next += len(batch) * self.step
         return batch
 
-    def checkpoint(self) -> int:
+    def checkpoint(self, epoch: Epoch) -> int:
         return self.next
 
     def completed(self) -> bool:
@@ -95,6 +98,9 @@ class SegmentInput:
 
     def synced(self) -> bool:
         return True
+
+    def committed(self, epoch: Epoch) -> None:
+        return None
 
     def close(self) -> None:
         return None

@@ -29,6 +29,7 @@ from peer.log.replica import Replica, ring_cycle
 from peer.log.store import StoreError
 from peer.log.stores.zookeeper import TENANCY_PATTERN
 from peer.messaging.aeron import AeronTransport, TransportError, run_media_driver
+from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.dataplane import DataPlaneConfig
 
 LOOPBACK_MTU = 8192
@@ -103,6 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=positive_int,
         metavar="BYTES",
         help="Aeron MTU for outgoing segments (default 1408; 8192 on one machine or jumbo frames)",
+    )
+    start.add_argument(
+        "--checkpoints",
+        default=str(Path("~/.onyx/checkpoints").expanduser()),
+        metavar="URL",
+        help="checkpoint storage: a directory or fsspec URL that every group of the cluster "
+        "reaches (default: ~/.onyx/checkpoints, which suits one machine)",
     )
     start.add_argument(
         "--peer-timeout",
@@ -203,7 +211,9 @@ def peer_start(args: argparse.Namespace) -> int:
             aeron_dir=args.aeron_dir, host=args.bind, port=args.port, mtu=args.mtu
         )
         stack.callback(transport.close)
-        group = PeerGroup(store, config, transport)
+        storage = CheckpointStorage(args.checkpoints, args.tenancy)
+        stack.callback(storage.close)
+        group = PeerGroup(store, config, transport, storage)
         signal.signal(signal.SIGTERM, lambda *_: group.stop())
         signal.signal(signal.SIGINT, lambda *_: group.stop())
         group.run()

@@ -97,7 +97,8 @@ class PeerProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "peer.cli", "peer", "start", "--zookeeper", zookeeper,
              "--tenancy", tenancy, "--vpeers", str(vpeers),
-             "--session-timeout", str(session_timeout), "--join-back-off", "0.2", *extra],
+             "--session-timeout", str(session_timeout), "--join-back-off", "0.2",
+             "--checkpoints", str(log_dir / "checkpoints"), *extra],
             stdout=subprocess.DEVNULL, stderr=self.log_path.open("wb"), cwd=REPO,
         )  # fmt: skip
 

@@ -29,6 +29,7 @@ from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER
 from peer.log.entry import Entry
 from peer.log.replica import Replica
 from peer.log.store import LogStore, StoreError, store_origin_and_trim
+from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig, Transport
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class Incarnation:
         config: GroupConfig,
         wakeup: threading.Event,
         transport: Transport | None = None,
+        storage: CheckpointStorage | None = None,
     ) -> None:
         self.store, self.config, self.wakeup, self.transport = store, config, wakeup, transport
         self.id = new_id()
@@ -79,7 +81,9 @@ class Incarnation:
         self.ended: str | None = None
         self.leave_position: int | None = None
         self.leave_deadline = 0.0
-        self.dataplane = DataPlane(self.id, transport, self._write_work, config.dataplane)
+        self.dataplane = DataPlane(
+            self.id, transport, self._write_work, config.dataplane, store=store, storage=storage
+        )
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -255,9 +259,14 @@ class PeerGroup:
     """Runs incarnations one after another until the group leaves."""
 
     def __init__(
-        self, store: LogStore, config: GroupConfig, transport: Transport | None = None
+        self,
+        store: LogStore,
+        config: GroupConfig,
+        transport: Transport | None = None,
+        storage: CheckpointStorage | None = None,
     ) -> None:
         self.store, self.config, self.transport = store, config, transport
+        self.storage = storage
         self.wakeup = threading.Event()
         self.stopping = threading.Event()
         self.current: Incarnation | None = None
@@ -281,7 +290,9 @@ class PeerGroup:
 
     def run(self) -> None:
         while True:
-            self.current = Incarnation(self.store, self.config, self.wakeup, self.transport)
+            self.current = Incarnation(
+                self.store, self.config, self.wakeup, self.transport, self.storage
+            )
             try:
                 outcome = self.current.run(self.stopping)
             except StoreError as e:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 
 from peer.cluster.group import GroupConfig, PeerGroup
 from peer.log import subscriber
 from peer.log.replica import Replica, ring_settled
 from peer.log.stores.memory import MemoryLog
+from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.dataplane import Transport
 
 
@@ -23,9 +25,12 @@ class LocalCluster:
     ) -> None:
         self.vpeers = vpeers
         self.log = MemoryLog()
+        self.storage = CheckpointStorage("memory://onyx-checkpoints", f"local-{uuid.uuid4().hex}")
         config = GroupConfig(vpeers=vpeers, join_back_off=0.05, poll_interval=0.1)
         links = list(transports) if transports is not None else [None] * groups
-        self.groups = [PeerGroup(self.log.session(), config, link) for link in links]
+        self.groups = [
+            PeerGroup(self.log.session(), config, link, self.storage) for link in links
+        ]
         self.threads = [threading.Thread(target=g.run, daemon=True) for g in self.groups]
         self.reader = self.log.session()
         self.changed = threading.Event()
@@ -55,4 +60,5 @@ class LocalCluster:
             group.stop()
         for thread in self.threads:
             thread.join(timeout)
+        self.storage.close()
         return self.replica()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from pathlib import Path
@@ -17,13 +18,40 @@ from typing import Any
 
 import yaml
 
-from peer.job.spec import FlowCondition, Job, JobError, Lifecycle, Task
-from peer.job.validate import check_n_peers, fail, job_label, lifecycle_label, validate
+from peer.job.spec import FlowCondition, Job, JobError, Lifecycle, Task, Trigger, Window
+from peer.job.validate import (
+    check_n_peers,
+    fail,
+    job_label,
+    lifecycle_label,
+    trigger_label,
+    validate,
+    window_label,
+)
 
 JOB_KEYS = frozenset(f.name for f in fields(Job))
 TASK_KEYS = frozenset(f.name for f in fields(Task))
 LIFECYCLE_KEYS = frozenset(f.name for f in fields(Lifecycle))
 FLOW_KEYS = frozenset({"from", "to", "predicate", "short_circuit"})
+WINDOW_KEYS = frozenset(f.name for f in fields(Window))
+TRIGGER_KEYS = frozenset(f.name for f in fields(Trigger))
+BOOL = "tag:yaml.org,2002:bool"
+
+
+class YamlLoader(yaml.SafeLoader):
+    """YAML 1.2 booleans: ``true`` and ``false`` only. YAML 1.1, PyYAML's default, also reads
+    ``on``, ``off``, ``yes`` and ``no`` as booleans, which would turn a trigger's ``on`` key
+    into True."""
+
+    yaml_implicit_resolvers = {
+        first: [(tag, pattern) for tag, pattern in resolvers if tag != BOOL]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+
+YamlLoader.add_implicit_resolver(
+    BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), "tTfF"
+)
 
 
 def load(source: Mapping[str, Any] | os.PathLike[str]) -> Job:
@@ -38,7 +66,7 @@ def load(source: Mapping[str, Any] | os.PathLike[str]) -> Job:
 
 def from_yaml(text: str) -> Job:
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=YamlLoader)
     except yaml.YAMLError as e:
         fail("job", f"YAML does not parse: {e}")
     return from_dict(doc)
@@ -76,6 +104,8 @@ def from_dict(doc: Any, *, imports: bool = True) -> Job:
         "catalog": _parts(where, doc, "catalog", _task),
         "lifecycles": _parts(where, doc, "lifecycles", _lifecycle),
         "flow_conditions": _parts(where, doc, "flow_conditions", _flow_condition),
+        "windows": _parts(where, doc, "windows", _window),
+        "triggers": _parts(where, doc, "triggers", _trigger),
     }
     return validate(Job(**{**doc, **parts}), imports=imports)
 
@@ -139,4 +169,18 @@ def _flow_condition(outer: str, index: int, raw: Any) -> FlowCondition:
     return FlowCondition(**fields_)
 
 
-__all__ = ["JobError", "from_dict", "from_file", "from_json", "from_yaml", "load"]
+def _window(outer: str, index: int, raw: Any) -> Window:
+    raw = _mapping(outer, f"window {index}", raw)
+    where = f"{outer}: {window_label(raw.get('id'), index)}"
+    _check_keys(where, raw, WINDOW_KEYS, required=("id", "task", "type", "aggregation"))
+    return Window(**raw)
+
+
+def _trigger(outer: str, index: int, raw: Any) -> Trigger:
+    raw = _mapping(outer, f"trigger {index}", raw)
+    where = f"{outer}: {trigger_label(index, raw.get('window'))}"
+    _check_keys(where, raw, TRIGGER_KEYS, required=("window", "on"))
+    return Trigger(**raw)
+
+
+__all__ = ["JobError", "YamlLoader", "from_dict", "from_file", "from_json", "from_yaml", "load"]

@@ -1,4 +1,4 @@
-"""A job as a value: the workflow, the catalog, lifecycles and flow conditions.
+"""A job as a value: the workflow, the catalog, lifecycles, flow conditions, windows, triggers.
 
 Every job, however it was written, becomes these frozen dataclasses, so two jobs are the same job
 exactly when they compare equal, and a job can travel in a log entry as ``to_dict()`` and come
@@ -23,6 +23,12 @@ KINDS = ("input", "function", "output")
 FLUX_POLICIES = ("kill", "continue", "recover")
 TASK_SCHEDULERS = ("balanced", "percentage", "colocated")
 HOOKS = ("before_task", "after_task", "before_batch", "after_batch")
+WINDOW_TYPES = ("fixed", "sliding", "global", "session")
+AGGREGATIONS = ("count", "sum", "min", "max", "average", "collect", "collect_by_key")
+AGGREGATION_METHODS = ("init", "create_state_update", "apply_state_update", "merge", "value")
+TRIGGER_ONS = ("segment", "timer", "watermark", "punctuation")
+REFINEMENTS = ("accumulating", "discarding")
+PARTS = ("catalog", "lifecycles", "flow_conditions", "windows", "triggers")
 
 
 class JobError(ValueError):
@@ -110,15 +116,67 @@ class FlowCondition:
 
 
 @dataclass(frozen=True, slots=True)
+class Window:
+    """Aggregates what ``task`` receives, per group key (the task's ``group_by_key`` or
+    ``group_by_fn``) and extent of event time. ``key`` names the segment field holding event
+    time; ``range`` and ``slide`` shape fixed and sliding extents, ``gap`` closes a session;
+    ``field`` is what sum, min, max and average aggregate and what collect_by_key groups by.
+    ``aggregation`` is a built-in name or a dotted path to an object with the methods of
+    ``AGGREGATION_METHODS`` (see ``peer.state.aggregations``)."""
+
+    id: str
+    task: str
+    type: str
+    aggregation: str
+    key: str | None = None
+    range: float | None = None
+    slide: float | None = None
+    gap: float | None = None
+    field: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _non_defaults(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """When ``window``'s extents are emitted: every ``threshold`` segments of an extent, every
+    ``period`` seconds, when the watermark passes an extent's end, or when ``predicate`` holds
+    for a segment. ``discarding`` forgets an extent once fired; ``emit`` turns the fired event
+    into segments (a default segment otherwise) and ``sync`` is called with it."""
+
+    window: str
+    on: str
+    threshold: int | None = None
+    period: float | None = None
+    predicate: str | None = None
+    refinement: str = "accumulating"
+    emit: str | None = None
+    sync: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _non_defaults(self)
+
+
+@dataclass(frozen=True, slots=True)
 class Job:
-    """A whole job. ``id`` stays None until the submitter assigns one."""
+    """A whole job. ``id`` stays None until the submitter assigns one.
+
+    ``barrier_period`` is how often, in seconds, the job's coordinator starts a checkpoint
+    (None: no checkpoints, and a failure restarts the job from its inputs' beginning);
+    ``resume_from`` names an earlier job whose last committed checkpoint this one starts from.
+    """
 
     workflow: tuple[tuple[str, str], ...]
     catalog: tuple[Task, ...]
     lifecycles: tuple[Lifecycle, ...] = ()
     flow_conditions: tuple[FlowCondition, ...] = ()
+    windows: tuple[Window, ...] = ()
+    triggers: tuple[Trigger, ...] = ()
     task_scheduler: str = "balanced"
     percentage: float | None = None
+    barrier_period: float | None = 1.0
+    resume_from: str | None = None
     id: str | None = None
 
     def __post_init__(self) -> None:
@@ -126,7 +184,7 @@ class Job:
         if isinstance(workflow, tuple):
             workflow = tuple(_tuple(edge) for edge in workflow)
         _set(self, "workflow", workflow)
-        for name in ("catalog", "lifecycles", "flow_conditions"):
+        for name in PARTS:
             _set(self, name, _tuple(getattr(self, name)))
 
     def task(self, name: str) -> Task:
@@ -150,7 +208,7 @@ class Job:
         """Plain JSON-ready data that ``peer.job.load.load`` turns back into an equal job."""
         doc = _non_defaults(self)
         doc["workflow"] = [list(edge) for edge in self.workflow]
-        for name in ("catalog", "lifecycles", "flow_conditions"):
+        for name in PARTS:
             if name in doc:
                 doc[name] = [part.to_dict() for part in doc[name]]
         return doc

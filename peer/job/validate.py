@@ -1,9 +1,9 @@
 """Whether a job makes sense, as one function that returns the job or raises one JobError.
 
 The first mistake found is the one reported, and its message names the job, the part of it (a
-task, a workflow edge, a lifecycle, a flow condition) and the field, so the person who wrote the
-job can go straight to the line at fault. The checks read nothing but the job and the code its
-dotted paths name: the same job is refused the same way on every peer.
+task, a workflow edge, a lifecycle, a flow condition, a window, a trigger) and the field, so the
+person who wrote the job can go straight to the line at fault. The checks read nothing but the
+job and the code its dotted paths name: the same job is refused the same way on every peer.
 """
 
 from __future__ import annotations
@@ -16,17 +16,36 @@ from typing import Any, NoReturn
 from peer.job.graph import topological_order
 from peer.job.imports import ImportPathError, resolve, split
 from peer.job.spec import (
+    AGGREGATION_METHODS,
+    AGGREGATIONS,
     ALL,
     FLUX_POLICIES,
     HOOKS,
     KINDS,
+    REFINEMENTS,
     TASK_SCHEDULERS,
+    TRIGGER_ONS,
+    WINDOW_TYPES,
     FlowCondition,
     Job,
     JobError,
     Lifecycle,
     Task,
+    Trigger,
+    Window,
 )
+
+EXTENT_FIELDS = {
+    "fixed": ("key", "range"),
+    "sliding": ("key", "range", "slide"),
+    "global": (),
+    "session": ("key", "gap"),
+}
+"""What each window type needs; each of these fields means nothing to the other types."""
+FIELD_AGGREGATIONS = ("sum", "min", "max", "average", "collect_by_key")
+"""The built-in aggregations that read ``field``; count and collect take whole segments."""
+TRIGGER_FIELDS = {"threshold": "segment", "period": "timer", "predicate": "punctuation"}
+"""The trigger field each ``on`` needs, and means nothing to the others."""
 
 
 def validate(job: Job, *, imports: bool = True) -> Job:
@@ -47,6 +66,10 @@ def validate(job: Job, *, imports: bool = True) -> Job:
         _check_lifecycle(job, lifecycle, where)
     for condition in job.flow_conditions:
         _check_flow_condition(job, condition, where)
+    _check_windows(job, where)
+    for index, trigger in enumerate(job.triggers):
+        _check_trigger(job, trigger, index, where)
+    _check_checkpoints(job, where)
     if imports:
         _check_imports(job, where)
     return job
@@ -58,6 +81,18 @@ def job_label(job_id: object) -> str:
 
 def lifecycle_label(task: object) -> str:
     return "lifecycle for all tasks" if task == ALL else f"lifecycle for task {task!r}"
+
+
+def window_label(window_id: object, index: int) -> str:
+    """A window by its id, or by its place in the list while it has no usable id."""
+    named = isinstance(window_id, str) and window_id
+    return f"window {window_id!r}" if named else f"window {index}"
+
+
+def trigger_label(index: int, window: object) -> str:
+    """Triggers have no names: one is known by its place in the list and its window."""
+    of = f" of window {window!r}" if isinstance(window, str) else ""
+    return f"trigger {index}{of}"
 
 
 def fail(where: str, message: str) -> NoReturn:
@@ -128,6 +163,11 @@ def _check_imports(job: Job, outer: str) -> None:
         (f"{outer}: flow condition from {c.from_task!r}", "predicate", c.predicate)
         for c in job.flow_conditions
     ]
+    named += [
+        (f"{outer}: {trigger_label(index, t.window)}", name, getattr(t, name))
+        for index, t in enumerate(job.triggers)
+        for name in ("predicate", "emit", "sync")
+    ]
     for where, name, path in named:
         if path is None:
             continue
@@ -137,6 +177,24 @@ def _check_imports(job: Job, outer: str) -> None:
             fail(where, f"{name} {path!r} does not import: {e}")
         if not callable(target):
             fail(where, f"{name} {path!r} is not callable")
+    _check_aggregation_imports(job, outer)
+
+
+def _check_aggregation_imports(job: Job, outer: str) -> None:
+    """A user aggregation is an object (a module, an instance) with every method the window
+    state calls."""
+    for index, window in enumerate(job.windows):
+        path = window.aggregation
+        if path in AGGREGATIONS:
+            continue
+        where = f"{outer}: {window_label(window.id, index)}"
+        try:
+            target = resolve(path)
+        except ImportPathError as e:
+            fail(where, f"aggregation {path!r} does not import: {e}")
+        missing = [m for m in AGGREGATION_METHODS if not callable(getattr(target, m, None))]
+        if missing:
+            fail(where, f"aggregation {path!r} has no method {', '.join(missing)}")
 
 
 def _check_job_fields(job: Job, where: str) -> None:
@@ -144,7 +202,12 @@ def _check_job_fields(job: Job, where: str) -> None:
         fail(where, f"id must be a non-empty string or absent, got {job.id!r}")
     _one_of(where, "task_scheduler", job.task_scheduler, TASK_SCHEDULERS)
     _percentage(where, job.percentage)
-    for name, kind in (("catalog", Task), ("lifecycles", Lifecycle)):
+    for name, kind in (
+        ("catalog", Task),
+        ("lifecycles", Lifecycle),
+        ("windows", Window),
+        ("triggers", Trigger),
+    ):
         parts = getattr(job, name)
         if not isinstance(parts, tuple) or not all(isinstance(p, kind) for p in parts):
             fail(where, f"{name} must be a list of {kind.__name__}, got {parts!r}")
@@ -205,6 +268,25 @@ def _check_grouping(task: Task, where: str) -> None:
         fail(where, f"group_by_key must be a string or a list of strings, got {key!r}")
     if key is not None and task.group_by_fn is not None:
         fail(where, "group_by_key and group_by_fn are exclusive: set at most one")
+
+
+def _check_checkpoints(job: Job, where: str) -> None:
+    """An input's checkpoint is a position in its share of the data, and the share depends on
+    how many peers read: a checkpointed job must keep that number fixed to restore it."""
+    period = job.barrier_period
+    if period is not None and not (_is_number(period) and period > 0):
+        fail(where, f"barrier_period must be a number of seconds > 0 or null, got {period!r}")
+    if job.resume_from is not None and not (isinstance(job.resume_from, str) and job.resume_from):
+        fail(where, f"resume_from must be a job id, got {job.resume_from!r}")
+    if period is None:
+        return
+    for task in job.catalog:
+        if task.kind == "input" and task.min_peers != task.max_peers:
+            fail(
+                f"{where}: task {task.name!r}",
+                "an input of a checkpointed job needs a fixed number of peers (set n_peers, "
+                "or barrier_period: null to run without checkpoints)",
+            )
 
 
 def _check_unique_names(job: Job, where: str) -> None:
@@ -310,3 +392,99 @@ def _check_targets(job: Job, source: str, to: Any, where: str) -> None:
     for name in to:
         if name not in children:
             fail(where, f"to names {name!r}, which is not downstream of {source!r}")
+
+
+def _listing(items: tuple[str, ...]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return " and ".join(filter(None, (", ".join(items[:-1]), items[-1])))
+
+
+def _check_windows(job: Job, outer: str) -> None:
+    seen: list[str] = []
+    for index, window in enumerate(job.windows):
+        where = f"{outer}: {window_label(window.id, index)}"
+        if not (isinstance(window.id, str) and window.id):
+            fail(where, f"id must be a non-empty string, got {window.id!r}")
+        if window.id in seen:
+            fail(where, "id is listed twice in the windows")
+        seen.append(window.id)
+        _check_window_task(job, window.task, where)
+        _check_extents(window, where)
+        _check_aggregation(window, where)
+
+
+def _check_window_task(job: Job, task: object, where: str) -> None:
+    """Windows hold what a task receives; an input task receives nothing."""
+    if task not in tuple(t.name for t in job.catalog):
+        fail(where, f"task {task!r} is not in the catalog")
+    kind = job.task(task).kind  # type: ignore[arg-type]
+    if kind == "input":
+        fail(where, f"task {task!r} is an input task: windows are for function and output tasks")
+
+
+def _check_extents(window: Window, where: str) -> None:
+    _one_of(where, "type", window.type, WINDOW_TYPES)
+    needed = EXTENT_FIELDS[window.type]
+    for name in ("key", "range", "slide", "gap"):
+        value = getattr(window, name)
+        if name in needed and value is None:
+            fail(where, f"{name} is required for a {window.type} window")
+        if name not in needed and value is not None:
+            users = tuple(t for t, names in EXTENT_FIELDS.items() if name in names)
+            fail(where, f"{name} is only for {_listing(users)} windows, not {window.type}")
+        if name == "key":
+            _field_name(where, "key", value, optional=True)
+        elif value is not None and not (_is_number(value) and value > 0):
+            fail(where, f"{name} must be a number > 0, got {value!r}")
+    if window.type == "sliding" and window.slide > window.range:  # type: ignore[operator]
+        fail(where, f"slide {window.slide!r} is more than range {window.range!r}")
+
+
+def _field_name(where: str, name: str, value: object, optional: bool = False) -> None:
+    if (value is None and optional) or (isinstance(value, str) and value):
+        return
+    fail(where, f"{name} must be a field name (a non-empty string), got {value!r}")
+
+
+def _check_aggregation(window: Window, where: str) -> None:
+    """A built-in name, or the shape of a dotted path (whether it imports is for imports=True)."""
+    name = window.aggregation
+    if not isinstance(name, str) or not (name in AGGREGATIONS or _is_path(name)):
+        fail(
+            where,
+            f"aggregation {name!r} is neither one of {', '.join(map(repr, AGGREGATIONS))} "
+            "nor a dotted path to a user aggregation",
+        )
+    if name in FIELD_AGGREGATIONS and window.field is None:
+        fail(where, f"field is required for a {name} aggregation")
+    if name in AGGREGATIONS and name not in FIELD_AGGREGATIONS and window.field is not None:
+        users = _listing((*FIELD_AGGREGATIONS, "user"))
+        fail(where, f"field is only for {users} aggregations, not {name}")
+    _field_name(where, "field", window.field, optional=True)
+
+
+def _is_path(path: str) -> bool:
+    try:
+        split(path)
+    except ImportPathError:
+        return False
+    return True
+
+
+def _check_trigger(job: Job, trigger: Trigger, index: int, outer: str) -> None:
+    where = f"{outer}: {trigger_label(index, trigger.window)}"
+    if trigger.window not in tuple(w.id for w in job.windows):
+        fail(where, f"window {trigger.window!r} is not in the windows")
+    _one_of(where, "on", trigger.on, TRIGGER_ONS)
+    for name, on in TRIGGER_FIELDS.items():
+        value = getattr(trigger, name)
+        if on == trigger.on and value is None:
+            fail(where, f"{name} is required for a trigger on {on!r}")
+        if on != trigger.on and value is not None:
+            fail(where, f"{name} is only for triggers on {on!r}, not {trigger.on!r}")
+    _count(where, "threshold", trigger.threshold, optional=True)
+    if trigger.period is not None and not (_is_number(trigger.period) and trigger.period > 0):
+        fail(where, f"period must be a number of seconds > 0, got {trigger.period!r}")
+    _one_of(where, "refinement", trigger.refinement, REFINEMENTS)
+    for name in ("predicate", "emit", "sync"):
+        _check_path(where, name, getattr(trigger, name))

@@ -1,4 +1,5 @@
-"""The interface every log store offers: the ordered log, its origin, and group pulses.
+"""The interface every log store offers: the ordered log, its origin, group pulses, and one
+small commit record per job (the checkpoint epoch it last committed; peer.runtime.checkpoints).
 
 Two stores implement it: ZooKeeper (peer.log.stores.zookeeper) for a real cluster and an
 in-memory one (peer.log.stores.memory), the embedded default for a cluster inside one process.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Protocol
+from urllib.parse import quote
 
 from peer.log.entry import Entry
 from peer.log.replica import Replica
@@ -52,6 +54,18 @@ class LogStore(Protocol):
     def on_session_lost(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` when the session expires: every pulse of this session is gone."""
 
+    def read_commit(self, job: str) -> tuple[bytes | None, int]:
+        """The commit record of ``job`` and its version; (None, -1) when there is none."""
+
+    def write_commit(self, job: str, data: bytes, expected: int) -> int | None:
+        """Compare-and-set: create the record when ``expected`` is -1, else replace it only if its
+        version is still ``expected``. The new version, or None when the record is not as
+        expected (someone else wrote first, or this session's own write went through and its
+        reply was lost to a disconnection: read again to tell)."""
+
+    def delete_commit(self, job: str) -> None:
+        """Delete the commit record of ``job``, if there is one."""
+
     def close(self) -> None: ...
 
 
@@ -61,3 +75,13 @@ def store_origin_and_trim(store: LogStore, replica: Replica) -> int:
     if not store.store_origin(replica):
         return 0
     return store.trim(replica.version)
+
+
+def path_component(name: str) -> str:
+    """``name`` as one component of a znode or file path. Job ids are any non-empty string, so
+    anything but a plain name is percent-quoted: a '/' cannot reach into another directory, nor
+    can '..' climb out of one, and two different names never share a component."""
+    if not name:
+        raise ValueError("an empty name cannot be a path component")
+    quoted = quote(name, safe="")
+    return f"%2E{quoted[1:]}" if quoted.startswith(".") else quoted

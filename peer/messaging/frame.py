@@ -35,11 +35,22 @@ class FrameError(ValueError):
 
 
 class MessageType(IntEnum):
-    """Numbered with gaps left for the kinds still to come, such as barriers."""
+    """What a frame carries. BATCH, DONE (the sender's input has ended), BARRIER (the epoch in
+    the header ends here; body ``[final]``) and WATERMARK (body ``[value]``) travel along the
+    workflow's edges, in order with each other; RECOVER (body: where to restore from), ACK (the
+    sender's snapshot of the header's epoch is stored), DRAINED (an output has every end
+    marker) and COMMITTED (the header's epoch is committed) go between a job's peers and its
+    coordinator; HEARTBEAT between groups."""
 
     BATCH = 1
     DONE = 2
     HEARTBEAT = 3
+    BARRIER = 4
+    ACK = 5
+    COMMITTED = 6
+    RECOVER = 7
+    DRAINED = 8
+    WATERMARK = 9
 
 
 @dataclass(frozen=True, slots=True)

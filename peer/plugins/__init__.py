@@ -7,6 +7,14 @@ The factory returns an ``Input`` or an ``Output``. One thread drives many virtua
 method may wait: a plugin with nothing to give returns ``[]`` from ``poll``, and one that cannot
 write yet returns False from ``write``, and is asked again.
 
+Recovery follows the job's epochs (Asynchronous Barrier Snapshotting). Within an allocation the
+coordinator numbers epochs from 1; at the barrier that ends an epoch every plugin is asked for a
+``checkpoint(epoch)``, and once every peer of the job has stored its snapshot the epoch is
+committed and each plugin hears ``committed(epoch)``: the moment an input may acknowledge its
+source for good and a two-phase-commit output may publish what it staged. After a failure each
+task starts again from the last committed epoch and its plugin gets a ``Recovery``: an input
+rewinds to its position, an output finishes or discards what the failure interrupted.
+
 Checkpoints are positions as plain JSON data, so they can travel in the log and come back to
 ``recover`` on another machine. Every error is a PluginError made by ``error(task, ...)``: its
 message starts with the task's name and plugin path, so the reader knows what failed where.
@@ -15,7 +23,8 @@ message starts with the task's name and plugin path, so the reader knows what fa
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
 
 from peer.job.imports import ImportPathError, resolve
 from peer.job.spec import Task
@@ -25,15 +34,37 @@ class PluginError(ValueError):
     """A plugin that cannot be loaded, or cannot go on; the message names the task and plugin."""
 
 
+class Epoch(NamedTuple):
+    """An epoch of a job, ordered as a tuple: every epoch of a later allocation comes after all
+    of an earlier one's."""
+
+    version: int
+    number: int
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """Where a plugin starts: what ``recover`` gets each time its task starts on a peer."""
+
+    checkpoint: Any | None
+    """This slot's ``checkpoint`` at the committed epoch; None: start from the beginning."""
+    committed: Epoch | None
+    """The last epoch committed for the job; None when there is none."""
+    start: Epoch
+    """The epoch this start's first writes belong to: epoch 1 of the current allocation."""
+
+
 class Input(Protocol):
-    def recover(self, checkpoint: Any | None) -> None:
-        """Start from the beginning (None) or resume at a position ``checkpoint()`` returned."""
+    def recover(self, recovery: Recovery) -> None:
+        """Start from the beginning (no checkpoint) or resume at a position ``checkpoint``
+        returned."""
 
     def poll(self, limit: int) -> list[Any]:
         """Up to ``limit`` segments ready now; ``[]`` does not mean the input is finished."""
 
-    def checkpoint(self) -> Any:
-        """A JSON-ready position: every segment polled so far is before it."""
+    def checkpoint(self, epoch: Epoch) -> Any:
+        """A JSON-ready position at the barrier that ends ``epoch``: every segment polled so far
+        is before it."""
 
     def completed(self) -> bool:
         """True once a bounded input is drained: ``poll`` will only return ``[]``."""
@@ -43,11 +74,16 @@ class Input(Protocol):
         everything polled so far; may start that work and answer False until it is done. A task
         ends, and later a checkpoint commits, only once its input is synced."""
 
+    def committed(self, epoch: Epoch) -> None:
+        """``epoch``, and so every earlier one, is committed cluster-wide: its segments will
+        never be asked for again (a Kafka-like source commits its offsets here)."""
+
     def close(self) -> None: ...
 
 
 class Output(Protocol):
-    def recover(self, checkpoint: Any | None) -> None: ...
+    def recover(self, recovery: Recovery) -> None:
+        """Resume at ``recovery.checkpoint`` and settle what a failure left half done."""
 
     def prepare(self, segments: list[Any]) -> None:
         """Stage a batch for ``write``."""
@@ -58,7 +94,13 @@ class Output(Protocol):
     def synced(self) -> bool:
         """Whether everything written is durable; may flush to make it so."""
 
-    def checkpoint(self) -> Any: ...
+    def checkpoint(self, epoch: Epoch) -> Any:
+        """A JSON-ready position at the barrier that ends ``epoch``: every segment written so
+        far belongs to it or to an earlier epoch."""
+
+    def committed(self, epoch: Epoch) -> None:
+        """``epoch``, and so every earlier one, is committed cluster-wide: a two-phase-commit
+        output publishes what it staged for them."""
 
     def close(self) -> None: ...
 

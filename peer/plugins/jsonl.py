@@ -1,31 +1,64 @@
-"""JSON lines: an input reading one JSON value per line of a file, an output appending them.
+"""JSON lines: an input reading one JSON value per line of a file, and two outputs writing them:
+one that appends (at least once) and one that publishes whole committed epochs (exactly once).
 
 The input treats its file as bounded: it reads what the file held when the task started on this
 peer. Line i (0-based, blank lines counted but never emitted) belongs to slot ``i % slots``, so
 every peer scans the file and parses only its own lines. It reads a line at a time, never the
 whole file, and its checkpoint is ``[byte offset, lines read]`` so that recovery seeks straight
-back to where it was instead of reading everything again.
+back to where it was instead of reading everything again. The file is not consumed, so a commit
+has nothing to acknowledge.
 
-The output appends compact JSON, one value per line. With ``{slot}`` in ``params.path`` each peer
+``output`` appends compact JSON, one value per line. With ``{slot}`` in ``params.path`` each peer
 has its own file; without, the peers share one, and each staged batch goes out in a single
 ``os.write`` on an O_APPEND descriptor, so batches from several processes on one machine land
 whole and never interleave. With ``params.overwrite`` true, a task that starts from the
 beginning (no checkpoint) empties its file first, so a job run again replaces its earlier output
 instead of adding to it; that needs one writer per file (a single peer, or ``{slot}`` in the
-path). Encoding uses the standard library's C encoder.
+path). What was written after the last committed epoch is written again after a failure, so a
+reader may see a segment twice.
+
+``exactly_once_output`` is a two-phase-commit sink: a reader sees every segment once, and only
+once its epoch is committed. ``params.path`` is a directory, and it belongs to one job: its file
+names are its allocation versions and epochs.
+
+- Each peer writes the current epoch's segments to its own staged file,
+  ``<path>/.staging/<version:012d>-<number:08d>-<slot:04d>.jsonl``, named for the epoch it will
+  be sealed at: after the barrier that ends epoch e-1 the file is epoch e's. The file is made by
+  the epoch's first write, so an epoch with nothing written leaves no file at all.
+- ``checkpoint(epoch)`` (phase one) seals the file: it fsyncs it and the staging directory, so the
+  epoch survives a crash once its snapshot is stored, closes it, and moves on to epoch e+1. Its
+  checkpoint is None: where it stands is the directory itself.
+- ``committed(epoch)`` (phase two) publishes every file this slot sealed up to ``epoch`` by an
+  atomic rename to the same name in ``<path>``. Readers look only at ``<path>/*.jsonl``, so they
+  never see an uncommitted epoch, and the names sort in epoch order (the widths are minimums: a
+  wider number still parses, it only sorts out of place).
+- ``recover(recovery)`` settles whatever a failure left, for every slot, since this slot alone
+  may be the first to start: a staged file of an epoch up to ``recovery.committed`` was committed,
+  even if no peer lived to hear so, and is published (another peer publishing it first is no
+  error); one of an older allocation after it was never committed and is deleted, as its
+  segments will be written again; one of this allocation or a newer one is left alone, as
+  another peer may be writing it now.
+
+It writes and fsyncs as ``output`` does; only sealing and publishing are new. A peer of an old
+allocation that has not yet heard it was replaced may still make staged files of its allocation
+after the new one recovered: they are never published, and the next recovery deletes them.
+Encoding uses the standard library's C encoder.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from peer.job.spec import Task
-from peer.plugins import PluginError, error, natural, param
+from peer.plugins import Epoch, PluginError, Recovery, error, natural, param
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+STAGING = ".staging"
+_NAME = re.compile(r"(\d+)-(\d+)-(\d+)\.jsonl")
 
 
 def input(task: Task, slot: int, slots: int) -> JsonlInput:
@@ -55,6 +88,27 @@ def output(task: Task, slot: int, slots: int) -> JsonlOutput:
     return JsonlOutput(task, path, fd, overwrite)
 
 
+def exactly_once_output(task: Task, slot: int, slots: int) -> ExactlyOnceOutput:
+    """The factory named ``peer.plugins.jsonl:exactly_once_output``."""
+    directory = Path(param(task, "path", "a directory path string", _is_path))
+    try:
+        (directory / STAGING).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise error(task, f"cannot make {str(directory / STAGING)!r}: {e.strerror}") from e
+    return ExactlyOnceOutput(task, directory, slot)
+
+
+def file_name(epoch: Epoch, slot: int) -> str:
+    """The name of ``slot``'s file of ``epoch``, staged and published alike."""
+    return f"{epoch.version:012d}-{epoch.number:08d}-{slot:04d}.jsonl"
+
+
+def epoch_of(name: str) -> Epoch | None:
+    """The epoch a file is named for; None for a name ``file_name`` never makes."""
+    match = _NAME.fullmatch(name)
+    return None if match is None else Epoch(int(match[1]), int(match[2]))
+
+
 class JsonlInput:
     def __init__(self, task: Task, path: str, file: BinaryIO, slot: int, slots: int) -> None:
         self._task = task
@@ -66,7 +120,8 @@ class JsonlInput:
         self._offset = 0
         self._lines = 0
 
-    def recover(self, checkpoint: Any | None) -> None:
+    def recover(self, recovery: Recovery) -> None:
+        checkpoint = recovery.checkpoint
         self._offset, self._lines = (0, 0) if checkpoint is None else self._position(checkpoint)
 
     def poll(self, limit: int) -> list[Any]:
@@ -84,7 +139,7 @@ class JsonlInput:
         self._offset, self._lines = offset, lines
         return segments
 
-    def checkpoint(self) -> list[int]:
+    def checkpoint(self, epoch: Epoch) -> list[int]:
         return [self._offset, self._lines]
 
     def completed(self) -> bool:
@@ -92,6 +147,9 @@ class JsonlInput:
 
     def synced(self) -> bool:
         return True
+
+    def committed(self, epoch: Epoch) -> None:
+        """Nothing to acknowledge: the file is read, not consumed."""
 
     def close(self) -> None:
         self._file.close()
@@ -129,7 +187,8 @@ class JsonlOutput:
         self._written = 0
         self._unsynced = False
 
-    def recover(self, checkpoint: Any | None) -> None:
+    def recover(self, recovery: Recovery) -> None:
+        checkpoint = recovery.checkpoint
         if checkpoint is not None and not natural(checkpoint):
             raise self._error(f"checkpoint must be a byte count, got {checkpoint!r}")
         if checkpoint is None and self._overwrite:
@@ -137,16 +196,13 @@ class JsonlOutput:
         self._written = checkpoint or 0
 
     def prepare(self, segments: list[Any]) -> None:
-        self._staged += b"".join(self._encode(segment) for segment in segments)
+        self._staged += _encoded(self._task, segments)
 
     def write(self) -> bool:
         """A short write (a full disk, say) keeps the rest staged and answers False."""
         if not self._staged:
             return True
-        try:
-            count = os.write(self._fd, self._staged)
-        except OSError as e:
-            raise self._error(f"writing {self._path!r} failed: {e.strerror}") from e
+        count = _write(self._task, self._fd, self._path, self._staged)
         self._staged = self._staged[count:]
         self._written += count
         self._unsynced = True
@@ -154,15 +210,15 @@ class JsonlOutput:
 
     def synced(self) -> bool:
         if self._unsynced:
-            try:
-                os.fsync(self._fd)
-            except OSError as e:
-                raise self._error(f"syncing {self._path!r} failed: {e.strerror}") from e
+            _fsync(self._task, self._fd, self._path)
             self._unsynced = False
         return True
 
-    def checkpoint(self) -> int:
+    def checkpoint(self, epoch: Epoch) -> int:
         return self._written
+
+    def committed(self, epoch: Epoch) -> None:
+        """Nothing to publish: every line is visible as soon as it is written."""
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -172,11 +228,189 @@ class JsonlOutput:
     def _error(self, message: str) -> PluginError:
         return error(self._task, message)
 
-    def _encode(self, segment: Any) -> bytes:
+
+class ExactlyOnceOutput:
+    """One slot's staged files: the open one of ``_epoch`` and those sealed but not published."""
+
+    def __init__(self, task: Task, directory: Path, slot: int) -> None:
+        self._task = task
+        self._directory = directory
+        self._staging = directory / STAGING
+        self._slot = slot
+        self._epoch: Epoch | None = None
+        self._fd = -1
+        self._staged = b""
+        self._unsynced = False
+        self._sealed: list[Epoch] = []
+
+    def recover(self, recovery: Recovery) -> None:
+        """Publish what was committed, delete older allocations' leftovers, and start writing
+        ``recovery.start``; the checkpoint is not needed, as the directory says it all."""
+        settled = False
+        for name in sorted(self._staged_names()):
+            epoch = epoch_of(name)
+            if epoch is None:
+                continue
+            if recovery.committed is not None and epoch <= recovery.committed:
+                self._publish(name)
+                settled = True
+            elif epoch.version < recovery.start.version:
+                self._discard(name)
+                settled = True
+        if settled:
+            self._sync_directories()
+        self._epoch = recovery.start
+
+    def prepare(self, segments: list[Any]) -> None:
+        self._staged += _encoded(self._task, segments)
+
+    def write(self) -> bool:
+        """A short write (a full disk, say) keeps the rest staged and answers False."""
+        if not self._staged:
+            return True
+        if self._fd < 0:
+            self._fd = self._open()
+        count = _write(self._task, self._fd, str(self._current()), self._staged)
+        self._staged = self._staged[count:]
+        self._unsynced = True
+        return not self._staged
+
+    def synced(self) -> bool:
+        if self._unsynced:
+            _fsync(self._task, self._fd, str(self._current()))
+            self._unsynced = False
+        return True
+
+    def checkpoint(self, epoch: Epoch) -> None:
+        """Seal ``epoch``'s file, durably, and go on to the next epoch's."""
+        if epoch != self._writing():
+            writing = _describe(self._writing())
+            raise self._error(f"checkpoint at {_describe(epoch)} while writing {writing}")
+        if self._staged:
+            raise self._error(
+                f"checkpoint at {_describe(epoch)} with {len(self._staged)} bytes prepared but "
+                "not written: write() must finish before the barrier"
+            )
+        if self._fd >= 0:
+            self._seal(epoch)
+        self._epoch = Epoch(epoch.version, epoch.number + 1)
+
+    def committed(self, epoch: Epoch) -> None:
+        """Publish, oldest first, every file this slot sealed up to ``epoch``."""
+        ready = [sealed for sealed in self._sealed if sealed <= epoch]
+        if not ready:
+            return
+        for sealed in ready:
+            self._publish(file_name(sealed, self._slot))
+        self._sealed = self._sealed[len(ready) :]
+        self._sync_directories()
+
+    def close(self) -> None:
+        """Leaves the open epoch's file staged: the next recovery decides its fate."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _writing(self) -> Epoch:
+        if self._epoch is None:
+            raise self._error("used before recover(): there is no epoch to write to")
+        return self._epoch
+
+    def _current(self) -> Path:
+        return self._staging / file_name(self._writing(), self._slot)
+
+    def _seal(self, epoch: Epoch) -> None:
+        self.synced()
+        os.close(self._fd)
+        self._fd = -1
+        _fsync_directory(self._task, self._staging)
+        self._sealed.append(epoch)
+
+    def _open(self) -> int:
+        """The current epoch's file, emptied: whatever an earlier start wrote to this very epoch
+        was never committed."""
+        path = self._current()
         try:
-            return (_ENCODER.encode(segment) + "\n").encode()
-        except (TypeError, ValueError) as e:
-            raise self._error(f"segment {segment!r:.200} is not JSON-serialisable: {e}") from e
+            return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as e:
+            raise self._error(f"cannot open {str(path)!r} for writing: {e.strerror}") from e
+
+    def _publish(self, name: str) -> None:
+        """Rename a staged file into view; if it is gone, another peer must have done so."""
+        staged, published = self._staging / name, self._directory / name
+        try:
+            os.rename(staged, published)
+        except FileNotFoundError as e:
+            if not published.exists():
+                reason = "it is neither staged nor published: was it deleted as uncommitted?"
+                raise self._error(f"cannot publish {str(staged)!r}: {reason}") from e
+        except OSError as e:
+            raise self._error(f"cannot publish {str(staged)!r}: {e.strerror}") from e
+
+    def _discard(self, name: str) -> None:
+        """Delete an uncommitted staged file; if it is gone, another peer did so."""
+        path = self._staging / name
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as e:
+            raise self._error(f"cannot delete uncommitted {str(path)!r}: {e.strerror}") from e
+
+    def _staged_names(self) -> list[str]:
+        try:
+            return os.listdir(self._staging)
+        except OSError as e:
+            raise self._error(f"cannot list {str(self._staging)!r}: {e.strerror}") from e
+
+    def _sync_directories(self) -> None:
+        """Make renames and deletions durable in both directories."""
+        _fsync_directory(self._task, self._staging)
+        _fsync_directory(self._task, self._directory)
+
+    def _error(self, message: str) -> PluginError:
+        return error(self._task, message)
+
+
+def _describe(epoch: Epoch) -> str:
+    return f"epoch {epoch.number} of allocation {epoch.version}"
+
+
+def _encoded(task: Task, segments: list[Any]) -> bytes:
+    """Compact JSON lines; a PluginError names the first segment that cannot be encoded."""
+    return b"".join(_encode(task, segment) for segment in segments)
+
+
+def _encode(task: Task, segment: Any) -> bytes:
+    try:
+        return (_ENCODER.encode(segment) + "\n").encode()
+    except (TypeError, ValueError) as e:
+        raise error(task, f"segment {segment!r:.200} is not JSON-serialisable: {e}") from e
+
+
+def _write(task: Task, fd: int, path: str, data: bytes) -> int:
+    """One ``os.write`` of ``data``: how many bytes went out."""
+    try:
+        return os.write(fd, data)
+    except OSError as e:
+        raise error(task, f"writing {path!r} failed: {e.strerror}") from e
+
+
+def _fsync(task: Task, fd: int, path: str) -> None:
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        raise error(task, f"syncing {path!r} failed: {e.strerror}") from e
+
+
+def _fsync_directory(task: Task, directory: Path) -> None:
+    """Make the directory's entries (files made, renamed, deleted) durable."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as e:
+        raise error(task, f"cannot open {str(directory)!r} to sync it: {e.strerror}") from e
+    try:
+        _fsync(task, fd, str(directory))
+    finally:
+        os.close(fd)
 
 
 def _is_path(value: object) -> bool:

@@ -2,10 +2,11 @@
 
 ``params.segments`` lists them, or ``params.count`` N stands for ``{"n": 0}`` .. ``{"n": N-1}``
 without building the list. Item i belongs to slot ``i % slots``, so each peer knows its share
-without asking the others, and a checkpoint is just the index this slot has reached. Segments are
-handed out as fresh plain data on every poll: the frozen params stay as the job wrote them, so a
-replay after recovery gives the same segments even if a downstream function mutated the first
-copies.
+without asking the others, and a checkpoint is just the index this slot has reached (whatever
+the epoch). The data lives in the job, so a commit has no source to tell: ``committed`` does
+nothing. Segments are handed out as fresh plain data on every poll: the frozen params stay as the
+job wrote them, so a replay after recovery gives the same segments even if a downstream function
+mutated the first copies.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from pyrsistent import thaw
 
 from peer.job.spec import Task
-from peer.plugins import error, natural, param
+from peer.plugins import Epoch, Recovery, error, natural, param
 
 
 def input(task: Task, slot: int, slots: int) -> MemoryInput:
@@ -44,7 +45,8 @@ class MemoryInput:
         self._slots = slots
         self._next = slot
 
-    def recover(self, checkpoint: Any | None) -> None:
+    def recover(self, recovery: Recovery) -> None:
+        checkpoint = recovery.checkpoint
         if checkpoint is not None and not natural(checkpoint):
             raise error(self._task, f"checkpoint must be an index >= 0, got {checkpoint!r}")
         start = checkpoint or 0
@@ -55,7 +57,7 @@ class MemoryInput:
         self._next += len(taken) * self._slots
         return [self._item(i) for i in taken]
 
-    def checkpoint(self) -> int:
+    def checkpoint(self, epoch: Epoch) -> int:
         return self._next
 
     def completed(self) -> bool:
@@ -63,6 +65,9 @@ class MemoryInput:
 
     def synced(self) -> bool:
         return True
+
+    def committed(self, epoch: Epoch) -> None:
+        """Nothing to acknowledge: the segments live in the job."""
 
     def close(self) -> None:
         """Nothing to release."""

@@ -1,7 +1,8 @@
 """The null output: it discards every segment and only counts them.
 
 For benchmarks that should measure the job rather than a sink, and for jobs whose functions act
-by side effect. Nothing is kept, so there is nothing to lose: it is always synced.
+by side effect. Nothing is kept, so there is nothing to lose: it is always synced, and a commit
+has nothing to publish. Its checkpoint is the count, so the count goes on across recoveries.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from peer.job.spec import Task
-from peer.plugins import error, natural
+from peer.plugins import Epoch, Recovery, error, natural
 
 
 def output(task: Task, slot: int, slots: int) -> NullOutput:
@@ -25,7 +26,8 @@ class NullOutput:
         self._staged = 0
         self.written = 0
 
-    def recover(self, checkpoint: Any | None) -> None:
+    def recover(self, recovery: Recovery) -> None:
+        checkpoint = recovery.checkpoint
         if checkpoint is not None and not natural(checkpoint):
             raise error(self._task, f"checkpoint must be a segment count, got {checkpoint!r}")
         self.written = checkpoint or 0
@@ -41,8 +43,11 @@ class NullOutput:
     def synced(self) -> bool:
         return True
 
-    def checkpoint(self) -> int:
+    def checkpoint(self, epoch: Epoch) -> int:
         return self.written
+
+    def committed(self, epoch: Epoch) -> None:
+        """Nothing to publish."""
 
     def close(self) -> None:
         """Nothing to release."""

@@ -1,21 +1,19 @@
-"""A peer group's data plane: the task runners of its virtual peers and the frames between them.
+"""A peer group's data plane: the task runners of its virtual peers, the coordinators of the
+jobs whose coordinator peer lives here, and the frames between them all.
 
 The log says who works on what; after every batch of entries the group hands the replica to
-``sync``, which keeps one runner per (peer, job, allocation version) and drops the others, so a
-reallocation restarts a job's tasks everywhere at once. ``step`` does one round of work: take in
-frames, step every runner, offer queued frames. Frames carry the allocation version: those of a
-stale allocation are dropped, those of an allocation this group has not read yet wait for it.
+``sync``, which keeps one runner per (peer, job, allocation version) and one coordinator per
+(job, allocation version) and drops the others, so a reallocation restarts a job's tasks
+everywhere at once. ``step`` does one round of work: take in frames, step every coordinator and
+runner, offer queued frames, keep the heartbeats going. Frames carry the allocation version:
+those of a stale allocation are dropped, those of an allocation this group has not read yet
+wait for it.
 
-Segments for a peer of this same group never leave the process. Frames for other groups queue
-per destination and are offered in order; a refused offer (back-pressure, or a publication not
-yet connected) leaves the frame at the head of its queue for the next round, and while queues
-are long the runners stop producing, so pressure travels upstream instead of into memory.
-
-Liveness: the group sends a heartbeat to every group it shares a job with (any frame counts as
-one, so a heartbeat refused under back-pressure is no loss), and reports with
-leave-cluster the peers of a group it has not heard from for ``peer_timeout`` seconds. A group
-that finds it has not run for a while itself (stopped, swapped out) restarts those clocks
-instead: the silence was its own.
+Frames for a peer of this same group never leave the process (nor get encoded). Frames for other
+groups queue per destination and are offered in order; a refused offer (back-pressure, or a
+publication not yet connected) leaves the frame at the head of its queue for the next round, and
+while queues are long the runners stop producing, so pressure travels upstream instead of into
+memory.
 """
 
 from __future__ import annotations
@@ -24,21 +22,28 @@ import logging
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from peer.log.entries.jobs import COMPLETE_JOB, KILL_JOB
-from peer.log.entries.virtual_peers import LEAVE_CLUSTER
 from peer.log.entry import Entry
 from peer.log.replica import Replica
+from peer.log.store import LogStore
 from peer.messaging.frame import FrameError, Header, MessageType, decode, encode
-from peer.runtime.routing import Router, conditions, routes
+from peer.runtime.checkpoints import CheckpointStorage, Commits
+from peer.runtime.coordinator import Coordinator, coordinator_of
+from peer.runtime.inbox import END, Barrier, Watermark
+from peer.runtime.liveness import Liveness
+from peer.runtime.routing import Router, conditions, key_function, routes
 from peer.runtime.task import TaskContext, TaskFailed, TaskRunner
 
 log = logging.getLogger(__name__)
 
 RunnerKey = tuple[str, str, int]
 """(peer, job, allocation version)"""
+
+HEARTBEAT = Header(MessageType.HEARTBEAT, 0, 0, 0, 0, 0)
 
 
 class Transport(Protocol):
@@ -67,70 +72,54 @@ class DataPlane:
         transport: Transport | None,
         write: Callable[[Entry], None],
         config: DataPlaneConfig | None = None,
+        *,
+        store: LogStore | None = None,
+        storage: CheckpointStorage | None = None,
     ) -> None:
         self.group, self.transport, self.write = group, transport, write
         self.config = config or DataPlaneConfig()
+        self.store, self.storage = store, storage
+        self.pool = ThreadPoolExecutor(2, thread_name_prefix="onyx-coordinator")
         self.replica = Replica()
         self.runners: dict[RunnerKey, TaskRunner] = {}
+        self.coordinators: dict[tuple[str, int], Coordinator] = {}
         self.by_short: dict[int, TaskRunner] = {}
+        self.coordinator_by_job: dict[int, Coordinator] = {}
         self.waiting: dict[int, list[tuple[Header, list[Any]]]] = defaultdict(list)
         self.queues: dict[str, deque[bytes]] = defaultdict(deque)
-        self.heard: dict[str, float] = {}
-        self.reported: set[str] = set()
-        self.next_heartbeat = 0.0
         self.peer_sites: dict[str, str] = {}
-        self.last_round = time.monotonic()
+        self.short_peers: dict[int, str] = {}
         self.short_groups: dict[int, str] = {}
+        self.liveness = Liveness(
+            group, self.config.heartbeat_interval, self.config.peer_timeout, self._beat, write
+        )
 
     # -- following the log ----------------------------------------------------------------------
 
     def sync(self, replica: Replica, mine: list[str]) -> None:
         self.replica = replica
+        self._index(replica)
         wanted = self._wanted(replica, mine)
         for key in sorted(set(self.runners) - set(wanted)):
             self.runners.pop(key).close()
         for key in sorted(set(wanted) - set(self.runners)):
             self.runners[key] = TaskRunner(self._context(replica, *key, wanted[key]))
         self.by_short = {replica.short_ids[key[0]]: r for key, r in self.runners.items()}
-        self.peer_sites = {
-            p: replica.sites[g]
-            for g in replica.groups
-            if g in replica.sites
-            for p in replica.group_peers.get(g, ())
-        }
-        self.short_groups = {
-            replica.short_ids[p]: g
-            for g in replica.groups
-            for p in replica.group_peers.get(g, ())
-            if p in replica.short_ids
-        }
+        self._sync_coordinators(replica, set(mine))
         self._release_waiting(replica)
         self._drop_queues(replica)
-        self._track_liveness(replica)
+        self.liveness.track(replica, self._connected(replica))
 
-    def _release_waiting(self, replica: Replica) -> None:
-        """Frames that arrived before this group read their allocation: hand over those of a
-        current runner, keep those still ahead of the log, drop the stale and those of jobs
-        that have finished (short ids are never reused, so a smaller unknown one is gone)."""
-        versions = {replica.short_ids[j]: v for j, v in replica.allocation_versions.items()}
-        held, self.waiting = self.waiting, defaultdict(list)
-        for short, frames in held.items():
-            runner = self.by_short.get(short)
-            for header, segments in frames:
-                current = versions.get(header.job)
-                if runner is not None and header.allocation_version == runner.ctx.version:
-                    self._hand(runner, header, segments)
-                elif (current is None and header.job >= replica.next_short_id) or (
-                    current is not None and header.allocation_version > current
-                ):
-                    self.waiting[short].append((header, segments))
-
-    def _drop_queues(self, replica: Replica) -> None:
-        live = set(replica.sites.values())
-        for site in sorted(set(self.queues) - live):
-            del self.queues[site]
-            if self.transport is not None:
-                self.transport.forget(site)
+    def _index(self, replica: Replica) -> None:
+        self.peer_sites, self.short_peers, self.short_groups = {}, {}, {}
+        for group in replica.groups:
+            site = replica.sites.get(group)
+            for peer in replica.group_peers.get(group, ()):
+                if site is not None:
+                    self.peer_sites[peer] = site
+                if peer in replica.short_ids:
+                    self.short_peers[replica.short_ids[peer]] = peer
+                    self.short_groups[replica.short_ids[peer]] = group
 
     @staticmethod
     def _wanted(replica: Replica, mine: list[str]) -> dict[RunnerKey, str]:
@@ -142,6 +131,45 @@ class DataPlane:
                 wanted[(peer, job, replica.allocation_versions[job])] = task
         return wanted
 
+    def _checkpointed(self, replica: Replica, job_id: str) -> bool:
+        return self.storage is not None and replica.jobs[job_id].barrier_period is not None
+
+    def _sync_coordinators(self, replica: Replica, mine: set[str]) -> None:
+        wanted = {
+            (job_id, replica.allocation_versions[job_id])
+            for job_id, allocation in replica.allocations.items()
+            if self._checkpointed(replica, job_id)
+            and coordinator_of(replica.jobs[job_id], allocation) in mine
+        }
+        for key in sorted(set(self.coordinators) - wanted):
+            self.coordinators.pop(key).close()
+        for job_id, version in sorted(wanted - set(self.coordinators)):
+            self.coordinators[(job_id, version)] = self._coordinator(replica, job_id, version)
+        self.coordinator_by_job = {
+            replica.short_ids[job_id]: c for (job_id, _), c in self.coordinators.items()
+        }
+
+    def _coordinator(self, replica: Replica, job_id: str, version: int) -> Coordinator:
+        job, allocation = replica.jobs[job_id], replica.allocations[job_id]
+        source, job_short = (
+            replica.short_ids[coordinator_of(job, allocation)],
+            replica.short_ids[job_id],
+        )
+
+        def send(to: str, kind: MessageType, epoch: int, body: list[Any]) -> None:
+            header = Header(kind, version, source, replica.short_ids[to], epoch, job_short)
+            self._send(to, header, body)
+
+        return Coordinator(
+            job=job,
+            version=version,
+            allocation=allocation,
+            commits=Commits(self.store, job_id),
+            storage=self.storage,
+            pool=self.pool,
+            send=send,
+        )
+
     def _context(
         self, replica: Replica, peer: str, job_id: str, version: int, task: str
     ) -> TaskContext:
@@ -151,21 +179,33 @@ class DataPlane:
             p for parent, child in job.workflow if child == task for p in allocation[parent]
         ]
         job_short, source = replica.short_ids[job_id], replica.short_ids[peer]
+        coordinator = coordinator_of(job, allocation)
 
-        def send(to: str, segments: list[Any]) -> None:
-            header = Header(MessageType.BATCH, version, source, replica.short_ids[to], 0, job_short)
-            self._send(to, header, segments)
+        def header(kind: MessageType, to: str, epoch: int = 0) -> Header:
+            return Header(kind, version, source, replica.short_ids[to], epoch, job_short)
 
-        def send_done(to: str) -> None:
-            header = Header(MessageType.DONE, version, source, replica.short_ids[to], 0, job_short)
-            self._send(to, header, [])
+        def send(to: str, item: Any) -> None:
+            if isinstance(item, list):
+                self._send(to, header(MessageType.BATCH, to), item)
+            elif isinstance(item, Barrier):
+                self._send(to, header(MessageType.BARRIER, to, item.epoch), [item.final])
+            elif isinstance(item, Watermark):
+                self._send(to, header(MessageType.WATERMARK, to), [item.value])
+            else:
+                self._send(to, header(MessageType.DONE, to), [])
+
+        def report(what: str, epoch: int) -> None:
+            kind = MessageType.ACK if what == "ack" else MessageType.DRAINED
+            self._send(coordinator, header(kind, coordinator, epoch), [])
 
         def complete() -> None:
             self.write(COMPLETE_JOB.entry(id=job_id, peer=peer, version=version))
 
+        checkpointed = self._checkpointed(replica, job_id)
+        spec = job.task(task)
         return TaskContext(
             job=job,
-            task=job.task(task),
+            task=spec,
             peer=peer,
             version=version,
             slot=peers.index(peer),
@@ -173,22 +213,53 @@ class DataPlane:
             upstream=frozenset(replica.short_ids[p] for p in upstream),
             router=Router(routes(job, task, allocation), conditions(job, task)),
             send=send,
-            send_done=send_done,
+            report=report,
             congested=self._congested,
             complete=complete,
+            key_of=key_function(spec.group_by_key, spec.group_by_fn),
+            storage=self.storage if checkpointed else None,
+            fetch=lambda source_job, epoch, slot: self.storage.fetch(source_job, epoch, task, slot),
         )
+
+    def _release_waiting(self, replica: Replica) -> None:
+        """Frames that arrived before this group read their allocation: hand over those of a
+        current runner, keep those still ahead of the log, drop the stale and those of jobs
+        that have finished (short ids are never reused, so a smaller unknown one is gone)."""
+        versions = {replica.short_ids[j]: v for j, v in replica.allocation_versions.items()}
+        held, self.waiting = self.waiting, defaultdict(list)
+        for short, frames in held.items():
+            runner = self.by_short.get(short)
+            for header, body in frames:
+                current = versions.get(header.job)
+                if runner is not None and header.allocation_version == runner.ctx.version:
+                    self._hand(runner, header, body)
+                elif (current is None and header.job >= replica.next_short_id) or (
+                    current is not None and header.allocation_version > current
+                ):
+                    self.waiting[short].append((header, body))
+
+    def _drop_queues(self, replica: Replica) -> None:
+        live = set(replica.sites.values())
+        for site in sorted(set(self.queues) - live):
+            del self.queues[site]
+            if self.transport is not None:
+                self.transport.forget(site)
 
     # -- one round ------------------------------------------------------------------------------
 
     def step(self) -> bool:
         busy = self.transport.poll(self._receive) > 0 if self.transport else False
+        now = time.monotonic()
+        for coordinator in list(self.coordinators.values()):
+            busy = coordinator.step(now) or busy
         for key, runner in list(self.runners.items()):
             try:
                 busy = runner.step() or busy
             except TaskFailed as e:
                 self._fail(key, e)
         busy = self._flush() or busy
-        self._heartbeat()
+        if self.transport is not None:
+            self.liveness.tick()
         return busy
 
     def _fail(self, key: RunnerKey, error: TaskFailed) -> None:
@@ -201,15 +272,20 @@ class DataPlane:
 
     # -- frames ---------------------------------------------------------------------------------
 
-    def _send(self, to: str, header: Header, segments: list[Any]) -> None:
-        local = self.by_short.get(header.destination)
-        if local is not None:
-            self._hand(local, header, segments)
+    def _send(self, to: str, header: Header, body: list[Any]) -> None:
+        if self._local(header):
+            self._dispatch(header, body)
             return
         site = self.peer_sites.get(to)
         if site is None:
             raise RuntimeError(f"peer {to} is in a group that announced no site to send to")
-        self.queues[site].append(encode(header, segments))
+        self.queues[site].append(encode(header, body))
+
+    def _local(self, header: Header) -> bool:
+        if header.type in (MessageType.ACK, MessageType.DRAINED):
+            coordinator = self.coordinator_by_job.get(header.job)
+            return coordinator is not None and coordinator.version == header.allocation_version
+        return header.destination in self.by_short
 
     def _flush(self) -> bool:
         sent = False
@@ -219,33 +295,60 @@ class DataPlane:
                 sent = True
         return sent
 
+    def _beat(self, group: str) -> None:
+        site = self.replica.sites.get(group)
+        if site is not None:
+            self.transport.offer(site, encode(HEARTBEAT, [self.group]))
+
     def _receive(self, frame: bytes) -> None:
         try:
-            header, segments = decode(frame)
+            header, body = decode(frame)
         except FrameError as e:
             log.warning("group %s dropped an unreadable frame: %s", self.group, e)
             return
         if header.type == MessageType.HEARTBEAT:
-            if segments and segments[0] in self.heard:
-                self.heard[segments[0]] = time.monotonic()
+            self.liveness.heard_from(body[0] if body else None)
             return
-        sender = self.short_groups.get(header.source)
-        if sender in self.heard:
-            self.heard[sender] = time.monotonic()
+        self.liveness.heard_from(self.short_groups.get(header.source))
+        self._dispatch(header, body)
+
+    def _dispatch(self, header: Header, body: list[Any]) -> None:
+        if header.type in (MessageType.ACK, MessageType.DRAINED):
+            self._to_coordinator(header)
+            return
         runner = self.by_short.get(header.destination)
         if runner is None or header.allocation_version > runner.ctx.version:
-            self.waiting[header.destination].append((header, segments))
+            self.waiting[header.destination].append((header, body))
             return
-        self._hand(runner, header, segments)
+        self._hand(runner, header, body)
+
+    def _to_coordinator(self, header: Header) -> None:
+        coordinator = self.coordinator_by_job.get(header.job)
+        peer = self.short_peers.get(header.source)
+        if coordinator is None or coordinator.version != header.allocation_version or peer is None:
+            return
+        if header.type == MessageType.ACK:
+            coordinator.on_ack(peer, header.epoch)
+        else:
+            coordinator.on_drained(peer)
 
     @staticmethod
-    def _hand(runner: TaskRunner, header: Header, segments: list[Any]) -> None:
+    def _hand(runner: TaskRunner, header: Header, body: list[Any]) -> None:
         if header.allocation_version != runner.ctx.version:
             return
-        if header.type == MessageType.DONE:
-            runner.deliver_done(header.source)
-        elif segments:
-            runner.deliver(segments)
+        kind, source = header.type, header.source
+        if kind == MessageType.BATCH:
+            runner.deliver(source, body)
+        elif kind == MessageType.DONE:
+            runner.deliver(source, END)
+        elif kind == MessageType.BARRIER:
+            runner.deliver(source, Barrier(header.epoch, bool(body and body[0])))
+        elif kind == MessageType.WATERMARK:
+            runner.deliver(source, Watermark(body[0]))
+        elif kind == MessageType.RECOVER:
+            runner.recover_from(body)
+        elif kind == MessageType.COMMITTED:
+            runner.committed(header.epoch)
 
     # -- liveness -------------------------------------------------------------------------------
 
@@ -258,36 +361,11 @@ class DataPlane:
             if g != self.group and not peers.isdisjoint(replica.group_peers.get(g, ()))
         }
 
-    def _track_liveness(self, replica: Replica) -> None:
-        connected = self._connected(replica)
-        now = time.monotonic()
-        self.heard = {g: self.heard.get(g, now) for g in connected}
-        self.reported &= set(replica.groups)
-
-    def _heartbeat(self) -> None:
-        now = time.monotonic()
-        if now - self.last_round > self.config.peer_timeout / 2:
-            log.warning("group %s did not run for %.1f s", self.group, now - self.last_round)
-            self.heard = dict.fromkeys(self.heard, now)
-        self.last_round = now
-        if now < self.next_heartbeat or self.transport is None:
-            return
-        self.next_heartbeat = now + self.config.heartbeat_interval
-        beat = encode(Header(MessageType.HEARTBEAT, 0, 0, 0, 0, 0), [self.group])
-        for group, heard in sorted(self.heard.items()):
-            site = self.replica.sites.get(group)
-            if site is not None:
-                self.transport.offer(site, beat)
-            if now - heard > self.config.peer_timeout and group not in self.reported:
-                self._report(group)
-
-    def _report(self, group: str) -> None:
-        log.warning("group %s: no heartbeat from group %s; reporting its peers", self.group, group)
-        self.reported.add(group)
-        for peer in sorted(self.replica.group_peers.get(group, ())):
-            self.write(LEAVE_CLUSTER.entry(id=peer, group=group))
-
     def close(self) -> None:
         for runner in self.runners.values():
             runner.close()
         self.runners.clear()
+        for coordinator in self.coordinators.values():
+            coordinator.close()
+        self.coordinators.clear()
+        self.pool.shutdown(wait=False, cancel_futures=True)

@@ -44,7 +44,7 @@ class Condition:
     short_circuit: bool
 
 
-def _key_function(fields: str | tuple[str, ...] | None, fn: str | None) -> Any:
+def key_function(fields: str | tuple[str, ...] | None, fn: str | None) -> Any:
     if fn is not None:
         return resolve(fn)
     if fields is None:
@@ -60,7 +60,7 @@ def routes(job: Job, task: str, allocation: Mapping[str, Sequence[str]]) -> tupl
         Route(
             name,
             tuple(sorted(allocation.get(name, ()))),
-            _key_function(job.task(name).group_by_key, job.task(name).group_by_fn),
+            key_function(job.task(name).group_by_key, job.task(name).group_by_fn),
         )
         for name in downstream
     )

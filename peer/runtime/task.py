@@ -1,34 +1,51 @@
 """One virtual peer's work on one task, as a state machine that never waits.
 
 A peer group drives all its virtual peers from one thread, so each ``step`` does at most one
-batch of work and returns whether it did any: start (load the plugin, rewind the input, call
-``before_task``), then process batches (read, apply the task's fn, write or route) until the
-input side is finished, then tell every downstream peer so with an end-of-input marker. An
-output peer that has received the marker from every upstream peer, and whose plugin reports
-its writes synced, reports the job done for its allocation; the log completes the job once
-every output peer has.
+batch of work and returns whether it did any. The states:
 
-Until checkpoints exist, every start rewinds inputs to the beginning: after a reallocation the
-job runs again from the start, so nothing is lost (and output may repeat).
+- ``start``: load the code and the plugin. A job with checkpoints then waits for its
+  coordinator's RECOVER, fetches the snapshots it names (in the group's pool, without blocking)
+  and restores the plugin, the window state and a stateful fn from them; a job without starts
+  from the beginning at once.
+- ``run``: read a batch (an input polls its plugin; other tasks take from their inbox, one
+  queue per upstream peer), apply the fn, then either assign the segments to the task's windows
+  (only what triggers emit goes on) or route them downstream; an output prepares and writes
+  them. Barriers: an input snapshots at the barrier its coordinator sends between two batches;
+  other tasks once the same barrier has come from every upstream peer (see peer.runtime.inbox).
+  The snapshot is uploaded in the pool and ACKed to the coordinator when stored; the barrier goes
+  on downstream at once. Watermarks are min-merged over the upstream peers and passed on.
+- the end: when the input side is over (an input's plugin completed and synced; every upstream
+  peer's end marker taken), a stateful fn is flushed and the windows finished, and the end marker
+  goes downstream. An output then reports: with checkpoints it tells the coordinator it is
+  DRAINED and completes the job once the final epoch is committed (so its output is published);
+  without, it completes once its plugin is synced.
 
 A task's ``fn`` takes one segment and returns a segment, a list of them, or None. When the path
 names a class, each start makes a fresh instance, whose state lives as long as the allocation;
-if it has a ``flush()`` method, that is called once the task's input is finished, and what it
-returns goes downstream before the end-of-input marker (a word count emits its totals so).
+``flush()`` (if any) runs when the input ends, ``snapshot()`` and ``restore(snapshots, keep)``
+(if any) let its state survive failures like window state does. Functions must not change the
+segments they are given.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgpack
+
 from peer.job.imports import resolve
 from peer.job.spec import ALL, HOOKS, Job, Task
-from peer.plugins import load
-from peer.runtime.routing import Router
+from peer.plugins import Epoch, Recovery, load
+from peer.runtime.checkpoints import CheckpointStorage
+from peer.runtime.inbox import END, Barrier, Inbox, Watermark
+from peer.runtime.routing import Router, key_hash
+from peer.state import TaskState
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +67,22 @@ class TaskContext:
     slot: int
     slots: int
     upstream: frozenset[int]
-    """Short ids of every peer that sends to this one, each owing one end-of-input marker."""
+    """Short ids of every peer that sends to this one."""
     router: Router
-    send: Callable[[str, list[Segment]], None]
-    send_done: Callable[[str], None]
+    send: Callable[[str, Any], None]
+    """Send a batch (a list) or a Barrier, Watermark or END to a downstream peer."""
+    report: Callable[[str, int], None]
+    """Tell the coordinator: "ack" (with the epoch) or "drained"."""
     congested: Callable[[], bool]
     complete: Callable[[], None]
+    key_of: Callable[[Segment], Any] | None = None
+    storage: CheckpointStorage | None = None
+    fetch: Callable[[str, Epoch, int], Future[bytes]] | None = None
+    """Fetch the snapshot of (job, epoch, slot) of this task."""
+
+    @property
+    def checkpointed(self) -> bool:
+        return self.storage is not None
 
 
 def _hooks(job: Job, task: str, name: str) -> list[Callable[[dict[str, Any]], Any]]:
@@ -89,20 +116,44 @@ def _collect(results: Iterable[Any]) -> list[Segment]:
 class TaskRunner:
     ctx: TaskContext
     state: str = "start"
-    inbox: deque[list[Segment]] = field(default_factory=deque)
-    done_from: set[int] = field(default_factory=set)
+    inbox: Inbox = field(init=False)
     plugin: Any = None
     fn: Callable[[Segment], Any] | None = None
+    windows: TaskState | None = None
     staged: bool = False
     hooks: dict[str, list[Callable[[dict[str, Any]], Any]]] = field(default_factory=dict)
+    barriers: deque[Barrier] = field(default_factory=deque)
+    """Barriers from the coordinator, for an input."""
+    recovery: list[Any] | None = None
+    fetching: list[Future[bytes]] = field(default_factory=list)
+    uploads: deque[tuple[int, Future[Any]]] = field(default_factory=deque)
+    watermark: float | None = None
+    ended: bool = False
+    final: int | None = None
+    completed: bool = False
+
+    def __post_init__(self) -> None:
+        self.inbox = Inbox(self.ctx.upstream)
 
     # -- what the group hands in ----------------------------------------------------------------
 
-    def deliver(self, segments: list[Segment]) -> None:
-        self.inbox.append(segments)
+    def deliver(self, source: int, item: Any) -> None:
+        """A batch, Barrier, Watermark or END from an upstream peer; a Barrier for an input
+        comes from the coordinator."""
+        if self.ctx.task.kind == "input" and isinstance(item, Barrier):
+            self.barriers.append(item)
+        else:
+            self.inbox.put(source, item)
 
-    def deliver_done(self, source: int) -> None:
-        self.done_from.add(source)
+    def recover_from(self, body: list[Any]) -> None:
+        self.recovery = body
+
+    def committed(self, epoch: int) -> None:
+        if self.plugin is not None:
+            self.plugin.committed(Epoch(self.ctx.version, epoch))
+        if self.final is not None and epoch >= self.final:
+            self.final = None
+            self.completed = True
 
     # -- the state machine ----------------------------------------------------------------------
 
@@ -119,76 +170,127 @@ class TaskRunner:
         c = self.ctx
         self.fn = _function(c.task.fn)
         self.hooks = {name: _hooks(c.job, c.task.name, name) for name in HOOKS}
+        if any(w.task == c.task.name for w in c.job.windows):
+            self.windows = TaskState(c.job, c.task.name, c.key_of)
         if c.task.kind != "function":
             self.plugin = load(c.task, c.slot, c.slots)
-            self.plugin.recover(None)
-        self._call_hooks("before_task")
-        self.state = "run"
+        if not c.checkpointed:
+            return self._restore(Recovery(None, None, Epoch(c.version, 1)), [])
+        self.state = "awaiting"
         return True
 
-    def _run(self) -> bool:
-        if self.staged:
-            return self._write()
-        if self.ctx.congested():
+    def _awaiting(self) -> bool:
+        """Waiting for the coordinator to say where to restore from."""
+        if self.recovery is None:
             return False
+        if not self.recovery:
+            return self._restore(Recovery(None, None, Epoch(self.ctx.version, 1)), [])
+        source, version, number, slots = self.recovery
+        old = slots.get(self.ctx.task.name, 0)
+        if self.ctx.task.kind == "input" and old != self.ctx.slots:
+            raise ValueError(
+                f"its checkpoint was taken by {old} peers and it now runs on {self.ctx.slots}: "
+                "an input task needs n_peers for its positions to be restored"
+            )
+        epoch = Epoch(version, number)
+        self.fetching = [self.ctx.fetch(source, epoch, slot) for slot in range(old)]
+        self.state = "restoring"
+        return True
+
+    def _restoring(self) -> bool:
+        if not all(f.done() for f in self.fetching):
+            return False
+        snapshots = [msgpack.unpackb(f.result(), strict_map_key=False) for f in self.fetching]
+        _, version, number, _ = self.recovery
+        own = snapshots[self.ctx.slot] if self.ctx.slot < len(snapshots) else None
+        committed = Epoch(version, number)
+        recovery = Recovery(own["plugin"] if own else None, committed, Epoch(self.ctx.version, 1))
+        return self._restore(recovery, snapshots)
+
+    def _restore(self, recovery: Recovery, snapshots: list[dict[str, Any]]) -> bool:
+        c = self.ctx
+        if self.plugin is not None:
+            self.plugin.recover(recovery)
+        if snapshots and self.windows is not None:
+            self.windows.restore([s["windows"] for s in snapshots], self._mine)
+        restore = getattr(self.fn, "restore", None)
+        if snapshots and restore is not None:
+            restore([s["fn"] for s in snapshots], self._mine)
+        self.fetching = []
+        self._call_hooks("before_task")
+        self.state = "run"
+        log.debug("peer %s runs task %r of job %s", c.peer, c.task.name, c.job.id)
+        return True
+
+    def _mine(self, key: Any) -> bool:
+        """Whether a group key routes to this slot: what a restoring slot keeps."""
+        return key_hash(key) % self.ctx.slots == self.ctx.slot
+
+    def _run(self) -> bool:
+        busy = self._acknowledge()
+        if self.windows is not None:
+            self._emit(self.windows.tick(time.time()))
+        if self.staged:
+            return self._write() or busy
+        if self.ctx.task.kind == "input" and self.barriers:
+            return self._pass_barrier(self.barriers.popleft())
+        if self.ctx.congested():
+            return busy
         batch = self._read()
         if batch:
             self._process(batch)
             return True
-        if self._input_finished():
-            self.state = "finish"
+        return self._between_batches() or busy
+
+    def _between_batches(self) -> bool:
+        """Nothing to read: pass an aligned barrier, a new watermark, or the end."""
+        if self.ctx.task.kind != "input":
+            barrier = self.inbox.aligned()
+            if barrier is not None:
+                self.inbox.release()
+                return self._pass_barrier(barrier)
+        if self._advance_watermark():
             return True
-        return False
-
-    def _finish(self) -> bool:
-        c = self.ctx
-        if c.task.kind == "output":
-            if not self.plugin.synced():
-                return False
-            c.complete()
-        else:
-            flush = getattr(self.fn, "flush", None)
-            if flush is not None:
-                self._route(_collect([flush()]))
-            for peer in c.router.peers():
-                c.send_done(peer)
-        self._call_hooks("after_task")
-        self.state = "finished"
-        return True
-
-    def _finished(self) -> bool:
+        if not self.ended and self._input_finished():
+            self._end()
+            return True
+        if self.completed and (self.plugin is None or self.plugin.synced()):
+            self.completed = False
+            self.ctx.complete()
+            return True
         return False
 
     # -- batches --------------------------------------------------------------------------------
 
     def _read(self) -> list[Segment]:
         if self.ctx.task.kind == "input":
-            return self.plugin.poll(self.ctx.task.batch_size)
-        batch: list[Segment] = []
-        while self.inbox and len(batch) < self.ctx.task.batch_size:
-            batch.extend(self.inbox.popleft())
-        return batch
+            return [] if self.ended else self.plugin.poll(self.ctx.task.batch_size)
+        return self.inbox.take(self.ctx.task.batch_size)
 
     def _input_finished(self) -> bool:
         if self.ctx.task.kind == "input":
             return self.plugin.completed() and self.plugin.synced()
-        return not self.inbox and self.done_from >= self.ctx.upstream
+        return self.inbox.drained()
 
     def _process(self, batch: list[Segment]) -> None:
         self._call_hooks("before_batch", batch)
         out = self._apply(batch)
-        if self.ctx.task.kind == "output":
-            self.plugin.prepare(out)
-            self.staged = True
-            self._write()
+        if self.windows is not None:
+            self._emit(self.windows.apply(out, time.time()))
         else:
-            self._route(out)
+            self._emit(out)
         self._call_hooks("after_batch", out)
 
-    def _route(self, segments: list[Segment]) -> None:
-        if segments:
-            for peer, batch in self.ctx.router.split(segments).items():
-                self.ctx.send(peer, batch)
+    def _emit(self, segments: list[Segment]) -> None:
+        if not segments:
+            return
+        if self.ctx.task.kind == "output":
+            self.plugin.prepare(segments)
+            self.staged = True
+            self._write()
+            return
+        for peer, batch in self.ctx.router.split(segments).items():
+            self.ctx.send(peer, batch)
 
     def _apply(self, batch: list[Segment]) -> list[Segment]:
         return batch if self.fn is None else _collect(map(self.fn, batch))
@@ -198,6 +300,67 @@ class TaskRunner:
             self.staged = False
             return True
         return False
+
+    # -- barriers, watermarks, the end ----------------------------------------------------------
+
+    def _pass_barrier(self, barrier: Barrier) -> bool:
+        """Snapshot, upload in the background, and send the barrier on at once."""
+        c = self.ctx
+        epoch = Epoch(c.version, barrier.epoch)
+        snapshot = {
+            "plugin": self.plugin.checkpoint(epoch) if self.plugin is not None else None,
+            "windows": self.windows.snapshot() if self.windows is not None else None,
+            "fn": self.fn.snapshot() if hasattr(self.fn, "snapshot") else None,
+        }
+        blob = msgpack.packb(snapshot)
+        upload = c.storage.put(c.job.id, epoch, c.task.name, c.slot, blob)
+        self.uploads.append((barrier.epoch, upload))
+        for peer in c.router.peers():
+            c.send(peer, barrier)
+        if barrier.final and c.task.kind == "output":
+            self.final = barrier.epoch
+        return True
+
+    def _acknowledge(self) -> bool:
+        acked = False
+        while self.uploads and self.uploads[0][1].done():
+            epoch, upload = self.uploads.popleft()
+            upload.result()
+            self.ctx.report("ack", epoch)
+            acked = True
+        return acked
+
+    def _advance_watermark(self) -> bool:
+        if self.ctx.task.kind == "input":
+            source = getattr(self.plugin, "watermark", None)
+            mark = source() if source is not None else None
+        else:
+            mark = self.inbox.watermark()
+        if mark is None or (self.watermark is not None and mark <= self.watermark):
+            return False
+        self.watermark = mark
+        if self.windows is not None:
+            self._emit(self.windows.watermark(mark))
+        for peer in self.ctx.router.peers():
+            self.ctx.send(peer, Watermark(mark))
+        return True
+
+    def _end(self) -> None:
+        c = self.ctx
+        self.ended = True
+        flush = getattr(self.fn, "flush", None)
+        if flush is not None:
+            self._emit(_collect([flush()]))
+        if self.windows is not None:
+            self._emit(self.windows.finish())
+        for peer in c.router.peers():
+            c.send(peer, END)
+        self._call_hooks("after_task")
+        if c.task.kind == "output":
+            if c.checkpointed:
+                c.report("drained", 0)
+            else:
+                self.completed = True
 
     def _call_hooks(self, name: str, batch: list[Segment] | None = None) -> None:
         hooks = self.hooks.get(name)
@@ -215,3 +378,7 @@ class TaskRunner:
             except Exception as e:
                 log.warning("task %r: closing its plugin raised %s", self.ctx.task.name, e)
             self.plugin = None
+        for _, upload in self.uploads:
+            upload.cancel()
+        for fetch in self.fetching:
+            fetch.cancel()

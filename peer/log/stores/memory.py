@@ -2,7 +2,8 @@
 
 It behaves like the ZooKeeper store where the protocol can tell the difference: entries are
 stored encoded and decoded on every read (no group can share another's objects), pulses belong
-to a session and vanish when it ends or expires, and watches fire from another thread.
+to a session and vanish when it ends or expires, watches fire from another thread, and a commit
+record carries a version that every write checks and bumps, as a znode's does.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class MemoryLog:
         self.pulses: dict[str, MemoryStore] = {}
         self.append_callbacks: list[Callable[[], None]] = []
         self.pulse_watches: dict[str, dict[int, Callable[[str], None]]] = {}
+        self.commits: dict[str, tuple[bytes, int]] = {}
         self.watch_ids = itertools.count()
 
     def session(self) -> MemoryStore:
@@ -109,6 +111,22 @@ class MemoryStore:
 
     def on_session_lost(self, callback: Callable[[], None]) -> None:
         self.lost_callbacks.append(callback)
+
+    def read_commit(self, job: str) -> tuple[bytes | None, int]:
+        with self.log.lock:
+            return self.log.commits.get(job, (None, -1))
+
+    def write_commit(self, job: str, data: bytes, expected: int) -> int | None:
+        with self.log.lock:
+            _, version = self.read_commit(job)
+            if version != expected:
+                return None
+            self.log.commits[job] = (data, version + 1)
+            return version + 1
+
+    def delete_commit(self, job: str) -> None:
+        with self.log.lock:
+            self.log.commits.pop(job, None)
 
     def expire(self) -> None:
         """What ZooKeeper does to a session it has not heard from: drop its pulses, tell it."""

@@ -2,8 +2,10 @@
 
 Layout under ``/onyx/<tenancy>``: ``log/entry-NNNNNNNNNN``, persistent sequential znodes whose
 sequence number is the entry's position (readers do not assume the numbers are contiguous);
-``origin``, the compressed replica the last gc stored; and ``pulse/<group>``, one ephemeral
-znode per peer group, whose disappearance is how a group's death is seen.
+``origin``, the compressed replica the last gc stored; ``pulse/<group>``, one ephemeral
+znode per peer group, whose disappearance is how a group's death is seen; and
+``checkpoints/<job>``, each job's commit record, written only by compare-and-set on the znode's
+version (made on first use, so a tenancy created before checkpoints existed needs nothing).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from kazoo.retry import KazooRetry
 
 from peer.log.entry import Entry
 from peer.log.replica import Replica
-from peer.log.store import StoreError
+from peer.log.store import StoreError, path_component
 
 ENTRY_PREFIX = "entry-"
 TENANCY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -56,6 +58,7 @@ class ZooKeeperStore:
         self.root = tenancy_root(tenancy)
         self.log_path, self.pulse_path = f"{self.root}/log", f"{self.root}/pulse"
         self.origin_path = f"{self.root}/origin"
+        self.checkpoints_path = f"{self.root}/checkpoints"
         self.lost_callbacks: list[Callable[[], None]] = []
         self.closing = False
         self.client = self._connect(session_timeout, connect_timeout)
@@ -204,6 +207,30 @@ class ZooKeeperStore:
 
     def on_session_lost(self, callback: Callable[[], None]) -> None:
         self.lost_callbacks.append(callback)
+
+    def _commit_path(self, job: str) -> str:
+        return f"{self.checkpoints_path}/{path_component(job)}"
+
+    def read_commit(self, job: str) -> tuple[bytes | None, int]:
+        try:
+            data, stat = self._guard(self.client.get, self._commit_path(job))
+        except NoNodeError:
+            return None, -1
+        return data, stat.version
+
+    def write_commit(self, job: str, data: bytes, expected: int) -> int | None:
+        path = self._commit_path(job)
+        try:
+            if expected == -1:
+                self._guard(self.client.create, path, data, makepath=True)
+                return 0
+            return self._guard(self.client.set, path, data, version=expected).version
+        except (NodeExistsError, BadVersionError, NoNodeError):
+            return None
+
+    def delete_commit(self, job: str) -> None:
+        with contextlib.suppress(NoNodeError):
+            self._guard(self.client.delete, self._commit_path(job))
 
     def close(self) -> None:
         self.closing = True

@@ -111,8 +111,8 @@ def test_unknown_task_scheduler_lists_the_allowed():
 
 def test_unknown_job_key_lists_the_allowed():
     assert refusal(lambda d: d.update(flows=[])) == (
-        "job 'wc': unknown key 'flows' (allowed: catalog, flow_conditions, id, lifecycles, "
-        "percentage, task_scheduler, workflow)"
+        "job 'wc': unknown key 'flows' (allowed: barrier_period, catalog, flow_conditions, id, "
+        "lifecycles, percentage, resume_from, task_scheduler, triggers, windows, workflow)"
     )
 
 
@@ -380,3 +380,29 @@ def test_wrong_shapes():
 def test_the_python_built_job_is_valid():
     job = wordcount.built()
     assert validate(job) is job
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda d: d["catalog"][0].pop("n_peers"),
+            "job 'wc': task 'read': an input of a checkpointed job needs a fixed number of peers "
+            "(set n_peers, or barrier_period: null to run without checkpoints)",
+        ),
+        (
+            lambda d: d.update(barrier_period=0),
+            "job 'wc': barrier_period must be a number of seconds > 0 or null, got 0",
+        ),
+        (lambda d: d.update(resume_from=""), "job 'wc': resume_from must be a job id, got ''"),
+    ],
+)
+def test_checkpoint_settings_are_checked(change, message):
+    assert refusal(change) == message
+
+
+def test_a_job_without_checkpoints_may_vary_its_input_peers():
+    doc = wordcount.document()
+    doc["catalog"][0].pop("n_peers")
+    doc["barrier_period"] = None
+    assert from_dict(doc).barrier_period is None

@@ -20,6 +20,7 @@ catalog:
     kind: input
     plugin: {FNS}:read_lines
     batch_size: 10
+    n_peers: 1
     params: {{path: lines.txt, encodings: [utf-8]}}
   - name: split
     kind: function
@@ -64,6 +65,7 @@ def built() -> Job:
                 "input",
                 plugin=f"{FNS}:read_lines",
                 batch_size=10,
+                n_peers=1,
                 params={"path": "lines.txt", "encodings": ["utf-8"]},
             ),
             Task("split", "function", fn=f"{FNS}:split", n_peers=2),
@@ -92,6 +94,7 @@ _DOCUMENT: dict[str, Any] = {
             "kind": "input",
             "plugin": f"{FNS}:read_lines",
             "batch_size": 10,
+            "n_peers": 1,
             "params": {"path": "lines.txt", "encodings": ["utf-8"]},
         },
         {"name": "split", "kind": "function", "fn": f"{FNS}:split", "n_peers": 2},

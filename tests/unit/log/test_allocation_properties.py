@@ -39,7 +39,7 @@ def jobs(draw: st.DrawFn) -> dict:
             task["required_tags"] = [draw(st.sampled_from(TAGS))]
         catalog.append(task)
     workflow = [[a, b] for a, b in itertools.pairwise(names)]
-    return {"workflow": workflow, "catalog": catalog}
+    return {"workflow": workflow, "catalog": catalog, "barrier_period": None}
 
 
 def steps(draw: st.DrawFn, replica: Replica) -> Entry:

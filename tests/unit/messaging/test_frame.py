@@ -111,7 +111,7 @@ def test_decode_reads_memoryviews_and_bytearrays():
         (b"", "empty frame"),
         (bytes([2]) + bytes(40), "unknown frame format version 2"),
         (bytes([FORMAT_VERSION, 1, 0]), "3 bytes is shorter than the 32 byte header"),
-        (HEADER.pack(FORMAT_VERSION, 9, 0, 0, 0, 0, 0), "unknown message type 9"),
+        (HEADER.pack(FORMAT_VERSION, 99, 0, 0, 0, 0, 0), "unknown message type 99"),
         (HEADER.pack(FORMAT_VERSION, 0, 0, 0, 0, 0, 0), "unknown message type 0"),
     ],
 )
@@ -148,7 +148,7 @@ def test_unreadable_bodies_are_refused(body, message):
         (Header(MessageType.BATCH, -1, 0, 0, 0, 0), "allocation_version -1 is not an unsigned 64"),
         (Header(MessageType.BATCH, 0, 2**32, 0, 0, 0), "source 4294967296 is not an unsigned 32"),
         (Header(MessageType.BATCH, 0, 0, 0, 0, "j"), "job 'j' is not an unsigned 32"),
-        (Header(9, 0, 0, 0, 0, 0), "header type 9 is not a MessageType"),
+        (Header(99, 0, 0, 0, 0, 0), "header type 99 is not a MessageType"),
     ],
 )
 def test_headers_that_do_not_fit_are_refused(header, message):

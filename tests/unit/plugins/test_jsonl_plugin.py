@@ -13,7 +13,7 @@ import pytest
 from peer.plugins import PluginError
 from peer.plugins.jsonl import input as jsonl_input
 from peer.plugins.jsonl import output as jsonl_output
-from tests.unit.plugins.plugin_fixtures import append_lines, task
+from tests.unit.plugins.plugin_fixtures import EPOCH, append_lines, recovery, task
 
 READ = "task 'read', plugin 'peer.plugins.jsonl:input'"
 WRITE = "task 'write', plugin 'peer.plugins.jsonl:output'"
@@ -21,14 +21,14 @@ WRITE = "task 'write', plugin 'peer.plugins.jsonl:output'"
 
 def reader(path, slot=0, slots=1, checkpoint=None):
     plugin = jsonl_input(task("peer.plugins.jsonl:input", name="read", path=str(path)), slot, slots)
-    plugin.recover(checkpoint)
+    plugin.recover(recovery(checkpoint))
     return plugin
 
 
 def writer(path, slot=0, slots=1, checkpoint=None):
     spec = task("peer.plugins.jsonl:output", "output", "write", path=str(path))
     plugin = jsonl_output(spec, slot, slots)
-    plugin.recover(checkpoint)
+    plugin.recover(recovery(checkpoint))
     return plugin
 
 
@@ -71,13 +71,13 @@ def test_completed_as_soon_as_the_last_line_is_read(numbers):
     plugin = reader(numbers)
     plugin.poll(10)
     assert plugin.completed()
-    assert plugin.checkpoint() == [numbers.stat().st_size, 10]
+    assert plugin.checkpoint(EPOCH) == [numbers.stat().st_size, 10]
 
 
 def test_a_poll_scans_at_most_limit_times_slots_lines(numbers):
     plugin = reader(numbers, 1, 3)
     assert plugin.poll(1) == [{"n": 1}]
-    assert plugin.checkpoint()[1] == 3
+    assert plugin.checkpoint(EPOCH)[1] == 3
 
 
 def test_an_empty_file_is_completed_at_once(tmp_path):
@@ -90,7 +90,7 @@ def test_an_empty_file_is_completed_at_once(tmp_path):
 def test_recover_seeks_without_reading_again(numbers):
     first = reader(numbers, 1, 2)
     assert first.poll(2) == [{"n": 1}, {"n": 3}]
-    checkpoint = json.loads(json.dumps(first.checkpoint()))
+    checkpoint = json.loads(json.dumps(first.checkpoint(EPOCH)))
     first.close()
     offset, lines = checkpoint
     assert lines == 4
@@ -104,13 +104,13 @@ def test_a_line_that_is_not_json_is_named_with_its_number(tmp_path):
     path.write_text('{"n": 0}\n{"n": 1}\n{"n": \n{"n": 3}\n')
     plugin = reader(path)
     assert plugin.poll(1) == [{"n": 0}]
-    before = plugin.checkpoint()
+    before = plugin.checkpoint(EPOCH)
     for _ in range(2):  # the poll moves nothing, so a retry fails the same way
         with pytest.raises(PluginError) as caught:
             plugin.poll(10)
         reason = "Expecting value at column 6"
         assert str(caught.value) == f"{READ}: {str(path)!r} line 3 is not JSON: {reason}"
-        assert plugin.checkpoint() == before
+        assert plugin.checkpoint(EPOCH) == before
 
 
 def test_a_bad_line_in_another_slots_share_is_not_parsed(tmp_path):
@@ -175,7 +175,7 @@ def test_writes_compact_lines_and_counts_bytes(tmp_path):
     assert plugin.synced()
     expected = '{"a":1,"b":[1,2]}\n"é"\nnull\n'.encode()
     assert path.read_bytes() == expected
-    assert plugin.checkpoint() == len(expected)
+    assert plugin.checkpoint(EPOCH) == len(expected)
     plugin.close()
     plugin.close()
     assert drain(reader(path)) == [{"a": 1, "b": [1, 2]}, "é", None]
@@ -185,14 +185,14 @@ def test_write_with_nothing_staged_is_done():
     plugin = writer(os.devnull)
     assert plugin.write()
     assert plugin.synced()
-    assert plugin.checkpoint() == 0
+    assert plugin.checkpoint(EPOCH) == 0
 
 
 def test_the_checkpoint_counts_on_from_recovery(tmp_path):
     plugin = writer(tmp_path / "o.jsonl", checkpoint=100)
     plugin.prepare([1])
     plugin.write()
-    assert plugin.checkpoint() == 102
+    assert plugin.checkpoint(EPOCH) == 102
 
 
 def test_a_slot_in_the_path_gives_each_peer_its_own_file(tmp_path):
@@ -226,11 +226,11 @@ def test_overwrite_empties_the_file_when_the_task_starts_from_the_beginning(tmp_
     path = tmp_path / "out.jsonl"
     path.write_text("old\n")
     plugin = overwriting(path)
-    plugin.recover(None)
+    plugin.recover(recovery())
     plugin.prepare([1])
     plugin.write()
     resumed = overwriting(path)
-    resumed.recover(plugin.checkpoint())
+    resumed.recover(recovery(plugin.checkpoint(EPOCH), EPOCH, 2))
     resumed.prepare([2])
     resumed.write()
     assert path.read_text() == "1\n2\n"
@@ -271,11 +271,11 @@ def test_a_short_write_keeps_the_rest_staged(tmp_path, monkeypatch):
     real_write = os.write
     monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, data[:3]))
     assert not plugin.write()
-    assert plugin.checkpoint() == 3
+    assert plugin.checkpoint(EPOCH) == 3
     monkeypatch.undo()
     assert plugin.write()
     assert path.read_text() == '"abc"\n"def"\n'
-    assert plugin.checkpoint() == 12
+    assert plugin.checkpoint(EPOCH) == 12
 
 
 def test_a_failed_write_is_named(tmp_path, monkeypatch):
@@ -313,4 +313,19 @@ def test_a_segment_that_is_not_json_is_named(tmp_path, segment, reason):
         plugin.prepare([1, segment])
     assert str(caught.value).startswith(f"{WRITE}: {reason}")
     assert plugin.write()
-    assert plugin.checkpoint() == 0
+    assert plugin.checkpoint(EPOCH) == 0
+
+
+def test_commits_change_nothing_for_the_input_and_the_appending_output(numbers, tmp_path):
+    plugin = reader(numbers)
+    plugin.poll(2)
+    before = plugin.checkpoint(EPOCH)
+    plugin.committed(EPOCH)
+    assert plugin.checkpoint(EPOCH) == before
+    assert plugin.poll(1) == [{"n": 2}]
+    sink = writer(tmp_path / "o.jsonl")
+    sink.prepare([1])
+    sink.write()
+    sink.committed(EPOCH)
+    assert (tmp_path / "o.jsonl").read_text() == "1\n"
+    assert sink.checkpoint(EPOCH) == 2

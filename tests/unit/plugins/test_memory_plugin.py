@@ -6,14 +6,14 @@ import pytest
 
 from peer.plugins import PluginError
 from peer.plugins.memory import input as memory_input
-from tests.unit.plugins.plugin_fixtures import task
+from tests.unit.plugins.plugin_fixtures import EPOCH, recovery, task
 
 PLUGIN = "peer.plugins.memory:input"
 
 
 def started(slot: int = 0, slots: int = 1, checkpoint: object = None, **params):
     reader = memory_input(task(PLUGIN, name="read", **params), slot, slots)
-    reader.recover(checkpoint)
+    reader.recover(recovery(checkpoint))
     return reader
 
 
@@ -24,7 +24,7 @@ def test_count_numbers_the_segments():
     assert reader.poll(10) == [{"n": 2}, {"n": 3}, {"n": 4}]
     assert reader.completed()
     assert reader.poll(10) == []
-    assert reader.checkpoint() == 5
+    assert reader.checkpoint(EPOCH) == 5
 
 
 def test_segments_come_back_as_plain_fresh_data():
@@ -34,7 +34,7 @@ def test_segments_come_back_as_plain_fresh_data():
     assert type(first) is dict
     assert type(first["a"]) is list
     first["a"].append(3)
-    reader.recover(None)
+    reader.recover(recovery())
     assert reader.poll(5) == [{"a": [1, 2]}, "b"]
 
 
@@ -57,8 +57,8 @@ def test_a_slot_with_no_share_is_completed_at_once():
 def test_recover_resumes_at_the_index_reached():
     reader = started(1, 2, count=10)
     assert reader.poll(2) == [{"n": 1}, {"n": 3}]
-    assert reader.checkpoint() == 5
-    assert started(1, 2, reader.checkpoint(), count=10).poll(10) == [
+    assert reader.checkpoint(EPOCH) == 5
+    assert started(1, 2, reader.checkpoint(EPOCH), count=10).poll(10) == [
         {"n": 5},
         {"n": 7},
         {"n": 9},
@@ -72,7 +72,7 @@ def test_recover_between_a_slots_items_goes_on_to_its_next():
 def test_limit_zero_gives_nothing_and_moves_nothing():
     reader = started(count=3)
     assert reader.poll(0) == []
-    assert reader.checkpoint() == 0
+    assert reader.checkpoint(EPOCH) == 0
 
 
 @pytest.mark.parametrize(
@@ -96,3 +96,11 @@ def test_bad_params_are_named(params, reason):
 def test_a_bad_checkpoint_is_refused(checkpoint):
     with pytest.raises(PluginError, match="checkpoint must be an index >= 0, got "):
         started(checkpoint=checkpoint, count=3)
+
+
+def test_a_commit_changes_nothing():
+    reader = started(count=3)
+    reader.poll(1)
+    reader.committed(EPOCH)
+    assert reader.checkpoint(EPOCH) == 1
+    assert reader.poll(5) == [{"n": 1}, {"n": 2}]

@@ -6,12 +6,12 @@ import pytest
 
 from peer.plugins import PluginError
 from peer.plugins.null import output as null_output
-from tests.unit.plugins.plugin_fixtures import task
+from tests.unit.plugins.plugin_fixtures import EPOCH, recovery, task
 
 
 def started(checkpoint: object = None):
     sink = null_output(task("peer.plugins.null:output", "output", name="drop"), 0, 1)
-    sink.recover(checkpoint)
+    sink.recover(recovery(checkpoint))
     return sink
 
 
@@ -24,7 +24,9 @@ def test_counts_segments_once_written():
     assert sink.write()
     assert sink.written == 3
     assert sink.synced()
-    assert sink.checkpoint() == 3
+    assert sink.checkpoint(EPOCH) == 3
+    sink.committed(EPOCH)
+    assert sink.written == 3
     sink.close()
 
 
@@ -33,7 +35,7 @@ def test_recover_counts_on_from_the_checkpoint():
     sink.prepare([{}])
     sink.write()
     assert sink.written == 8
-    assert sink.checkpoint() == 8
+    assert sink.checkpoint(EPOCH) == 8
 
 
 def test_a_bad_checkpoint_is_refused():

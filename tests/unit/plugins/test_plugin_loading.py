@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from peer.plugins import Input, Output, PluginError, error, load
+from peer.plugins.jsonl import ExactlyOnceOutput
 from peer.plugins.memory import MemoryInput
 from peer.plugins.null import NullOutput
 from tests.unit.plugins.plugin_fixtures import task
@@ -18,9 +19,18 @@ def test_loads_an_input_and_an_output():
     assert isinstance(load(task("peer.plugins.null:output", "output"), 0, 1), NullOutput)
 
 
+def test_loads_the_exactly_once_output(tmp_path):
+    spec = task("peer.plugins.jsonl:exactly_once_output", "output", path=str(tmp_path / "out"))
+    assert isinstance(load(spec, 1, 2), ExactlyOnceOutput)
+
+
 def test_the_protocols_list_the_methods_load_checks():
-    assert {"recover", "poll", "checkpoint", "completed", "close"} <= set(vars(Input))
-    assert {"recover", "prepare", "write", "synced", "checkpoint", "close"} <= set(vars(Output))
+    assert {"recover", "poll", "checkpoint", "completed", "synced", "committed", "close"} <= set(
+        vars(Input)
+    )
+    assert {"recover", "prepare", "write", "synced", "checkpoint", "committed", "close"} <= set(
+        vars(Output)
+    )
 
 
 @pytest.mark.parametrize(
@@ -43,7 +53,7 @@ def test_failures_name_the_task_and_the_plugin(plugin, reason):
 
 def test_a_missing_method_is_named():
     with pytest.raises(
-        PluginError, match=r"it lacks recover, checkpoint, completed, synced, close$"
+        PluginError, match=r"it lacks recover, checkpoint, completed, synced, committed, close$"
     ):
         load(task(f"{FIXTURES}:poll_only"), 0, 1)
 

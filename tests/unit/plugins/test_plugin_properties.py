@@ -15,19 +15,10 @@ from hypothesis import strategies as st
 
 from peer.job.spec import Task
 from peer.plugins import Input, load
-from tests.unit.plugins.plugin_fixtures import task
+from tests.unit.plugins.plugin_fixtures import EPOCH, json_values, recovery, task
 
 EXAMPLES = settings(max_examples=200, deadline=None)
 
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
-    max_leaves=6,
-)
 limits = st.integers(1, 4)
 
 
@@ -64,13 +55,13 @@ def test_recovery_anywhere_loses_and_repeats_nothing(
         spec = make(items, Path(directory))
         for slot in range(slots):
             first = load(spec, slot, slots)
-            first.recover(None)
+            first.recover(recovery())
             share = polled(first, data.draw(st.lists(limits, max_size=8), label="before"))
-            checkpoint = json.loads(json.dumps(first.checkpoint()))
+            checkpoint = json.loads(json.dumps(first.checkpoint(EPOCH)))
             first.poll(data.draw(limits, label="lost"))  # read past the checkpoint, then crash
             first.close()
             second = load(spec, slot, slots)
-            second.recover(checkpoint)
+            second.recover(recovery(checkpoint, EPOCH, 2))
             share += drained(second, len(items) + 2)
             second.close()
             assert share == items[slot::slots]

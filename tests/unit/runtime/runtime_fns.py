@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from peer.plugins import Epoch, Recovery
+
 EVENTS: list[tuple[str, dict[str, Any]]] = []
 
 
@@ -56,14 +58,14 @@ class SlowToSync:
     def __init__(self) -> None:
         self.left, self.asks = [{"n": 1}], 0
 
-    def recover(self, checkpoint: Any) -> None:
+    def recover(self, recovery: Recovery) -> None:
         return None
 
     def poll(self, limit: int) -> list[dict[str, Any]]:
         batch, self.left = self.left, []
         return batch
 
-    def checkpoint(self) -> int:
+    def checkpoint(self, epoch: Epoch) -> int:
         return 0 if self.left else 1
 
     def completed(self) -> bool:
@@ -72,6 +74,9 @@ class SlowToSync:
     def synced(self) -> bool:
         self.asks += 1
         return self.asks >= 3
+
+    def committed(self, epoch: Epoch) -> None:
+        return None
 
     def close(self) -> None:
         return None

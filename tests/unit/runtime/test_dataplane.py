@@ -3,14 +3,22 @@ stale frames are dropped, refused offers stay queued in order, silent groups are
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections import defaultdict, deque
+from dataclasses import dataclass
+
+import msgpack
+import pytest
 
 from peer.log.apply import apply_entry
 from peer.log.entries.jobs import KILL_JOB, SUBMIT_JOB
 from peer.log.entries.join import PREPARE_JOIN
 from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER
 from peer.log.replica import Replica
+from peer.log.stores.memory import MemoryLog
 from peer.messaging.frame import Header, MessageType, encode
+from peer.runtime.checkpoints import CheckpointStorage, Commits
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig
 from tests.support import wait_for
 
@@ -42,6 +50,11 @@ class Loopback:
         self.boxes.pop(address, None)
 
 
+@dataclass
+class Record:
+    committed: object = None
+
+
 def play(replica: Replica, *entries) -> Replica:
     for entry in entries:
         replica = apply_entry(replica, entry.at(replica.version + 1)).new
@@ -52,10 +65,11 @@ JOB = {
     "workflow": [["in", "out"]],
     "catalog": [
         {"name": "in", "kind": "input", "plugin": "peer.plugins.memory:input",
-         "params": {"count": 1000}, "batch_size": 10, "required_tags": ["a"]},
+         "params": {"count": 1000}, "batch_size": 10, "required_tags": ["a"], "n_peers": 1},
         {"name": "out", "kind": "output", "plugin": "peer.plugins.null:output",
          "required_tags": ["b"]},
     ],
+    "barrier_period": None,
 }  # fmt: skip
 
 
@@ -104,7 +118,7 @@ def test_frames_ahead_of_the_log_wait_for_it():
     replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=JOB))
     a.sync(replica, ["a1"])
     b.sync(cluster(), ["b1"])
-    drive(lambda: next(iter(a.runners.values())).state == "finished", a, what="the input to end")
+    drive(lambda: next(iter(a.runners.values())).ended, a, what="the input to end")
     b.step()
     b.step()
     assert sum(len(frames) for frames in b.waiting.values()) == 101
@@ -121,7 +135,7 @@ def test_frames_of_a_stale_allocation_are_dropped():
                    replica.short_ids["b1"], 0, replica.short_ids["j"])  # fmt: skip
     Loopback.boxes["B"].append(encode(stale))
     b.step()
-    assert not next(iter(b.runners.values())).done_from
+    assert not next(iter(b.runners.values())).inbox.ended
 
 
 def test_refused_offers_stay_queued_and_stop_the_producer():
@@ -180,3 +194,76 @@ def test_frames_of_a_finished_job_are_not_kept():
     assert b.waiting
     b.sync(play(replica, KILL_JOB.entry(id="j")), ["b1"])
     assert not b.waiting
+
+
+def checkpointed(tmp_path, count: int = 1000) -> dict:
+    """JOB with checkpoints every 10 ms into the exactly-once sink."""
+    source = {**JOB["catalog"][0], "params": {"count": count}}
+    sink = {**JOB["catalog"][1], "plugin": "peer.plugins.jsonl:exactly_once_output",
+            "params": {"path": str(tmp_path / "out")}}  # fmt: skip
+    return {**JOB, "catalog": [source, sink], "barrier_period": 0.01}
+
+
+def published(tmp_path) -> list[dict]:
+    return [json.loads(line) for f in sorted((tmp_path / "out").glob("*.jsonl"))
+            for line in f.read_text().splitlines()]  # fmt: skip
+
+
+@pytest.fixture
+def abs_planes(tmp_path):
+    """Planes of groups a and b sharing one in-memory log and one checkpoint storage."""
+    log, storage, made = MemoryLog(), CheckpointStorage("memory://dp", uuid.uuid4().hex), []
+
+    def make(config: DataPlaneConfig | None = None):
+        Loopback.boxes.clear()
+        written: dict[str, list] = {"a": [], "b": []}
+        pair = [
+            DataPlane(g, Loopback(g.upper()), written[g].append, config,
+                      store=log.session(), storage=storage)
+            for g in ("a", "b")
+        ]  # fmt: skip
+        made.extend(pair)
+        return (*pair, written)
+
+    yield make
+    for plane in made:
+        plane.close()
+    storage.close()
+
+
+def test_a_checkpointed_job_commits_epochs_and_completes_after_the_final_one(abs_planes, tmp_path):
+    a, b, written = abs_planes()
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=checkpointed(tmp_path)))
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1"])
+    drive(lambda: written["b"], a, b, what="the job to complete")
+    assert [e.fn for e in written["b"]] == ["complete-job"]
+    assert sorted(s["n"] for s in published(tmp_path)) == list(range(1000))
+    record, _ = Commits(a.store, "j").read()
+    assert record.committed.version == replica.version
+    assert record.committed.number >= 1
+
+
+def test_a_new_allocation_recovers_from_the_last_commit_and_publishes_each_record_once(
+    abs_planes, tmp_path
+):
+    """The first allocation stops dead once something is committed; the next one starts from
+    that commit. Together they publish every record exactly once."""
+    a, b, _written = abs_planes()
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=checkpointed(tmp_path, 20_000)))
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1"])
+    commits = Commits(a.store, "j")
+    drive(lambda: (commits.read()[0] or Record()).committed, a, b, what="a first commit")
+    committed = commits.read()[0].committed
+    position = msgpack.unpackb(a.storage.get("j", committed, "in", 0))["plugin"]
+    assert 0 < position < 20_000, "the first allocation should stop mid-job"
+    moved = replica.evolve(
+        version=replica.version + 1,
+        allocation_versions=replica.allocation_versions.set("j", replica.version + 1),
+    )
+    a2, b2, written2 = abs_planes()
+    a2.sync(moved, ["a1"])
+    b2.sync(moved, ["b1"])
+    drive(lambda: written2["b"], a2, b2, what="the job to complete on the new allocation")
+    assert sorted(s["n"] for s in published(tmp_path)) == list(range(20_000))

@@ -1,14 +1,22 @@
-"""The task state machine, driven step by step with a context that records what it sends."""
+"""The task state machine, driven step by step with a context that records what it sends:
+batches, the end, and with checkpoints the recovery, barriers, acks and the final commit."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+import msgpack
 import pytest
 
-from peer.job.spec import Job, Lifecycle, Task
+from peer.job.spec import Job, Lifecycle, Task, Trigger, Window
+from peer.plugins import Epoch
+from peer.runtime.checkpoints import CheckpointStorage
+from peer.runtime.inbox import END, Barrier
 from peer.runtime.routing import Route, Router
 from peer.runtime.task import TaskContext, TaskFailed, TaskRunner
+from tests.support import wait_for
 from tests.unit.runtime import runtime_fns
 
 FNS = "tests.unit.runtime.runtime_fns"
@@ -16,18 +24,46 @@ FNS = "tests.unit.runtime.runtime_fns"
 
 @dataclass
 class World:
-    sent: list[tuple[str, list]] = field(default_factory=list)
-    done: list[str] = field(default_factory=list)
+    sent: list[tuple[str, Any]] = field(default_factory=list)
+    reports: list[tuple[str, int]] = field(default_factory=list)
     completed: int = 0
     congested: bool = False
 
+    def batches(self) -> list[tuple[str, list]]:
+        return [(to, item) for to, item in self.sent if isinstance(item, list)]
 
-def runner(task: Task, world: World, *, upstream=(), lifecycles=(), batch=None) -> TaskRunner:
+    def markers(self) -> list[tuple[str, Any]]:
+        return [(to, item) for to, item in self.sent if not isinstance(item, list)]
+
+
+@pytest.fixture
+def storage():
+    store = CheckpointStorage("memory://task-tests", uuid.uuid4().hex)
+    yield store
+    store.close()
+
+
+def runner(
+    task: Task,
+    world: World,
+    *,
+    upstream=(),
+    lifecycles=(),
+    batch=None,
+    storage=None,
+    windows=(),
+    triggers=(),
+) -> TaskRunner:
     if batch is not None:
-        task = Task(
-            **{**{f: getattr(task, f) for f in task.__dataclass_fields__}, "batch_size": batch}
-        )
-    job = Job(workflow=(("x", "y"),), catalog=(task,), lifecycles=tuple(lifecycles), id="j")
+        task = replace(task, batch_size=batch)
+    job = Job(
+        workflow=(("x", "y"),),
+        catalog=(task,),
+        lifecycles=tuple(lifecycles),
+        windows=tuple(windows),
+        triggers=tuple(triggers),
+        id="j",
+    )
     downstream = () if task.kind == "output" else (Route("next", ("d1", "d2")),)
 
     def complete() -> None:
@@ -37,8 +73,10 @@ def runner(task: Task, world: World, *, upstream=(), lifecycles=(), batch=None) 
         TaskContext(
             job=job, task=task, peer="p", version=7, slot=0, slots=1,
             upstream=frozenset(upstream), router=Router(downstream),
-            send=lambda to, segments: world.sent.append((to, list(segments))),
-            send_done=world.done.append, congested=lambda: world.congested, complete=complete,
+            send=lambda to, item: world.sent.append((to, item)),
+            report=lambda what, epoch: world.reports.append((what, epoch)),
+            congested=lambda: world.congested, complete=complete, storage=storage,
+            fetch=lambda job_id, epoch, slot: storage.fetch(job_id, epoch, task.name, slot),
         )
     )  # fmt: skip
 
@@ -46,6 +84,16 @@ def runner(task: Task, world: World, *, upstream=(), lifecycles=(), batch=None) 
 def run(r: TaskRunner, steps: int = 50) -> None:
     for _ in range(steps):
         r.step()
+
+
+def run_until(r: TaskRunner, done) -> None:
+    """Step until ``done()`` holds; uploads and fetches finish in the storage's own threads."""
+
+    def stepped() -> bool:
+        r.step()
+        return done()
+
+    wait_for(stepped, 10, "the runner to get there", interval=0)
 
 
 def memory(count: int) -> Task:
@@ -56,21 +104,18 @@ def test_an_input_sends_its_batches_in_turn_then_the_end_marker_to_every_peer():
     world = World()
     r = runner(memory(5), world, batch=2)
     run(r)
-    assert world.sent == [
+    assert world.batches() == [
         ("d1", [{"n": 0}, {"n": 1}]),
         ("d2", [{"n": 2}, {"n": 3}]),
         ("d1", [{"n": 4}]),
     ]
-    assert world.done == ["d1", "d2"]
-    assert r.state == "finished"
+    assert world.markers() == [("d1", END), ("d2", END)]
 
 
 def test_a_congested_group_reads_nothing_more():
     world = World(congested=True)
-    r = runner(memory(5), world)
-    run(r)
+    run(runner(memory(5), world))
     assert world.sent == []
-    assert r.state == "run"
 
 
 @pytest.mark.parametrize(
@@ -80,35 +125,34 @@ def test_a_congested_group_reads_nothing_more():
 def test_a_function_may_return_several_segments_or_none(fn, out):
     world = World()
     r = runner(Task("f", "function", fn=f"{FNS}:{fn}"), world, upstream={1})
-    r.deliver([{"n": 1}, {"n": 2}])
+    r.deliver(1, [{"n": 1}, {"n": 2}])
     run(r)
-    assert world.sent == [("d1", out)]
+    assert world.batches() == [("d1", out)]
 
 
 def test_a_function_finishes_only_once_every_upstream_peer_has():
     world = World()
     r = runner(Task("f", "function", fn=f"{FNS}:Total"), world, upstream={1, 2})
-    r.deliver([{"n": 1}, {"n": 2}])
-    r.deliver_done(1)
+    r.deliver(1, [{"n": 1}, {"n": 2}])
+    r.deliver(1, END)
     run(r)
-    assert (world.sent, world.done) == ([], [])
-    r.deliver([{"n": 4}])
-    r.deliver_done(2)
+    assert world.sent == []
+    r.deliver(2, [{"n": 4}])
+    r.deliver(2, END)
     run(r)
-    assert world.sent == [("d1", [{"total": 7}])]
-    assert world.done == ["d1", "d2"]
+    assert world.batches() == [("d1", [{"total": 7}])]
+    assert world.markers() == [("d1", END), ("d2", END)]
 
 
 def test_an_output_completes_once_its_inputs_are_done_and_synced():
     world = World()
     r = runner(Task("out", "output", plugin="peer.plugins.null:output"), world, upstream={1})
-    r.deliver([{"n": 1}])
+    r.deliver(1, [{"n": 1}])
     run(r)
     assert (r.plugin.written, world.completed) == (1, 0)
-    r.deliver_done(1)
+    r.deliver(1, END)
     run(r)
     assert world.completed == 1
-    assert r.state == "finished"
 
 
 def test_lifecycle_hooks_see_job_task_and_peer():
@@ -126,7 +170,7 @@ def test_lifecycle_hooks_see_job_task_and_peer():
 
 def test_code_that_raises_fails_the_task_naming_job_task_and_peer():
     r = runner(Task("f", "function", fn=f"{FNS}:explode"), World(), upstream={1})
-    r.deliver([{"n": 1}])
+    r.deliver(1, [{"n": 1}])
     r.step()
     with pytest.raises(TaskFailed, match=r"^job 'j': task 'f' on peer p: ZeroDivisionError: no$"):
         r.step()
@@ -137,7 +181,101 @@ def test_an_input_ends_only_once_its_source_is_synced():
     r = runner(Task("in", "input", plugin=f"{FNS}:slow_to_sync"), world)
     for _ in range(3):
         r.step()
-    assert (world.sent, world.done) == ([("d1", [{"n": 1}])], [])
+    assert (world.batches(), world.markers()) == ([("d1", [{"n": 1}])], [])
     run(r)
-    assert world.done == ["d1", "d2"]
+    assert world.markers() == [("d1", END), ("d2", END)]
     assert r.plugin.asks == 3
+
+
+# -- with checkpoints ---------------------------------------------------------------------------
+
+
+def test_a_checkpointed_task_waits_for_its_coordinator_before_reading(storage):
+    world = World()
+    r = runner(memory(5), world, storage=storage)
+    run(r)
+    assert world.sent == []
+    r.recover_from([])
+    run(r)
+    assert len(world.batches()) == 1
+
+
+def test_an_input_snapshots_at_a_barrier_passes_it_on_and_acks_once_stored(storage):
+    world = World()
+    r = runner(memory(6), world, batch=2, storage=storage)
+    r.recover_from([])
+    run(r, 3)
+    r.deliver(0, Barrier(1))
+    run_until(r, lambda: world.reports)
+    assert world.reports == [("ack", 1)]
+    assert [m for m in world.markers() if m[1] != END] == [("d1", Barrier(1)), ("d2", Barrier(1))]
+    stored = msgpack.unpackb(storage.get("j", Epoch(7, 1), "in", 0))
+    assert stored["plugin"] == 2 * len(world.batches()[: world.sent.index(("d1", Barrier(1)))])
+
+
+def test_a_function_aligns_barriers_from_every_upstream_peer(storage):
+    world = World()
+    r = runner(Task("f", "function", fn=f"{FNS}:double"), world, upstream={1, 2}, storage=storage)
+    r.recover_from([])
+    r.deliver(1, [{"n": 1}])
+    r.deliver(1, Barrier(1))
+    r.deliver(1, [{"n": 2}])
+    run(r)
+    assert world.batches() == [("d1", [{"n": 1}, {"n": 1}])]
+    assert world.markers() == []
+    r.deliver(2, Barrier(1))
+    run_until(r, lambda: world.reports)
+    assert world.markers() == [("d1", Barrier(1)), ("d2", Barrier(1))]
+    assert world.batches()[-1] == ("d2", [{"n": 2}, {"n": 2}])
+
+
+def test_an_output_completes_only_after_the_final_epoch_is_committed(storage, tmp_path):
+    world = World()
+    sink = Task(
+        "out", "output", plugin="peer.plugins.jsonl:exactly_once_output",
+        params={"path": str(tmp_path)},
+    )  # fmt: skip
+    r = runner(sink, world, upstream={1}, storage=storage)
+    r.recover_from([])
+    r.deliver(1, [{"n": 1}])
+    r.deliver(1, END)
+    run(r)
+    assert world.reports == [("drained", 0)]
+    r.deliver(1, Barrier(1, final=True))
+    run_until(r, lambda: ("ack", 1) in world.reports)
+    assert world.completed == 0
+    assert not list(tmp_path.glob("*.jsonl"))
+    r.committed(1)
+    run(r)
+    assert world.completed == 1
+    assert [p.read_text() for p in tmp_path.glob("*.jsonl")] == ['{"n":1}\n']
+
+
+def test_a_restarted_input_resumes_from_its_committed_position(storage):
+    first = World()
+    r = runner(memory(6), first, batch=2, storage=storage)
+    r.recover_from([])
+    run(r, 2)
+    r.deliver(0, Barrier(1))
+    run_until(r, lambda: first.reports)
+    done = sum(len(b) for _, b in first.batches()[: first.sent.index(("d1", Barrier(1)))])
+    again = World()
+    restarted = runner(memory(6), again, batch=2, storage=storage)
+    restarted.recover_from(["j", 7, 1, {"in": 1}])
+    run_until(restarted, lambda: (("d1", END)) in again.sent)
+    resumed = [s["n"] for _, b in again.batches() for s in b]
+    assert resumed == list(range(done, 6))
+
+
+def test_a_windowed_task_sends_on_only_what_its_triggers_emit(storage):
+    world = World()
+    window = Window("w", "f", "global", "count")
+    every_two = Trigger("w", "segment", threshold=2)
+    at_the_end = Trigger("w", "watermark")
+    task = Task("f", "function", fn=f"{FNS}:double")
+    r = runner(task, world, upstream={1}, windows=[window], triggers=[every_two, at_the_end])
+    r.deliver(1, [{"n": 1}])
+    r.deliver(1, END)
+    run(r)
+    emitted = [s for _, b in world.batches() for s in b]
+    assert [s["value"] for s in emitted] == [2, 2]

@@ -1,0 +1,284 @@
+"""Checkpoints: where a job's snapshots live, and how an epoch of them becomes committed.
+
+Asynchronous barrier snapshotting splits a checkpoint in two. The snapshots, one blob per virtual
+peer and epoch, can be large: they go to checkpoint storage through fsspec (a local directory by
+default, any fsspec URL otherwise), uploaded in a thread pool so that no peer waits on them.
+Whether an epoch counts is a different matter, decided by one small commit record per job in the
+log store: an epoch is committed when the record says so and not before, so a crash between the
+uploads and the commit leaves snapshots that nobody restores from.
+
+The record also fences coordinators. A coordinator of a newer allocation first claims the record
+(its owner becomes that allocation's version); from then on an older coordinator's
+compare-and-set finds an owner that is not its own and its commit is refused, so two coordinators
+that each believe they run the job can never both commit.
+
+Storage layout: ``<url>/<tenancy>/<job>/<version:012d>-<number:08d>/<task>/<slot>.snap``, each
+name percent-quoted where it is not plain. A snapshot is written under a temporary name beside
+its final one and then moved: where the move is a rename (a local directory) a reader never sees
+half a snapshot, and on an object store, whose writes are whole anyway, it is a copy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import posixpath
+import re
+import uuid
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+
+from peer.log.store import LogStore, path_component
+from peer.plugins import Epoch
+
+log = logging.getLogger(__name__)
+
+SUFFIX = ".snap"
+EPOCH_NAME = re.compile(r"^(\d{12,})-(\d{8,})$")
+FIELDS = ("committed", "owner", "slots")
+
+
+class CheckpointError(RuntimeError):
+    """A snapshot or a commit record cannot be had; the message names which and where."""
+
+
+def _describe(epoch: Epoch) -> str:
+    return f"epoch {epoch.number} of allocation {epoch.version}"
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """What a job's commit record holds. ``slots`` maps each task to the number of peers whose
+    snapshots make up the committed epoch: a restore reads that many, however many peers the
+    task runs on now."""
+
+    committed: Epoch | None
+    owner: int
+    slots: Mapping[str, int]
+
+    def encode(self) -> bytes:
+        doc = {"committed": self.committed, "owner": self.owner, "slots": dict(self.slots)}
+        return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> CommitRecord:
+        try:
+            doc = json.loads(data)
+        except ValueError as e:
+            raise _undecodable(data, f"it is not JSON ({e})") from None
+        if not isinstance(doc, dict) or any(f not in doc for f in FIELDS):
+            raise _undecodable(data, f"it is not an object with {', '.join(FIELDS)}")
+        committed, owner, slots = (doc[f] for f in FIELDS)
+        if not (committed is None or _is_epoch(committed)):
+            raise _undecodable(data, "committed is neither null nor [version, number]")
+        if not _is_int(owner):
+            raise _undecodable(data, "owner is not an integer")
+        if not (isinstance(slots, dict) and all(_is_int(n) for n in slots.values())):
+            raise _undecodable(data, "slots is not an object of integers")
+        return cls(None if committed is None else Epoch(*committed), owner, slots)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_epoch(value: Any) -> bool:
+    return isinstance(value, list) and len(value) == 2 and all(_is_int(v) for v in value)
+
+
+def _undecodable(data: bytes, why: str) -> CheckpointError:
+    shown = data if len(data) <= 80 else data[:80] + b"..."
+    return CheckpointError(f"commit record {shown!r} does not decode: {why}")
+
+
+class Commits:
+    """A job's commit record, as its coordinator uses it. Every write is a compare-and-set that
+    is retried from a fresh read when it loses. That read also recognises this coordinator's own
+    write whose reply a disconnection swallowed (the store reports it as a lost race), so such a
+    write is neither done twice nor mistaken for a rival's."""
+
+    def __init__(self, store: LogStore, job: str) -> None:
+        self.store, self.job = store, job
+
+    def read(self) -> tuple[CommitRecord | None, int]:
+        """The record (None before the first claim) and its version in the store."""
+        data, version = self.store.read_commit(self.job)
+        if data is None:
+            return None, version
+        try:
+            return CommitRecord.decode(data), version
+        except CheckpointError as e:
+            raise CheckpointError(f"job {self.job!r}: {e}") from None
+
+    def claim(self, version: int) -> CommitRecord | None:
+        """Make allocation ``version`` the record's owner, keeping what is committed; the record
+        as claimed, or None when a newer allocation owns it already (this coordinator is stale)."""
+        while True:
+            record, at = self.read()
+            if record is not None and record.owner > version:
+                return None
+            if record is not None and record.owner == version:
+                return record
+            claimed = CommitRecord(
+                record.committed if record else None, version, record.slots if record else {}
+            )
+            if self.store.write_commit(self.job, claimed.encode(), at) is not None:
+                return claimed
+
+    def commit(self, version: int, epoch: Epoch, slots: Mapping[str, int]) -> bool:
+        """Record ``epoch``, snapshotted by ``slots``, as committed, if allocation ``version``
+        still owns the record; False when it does not (a newer allocation claimed it). An epoch
+        already committed is True again; one before it is a coordinator's bug, a ValueError."""
+        while True:
+            record, at = self.read()
+            if record is None or record.owner != version:
+                return False
+            if record.committed == epoch:
+                return True
+            if record.committed is not None and epoch < record.committed:
+                raise ValueError(
+                    f"job {self.job!r}: cannot commit {_describe(epoch)}, "
+                    f"{_describe(record.committed)} is committed already"
+                )
+            committed = CommitRecord(epoch, version, dict(slots))
+            if self.store.write_commit(self.job, committed.encode(), at) is not None:
+                return True
+
+
+class CheckpointStorage:
+    """The snapshots of one tenancy's jobs in an fsspec filesystem. Uploads, fetches and
+    collections run in a pool of ``workers`` threads; ``get``, ``epochs`` and ``collect`` are the
+    blocking forms for callers that may wait."""
+
+    def __init__(self, url: str, tenancy: str, workers: int = 2) -> None:
+        try:
+            self.fs, path = fsspec.url_to_fs(url)
+        except (ValueError, ImportError) as e:
+            raise CheckpointError(f"checkpoint storage {url!r} cannot be opened: {e}") from None
+        self.root = f"{path.rstrip('/')}/{path_component(tenancy)}"
+        self.pool = ThreadPoolExecutor(workers, thread_name_prefix="checkpoints")
+
+    def _job_root(self, job: str) -> str:
+        return f"{self.root}/{path_component(job)}"
+
+    def _path(self, job: str, epoch: Epoch, task: str, slot: int) -> str:
+        name = f"{epoch.version:012d}-{epoch.number:08d}"
+        return f"{self._job_root(job)}/{name}/{path_component(task)}/{slot}{SUFFIX}"
+
+    def _where(self, path: str) -> str:
+        return self.fs.unstrip_protocol(path)
+
+    def put(self, job: str, epoch: Epoch, task: str, slot: int, blob: bytes) -> Future[None]:
+        """Store a snapshot in the background; the future fails with a CheckpointError."""
+        return self.pool.submit(self._put, job, epoch, task, slot, blob)
+
+    def _put(self, job: str, epoch: Epoch, task: str, slot: int, blob: bytes) -> None:
+        path = self._path(job, epoch, task, slot)
+        temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+        try:
+            self._write(temporary, blob)
+            self.fs.mv(temporary, path)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                self.fs.rm(temporary)
+            raise CheckpointError(
+                f"cannot store the snapshot of job {job!r} {_describe(epoch)} task {task!r} "
+                f"slot {slot} at {self._where(path)}: {e}"
+            ) from e
+
+    def _write(self, path: str, blob: bytes) -> None:
+        """Directories are made only where the filesystem has them and the write needs one."""
+        try:
+            self.fs.pipe_file(path, blob)
+        except FileNotFoundError:
+            self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+            self.fs.pipe_file(path, blob)
+
+    def get(self, job: str, epoch: Epoch, task: str, slot: int) -> bytes:
+        path = self._path(job, epoch, task, slot)
+        what = f"the snapshot of job {job!r} {_describe(epoch)} task {task!r} slot {slot}"
+        try:
+            return self.fs.cat_file(path)
+        except FileNotFoundError:
+            raise CheckpointError(f"{what} is not at {self._where(path)}") from None
+        except OSError as e:
+            raise CheckpointError(f"cannot read {what} at {self._where(path)}: {e}") from e
+
+    def fetch(self, job: str, epoch: Epoch, task: str, slot: int) -> Future[bytes]:
+        """``get`` in the background."""
+        return self.pool.submit(self.get, job, epoch, task, slot)
+
+    def epochs(self, job: str) -> list[Epoch]:
+        """The epochs of ``job`` with at least one snapshot stored, in order."""
+        found = {
+            _parse_epoch(path.rsplit("/", 3)[-3])
+            for path in self.fs.find(self._job_root(job))
+            if path.endswith(SUFFIX)
+        }
+        return sorted(e for e in found if e is not None)
+
+    def collect(self, job: str, keep: Epoch) -> int:
+        """Delete every epoch of ``job`` before ``keep``, leftovers of failed uploads included;
+        how many epochs went."""
+        try:
+            listing = self.fs.ls(self._job_root(job), detail=False)
+        except FileNotFoundError:
+            return 0
+        deleted = 0
+        for path in listing:
+            epoch = _parse_epoch(posixpath.basename(path.rstrip("/")))
+            if epoch is not None and epoch < keep:
+                deleted += self._delete(path)
+        return deleted
+
+    def _delete(self, path: str) -> int:
+        try:
+            self.fs.rm(path, recursive=True)
+        except FileNotFoundError:
+            return 0
+        except OSError as e:
+            raise CheckpointError(f"cannot delete {self._where(path)}: {e}") from e
+        return 1
+
+    def collect_later(self, job: str, keep: Epoch) -> Future[int]:
+        """``collect`` in the background; a failure is logged, as nobody need wait for it."""
+        future = self.pool.submit(self.collect, job, keep)
+
+        def report(done: Future[int]) -> None:
+            if not done.cancelled() and done.exception() is not None:
+                log.warning(
+                    "job %s: deleting the epochs before %s failed: %s",
+                    job,
+                    _describe(keep),
+                    done.exception(),
+                )
+
+        future.add_done_callback(report)
+        return future
+
+    def close(self) -> None:
+        """Drop the work still queued, finish what is running (so no upload is cut short)."""
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _parse_epoch(name: str) -> Epoch | None:
+    match = EPOCH_NAME.match(name)
+    return Epoch(int(match[1]), int(match[2])) if match else None
+
+
+def committed_epochs(
+    storage: CheckpointStorage, job: str, record: CommitRecord | None
+) -> list[Epoch]:
+    """The epochs of ``job`` still stored up to the committed one of ``record``, as
+    ``onyx job checkpoints`` lists them. The record keeps only the last commit, so until the
+    collection after a new allocation's second commit this can include an epoch of an older
+    allocation that was snapshotted but never committed."""
+    if record is None or record.committed is None:
+        return []
+    committed = record.committed
+    return [e for e in storage.epochs(job) if e <= committed]

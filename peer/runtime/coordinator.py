@@ -1,0 +1,167 @@
+"""A job's coordinator for one allocation: it decides where the job recovers from, paces the
+epochs and commits them.
+
+It runs in the group of the job's coordinator peer (``coordinator_of``: the first peer of the
+job's first input task, a pure function of the replica, so every group agrees on it). Its life,
+one non-blocking ``step`` at a time, with every ZooKeeper call in the group's worker pool:
+
+1. claim the job's commit record for this allocation version. From then on a coordinator of an
+   older allocation can commit nothing: its compare-and-set fails. A claim that finds a newer
+   owner means this coordinator is the stale one, and it stays silent.
+2. tell every peer of the job where to recover from (RECOVER): the committed epoch, or the last
+   one of the job named in ``resume_from`` for a new job, or nothing.
+3. every barrier period, with no epoch in flight, send BARRIER to every input peer. When every
+   peer of the job has ACKed the epoch (its snapshot is stored), commit it and broadcast
+   COMMITTED, then let storage drop the snapshots older than the previous commit.
+4. once every output peer is DRAINED (the job's bounded inputs have ended and every segment has
+   reached the outputs) the next barrier is the final one; its commit lets the outputs publish
+   and complete the job.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from peer.job.spec import Job
+from peer.messaging.frame import MessageType
+from peer.plugins import Epoch
+from peer.runtime.checkpoints import CheckpointStorage, CommitRecord, Commits
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[str, MessageType, int, list[Any]], None]
+
+
+def coordinator_of(job: Job, allocation: Mapping[str, Sequence[str]]) -> str | None:
+    first_input = next((t for t in job.sorted_tasks() if job.task(t).kind == "input"), None)
+    peers = sorted(allocation.get(first_input, ())) if first_input else []
+    return peers[0] if peers else None
+
+
+@dataclass
+class Coordinator:
+    job: Job
+    version: int
+    allocation: Mapping[str, Sequence[str]]
+    commits: Commits
+    storage: CheckpointStorage
+    pool: Executor
+    send: Send
+    state: str = "claim"
+    epoch: int = 0
+    final: int | None = None
+    acks: set[str] = field(default_factory=set)
+    drained: set[str] = field(default_factory=set)
+    pending: Future[Any] | None = None
+    next_barrier: float = 0.0
+    committed: Epoch | None = None
+
+    @property
+    def peers(self) -> list[str]:
+        return sorted(p for ps in self.allocation.values() for p in ps)
+
+    def _peers_of(self, kind: str) -> list[str]:
+        return sorted(
+            p for t, ps in self.allocation.items() if self.job.task(t).kind == kind for p in ps
+        )
+
+    @property
+    def slots(self) -> dict[str, int]:
+        return {t: len(ps) for t, ps in sorted(self.allocation.items())}
+
+    # -- messages from the job's peers ----------------------------------------------------------
+
+    def on_ack(self, peer: str, epoch: int) -> None:
+        if epoch == self.epoch:
+            self.acks.add(peer)
+
+    def on_drained(self, peer: str) -> None:
+        self.drained.add(peer)
+
+    # -- the life -------------------------------------------------------------------------------
+
+    def step(self, now: float) -> bool:
+        if self.pending is not None:
+            if not self.pending.done():
+                return False
+            result, self.pending = self.pending.result(), None
+            return getattr(self, f"_{self.state}_done")(result, now)
+        return getattr(self, f"_{self.state}")(now)
+
+    def _claim(self, now: float) -> bool:
+        self.pending = self.pool.submit(self._claim_and_find_source)
+        self.state = "claiming"
+        return True
+
+    def _claim_and_find_source(self) -> tuple[CommitRecord | None, str | None, CommitRecord | None]:
+        """(the claimed record, the job to restore from, that job's record)."""
+        claimed = self.commits.claim(self.version)
+        if claimed is None or claimed.committed is not None or not self.job.resume_from:
+            return claimed, self.job.id, claimed
+        source = Commits(self.commits.store, self.job.resume_from)
+        return claimed, self.job.resume_from, source.read()[0]
+
+    def _claiming_done(self, result: Any, now: float) -> bool:
+        claimed, source, record = result
+        if claimed is None:
+            log.info("job %s: a newer allocation owns its checkpoints", self.job.id)
+            self.state = "stale"
+            return True
+        self.committed = claimed.committed
+        body: list[Any] = []
+        if record is not None and record.committed is not None:
+            body = [source, *record.committed, dict(record.slots)]
+        for peer in self.peers:
+            self.send(peer, MessageType.RECOVER, 0, body)
+        self.state = "running"
+        self.next_barrier = now + self.job.barrier_period
+        return True
+
+    def _stale(self, now: float) -> bool:
+        return False
+
+    def _running(self, now: float) -> bool:
+        if self.acks >= set(self.peers) and self.epoch and self.epoch != self._committed_number():
+            self.pending = self.pool.submit(
+                self.commits.commit, self.version, Epoch(self.version, self.epoch), self.slots
+            )
+            self.state = "committing"
+            return True
+        if self.epoch != self._committed_number() or self.final is not None:
+            return False
+        drained = self.drained >= set(self._peers_of("output"))
+        if now < self.next_barrier and not drained:
+            return False
+        self.epoch += 1
+        self.acks = set()
+        if drained:
+            self.final = self.epoch
+        self.next_barrier = now + self.job.barrier_period
+        for peer in self._peers_of("input"):
+            self.send(peer, MessageType.BARRIER, self.epoch, [self.final is not None])
+        return True
+
+    def _committed_number(self) -> int:
+        committed = self.committed
+        return committed.number if committed and committed.version == self.version else 0
+
+    def _committing_done(self, ok: bool, now: float) -> bool:
+        if not ok:
+            log.info("job %s: a newer allocation claimed its checkpoints", self.job.id)
+            self.state = "stale"
+            return True
+        previous, self.committed = self.committed, Epoch(self.version, self.epoch)
+        for peer in self.peers:
+            self.send(peer, MessageType.COMMITTED, self.epoch, [])
+        if previous is not None:
+            self.storage.collect_later(self.job.id, previous)
+        self.state = "running"
+        return True
+
+    def close(self) -> None:
+        if self.pending is not None:
+            self.pending.cancel()

@@ -1,0 +1,94 @@
+"""What one virtual peer has received from each upstream peer, in the order it was sent.
+
+Barriers, watermarks and end markers travel in line with the batches, so each upstream peer
+gets its own queue: a barrier holds back what its sender sent after it, and only that, until the
+same barrier has come from every upstream peer (alignment). The receiver aligns, not the
+sender, because only the receiver sees all its inputs: senders never wait, and a fast input
+cannot push segments of the next epoch into state before the snapshot of this one.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+Segment = Any
+
+
+@dataclass(frozen=True, slots=True)
+class Barrier:
+    epoch: int
+    final: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Watermark:
+    value: float
+
+
+END = "end of input"
+"""The marker an upstream peer sends after its last segment."""
+
+
+class Inbox:
+    def __init__(self, sources: frozenset[int]) -> None:
+        self.sources = sources
+        self.queues: dict[int, deque[Any]] = {s: deque() for s in sorted(sources)}
+        self.ended: set[int] = set()
+        self.watermarks: dict[int, float] = {}
+        self.turn = 0
+
+    def put(self, source: int, item: Any) -> None:
+        """Items from a peer that is not upstream of this one (a stale sender) are ignored."""
+        queue = self.queues.get(source)
+        if queue is not None:
+            queue.append(item)
+
+    def take(self, limit: int) -> list[Segment]:
+        """Up to ``limit`` segments, round-robin over the senders not held at a barrier;
+        watermarks and end markers met on the way are recorded."""
+        batch: list[Segment] = []
+        order = list(self.queues)
+        self.turn = (self.turn + 1) % max(len(order), 1)
+        for source in order[self.turn :] + order[: self.turn]:
+            self._drain(source, batch, limit)
+            if len(batch) >= limit:
+                break
+        return batch
+
+    def _drain(self, source: int, batch: list[Segment], limit: int) -> None:
+        queue = self.queues[source]
+        while queue and len(batch) < limit:
+            item = queue[0]
+            if isinstance(item, Barrier):
+                return
+            queue.popleft()
+            if isinstance(item, list):
+                batch.extend(item)
+            elif isinstance(item, Watermark):
+                self.watermarks[source] = max(item.value, self.watermarks.get(source, item.value))
+            else:
+                self.ended.add(source)
+
+    def aligned(self) -> Barrier | None:
+        """The barrier every sender has reached, once they all have reached the same one."""
+        heads = {q[0] for q in self.queues.values() if q and isinstance(q[0], Barrier)}
+        waiting = sum(1 for q in self.queues.values() if q and isinstance(q[0], Barrier))
+        if waiting == len(self.queues) and len(heads) == 1:
+            return next(iter(heads))
+        return None
+
+    def release(self) -> None:
+        for queue in self.queues.values():
+            queue.popleft()
+
+    def watermark(self) -> float | None:
+        """The smallest watermark over every sender, once every sender has sent one."""
+        if len(self.watermarks) < len(self.queues) or not self.queues:
+            return None
+        return min(self.watermarks.values())
+
+    def drained(self) -> bool:
+        """Every sender has ended and everything it sent has been taken."""
+        return self.ended >= self.sources and not any(self.queues.values())

@@ -1,0 +1,274 @@
+"""Every window of one task, held per group key and extent, and the triggers that fire them.
+
+A task runner keeps one TaskState per task that has windows and tells it what happens: the
+segments its fn returned (``apply``), a new watermark (``watermark``), the time (``tick``), the
+end of its input (``finish``), a barrier (``snapshot``), a recovery (``restore``). Each call
+returns the segments its triggers emitted, to be sent on like any other output. Nothing here reads
+a clock or does I/O, and nothing iterates a set: the same calls give the same segments and the
+same state on every peer.
+
+Keys are held under their canonical JSON, the text ``peer.runtime.routing`` hashes, so a key made
+of several fields (a list) works, and a key reads the same after a snapshot has turned its tuples
+into lists.
+
+Event time. A watermark W says no segment with an event time below W is still to come, so every
+extent ending at or before W is complete: its watermark triggers fire it, then every window
+forgets it. A segment that breaks the promise (t < W) is late. It is dropped from every window
+with event time, and counted in ``late`` (once per window it misses), since taking it would bring
+back an extent that was already emitted and forgotten. A global window has no event time: only
+``finish`` closes it.
+
+Order. ``apply`` goes segment by segment, window by window in job order, then trigger by trigger
+in job order over the segment's extents, earliest first. Triggers that fire every extent
+(timer, watermark) go window by window, trigger by trigger, key by canonical JSON, extent by
+start. A discarding trigger forgets the extent it fired, so a trigger after it finds nothing to
+fire and the extent's next segment starts it afresh (a session starts a new session).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from peer.job.spec import Job, Trigger, Window
+from peer.state.aggregations import aggregation
+from peer.state.triggers import Armed, arm
+from peer.state.windows import Extent, absorb, extents
+
+
+@dataclass(slots=True)
+class Slot:
+    """One extent's state, and per trigger of its window how many segments the extent has
+    taken since that trigger last fired it."""
+
+    state: Any
+    counts: list[int]
+
+
+@dataclass(slots=True)
+class Held:
+    """One group key, as the key function gave it, and its extents."""
+
+    key: Any
+    extents: dict[Extent, Slot]
+
+
+def canonical(key: Any) -> str:
+    """A key as the text its state is held under (and routing hashes)."""
+    return json.dumps(key, sort_keys=True, separators=(",", ":"))
+
+
+class WindowState:
+    """One window of the task: its state per key and extent, and its triggers."""
+
+    def __init__(self, window: Window, triggers: list[Trigger], task: str) -> None:
+        self.window = window
+        self.aggregation = aggregation(window)
+        self.triggers = [arm(trigger) for trigger in triggers]
+        self.task = task
+        self.held: dict[str, Held] = {}
+        self.due: dict[int, float] = {}
+        """When each timer trigger, by index, fires next."""
+
+    def time(self, segment: Any) -> float | None:
+        """The segment's event time; None in a global window, which has none."""
+        return None if self.window.type == "global" else segment[self.window.key]
+
+    def add(self, segment: Any, t: Any, key: Any, name: str) -> list[Any]:
+        """Take ``segment``, at event time ``t``, into its extents for ``key``."""
+        held = self.held.setdefault(name, Held(key, {}))
+        window, agg = self.window, self.aggregation
+        targets = [self._place(held, extent) for extent in extents(window, t)]
+        for extent in targets:
+            slot = held.extents[extent]
+            update = agg.create_state_update(window, slot.state, segment)
+            slot.state = agg.apply_state_update(window, slot.state, update)
+            for index in range(len(slot.counts)):
+                slot.counts[index] += 1
+        return self._on_segment(segment, name, targets)
+
+    def close(self, watermark: float) -> list[Any]:
+        """Fire the extents ending at or before ``watermark`` and forget them."""
+        out: list[Any] = []
+        ended = [(name, extent) for name, extent in self._everything() if extent[1] <= watermark]
+        for index, trigger in enumerate(self.triggers):
+            if trigger.spec.on == "watermark":
+                out += self._fire_each(trigger, index, ended)
+        for name, extent in ended:
+            if self._slot(name, extent) is not None:
+                self._forget(name, extent)
+        return out
+
+    def tick(self, now: float) -> list[Any]:
+        """Fire every extent for each timer trigger whose period has passed since it last
+        fired (or since the first call, for its first period)."""
+        out: list[Any] = []
+        for index, trigger in enumerate(self.triggers):
+            if trigger.spec.on != "timer":
+                continue
+            period: float = trigger.spec.period  # type: ignore[assignment]
+            if now < self.due.setdefault(index, now + period):
+                continue
+            self.due[index] = now + period
+            out += self._fire_each(trigger, index, self._everything())
+        return out
+
+    def snapshot(self) -> list[Any]:
+        """``[[key, [[start, end, state, counts], ...]], ...]``, in the order triggers fire."""
+        return [[self.held[name].key, self._saved(name)] for name in sorted(self.held)]
+
+    def _saved(self, name: str) -> list[Any]:
+        slots = self.held[name].extents
+        return [[*extent, slots[extent].state, slots[extent].counts] for extent in sorted(slots)]
+
+    def restore(self, snapshot: list[Any], keep: Callable[[Any], bool]) -> None:
+        """Merge in a snapshot's keys that ``keep`` accepts: where an extent is held already
+        (or, for sessions, overlaps one held) the states are merged."""
+        for key, held_extents in snapshot:
+            if not keep(key):
+                continue
+            held = self.held.setdefault(canonical(key), Held(key, {}))
+            for start, end, state, counts in held_extents:
+                extent = self._place(held, (start, end))
+                held.extents[extent] = self._combine([held.extents[extent], Slot(state, counts)])
+
+    # -- state ----------------------------------------------------------------------------------
+
+    def _place(self, held: Held, extent: Extent) -> Extent:
+        """The extent that state for ``extent`` goes to, made if need be: for a session, the
+        session it joins, with every session it overlaps merged in."""
+        if self.window.type == "session":
+            merge = absorb(held.extents, extent)
+            parts = [held.extents.pop(old) for old in merge.merged]
+            extent = merge.extent
+            held.extents[extent] = self._combine(parts) if parts else self._new()
+        elif extent not in held.extents:
+            held.extents[extent] = self._new()
+        return extent
+
+    def _new(self) -> Slot:
+        return Slot(self.aggregation.init(self.window), [0] * len(self.triggers))
+
+    def _combine(self, slots: list[Slot]) -> Slot:
+        merge = functools.partial(self.aggregation.merge, self.window)
+        state = functools.reduce(merge, (slot.state for slot in slots))
+        return Slot(state, [sum(counts) for counts in zip(*(s.counts for s in slots), strict=True)])
+
+    def _slot(self, name: str, extent: Extent) -> Slot | None:
+        held = self.held.get(name)
+        return None if held is None else held.extents.get(extent)
+
+    def _forget(self, name: str, extent: Extent) -> None:
+        held = self.held[name]
+        del held.extents[extent]
+        if not held.extents:
+            del self.held[name]
+
+    def _everything(self) -> list[tuple[str, Extent]]:
+        """Every (key, extent) held, keys in canonical order, extents earliest first."""
+        return [(name, extent) for name in sorted(self.held) for extent in self._extents(name)]
+
+    def _extents(self, name: str) -> list[Extent]:
+        return sorted(self.held[name].extents)
+
+    # -- firing ---------------------------------------------------------------------------------
+
+    def _on_segment(self, segment: Any, name: str, targets: list[Extent]) -> list[Any]:
+        """Segment and punctuation triggers, after ``segment`` went into ``targets``."""
+        out: list[Any] = []
+        for index, trigger in enumerate(self.triggers):
+            on = trigger.spec.on
+            if on == "segment":
+                threshold: int = trigger.spec.threshold  # type: ignore[assignment]
+                due = [e for e in targets if self._count(name, e, index) >= threshold]
+            elif on == "punctuation" and trigger.predicate(segment):  # type: ignore[misc]
+                due = targets
+            else:
+                continue
+            out += self._fire_each(trigger, index, [(name, extent) for extent in due])
+        return out
+
+    def _count(self, name: str, extent: Extent, index: int) -> int:
+        """Segments the extent took since the trigger at ``index`` last fired it."""
+        slot = self._slot(name, extent)
+        return 0 if slot is None else slot.counts[index]
+
+    def _fire_each(self, trigger: Armed, index: int, due: list[tuple[str, Extent]]) -> list[Any]:
+        """Fire each (key, extent) still held; a discarding trigger then forgets it."""
+        out: list[Any] = []
+        for name, extent in due:
+            slot = self._slot(name, extent)
+            if slot is None:
+                continue
+            slot.counts[index] = 0
+            value = self.aggregation.value(slot.state)
+            out += trigger.fire(self.task, self.held[name].key, extent, value)
+            if trigger.spec.refinement == "discarding":
+                self._forget(name, extent)
+        return out
+
+
+class TaskState:
+    """Every window of ``task``. ``key_of`` gives a segment's group key (None for a task that
+    does not group: every segment then has the key None)."""
+
+    def __init__(self, job: Job, task: str, key_of: Callable[[Any], Any] | None) -> None:
+        self.key_of = key_of
+        self.windows = [
+            WindowState(window, [t for t in job.triggers if t.window == window.id], task)
+            for window in job.windows
+            if window.task == task
+        ]
+        self.mark = -math.inf
+        """The highest watermark seen: event times below it are late."""
+        self.late = 0
+        """Segments dropped as late, once per window they missed."""
+
+    def apply(self, segments: list[Any], now: float) -> list[Any]:
+        """Take ``segments`` into every window; segment and punctuation triggers fire as they
+        go, then timer triggers that are due (as ``tick``)."""
+        out: list[Any] = []
+        for segment in segments:
+            key = None if self.key_of is None else self.key_of(segment)
+            name = canonical(key)
+            for window in self.windows:
+                t = window.time(segment)
+                if t is not None and t < self.mark:
+                    self.late += 1
+                    continue
+                out += window.add(segment, t, key, name)
+        return out + self.tick(now)
+
+    def watermark(self, watermark: float) -> list[Any]:
+        """Fire and forget every extent that ends at or before ``watermark``."""
+        if watermark <= self.mark:
+            return []
+        self.mark = watermark
+        return [segment for window in self.windows for segment in window.close(watermark)]
+
+    def tick(self, now: float) -> list[Any]:
+        return [segment for window in self.windows for segment in window.tick(now)]
+
+    def finish(self) -> list[Any]:
+        """The input is over: a watermark of +inf, which closes global windows too."""
+        return self.watermark(math.inf)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Plain data for msgpack, which carries the infinite bounds of global extents and of the
+        watermark before the first one (JSON does not). It shares the states held: pack it
+        before the next call."""
+        windows = {window.window.id: window.snapshot() for window in self.windows}
+        return {"watermark": self.mark, "windows": windows}
+
+    def restore(self, snapshots: list[Any], keep: Callable[[Any], bool]) -> None:
+        """Merge the snapshots of every slot of an earlier allocation, keeping the keys ``keep``
+        accepts. The watermark is the highest of theirs: no extent any of them forgot comes
+        back."""
+        for snapshot in snapshots:
+            self.mark = max(self.mark, snapshot["watermark"])
+            for window in self.windows:
+                window.restore(snapshot["windows"][window.window.id], keep)

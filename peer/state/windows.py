@@ -1,0 +1,88 @@
+"""Which extents of a window a segment's event time falls in.
+
+An extent is a half-open interval ``(start, end)`` of event time: ``t`` is in it when
+``start <= t < end``. State is kept per extent, across batches, peers and restores, so the same
+extent must always come out as the same pair of floats: fixed and sliding extents are computed
+from an integer index (``start = k * range``, ``k * slide``), never by adding steps up, and the
+index is corrected where the float division ``t / step`` rounds across a boundary.
+
+Fixed, sliding and global extents depend on ``t`` alone. Sessions depend on what the key has
+already seen: each segment stands for the extent ``[t, t + gap)``, and every session that extent
+overlaps is merged with it into one, so a session ends ``gap`` after its last segment and a pause
+of exactly ``gap`` closes it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from peer.job.spec import Window
+
+Extent = tuple[float, float]
+GLOBAL: Extent = (-math.inf, math.inf)
+
+
+def extents(window: Window, t: float) -> list[Extent]:
+    """Every extent of the window that holds ``t``, earliest first; for a session window, the
+    segment's own ``[t, t + gap)``, which ``absorb`` merges into the key's sessions."""
+    if window.type == "fixed":
+        k = _index(t, window.range)  # type: ignore[arg-type]
+        return [(k * window.range, (k + 1) * window.range)]  # type: ignore[operator]
+    if window.type == "sliding":
+        return _sliding(t, window.range, window.slide)  # type: ignore[arg-type]
+    if window.type == "global":
+        return [GLOBAL]
+    return [(t, t + window.gap)]  # type: ignore[operator]
+
+
+def _index(t: float, step: float) -> int:
+    """The ``k`` with ``k * step <= t < (k + 1) * step``, as computed in floats."""
+    k = math.floor(t / step)
+    while k * step > t:
+        k -= 1
+    while (k + 1) * step <= t:
+        k += 1
+    return k
+
+
+def _sliding(t: float, range_: float, slide: float) -> list[Extent]:
+    k = _index(t, slide)
+    out: list[Extent] = []
+    while k * slide + range_ > t:
+        out.append((k * slide, k * slide + range_))
+        k -= 1
+    out.reverse()
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMerge:
+    """A key's sessions after one more extent joined them: ``extent`` is the session it ended up
+    in, made of itself and the old sessions ``merged`` (earliest first; none when it opened a new
+    session, one when it fell in or extended one, more when it bridged them)."""
+
+    sessions: list[Extent]
+    extent: Extent
+    merged: list[Extent]
+
+
+def session(sessions: Iterable[Extent], t: float, gap: float) -> SessionMerge:
+    """Where a segment at ``t`` goes among a key's non-overlapping ``sessions``."""
+    return absorb(sessions, (t, t + gap))
+
+
+def absorb(sessions: Iterable[Extent], extent: Extent) -> SessionMerge:
+    """Merge ``extent`` with every session it overlaps. The sessions that overlap it are
+    consecutive, so the union overlaps no other and the sessions stay disjoint."""
+    start, end = extent
+    merged: list[Extent] = []
+    kept: list[Extent] = []
+    for old in sorted(sessions):
+        if old[0] < extent[1] and extent[0] < old[1]:
+            merged.append(old)
+            start, end = min(start, old[0]), max(end, old[1])
+        else:
+            kept.append(old)
+    return SessionMerge(sorted([*kept, (start, end)]), (start, end), merged)

@@ -1,0 +1,390 @@
+"""The exactly-once JSON-lines sink: staged per epoch, published on commit, settled on recovery,
+so that whatever fails, the published files hold each segment once."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from peer.plugins import Epoch, PluginError, Recovery
+from peer.plugins.jsonl import ExactlyOnceOutput, exactly_once_output, file_name
+from tests.unit.plugins.plugin_fixtures import json_values, task
+
+PLUGIN = "peer.plugins.jsonl:exactly_once_output"
+WHERE = f"task 'write', plugin {PLUGIN!r}"
+EXAMPLES = settings(max_examples=200, deadline=None)
+
+
+def sink(
+    directory: Path, slot: int = 0, committed: Epoch | None = None, version: int = 1
+) -> ExactlyOnceOutput:
+    """Slot ``slot`` of two, started in allocation ``version`` after ``committed``."""
+    plugin = exactly_once_output(task(PLUGIN, "output", "write", path=str(directory)), slot, 2)
+    plugin.recover(Recovery(None, committed, Epoch(version, 1)))
+    return plugin
+
+
+def put(plugin: ExactlyOnceOutput, *segments: Any) -> None:
+    plugin.prepare(list(segments))
+    assert plugin.write()
+
+
+def name(version: int, number: int, slot: int = 0) -> str:
+    return file_name(Epoch(version, number), slot)
+
+
+def published(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.glob("*.jsonl"))
+
+
+def staged(directory: Path) -> list[str]:
+    return sorted(os.listdir(directory / ".staging"))
+
+
+def lines(directory: Path) -> list[Any]:
+    """What a reader sees: every published file, in name order."""
+    return [
+        json.loads(line)
+        for file in published(directory)
+        for line in (directory / file).read_bytes().splitlines()
+    ]
+
+
+def test_an_epoch_is_staged_until_committed(tmp_path):
+    plugin = sink(tmp_path)
+    put(plugin, 1, 2)
+    assert staged(tmp_path) == ["000000000001-00000001-0000.jsonl"]
+    plugin.checkpoint(Epoch(1, 1))
+    put(plugin, 3)
+    plugin.checkpoint(Epoch(1, 2))
+    put(plugin, 4)
+    assert staged(tmp_path) == [name(1, 1), name(1, 2), name(1, 3)]
+    assert published(tmp_path) == []
+    plugin.committed(Epoch(1, 1))
+    assert published(tmp_path) == [name(1, 1)]
+    assert lines(tmp_path) == [1, 2]
+    plugin.committed(Epoch(1, 2))
+    assert lines(tmp_path) == [1, 2, 3]
+    assert staged(tmp_path) == [name(1, 3)]
+
+
+def test_a_commit_publishes_every_earlier_epoch_and_an_empty_epoch_leaves_no_file(tmp_path):
+    plugin = sink(tmp_path)
+    put(plugin, 1)
+    plugin.checkpoint(Epoch(1, 1))
+    plugin.checkpoint(Epoch(1, 2))
+    put(plugin, 2)
+    plugin.checkpoint(Epoch(1, 3))
+    plugin.committed(Epoch(1, 3))
+    plugin.committed(Epoch(1, 3))
+    assert published(tmp_path) == [name(1, 1), name(1, 3)]
+    assert lines(tmp_path) == [1, 2]
+    assert staged(tmp_path) == []
+
+
+def test_a_checkpoint_syncs_the_file_and_the_staging_directory(tmp_path, monkeypatch):
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    plugin = sink(tmp_path)
+    put(plugin, 1)
+    monkeypatch.setattr(os, "fsync", fsync)
+    plugin.checkpoint(Epoch(1, 1))
+    assert synced == [str(tmp_path / ".staging" / name(1, 1)), str(tmp_path / ".staging")]
+    assert plugin.synced()
+    assert len(synced) == 2
+
+
+def test_synced_syncs_the_open_file(tmp_path, monkeypatch):
+    plugin = sink(tmp_path)
+    put(plugin, 1)
+    calls: list[int] = []
+    monkeypatch.setattr(os, "fsync", calls.append)
+    assert plugin.synced()
+    assert plugin.synced()
+    assert len(calls) == 1
+
+
+def test_a_crash_keeps_what_was_committed_and_deletes_what_was_not(tmp_path):
+    first = sink(tmp_path)
+    put(first, 1, 2)
+    first.checkpoint(Epoch(1, 1))
+    put(first, 3)
+    first.checkpoint(Epoch(1, 2))
+    put(first, 4)
+    first.checkpoint(Epoch(1, 3))
+    put(first, 5)
+    first.committed(Epoch(1, 1))
+    first.close()  # the coordinator committed epoch 2, then the peer died
+    second = sink(tmp_path, committed=Epoch(1, 2), version=2)
+    assert published(tmp_path) == [name(1, 1), name(1, 2)]
+    assert staged(tmp_path) == []
+    put(second, 4, 5)
+    second.checkpoint(Epoch(2, 1))
+    second.committed(Epoch(2, 1))
+    assert lines(tmp_path) == [1, 2, 3, 4, 5]
+
+
+def test_recovery_publishes_an_epoch_whose_commit_the_sink_never_heard(tmp_path):
+    first = sink(tmp_path)
+    put(first, 1)
+    first.checkpoint(Epoch(1, 1))
+    first.close()
+    sink(tmp_path, committed=Epoch(1, 1), version=2)
+    assert published(tmp_path) == [name(1, 1)]
+    assert lines(tmp_path) == [1]
+
+
+def test_with_nothing_committed_every_older_allocations_file_goes(tmp_path):
+    first = sink(tmp_path)
+    put(first, 1)
+    first.checkpoint(Epoch(1, 1))
+    put(first, 2)
+    first.close()
+    sink(tmp_path, version=2)
+    assert published(tmp_path) == []
+    assert staged(tmp_path) == []
+
+
+def test_newer_and_current_allocations_files_are_left_alone(tmp_path):
+    old = sink(tmp_path, 1)
+    put(old, "old")
+    old.close()
+    newer = sink(tmp_path, 0, version=3)
+    put(newer, "sealed")
+    newer.checkpoint(Epoch(3, 1))
+    put(newer, "open")
+    current = sink(tmp_path, 1, version=2)
+    put(current, "current")
+    sink(tmp_path, 0, version=2)  # a peer that has not yet heard of allocation 3
+    assert staged(tmp_path) == [name(2, 1, 1), name(3, 1), name(3, 2)]
+    newer.committed(Epoch(3, 1))
+    assert lines(tmp_path) == ["sealed"]
+
+
+def test_two_slots_recovering_one_after_the_other_keep_each_others_files(tmp_path):
+    for slot in range(2):
+        plugin = sink(tmp_path, slot)
+        put(plugin, f"a{slot}")
+        plugin.checkpoint(Epoch(1, 1))
+        put(plugin, f"lost{slot}")
+        plugin.close()
+    zero = sink(tmp_path, 0, Epoch(1, 1), 2)
+    put(zero, "b0")
+    one = sink(tmp_path, 1, Epoch(1, 1), 2)
+    put(one, "b1")
+    assert staged(tmp_path) == [name(2, 1, 0), name(2, 1, 1)]
+    for slot, plugin in enumerate((zero, one)):
+        put(plugin, f"c{slot}")
+        plugin.checkpoint(Epoch(2, 1))
+        plugin.committed(Epoch(2, 1))
+    assert lines(tmp_path) == ["a0", "a1", "b0", "c0", "b1", "c1"]
+
+
+def test_two_slots_settling_the_same_files_at_once_do_not_fail(tmp_path, monkeypatch):
+    for slot in range(2):
+        plugin = sink(tmp_path, slot)
+        put(plugin, f"a{slot}")
+        plugin.checkpoint(Epoch(1, 1))
+        put(plugin, f"lost{slot}")
+        plugin.close()
+    seen = staged(tmp_path)
+    zero = sink(tmp_path, 0, Epoch(1, 1), 2)
+    put(zero, "b0")
+    monkeypatch.setattr(os, "listdir", lambda path: list(seen))  # listed before zero settled
+    sink(tmp_path, 1, Epoch(1, 1), 2)
+    monkeypatch.undo()
+    assert published(tmp_path) == [name(1, 1, 0), name(1, 1, 1)]
+    assert staged(tmp_path) == [name(2, 1, 0)]
+
+
+def test_a_new_start_of_the_same_epoch_rewrites_its_file(tmp_path):
+    first = sink(tmp_path)
+    put(first, "void")
+    first.close()
+    second = sink(tmp_path)
+    put(second, "kept")
+    second.checkpoint(Epoch(1, 1))
+    second.committed(Epoch(1, 1))
+    assert lines(tmp_path) == ["kept"]
+
+
+def test_files_it_never_makes_are_left_alone(tmp_path):
+    (tmp_path / ".staging").mkdir(parents=True)
+    (tmp_path / ".staging" / "notes.txt").write_text("mine")
+    sink(tmp_path, version=2)
+    assert staged(tmp_path) == ["notes.txt"]
+
+
+def test_a_checkpoint_for_another_epoch_is_refused(tmp_path):
+    plugin = sink(tmp_path)
+    plugin.checkpoint(Epoch(1, 1))
+    with pytest.raises(PluginError) as caught:
+        plugin.checkpoint(Epoch(1, 3))
+    reason = "checkpoint at epoch 3 of allocation 1 while writing epoch 2 of allocation 1"
+    assert str(caught.value) == f"{WHERE}: {reason}"
+
+
+def test_a_checkpoint_with_segments_not_yet_written_is_refused(tmp_path):
+    plugin = sink(tmp_path)
+    plugin.prepare([1])
+    with pytest.raises(PluginError, match=r"with 2 bytes prepared but not written: write\(\)"):
+        plugin.checkpoint(Epoch(1, 1))
+
+
+def test_writing_before_recover_is_refused(tmp_path):
+    plugin = exactly_once_output(task(PLUGIN, "output", "write", path=str(tmp_path)), 0, 1)
+    plugin.prepare([1])
+    with pytest.raises(PluginError) as caught:
+        plugin.write()
+    reason = "used before recover(): there is no epoch to write to"
+    assert str(caught.value) == f"{WHERE}: {reason}"
+
+
+def test_a_sealed_file_that_vanished_is_named_when_published(tmp_path):
+    plugin = sink(tmp_path)
+    put(plugin, 1)
+    plugin.checkpoint(Epoch(1, 1))
+    (tmp_path / ".staging" / name(1, 1)).unlink()
+    with pytest.raises(PluginError) as caught:
+        plugin.committed(Epoch(1, 1))
+    path = str(tmp_path / ".staging" / name(1, 1))
+    reason = "it is neither staged nor published: was it deleted as uncommitted?"
+    assert str(caught.value) == f"{WHERE}: cannot publish {path!r}: {reason}"
+
+
+def test_a_short_write_keeps_the_rest_staged(tmp_path, monkeypatch):
+    plugin = sink(tmp_path)
+    plugin.prepare(["abc", "def"])
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, data[:3]))
+    assert not plugin.write()
+    monkeypatch.undo()
+    assert plugin.write()
+    plugin.checkpoint(Epoch(1, 1))
+    plugin.committed(Epoch(1, 1))
+    assert lines(tmp_path) == ["abc", "def"]
+
+
+def test_a_failed_write_is_named(tmp_path, monkeypatch):
+    plugin = sink(tmp_path)
+    plugin.prepare([1])
+
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(PluginError) as caught:
+        plugin.write()
+    path = str(tmp_path / ".staging" / name(1, 1))
+    assert str(caught.value) == f"{WHERE}: writing {path!r} failed: No space left on device"
+
+
+def test_a_segment_that_is_not_json_is_named(tmp_path):
+    plugin = sink(tmp_path)
+    with pytest.raises(PluginError) as caught:
+        plugin.prepare([1, {1, 2}])
+    assert str(caught.value).startswith(f"{WHERE}: segment {{1, 2}} is not JSON-serialisable")
+    assert plugin.write()
+    assert staged(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("params", "reason"),
+    [
+        ({}, "params.path is required (a directory path string)"),
+        ({"path": ""}, "params.path must be a directory path string, got ''"),
+    ],
+)
+def test_bad_params_are_named(params, reason):
+    with pytest.raises(PluginError) as caught:
+        exactly_once_output(task(PLUGIN, "output", "write", **params), 0, 1)
+    assert str(caught.value) == f"{WHERE}: {reason}"
+
+
+def test_a_directory_that_cannot_be_made_is_named(tmp_path):
+    (tmp_path / "file").touch()
+    with pytest.raises(PluginError) as caught:
+        sink(tmp_path / "file")
+    path = str(tmp_path / "file" / ".staging")
+    assert str(caught.value) == f"{WHERE}: cannot make {path!r}: Not a directory"
+
+
+# -- generative: crashes anywhere -----------------------------------------------------------------
+
+
+@dataclass
+class Coordinator:
+    """What outlives a sink's crash: the epochs committed and the input's position at each."""
+
+    segments: list[Any]
+    data: st.DataObject
+    positions: dict[Epoch | None, int] = field(default_factory=lambda: {None: 0})
+    committed: Epoch | None = None
+
+    def live(self, plugin: ExactlyOnceOutput, version: int, crash: bool) -> None:
+        """One allocation's run from the committed epoch: batches, barriers at random, commits a
+        random number of epochs behind, and the sink hearing of them further behind still; to
+        the end of the input and a final committed barrier, or to a crash at a random batch."""
+        draw = self.data.draw
+        index, epoch, sealed = self.positions[self.committed], Epoch(version, 1), []
+        lag = draw(st.integers(0, 3), label="epochs from seal to commit")
+        notice = draw(st.integers(0, 2), label="epochs from commit to the sink hearing it")
+        stop = draw(st.integers(0, 12), label="batches before the crash") if crash else None
+        batches = 0
+        while index < len(self.segments) and batches != stop:
+            size = draw(st.integers(1, 4), label="batch size")
+            put(plugin, *self.segments[index : index + size])
+            index, batches = min(index + size, len(self.segments)), batches + 1
+            if draw(st.booleans(), label="barrier"):
+                self.seal(plugin, epoch, index)
+                sealed.append(epoch)
+                epoch = Epoch(version, epoch.number + 1)
+                if len(sealed) > lag:
+                    self.committed = sealed[-1 - lag]
+                if len(sealed) > lag + notice:
+                    plugin.committed(sealed[-1 - lag - notice])
+        if not crash:
+            self.seal(plugin, epoch, index)
+            self.committed = epoch
+            plugin.committed(epoch)
+        plugin.close()
+
+    def seal(self, plugin: ExactlyOnceOutput, epoch: Epoch, index: int) -> None:
+        plugin.checkpoint(epoch)
+        self.positions[epoch] = index
+
+
+def run(directory: Path, segments: list[Any], crashes: int, data: st.DataObject) -> None:
+    """Allocations 1 .. crashes + 1, each but the last ending in a crash; after each recovery the
+    reader sees exactly the committed epochs and nothing older is left staged."""
+    coordinator = Coordinator(segments, data)
+    for version in range(1, crashes + 2):
+        plugin = sink(directory, 0, coordinator.committed, version)
+        assert lines(directory) == segments[: coordinator.positions[coordinator.committed]]
+        assert staged(directory) == []
+        coordinator.live(plugin, version, crash=version <= crashes)
+
+
+@EXAMPLES
+@given(segments=st.lists(json_values, max_size=30), data=st.data())
+def test_crashes_anywhere_leave_what_a_failure_free_run_leaves(segments, data):
+    crashes = data.draw(st.integers(0, 3), label="crashes")
+    with tempfile.TemporaryDirectory() as clean, tempfile.TemporaryDirectory() as failing:
+        run(Path(clean), segments, 0, data)
+        run(Path(failing), segments, crashes, data)
+        assert lines(Path(failing)) == lines(Path(clean)) == segments
+        assert staged(Path(failing)) == []

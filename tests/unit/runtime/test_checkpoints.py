@@ -1,0 +1,401 @@
+"""Checkpoints without a cluster: snapshots in fsspec's memory filesystem and in a local
+directory, commit records in the embedded store, where claims and commits can be interleaved
+at will to play out the races between coordinators."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+import fsspec
+import pytest
+
+from peer.log.store import path_component
+from peer.log.stores.memory import MemoryLog
+from peer.runtime.checkpoints import (
+    CheckpointError,
+    CheckpointStorage,
+    CommitRecord,
+    Commits,
+    Epoch,
+    committed_epochs,
+)
+
+JOB = "job-1"
+
+
+@pytest.fixture(params=["memory", "local"])
+def storage(request, tmp_path, tenancy) -> Iterator[CheckpointStorage]:
+    url = "memory://checkpoints" if request.param == "memory" else str(tmp_path / "checkpoints")
+    s = CheckpointStorage(url, tenancy)
+    yield s
+    s.close()
+    if request.param == "memory":
+        s.fs.rm(s.root, recursive=True)
+
+
+def files(storage: CheckpointStorage) -> list[str]:
+    return sorted(p.removeprefix(storage.root.rstrip("/")) for p in storage.fs.find(storage.root))
+
+
+# -- epochs ---------------------------------------------------------------------------------------
+
+
+def test_a_later_allocation_s_epochs_come_after_every_earlier_one():
+    assert Epoch(1, 99) < Epoch(2, 1) < Epoch(2, 2)
+    assert sorted([Epoch(3, 1), Epoch(1, 7), Epoch(2, 1), Epoch(1, 2)]) == [
+        Epoch(1, 2),
+        Epoch(1, 7),
+        Epoch(2, 1),
+        Epoch(3, 1),
+    ]
+
+
+# -- commit records -------------------------------------------------------------------------------
+
+
+def test_a_record_survives_encoding():
+    for record in [
+        CommitRecord(None, 1, {}),
+        CommitRecord(Epoch(3, 12), 4, {"in": 2, "count": 3, "out": 1}),
+    ]:
+        assert CommitRecord.decode(record.encode()) == record
+
+
+def test_a_record_encodes_compactly():
+    record = CommitRecord(Epoch(3, 12), 4, {"in": 2})
+    assert record.encode() == b'{"committed":[3,12],"owner":4,"slots":{"in":2}}'
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"\xff\xfe", "not JSON"),
+        (b"{not json", "not JSON"),
+        (b"[1, 2]", "not an object with committed, owner, slots"),
+        (b'{"committed": null, "owner": 1}', "not an object with committed, owner, slots"),
+        (b'{"committed": [1], "owner": 1, "slots": {}}', "committed is neither null nor"),
+        (b'{"committed": [1, "2"], "owner": 1, "slots": {}}', "committed is neither null nor"),
+        (b'{"committed": null, "owner": true, "slots": {}}', "owner is not an integer"),
+        (b'{"committed": null, "owner": 1, "slots": {"a": 1.5}}', "slots is not an object of"),
+        (b'{"committed": null, "owner": 1, "slots": []}', "slots is not an object of"),
+    ],
+)
+def test_a_record_that_does_not_decode_says_why(data, why):
+    with pytest.raises(CheckpointError, match=f"commit record .* does not decode: .*{why}"):
+        CommitRecord.decode(data)
+
+
+def test_a_bad_record_in_the_store_names_its_job():
+    store = MemoryLog().session()
+    store.write_commit(JOB, b"garbage", -1)
+    with pytest.raises(CheckpointError, match=f"job '{JOB}': commit record b'garbage'"):
+        Commits(store, JOB).read()
+
+
+# -- the store's compare-and-set ------------------------------------------------------------------
+
+
+def test_commit_records_are_compare_and_set_across_sessions():
+    log = MemoryLog()
+    one, two = log.session(), log.session()
+    assert one.read_commit(JOB) == (None, -1)
+    assert one.write_commit(JOB, b"a", -1) == 0
+    assert two.write_commit(JOB, b"b", -1) is None
+    assert two.read_commit(JOB) == (b"a", 0)
+    assert two.write_commit(JOB, b"b", 0) == 1
+    assert one.write_commit(JOB, b"c", 0) is None
+    assert one.read_commit(JOB) == (b"b", 1)
+    one.delete_commit(JOB)
+    two.delete_commit(JOB)
+    assert two.read_commit(JOB) == (None, -1)
+    assert two.write_commit(JOB, b"d", 1) is None
+    assert two.write_commit(JOB, b"d", -1) == 0
+
+
+# -- claims and commits ---------------------------------------------------------------------------
+
+
+class Interleaved:
+    """A store session that runs ``meanwhile`` just before its first commit write, so another
+    coordinator's step lands between this one's read and its compare-and-set."""
+
+    def __init__(self, store, meanwhile: Callable[[], object]) -> None:
+        self.store, self.meanwhile = store, meanwhile
+
+    def read_commit(self, job):
+        return self.store.read_commit(job)
+
+    def write_commit(self, job, data, expected):
+        meanwhile, self.meanwhile = self.meanwhile, lambda: None
+        meanwhile()
+        return self.store.write_commit(job, data, expected)
+
+
+class LostReplies:
+    """A store session whose writes go through but report the race as lost, as a write does
+    whose reply a disconnection swallowed and whose retry then finds its own change."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    def read_commit(self, job):
+        return self.store.read_commit(job)
+
+    def write_commit(self, job, data, expected):
+        self.store.write_commit(job, data, expected)
+
+
+def test_the_first_claim_creates_the_record():
+    commits = Commits(MemoryLog().session(), JOB)
+    assert commits.read() == (None, -1)
+    assert commits.claim(1) == CommitRecord(None, 1, {})
+    assert commits.read() == (CommitRecord(None, 1, {}), 0)
+
+
+def test_a_claim_keeps_what_is_committed():
+    commits = Commits(MemoryLog().session(), JOB)
+    commits.claim(1)
+    assert commits.commit(1, Epoch(1, 3), {"in": 2})
+    assert commits.claim(2) == CommitRecord(Epoch(1, 3), 2, {"in": 2})
+
+
+def test_claiming_again_for_the_same_version_writes_nothing():
+    commits = Commits(MemoryLog().session(), JOB)
+    claimed = commits.claim(1)
+    assert commits.claim(1) == claimed
+    assert commits.read()[1] == 0
+
+
+def test_commits_advance_the_record():
+    commits = Commits(MemoryLog().session(), JOB)
+    commits.claim(1)
+    assert commits.commit(1, Epoch(1, 1), {"in": 1})
+    assert commits.commit(1, Epoch(1, 2), {"in": 1})
+    assert commits.read()[0] == CommitRecord(Epoch(1, 2), 1, {"in": 1})
+
+
+def test_a_newer_claim_makes_an_older_coordinator_stale():
+    log = MemoryLog()
+    old, new = Commits(log.session(), JOB), Commits(log.session(), JOB)
+    old.claim(1)
+    assert old.commit(1, Epoch(1, 1), {"in": 1})
+    new.claim(2)
+    assert not old.commit(1, Epoch(1, 2), {"in": 1})
+    assert old.claim(1) is None
+    assert new.read()[0] == CommitRecord(Epoch(1, 1), 2, {"in": 1})
+
+
+def test_a_claim_between_a_commit_s_read_and_its_write_wins():
+    log = MemoryLog()
+    new = Commits(log.session(), JOB)
+    old = Commits(Interleaved(log.session(), lambda: new.claim(2)), JOB)
+    Commits(log.session(), JOB).claim(1)
+    assert not old.commit(1, Epoch(1, 1), {"in": 1})
+    assert new.read()[0] == CommitRecord(None, 2, {})
+
+
+def test_a_commit_before_the_claim_is_refused():
+    assert not Commits(MemoryLog().session(), JOB).commit(1, Epoch(1, 1), {"in": 1})
+
+
+def test_an_epoch_before_the_committed_one_is_refused():
+    commits = Commits(MemoryLog().session(), JOB)
+    commits.claim(1)
+    commits.commit(1, Epoch(1, 2), {"in": 1})
+    with pytest.raises(ValueError, match="cannot commit epoch 1 of allocation 1, epoch 2 of"):
+        commits.commit(1, Epoch(1, 1), {"in": 1})
+    assert commits.read() == (CommitRecord(Epoch(1, 2), 1, {"in": 1}), 1)
+
+
+def test_committing_the_committed_epoch_again_writes_nothing():
+    commits = Commits(MemoryLog().session(), JOB)
+    commits.claim(1)
+    commits.commit(1, Epoch(1, 2), {"in": 1})
+    assert commits.commit(1, Epoch(1, 2), {"in": 1})
+    assert commits.read()[1] == 1
+
+
+def test_a_write_whose_reply_was_lost_is_recognised_as_done():
+    log = MemoryLog()
+    commits = Commits(LostReplies(log.session()), JOB)
+    assert commits.claim(1) == CommitRecord(None, 1, {})
+    assert commits.commit(1, Epoch(1, 1), {"in": 1})
+    assert Commits(log.session(), JOB).read() == (CommitRecord(Epoch(1, 1), 1, {"in": 1}), 1)
+
+
+def test_an_older_claim_that_loses_the_race_to_a_newer_one_is_stale():
+    log = MemoryLog()
+    new = Commits(log.session(), JOB)
+    old = Commits(Interleaved(log.session(), lambda: new.claim(2)), JOB)
+    assert old.claim(1) is None
+    assert new.read()[0] == CommitRecord(None, 2, {})
+
+
+def test_a_newer_claim_that_loses_the_race_to_an_older_one_retries_and_wins():
+    log = MemoryLog()
+    old = Commits(log.session(), JOB)
+    new = Commits(Interleaved(log.session(), lambda: old.claim(1)), JOB)
+    assert new.claim(2) == CommitRecord(None, 2, {})
+    assert not old.commit(1, Epoch(1, 1), {"in": 1})
+    assert new.commit(2, Epoch(2, 1), {"in": 1})
+
+
+def test_of_many_racing_claims_the_newest_owns_the_record():
+    log = MemoryLog()
+    start = threading.Barrier(8)
+    results: dict[int, CommitRecord | None] = {}
+
+    def claim(version: int) -> None:
+        commits = Commits(log.session(), JOB)
+        start.wait()
+        results[version] = commits.claim(version)
+
+    threads = [threading.Thread(target=claim, args=(v,)) for v in range(1, 9)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results[8] == CommitRecord(None, 8, {})
+    assert all(r is None or r.owner == v for v, r in results.items())
+    assert Commits(log.session(), JOB).read()[0] == CommitRecord(None, 8, {})
+
+
+# -- snapshots ------------------------------------------------------------------------------------
+
+
+def test_a_snapshot_comes_back_as_it_was_put(storage):
+    blob = bytes(range(256)) * 100
+    storage.put(JOB, Epoch(1, 1), "count", 0, blob).result()
+    storage.put(JOB, Epoch(1, 1), "count", 1, b"").result()
+    assert storage.get(JOB, Epoch(1, 1), "count", 0) == blob
+    assert storage.fetch(JOB, Epoch(1, 1), "count", 1).result() == b""
+
+
+def test_snapshots_are_laid_out_by_job_epoch_task_and_slot(storage):
+    storage.put(JOB, Epoch(3, 7), "count", 2, b"x").result()
+    assert files(storage) == [f"/{JOB}/000000000003-00000007/count/2.snap"]
+
+
+def test_unsafe_names_stay_inside_their_own_directory(storage):
+    storage.put("../escape", Epoch(1, 1), "a/b", 0, b"x").result()
+    storage.put("..", Epoch(1, 1), "..", 0, b"y").result()
+    assert files(storage) == [
+        "/%2E.%2Fescape/000000000001-00000001/a%2Fb/0.snap",
+        "/%2E./000000000001-00000001/%2E./0.snap",
+    ]
+    assert storage.get("../escape", Epoch(1, 1), "a/b", 0) == b"x"
+    assert storage.get("..", Epoch(1, 1), "..", 0) == b"y"
+
+
+def test_a_path_component_is_never_empty():
+    with pytest.raises(ValueError, match="empty name"):
+        path_component("")
+
+
+def test_a_snapshot_is_not_under_its_final_name_until_it_is_whole(storage):
+    blob = b"snapshot" * 1000
+    seen = []
+    move = storage.fs.mv
+
+    def watched_move(source, destination, **kwargs):
+        seen.append((storage.fs.exists(destination), storage.fs.cat_file(source)))
+        move(source, destination, **kwargs)
+
+    storage.fs.mv = watched_move
+    try:
+        storage.put(JOB, Epoch(1, 1), "count", 0, blob).result()
+    finally:
+        del storage.fs.mv
+    assert seen == [(False, blob)]
+    assert files(storage) == [f"/{JOB}/000000000001-00000001/count/0.snap"]
+
+
+def test_an_upload_cut_short_leaves_nothing_behind(storage):
+    def half_written(path, value, **kwargs):
+        with storage.fs.open(path, "wb") as f:
+            f.write(value[: len(value) // 2])
+        raise OSError("the disk is full")
+
+    storage.put(JOB, Epoch(1, 1), "count", 0, b"first").result()
+    storage.fs.pipe_file = half_written
+    try:
+        upload = storage.put(JOB, Epoch(1, 1), "count", 1, b"snapshot" * 1000)
+        with pytest.raises(CheckpointError, match=r"cannot store the snapshot .* disk is full"):
+            upload.result()
+    finally:
+        del storage.fs.pipe_file
+    assert files(storage) == [f"/{JOB}/000000000001-00000001/count/0.snap"]
+
+
+def test_a_missing_snapshot_names_what_is_missing_and_where(storage):
+    storage.put(JOB, Epoch(1, 1), "count", 0, b"x").result()
+    message = (
+        f"the snapshot of job '{JOB}' epoch 2 of allocation 1 task 'count' slot 0 "
+        f"is not at .*/{JOB}/000000000001-00000002/count/0.snap"
+    )
+    with pytest.raises(CheckpointError, match=message):
+        storage.get(JOB, Epoch(1, 2), "count", 0)
+    with pytest.raises(CheckpointError, match="task 'count' slot 3 is not at"):
+        storage.fetch(JOB, Epoch(1, 1), "count", 3).result()
+
+
+def test_epochs_lists_the_epochs_with_snapshots_in_order(storage):
+    assert storage.epochs(JOB) == []
+    for epoch in [Epoch(2, 1), Epoch(1, 10), Epoch(1, 9), Epoch(10, 1)]:
+        storage.put(JOB, epoch, "count", 0, b"x").result()
+    storage.put(JOB, Epoch(1, 9), "count", 1, b"x").result()
+    storage.put("other", Epoch(5, 5), "count", 0, b"x").result()
+    assert storage.epochs(JOB) == [Epoch(1, 9), Epoch(1, 10), Epoch(2, 1), Epoch(10, 1)]
+
+
+def test_collect_deletes_every_epoch_before_the_one_kept(storage):
+    assert storage.collect(JOB, Epoch(1, 1)) == 0
+    for epoch in [Epoch(1, 1), Epoch(1, 2), Epoch(2, 1), Epoch(2, 2)]:
+        for slot in range(2):
+            storage.put(JOB, epoch, "count", slot, b"x").result()
+    storage.put("other", Epoch(1, 1), "count", 0, b"x").result()
+    assert storage.collect(JOB, Epoch(2, 1)) == 2
+    assert storage.epochs(JOB) == [Epoch(2, 1), Epoch(2, 2)]
+    assert storage.collect_later(JOB, Epoch(2, 2)).result() == 1
+    assert storage.epochs(JOB) == [Epoch(2, 2)]
+    assert storage.epochs("other") == [Epoch(1, 1)]
+
+
+def test_collect_deletes_the_leftovers_of_an_upload_that_never_finished(storage):
+    leftover = storage.fs.unstrip_protocol(f"{storage.root}/{JOB}/000000000001-00000001/count")
+    with fsspec.open(f"{leftover}/0.snap.abc.tmp", "wb", auto_mkdir=True) as f:
+        f.write(b"half")
+    storage.put(JOB, Epoch(1, 2), "count", 0, b"x").result()
+    assert storage.epochs(JOB) == [Epoch(1, 2)]
+    assert storage.collect(JOB, Epoch(1, 2)) == 1
+    assert files(storage) == [f"/{JOB}/000000000001-00000002/count/0.snap"]
+
+
+def test_a_failed_collection_in_the_background_is_logged(storage, caplog):
+    storage.put(JOB, Epoch(1, 1), "count", 0, b"x").result()
+
+    def refuse(path, **kwargs):
+        raise PermissionError("read-only")
+
+    storage.fs.rm = refuse
+    try:
+        with pytest.raises(CheckpointError, match=r"cannot delete .*: read-only"):
+            storage.collect_later(JOB, Epoch(1, 2)).result()
+    finally:
+        del storage.fs.rm
+    assert f"job {JOB}: deleting the epochs before epoch 2 of allocation 1 failed" in caplog.text
+
+
+def test_committed_epochs_are_those_stored_up_to_the_record_s(storage):
+    for epoch in [Epoch(1, 1), Epoch(1, 2), Epoch(2, 1)]:
+        storage.put(JOB, epoch, "count", 0, b"x").result()
+    assert committed_epochs(storage, JOB, None) == []
+    assert committed_epochs(storage, JOB, CommitRecord(None, 2, {})) == []
+    record = CommitRecord(Epoch(1, 2), 2, {"count": 1})
+    assert committed_epochs(storage, JOB, record) == [Epoch(1, 1), Epoch(1, 2)]
+
+
+def test_an_unknown_protocol_is_refused_by_name():
+    with pytest.raises(CheckpointError, match="checkpoint storage 'bogus://x' cannot be opened"):
+        CheckpointStorage("bogus://x", "t")

@@ -1,0 +1,79 @@
+"""The inbox: per-sender order, alignment on barriers, watermarks min-merged, the end."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from peer.runtime.inbox import END, Barrier, Inbox, Watermark
+
+
+def test_a_barrier_holds_back_only_what_its_sender_sent_after_it():
+    inbox = Inbox(frozenset({1, 2}))
+    inbox.put(1, [{"a": 1}])
+    inbox.put(1, Barrier(1))
+    inbox.put(1, [{"a": 2}])
+    inbox.put(2, [{"b": 1}])
+    assert sorted(s["a" if "a" in s else "b"] for s in inbox.take(10)) == [1, 1]
+    assert inbox.aligned() is None
+    inbox.put(2, [{"b": 2}])
+    inbox.put(2, Barrier(1))
+    assert inbox.take(10) == [{"b": 2}]
+    assert inbox.aligned() == Barrier(1)
+    inbox.release()
+    assert inbox.take(10) == [{"a": 2}]
+
+
+def test_barriers_of_different_epochs_do_not_align():
+    inbox = Inbox(frozenset({1, 2}))
+    inbox.put(1, Barrier(1))
+    inbox.put(2, Barrier(2))
+    assert inbox.aligned() is None
+
+
+def test_watermarks_are_the_minimum_once_every_sender_has_one():
+    inbox = Inbox(frozenset({1, 2}))
+    inbox.put(1, Watermark(10.0))
+    inbox.take(10)
+    assert inbox.watermark() is None
+    inbox.put(2, Watermark(4.0))
+    inbox.put(1, Watermark(12.0))
+    inbox.take(10)
+    assert inbox.watermark() == 4.0
+
+
+def test_drained_once_every_sender_ended_and_all_is_taken():
+    inbox = Inbox(frozenset({1, 2}))
+    inbox.put(1, [{"x": 1}])
+    inbox.put(1, END)
+    inbox.put(2, END)
+    assert not inbox.drained()
+    assert inbox.take(10) == [{"x": 1}]
+    assert inbox.drained()
+
+
+def test_items_from_a_peer_that_is_not_upstream_are_ignored():
+    inbox = Inbox(frozenset({1}))
+    inbox.put(9, [{"x": 1}])
+    assert inbox.take(10) == []
+
+
+@given(st.lists(st.tuples(st.sampled_from([1, 2, 3]), st.integers(0, 2)), max_size=60))
+def test_every_segment_is_taken_once_and_never_across_a_barrier(sends):
+    """Each sender sends numbered segments and a barrier after every third: what is taken
+    before an alignment is exactly what was sent before the barriers."""
+    inbox = Inbox(frozenset({1, 2, 3}))
+    sent = {1: 0, 2: 0, 3: 0}
+    for source, _ in sends:
+        inbox.put(source, [(source, sent[source])])
+        sent[source] += 1
+    for source in (1, 2, 3):
+        inbox.put(source, Barrier(1))
+        inbox.put(source, [(source, "after")])
+    before = []
+    while batch := inbox.take(2):
+        before.extend(batch)
+    assert sorted(before) == sorted((s, i) for s in sent for i in range(sent[s]))
+    assert inbox.aligned() == Barrier(1)
+    inbox.release()
+    assert sorted(inbox.take(10)) == [(1, "after"), (2, "after"), (3, "after")]
