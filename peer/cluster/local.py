@@ -28,9 +28,7 @@ class LocalCluster:
         self.storage = CheckpointStorage("memory://onyx-checkpoints", f"local-{uuid.uuid4().hex}")
         config = GroupConfig(vpeers=vpeers, join_back_off=0.05, poll_interval=0.1)
         links = list(transports) if transports is not None else [None] * groups
-        self.groups = [
-            PeerGroup(self.log.session(), config, link, self.storage) for link in links
-        ]
+        self.groups = [PeerGroup(self.log.session(), config, link, self.storage) for link in links]
         self.threads = [threading.Thread(target=g.run, daemon=True) for g in self.groups]
         self.reader = self.log.session()
         self.changed = threading.Event()
