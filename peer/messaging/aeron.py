@@ -45,6 +45,11 @@ import pyaeron
 TERM_LENGTH = 16 * 1024 * 1024
 MAX_FRAME_LENGTH = TERM_LENGTH // 8
 """The largest frame ``offer`` takes: Aeron's limit on one message for TERM_LENGTH."""
+PUBLICATION_WINDOW = 256 * 1024
+"""How far a publication may run ahead of what its receiver has taken. Aeron's default is half
+the term (8 MiB here): a receiver that stops reading would then let megabytes of segments pile
+up ahead of a checkpoint barrier. A quarter MiB keeps back-pressure prompt and still holds many
+batches; a frame larger than the window still goes, once the window has room for its start."""
 MIN_MTU, MAX_MTU = 1408, 65504
 """Aeron's MTU bounds. Its default, 1408, fits a 1500-byte Ethernet frame; a larger MTU carries
 a batch in fewer fragments, which pays on one machine (loopback) and with jumbo frames, but on a
@@ -144,7 +149,10 @@ class AeronTransport:
 
     def _publish(self, address: str) -> pyaeron.ExclusivePublication:
         """Exclusive, so each sending group is an image of its own at the receiver."""
-        channel = f"{_channel(address)}|term-length={TERM_LENGTH}|sparse=true{self._mtu}"
+        channel = (
+            f"{_channel(address)}|term-length={TERM_LENGTH}|sparse=true"
+            f"|pub-wnd={PUBLICATION_WINDOW}{self._mtu}"
+        )
         publication = self._aeron.add_exclusive_publication(channel, self._stream_id)
         self._publications[address] = publication
         return publication

@@ -13,7 +13,9 @@ Frames for a peer of this same group never leave the process (nor get encoded). 
 groups queue per destination and are offered in order; a refused offer (back-pressure, or a
 publication not yet connected) leaves the frame at the head of its queue for the next round, and
 while queues are long the runners stop producing, so pressure travels upstream instead of into
-memory.
+memory. Inboxes count too: while a runner of this group has a long backlog, the group stops
+reading frames from Aeron (whose flow control then holds the senders back) and its own runners
+stop producing.
 """
 
 from __future__ import annotations
@@ -203,6 +205,7 @@ class DataPlane:
 
         checkpointed = self._checkpointed(replica, job_id)
         spec = job.task(task)
+        router = Router(routes(job, task, allocation), conditions(job, task))
         return TaskContext(
             job=job,
             task=spec,
@@ -211,10 +214,10 @@ class DataPlane:
             slot=peers.index(peer),
             slots=len(peers),
             upstream=frozenset(replica.short_ids[p] for p in upstream),
-            router=Router(routes(job, task, allocation), conditions(job, task)),
+            router=router,
             send=send,
             report=report,
-            congested=self._congested,
+            congested=lambda: self._congested(router.peers()),
             complete=complete,
             key_of=key_function(spec.group_by_key, spec.group_by_fn),
             storage=self.storage if checkpointed else None,
@@ -248,7 +251,12 @@ class DataPlane:
     # -- one round ------------------------------------------------------------------------------
 
     def step(self) -> bool:
-        busy = self.transport.poll(self._receive) > 0 if self.transport else False
+        listening = not any(
+            r.inbox.backlog() >= self.config.max_queued for r in self.runners.values()
+        )
+        busy = False
+        if self.transport is not None and listening:
+            busy = self.transport.poll(self._receive) > 0
         now = time.monotonic()
         for coordinator in list(self.coordinators.values()):
             busy = coordinator.step(now) or busy
@@ -259,7 +267,7 @@ class DataPlane:
                 self._fail(key, e)
         busy = self._flush() or busy
         if self.transport is not None:
-            self.liveness.tick()
+            self.liveness.tick(listening)
         return busy
 
     def _fail(self, key: RunnerKey, error: TaskFailed) -> None:
@@ -267,8 +275,18 @@ class DataPlane:
         self.runners.pop(key).close()
         self.write(KILL_JOB.entry(id=key[1]))
 
-    def _congested(self) -> bool:
-        return any(len(q) >= self.config.max_queued for q in self.queues.values())
+    def _congested(self, peers: list[str]) -> bool:
+        """Whether any of these downstream peers has a full queue: in this group, its inbox;
+        elsewhere, the frames waiting for its group."""
+        limit, short_ids = self.config.max_queued, self.replica.short_ids
+        for peer in peers:
+            local = self.by_short.get(short_ids.get(peer, -1))
+            if local is not None:
+                if local.inbox.backlog() >= limit:
+                    return True
+            elif len(self.queues.get(self.peer_sites.get(peer, ""), ())) >= limit:
+                return True
+        return False
 
     # -- frames ---------------------------------------------------------------------------------
 

@@ -89,6 +89,10 @@ class Inbox:
             return None
         return min(self.watermarks.values())
 
+    def backlog(self) -> int:
+        """Items waiting: what tells a group to stop taking in more."""
+        return sum(len(q) for q in self.queues.values())
+
     def drained(self) -> bool:
         """Every sender has ended and everything it sent has been taken."""
         return self.ended >= self.sources and not any(self.queues.values())

@@ -85,6 +85,7 @@ class Router:
         self.conditions = tuple(conditions)
         self.guarded = frozenset(t for c in self.conditions for t in c.to)
         self.turn = 0
+        self._peers = sorted({p for route in self.routes for p in route.peers})
 
     def split(self, segments: Sequence[Segment]) -> dict[str, list[Segment]]:
         out: dict[str, list[Segment]] = {}
@@ -116,4 +117,4 @@ class Router:
 
     def peers(self) -> list[str]:
         """Every peer this task sends to, which is every peer owed its end-of-input marker."""
-        return sorted({p for route in self.routes for p in route.peers})
+        return self._peers

@@ -1,0 +1,128 @@
+"""Exactly-once under kill -9: a keyed stream through a windowed count into the exactly-once
+sink, on `onyx peer start` processes over a real ZooKeeper and Aeron, with peer groups killed
+at random moments and replaced. The published output must equal a failure-free run's."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from peer import api
+from peer.runtime.checkpoints import Commits
+from peer.runtime.coordinator import coordinator_of
+from tests.support import onyx, wait_for
+
+pytestmark = pytest.mark.integration
+
+EVENTS = 100_000
+USERS = 50
+
+
+def write_events(path: Path) -> None:
+    with path.open("w") as f:
+        for i in range(EVENTS):
+            f.write(json.dumps({"user": f"u{(i * 7) % USERS}", "ts": i}) + "\n")
+
+
+def job(events: Path, out: Path) -> dict:
+    return {
+        "workflow": [["read", "count"], ["count", "write"]],
+        "catalog": [
+            {"name": "read", "kind": "input", "plugin": "peer.plugins.jsonl:input",
+             "params": {"path": str(events)}, "n_peers": 1},
+            {"name": "count", "kind": "function", "fn": "tests.chaos.pacing:pace",
+             "group_by_key": "user", "max_peers": 2},
+            {"name": "write", "kind": "output", "plugin": "peer.plugins.jsonl:exactly_once_output",
+             "params": {"path": str(out)}, "max_peers": 2},
+        ],
+        "windows": [{"id": "visits", "task": "count", "type": "fixed", "aggregation": "count",
+                     "key": "ts", "range": 5000}],
+        "triggers": [{"window": "visits", "on": "segment", "threshold": 20},
+                     {"window": "visits", "on": "watermark"}],
+        "barrier_period": 0.5,
+    }  # fmt: skip
+
+
+def published(out: Path) -> list[str]:
+    """Every published record, as sorted canonical JSON: the sink's file names hold epochs,
+    which differ between runs; the records must not."""
+    return sorted(
+        json.dumps(json.loads(line), sort_keys=True)
+        for f in out.glob("*.jsonl")
+        for line in f.read_text().splitlines()
+    )
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> list[str]:
+    """The same job without failures, in one process."""
+    base = tmp_path_factory.mktemp("reference")
+    write_events(base / "events.jsonl")
+    (base / "job.yaml").write_text(yaml.safe_dump(job(base / "events.jsonl", base / "out")))
+    result = onyx("run", str(base / "job.yaml"), "--vpeers", "5", timeout=600)
+    assert result.returncode == 0, result.stderr
+    records = published(base / "out")
+    assert len(records) > EVENTS // 20
+    return records
+
+
+@pytest.fixture
+def cluster(start_peer, zookeeper, tenancy, monkeypatch):
+    """Three groups of two peers with a paced job's code, and a client on their log."""
+    monkeypatch.setenv("ONYX_TEST_PACE", "0.02")
+    options = {"vpeers": 2, "extra": ["--peer-timeout", "1"]}
+    groups = [start_peer(**options) for _ in range(3)]
+    store = api.connect(zookeeper.address, tenancy, create=True)
+    wait_for(lambda: len(api.replica(store).peers) >= 6, 60, "6 peers")
+    yield groups, lambda: groups.append(start_peer(**options)), store
+    store.close()
+
+
+@pytest.mark.parametrize("victims", ["random", "coordinator"])
+def test_three_kills_change_nothing_in_the_published_output(victims, reference, cluster, tmp_path):
+    groups, replace, store = cluster
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    write_events(tmp_path / "events.jsonl")
+    job_id = api.submit(store, job(tmp_path / "events.jsonl", tmp_path / "out"))
+    commits = Commits(store, job_id)
+    for kill in range(3):
+        progressed(store, commits, job_id)
+        time.sleep(rng.uniform(0, 1))  # a random moment of the run, not a wait for anything
+        current = api.replica(store)
+        assert job_id in current.jobs, f"seed {seed}: the job ended before kill {kill + 1}"
+        victim_group = pick(current, job_id, victims, rng)
+        next(g for g in groups if victim_group in g.output()).signal(signal.SIGKILL)
+        replace()
+    final = api.wait(store, job_id, 300)
+    assert final.state == "completed", f"seed {seed}"
+    assert published(tmp_path / "out") == reference, f"seed {seed}"
+
+
+def progressed(store, commits: Commits, job_id: str) -> None:
+    """Wait until the job's current allocation has committed an epoch: it has recovered and
+    moved on since the last kill (or the job is over)."""
+
+    def moved_on() -> bool:
+        replica = api.replica(store)
+        if job_id not in replica.jobs:
+            return True
+        record, _ = commits.read()
+        version = replica.allocation_versions.get(job_id)
+        return bool(record and record.committed and record.committed.version == version)
+
+    wait_for(moved_on, 120, "the job to commit an epoch on its current allocation", interval=0.2)
+
+
+def pick(replica, job_id: str, victims: str, rng: random.Random) -> str:
+    allocation = replica.allocations[job_id]
+    if victims == "coordinator":
+        return replica.group_of(coordinator_of(replica.jobs[job_id], allocation))
+    working = sorted({replica.group_of(p) for ps in allocation.values() for p in ps})
+    return rng.choice(working)
