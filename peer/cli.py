@@ -29,7 +29,12 @@ from peer.log.replica import Replica, ring_cycle
 from peer.log.store import StoreError
 from peer.log.stores.zookeeper import TENANCY_PATTERN
 from peer.messaging.aeron import AeronTransport, TransportError, run_media_driver
-from peer.runtime.checkpoints import CheckpointStorage
+from peer.runtime.checkpoints import (
+    CheckpointError,
+    CheckpointStorage,
+    Commits,
+    committed_epochs,
+)
 from peer.runtime.dataplane import DataPlaneConfig
 
 LOOPBACK_MTU = 8192
@@ -81,6 +86,16 @@ def _cluster_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--connect-timeout", type=positive_seconds, default=10.0, metavar="S")
 
 
+def _checkpoints_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--checkpoints",
+        default=str(Path("~/.onyx/checkpoints").expanduser()),
+        metavar="URL",
+        help="checkpoint storage: a directory or fsspec URL that every group of the cluster "
+        "reaches (default: ~/.onyx/checkpoints, which suits one machine)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="onyx", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"onyx {__version__}")
@@ -105,13 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="BYTES",
         help="Aeron MTU for outgoing segments (default 1408; 8192 on one machine or jumbo frames)",
     )
-    start.add_argument(
-        "--checkpoints",
-        default=str(Path("~/.onyx/checkpoints").expanduser()),
-        metavar="URL",
-        help="checkpoint storage: a directory or fsspec URL that every group of the cluster "
-        "reaches (default: ~/.onyx/checkpoints, which suits one machine)",
-    )
+    _checkpoints_arg(start)
     start.add_argument(
         "--peer-timeout",
         type=positive_seconds,
@@ -136,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("status", job_status, "show a job's state and its peers"),
         ("wait", job_wait, "wait until a job has completed or was killed"),
         ("kill", job_kill, "kill a job"),
+        ("checkpoints", job_checkpoints, "list a job's committed checkpoints still stored"),
     ):
         command = job_commands.add_parser(name, help=text)
         command.add_argument("id", metavar="ID")
@@ -143,6 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
         command.set_defaults(handler=handler)
         if name == "wait":
             command.add_argument("--timeout", type=positive_seconds, default=3600.0, metavar="S")
+        if name == "checkpoints":
+            _checkpoints_arg(command)
 
     show = commands.add_parser("replica", help="print the cluster's current replica")
     _cluster_args(show)
@@ -282,6 +294,24 @@ def job_wait(args: argparse.Namespace) -> int:
     return 0 if final.state == "completed" else 1
 
 
+def job_checkpoints(args: argparse.Namespace) -> int:
+    store = _client(args)
+    storage = CheckpointStorage(args.checkpoints, args.tenancy)
+    try:
+        _known_status(store, args.id)
+        record, _ = Commits(store, args.id).read()
+        epochs = committed_epochs(storage, args.id, record)
+    finally:
+        storage.close()
+        store.close()
+    if not epochs:
+        print(f"job {args.id}: no committed checkpoint")
+    for epoch in epochs:
+        mark = "  (latest: recovery starts here)" if record and epoch == record.committed else ""
+        print(f"job {args.id}: allocation {epoch.version} epoch {epoch.number}{mark}")
+    return 0
+
+
 def job_kill(args: argparse.Namespace) -> int:
     store = _client(args)
     try:
@@ -378,7 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.path.insert(0, os.getcwd())
     try:
         return args.handler(args)
-    except (StoreError, TimeoutError, JobError, TransportError) as e:
+    except (StoreError, TimeoutError, JobError, TransportError, CheckpointError) as e:
         print(f"onyx: error: {e}", file=sys.stderr)
         return 1
 

@@ -62,6 +62,7 @@ class Task:
     required_tags: tuple[str, ...] = ()
     group_by_key: str | tuple[str, ...] | None = None
     group_by_fn: str | None = None
+    assign_watermark_fn: str | None = None
     percentage: float | None = None
     params: Mapping[str, Any] = field(default_factory=pmap)
 

@@ -48,6 +48,9 @@ TRIGGER_FIELDS = {"threshold": "segment", "period": "timer", "predicate": "punct
 """The trigger field each ``on`` needs, and means nothing to the others."""
 
 
+TASK_PATHS = ("fn", "plugin", "group_by_fn", "assign_watermark_fn")
+
+
 def validate(job: Job, *, imports: bool = True) -> Job:
     """``job`` itself when every check passes; JobError naming the first mistake otherwise.
 
@@ -152,7 +155,7 @@ def _check_imports(job: Job, outer: str) -> None:
     named = [
         (f"{outer}: task {task.name!r}", name, getattr(task, name))
         for task in job.catalog
-        for name in ("fn", "plugin", "group_by_fn")
+        for name in TASK_PATHS
     ]
     named += [
         (f"{outer}: {lifecycle_label(lc.task)}", hook, getattr(lc, hook))
@@ -237,8 +240,10 @@ def _check_task(task: Task, index: int, outer: str) -> None:
     _percentage(where, task.percentage)
     if not isinstance(task.params, Mapping) or not all(isinstance(k, str) for k in task.params):
         fail(where, f"params must be a mapping with string keys, got {task.params!r}")
-    for name in ("fn", "plugin", "group_by_fn"):
+    for name in TASK_PATHS:
         _check_path(where, name, getattr(task, name))
+    if task.assign_watermark_fn is not None and task.kind != "input":
+        fail(where, "assign_watermark_fn is only for input tasks")
 
 
 def _check_kind(task: Task, where: str) -> None:

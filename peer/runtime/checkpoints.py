@@ -28,7 +28,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import fsspec
@@ -51,6 +51,9 @@ def _describe(epoch: Epoch) -> str:
     return f"epoch {epoch.number} of allocation {epoch.version}"
 
 
+HISTORY = 10
+
+
 @dataclass(frozen=True)
 class CommitRecord:
     """What a job's commit record holds. ``slots`` maps each task to the number of peers whose
@@ -60,9 +63,16 @@ class CommitRecord:
     committed: Epoch | None
     owner: int
     slots: Mapping[str, int]
+    history: tuple[Epoch, ...] = ()
+    """The last HISTORY committed epochs, oldest first: what ``onyx job checkpoints`` lists."""
 
     def encode(self) -> bytes:
-        doc = {"committed": self.committed, "owner": self.owner, "slots": dict(self.slots)}
+        doc = {
+            "committed": self.committed,
+            "owner": self.owner,
+            "slots": dict(self.slots),
+            "history": list(self.history),
+        }
         return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
     @classmethod
@@ -80,7 +90,11 @@ class CommitRecord:
             raise _undecodable(data, "owner is not an integer")
         if not (isinstance(slots, dict) and all(_is_int(n) for n in slots.values())):
             raise _undecodable(data, "slots is not an object of integers")
-        return cls(None if committed is None else Epoch(*committed), owner, slots)
+        history = doc.get("history", [])
+        if not (isinstance(history, list) and all(_is_epoch(e) for e in history)):
+            raise _undecodable(data, "history is not a list of [version, number]")
+        committed = None if committed is None else Epoch(*committed)
+        return cls(committed, owner, slots, tuple(Epoch(*e) for e in history))
 
 
 def _is_int(value: Any) -> bool:
@@ -124,9 +138,7 @@ class Commits:
                 return None
             if record is not None and record.owner == version:
                 return record
-            claimed = CommitRecord(
-                record.committed if record else None, version, record.slots if record else {}
-            )
+            claimed = replace(record, owner=version) if record else CommitRecord(None, version, {})
             if self.store.write_commit(self.job, claimed.encode(), at) is not None:
                 return claimed
 
@@ -145,7 +157,8 @@ class Commits:
                     f"job {self.job!r}: cannot commit {_describe(epoch)}, "
                     f"{_describe(record.committed)} is committed already"
                 )
-            committed = CommitRecord(epoch, version, dict(slots))
+            history = (*record.history, epoch)[-HISTORY:]
+            committed = CommitRecord(epoch, version, dict(slots), history)
             if self.store.write_commit(self.job, committed.encode(), at) is not None:
                 return True
 
@@ -274,11 +287,9 @@ def _parse_epoch(name: str) -> Epoch | None:
 def committed_epochs(
     storage: CheckpointStorage, job: str, record: CommitRecord | None
 ) -> list[Epoch]:
-    """The epochs of ``job`` still stored up to the committed one of ``record``, as
-    ``onyx job checkpoints`` lists them. The record keeps only the last commit, so until the
-    collection after a new allocation's second commit this can include an epoch of an older
-    allocation that was snapshotted but never committed."""
-    if record is None or record.committed is None:
+    """The committed epochs of ``job`` whose snapshots are still stored, as
+    ``onyx job checkpoints`` lists them."""
+    if record is None:
         return []
-    committed = record.committed
-    return [e for e in storage.epochs(job) if e <= committed]
+    stored = set(storage.epochs(job))
+    return [e for e in record.history if e in stored]

@@ -13,7 +13,9 @@ batch of work and returns whether it did any. The states:
   them. Barriers: an input snapshots at the barrier its coordinator sends between two batches;
   other tasks once the same barrier has come from every upstream peer (see peer.runtime.inbox).
   The snapshot is uploaded in the pool and ACKed to the coordinator when stored; the barrier goes
-  on downstream at once. Watermarks are min-merged over the upstream peers and passed on.
+  on downstream at once. An input's watermark comes from its plugin's ``watermark()`` or, failing
+  that, is the largest its task's ``assign_watermark_fn`` gave over the segments read; other
+  tasks take the smallest over their upstream peers; each passes it on when it rises.
 - the end: when the input side is over (an input's plugin completed and synced; every upstream
   peer's end marker taken), a stateful fn is flushed and the windows finished, and the end marker
   goes downstream. An output then reports: with checkpoints it tells the coordinator it is
@@ -30,6 +32,7 @@ segments they are given.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -128,6 +131,8 @@ class TaskRunner:
     fetching: list[Future[bytes]] = field(default_factory=list)
     uploads: deque[tuple[int, Future[Any]]] = field(default_factory=deque)
     watermark: float | None = None
+    assign: Callable[[Segment], float] | None = None
+    assigned: float | None = None
     ended: bool = False
     final: int | None = None
     completed: bool = False
@@ -169,6 +174,7 @@ class TaskRunner:
     def _start(self) -> bool:
         c = self.ctx
         self.fn = _function(c.task.fn)
+        self.assign = _function(c.task.assign_watermark_fn)
         self.hooks = {name: _hooks(c.job, c.task.name, name) for name in HOOKS}
         if any(w.task == c.task.name for w in c.job.windows):
             self.windows = TaskState(c.job, c.task.name, c.key_of)
@@ -263,9 +269,12 @@ class TaskRunner:
     # -- batches --------------------------------------------------------------------------------
 
     def _read(self) -> list[Segment]:
-        if self.ctx.task.kind == "input":
-            return [] if self.ended else self.plugin.poll(self.ctx.task.batch_size)
-        return self.inbox.take(self.ctx.task.batch_size)
+        if self.ctx.task.kind != "input":
+            return self.inbox.take(self.ctx.task.batch_size)
+        batch = [] if self.ended else self.plugin.poll(self.ctx.task.batch_size)
+        if batch and self.assign is not None:
+            self.assigned = max(self.assigned or -math.inf, *map(self.assign, batch))
+        return batch
 
     def _input_finished(self) -> bool:
         if self.ctx.task.kind == "input":
@@ -279,6 +288,7 @@ class TaskRunner:
             self._emit(self.windows.apply(out, time.time()))
         else:
             self._emit(out)
+        self._advance_watermark()
         self._call_hooks("after_batch", out)
 
     def _emit(self, segments: list[Segment]) -> None:
@@ -333,7 +343,7 @@ class TaskRunner:
     def _advance_watermark(self) -> bool:
         if self.ctx.task.kind == "input":
             source = getattr(self.plugin, "watermark", None)
-            mark = source() if source is not None else None
+            mark = source() if source is not None else self.assigned
         else:
             mark = self.inbox.watermark()
         if mark is None or (self.watermark is not None and mark <= self.watermark):

@@ -80,6 +80,10 @@ def test_word_count_over_two_processes_gives_exact_counts(start_peer, zookeeper,
     assert waited.returncode == 0, waited.stderr
     assert waited.stdout.strip() == f"job {job_id}: completed"
     assert counts(tmp_path / "out" / "counts.jsonl") == expected
+    listed = onyx("job", "checkpoints", job_id, *cluster_args(zookeeper, tenancy),
+                  "--checkpoints", str(tmp_path / "checkpoints"))  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[-1].endswith("(latest: recovery starts here)")
     store = api.connect(zookeeper.address, tenancy, create=True)
     try:
         sites = set(api.replica(store).sites.values())

@@ -84,3 +84,7 @@ class SlowToSync:
 
 def slow_to_sync(task: Any, slot: int, slots: int) -> SlowToSync:
     return SlowToSync()
+
+
+def event_time(segment: dict[str, Any]) -> float:
+    return float(segment["n"])

@@ -13,6 +13,7 @@ import pytest
 from peer.log.store import path_component
 from peer.log.stores.memory import MemoryLog
 from peer.runtime.checkpoints import (
+    HISTORY,
     CheckpointError,
     CheckpointStorage,
     CommitRecord,
@@ -64,7 +65,7 @@ def test_a_record_survives_encoding():
 
 def test_a_record_encodes_compactly():
     record = CommitRecord(Epoch(3, 12), 4, {"in": 2})
-    assert record.encode() == b'{"committed":[3,12],"owner":4,"slots":{"in":2}}'
+    assert record.encode() == b'{"committed":[3,12],"history":[],"owner":4,"slots":{"in":2}}'
 
 
 @pytest.mark.parametrize(
@@ -157,7 +158,7 @@ def test_a_claim_keeps_what_is_committed():
     commits = Commits(MemoryLog().session(), JOB)
     commits.claim(1)
     assert commits.commit(1, Epoch(1, 3), {"in": 2})
-    assert commits.claim(2) == CommitRecord(Epoch(1, 3), 2, {"in": 2})
+    assert commits.claim(2) == CommitRecord(Epoch(1, 3), 2, {"in": 2}, (Epoch(1, 3),))
 
 
 def test_claiming_again_for_the_same_version_writes_nothing():
@@ -172,7 +173,15 @@ def test_commits_advance_the_record():
     commits.claim(1)
     assert commits.commit(1, Epoch(1, 1), {"in": 1})
     assert commits.commit(1, Epoch(1, 2), {"in": 1})
-    assert commits.read()[0] == CommitRecord(Epoch(1, 2), 1, {"in": 1})
+    assert commits.read()[0] == CommitRecord(Epoch(1, 2), 1, {"in": 1}, (Epoch(1, 1), Epoch(1, 2)))
+
+
+def test_the_history_keeps_the_last_commits():
+    commits = Commits(MemoryLog().session(), JOB)
+    commits.claim(1)
+    for number in range(1, HISTORY + 3):
+        commits.commit(1, Epoch(1, number), {"in": 1})
+    assert commits.read()[0].history == tuple(Epoch(1, n) for n in range(3, HISTORY + 3))
 
 
 def test_a_newer_claim_makes_an_older_coordinator_stale():
@@ -183,7 +192,7 @@ def test_a_newer_claim_makes_an_older_coordinator_stale():
     new.claim(2)
     assert not old.commit(1, Epoch(1, 2), {"in": 1})
     assert old.claim(1) is None
-    assert new.read()[0] == CommitRecord(Epoch(1, 1), 2, {"in": 1})
+    assert new.read()[0] == CommitRecord(Epoch(1, 1), 2, {"in": 1}, (Epoch(1, 1),))
 
 
 def test_a_claim_between_a_commit_s_read_and_its_write_wins():
@@ -205,7 +214,7 @@ def test_an_epoch_before_the_committed_one_is_refused():
     commits.commit(1, Epoch(1, 2), {"in": 1})
     with pytest.raises(ValueError, match="cannot commit epoch 1 of allocation 1, epoch 2 of"):
         commits.commit(1, Epoch(1, 1), {"in": 1})
-    assert commits.read() == (CommitRecord(Epoch(1, 2), 1, {"in": 1}), 1)
+    assert commits.read() == (CommitRecord(Epoch(1, 2), 1, {"in": 1}, (Epoch(1, 2),)), 1)
 
 
 def test_committing_the_committed_epoch_again_writes_nothing():
@@ -221,7 +230,8 @@ def test_a_write_whose_reply_was_lost_is_recognised_as_done():
     commits = Commits(LostReplies(log.session()), JOB)
     assert commits.claim(1) == CommitRecord(None, 1, {})
     assert commits.commit(1, Epoch(1, 1), {"in": 1})
-    assert Commits(log.session(), JOB).read() == (CommitRecord(Epoch(1, 1), 1, {"in": 1}), 1)
+    recorded = CommitRecord(Epoch(1, 1), 1, {"in": 1}, (Epoch(1, 1),))
+    assert Commits(log.session(), JOB).read() == (recorded, 1)
 
 
 def test_an_older_claim_that_loses_the_race_to_a_newer_one_is_stale():
@@ -387,13 +397,15 @@ def test_a_failed_collection_in_the_background_is_logged(storage, caplog):
     assert f"job {JOB}: deleting the epochs before epoch 2 of allocation 1 failed" in caplog.text
 
 
-def test_committed_epochs_are_those_stored_up_to_the_record_s(storage):
-    for epoch in [Epoch(1, 1), Epoch(1, 2), Epoch(2, 1)]:
+def test_committed_epochs_are_those_of_the_history_still_stored(storage):
+    """(1, 3) was snapshotted but never committed; (1, 1) was committed but collected."""
+    for epoch in [Epoch(1, 2), Epoch(1, 3), Epoch(2, 1)]:
         storage.put(JOB, epoch, "count", 0, b"x").result()
     assert committed_epochs(storage, JOB, None) == []
     assert committed_epochs(storage, JOB, CommitRecord(None, 2, {})) == []
-    record = CommitRecord(Epoch(1, 2), 2, {"count": 1})
-    assert committed_epochs(storage, JOB, record) == [Epoch(1, 1), Epoch(1, 2)]
+    history = (Epoch(1, 1), Epoch(1, 2), Epoch(2, 1))
+    record = CommitRecord(Epoch(2, 1), 2, {"count": 1}, history)
+    assert committed_epochs(storage, JOB, record) == [Epoch(1, 2), Epoch(2, 1)]
 
 
 def test_an_unknown_protocol_is_refused_by_name():

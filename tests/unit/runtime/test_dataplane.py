@@ -267,3 +267,23 @@ def test_a_new_allocation_recovers_from_the_last_commit_and_publishes_each_recor
     b2.sync(moved, ["b1"])
     drive(lambda: written2["b"], a2, b2, what="the job to complete on the new allocation")
     assert sorted(s["n"] for s in published(tmp_path)) == list(range(20_000))
+
+
+def test_a_new_job_resumes_from_the_last_commit_of_the_job_it_names(abs_planes, tmp_path):
+    a, b, _written = abs_planes()
+    first = play(cluster(), SUBMIT_JOB.entry(id="j", job=checkpointed(tmp_path / "j", 20_000)))
+    a.sync(first, ["a1"])
+    b.sync(first, ["b1"])
+    commits = Commits(a.store, "j")
+    drive(lambda: (commits.read()[0] or Record()).committed, a, b, what="a commit of job j")
+    committed = commits.read()[0].committed
+    position = msgpack.unpackb(a.storage.get("j", committed, "in", 0))["plugin"]
+    a.close()
+    b.close()
+    second = {**checkpointed(tmp_path / "k", 20_000), "resume_from": "j"}
+    replica = play(first, KILL_JOB.entry(id="j"), SUBMIT_JOB.entry(id="k", job=second))
+    a2, b2, written2 = abs_planes()
+    a2.sync(replica, ["a1"])
+    b2.sync(replica, ["b1"])
+    drive(lambda: written2["b"], a2, b2, what="job k to complete")
+    assert sorted(s["n"] for s in published(tmp_path / "k")) == list(range(position, 20_000))

@@ -13,7 +13,7 @@ import pytest
 from peer.job.spec import Job, Lifecycle, Task, Trigger, Window
 from peer.plugins import Epoch
 from peer.runtime.checkpoints import CheckpointStorage
-from peer.runtime.inbox import END, Barrier
+from peer.runtime.inbox import END, Barrier, Watermark
 from peer.runtime.routing import Route, Router
 from peer.runtime.task import TaskContext, TaskFailed, TaskRunner
 from tests.support import wait_for
@@ -279,3 +279,21 @@ def test_a_windowed_task_sends_on_only_what_its_triggers_emit(storage):
     run(r)
     emitted = [s for _, b in world.batches() for s in b]
     assert [s["value"] for s in emitted] == [2, 2]
+
+
+def test_an_input_assigns_watermarks_and_a_windowed_task_fires_on_them():
+    source = replace(memory(10), assign_watermark_fn=f"{FNS}:event_time")
+    world = World()
+    run(runner(source, world, batch=5))
+    assert [m for _, m in world.markers() if isinstance(m, Watermark)][:2] == [
+        Watermark(4.0),
+        Watermark(4.0),
+    ]
+    window = Window("w", "f", "fixed", "count", key="n", range=5)
+    task = Task("f", "function", fn=f"{FNS}:double")
+    fired = World()
+    r = runner(task, fired, upstream={1}, windows=[window], triggers=[Trigger("w", "watermark")])
+    r.deliver(1, [{"n": 1}, {"n": 6}])
+    r.deliver(1, Watermark(5.0))
+    run(r)
+    assert [(s["start"], s["value"]) for _, b in fired.batches() for s in b] == [(0.0, 2)]
