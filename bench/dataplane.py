@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,31 +88,39 @@ def one_process(segments: int, batch_size: int, repeat: int) -> float:
 
 
 @contextlib.contextmanager
-def two_peer_processes(logs: Path) -> Iterator[LogStore]:
+def peer_processes(logs: Path, tags: Sequence[str]) -> Iterator[tuple[LogStore, list]]:
+    """A ZooKeeper server and one `onyx peer start` of 3 peers per tag ("" for none); every
+    group's stderr goes to logs/peer-N.log, checkpoints to logs/checkpoints."""
     server = ZooKeeperServer().start()
     processes = []
     try:
-        for tag in ("a", "b"):
+        for number, tag in enumerate(tags):
             command = [
                 sys.executable, "-m", "peer.cli", "peer", "start", "--zookeeper", server.address,
                 "--tenancy", "bench", "--vpeers", "3", "--tags", tag, "--mtu", "8192",
+                "--checkpoints", str(logs / "checkpoints"),
             ]  # fmt: skip
-            log = (logs / f"peer-{tag}.log").open("wb")
+            log = (logs / f"peer-{number}.log").open("wb")
             processes.append(subprocess.Popen(command, cwd=REPO, stderr=log))
         store = api.connect(server.address, "bench", create=True)
-        wait_for(lambda: len(api.replica(store).peers) == 6, 60, "6 peers in 2 groups")
-        yield store
+        count = 3 * len(tags)
+        wait_for(lambda: len(api.replica(store).peers) == count, 60, f"{count} peers")
+        yield store, processes
         store.close()
     finally:
         for process in processes:
-            process.terminate()
+            if process.poll() is None:
+                process.terminate()
         for process in processes:
             process.wait(30)
         server.stop()
 
 
 def two_processes(segments: int, batch_size: int, repeat: int) -> float:
-    with tempfile.TemporaryDirectory() as logs, two_peer_processes(Path(logs)) as store:
+    with (
+        tempfile.TemporaryDirectory() as logs,
+        peer_processes(Path(logs), ("a", "b")) as (store, _),
+    ):
         doc = job(segments, batch_size, tags=True)
         return max(timed_run(store, doc, segments) for _ in range(repeat))
 

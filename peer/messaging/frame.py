@@ -40,7 +40,8 @@ class MessageType(IntEnum):
     workflow's edges, in order with each other; RECOVER (body: where to restore from), ACK (the
     sender's snapshot of the header's epoch is stored), DRAINED (an output has every end
     marker) and COMMITTED (the header's epoch is committed) go between a job's peers and its
-    coordinator; HEARTBEAT between groups."""
+    coordinator; CREDIT (the header's epoch field holds a count of batches) goes back up an edge,
+    from a receiver to a sender; HEARTBEAT between groups."""
 
     BATCH = 1
     DONE = 2
@@ -51,6 +52,7 @@ class MessageType(IntEnum):
     RECOVER = 7
     DRAINED = 8
     WATERMARK = 9
+    CREDIT = 10
 
 
 @dataclass(frozen=True, slots=True)

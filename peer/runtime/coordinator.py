@@ -58,6 +58,7 @@ class Coordinator:
     drained: set[str] = field(default_factory=set)
     pending: Future[Any] | None = None
     next_barrier: float = 0.0
+    barrier_sent: float = 0.0
     committed: Epoch | None = None
 
     @property
@@ -141,6 +142,7 @@ class Coordinator:
         if drained:
             self.final = self.epoch
         self.next_barrier = now + self.job.barrier_period
+        self.barrier_sent = now
         for peer in self._peers_of("input"):
             self.send(peer, MessageType.BARRIER, self.epoch, [self.final is not None])
         return True
@@ -155,6 +157,10 @@ class Coordinator:
             self.state = "stale"
             return True
         previous, self.committed = self.committed, Epoch(self.version, self.epoch)
+        log.info(
+            "job %s: epoch %d of allocation %d committed; its checkpoint took %.3f s",
+            self.job.id, self.epoch, self.version, now - self.barrier_sent,
+        )  # fmt: skip
         for peer in self.peers:
             self.send(peer, MessageType.COMMITTED, self.epoch, [])
         if previous is not None:

@@ -13,9 +13,8 @@ Frames for a peer of this same group never leave the process (nor get encoded). 
 groups queue per destination and are offered in order; a refused offer (back-pressure, or a
 publication not yet connected) leaves the frame at the head of its queue for the next round, and
 while queues are long the runners stop producing, so pressure travels upstream instead of into
-memory. Inboxes count too: while a runner of this group has a long backlog, the group stops
-reading frames from Aeron (whose flow control then holds the senders back) and its own runners
-stop producing.
+memory. Inboxes are bounded by credit between peers (peer.runtime.task); the group always reads
+every frame that arrives, so no group ever waits on another's reading.
 """
 
 from __future__ import annotations
@@ -196,6 +195,12 @@ class DataPlane:
             else:
                 self._send(to, header(MessageType.DONE, to), [])
 
+        def grant(upstream: int, batches: int) -> None:
+            to = self.short_peers[upstream]
+            self._send(
+                to, Header(MessageType.CREDIT, version, source, upstream, batches, job_short), []
+            )
+
         def report(what: str, epoch: int) -> None:
             kind = MessageType.ACK if what == "ack" else MessageType.DRAINED
             self._send(coordinator, header(kind, coordinator, epoch), [])
@@ -217,6 +222,7 @@ class DataPlane:
             router=router,
             send=send,
             report=report,
+            grant=grant,
             congested=lambda: self._congested(router.peers()),
             complete=complete,
             key_of=key_function(spec.group_by_key, spec.group_by_fn),
@@ -251,12 +257,7 @@ class DataPlane:
     # -- one round ------------------------------------------------------------------------------
 
     def step(self) -> bool:
-        listening = not any(
-            r.inbox.backlog() >= self.config.max_queued for r in self.runners.values()
-        )
-        busy = False
-        if self.transport is not None and listening:
-            busy = self.transport.poll(self._receive) > 0
+        busy = self.transport.poll(self._receive) > 0 if self.transport else False
         now = time.monotonic()
         for coordinator in list(self.coordinators.values()):
             busy = coordinator.step(now) or busy
@@ -267,7 +268,7 @@ class DataPlane:
                 self._fail(key, e)
         busy = self._flush() or busy
         if self.transport is not None:
-            self.liveness.tick(listening)
+            self.liveness.tick()
         return busy
 
     def _fail(self, key: RunnerKey, error: TaskFailed) -> None:
@@ -276,17 +277,9 @@ class DataPlane:
         self.write(KILL_JOB.entry(id=key[1]))
 
     def _congested(self, peers: list[str]) -> bool:
-        """Whether any of these downstream peers has a full queue: in this group, its inbox;
-        elsewhere, the frames waiting for its group."""
-        limit, short_ids = self.config.max_queued, self.replica.short_ids
-        for peer in peers:
-            local = self.by_short.get(short_ids.get(peer, -1))
-            if local is not None:
-                if local.inbox.backlog() >= limit:
-                    return True
-            elif len(self.queues.get(self.peer_sites.get(peer, ""), ())) >= limit:
-                return True
-        return False
+        """Whether the frames waiting for any of these peers' groups fill their queue."""
+        limit = self.config.max_queued
+        return any(len(self.queues.get(self.peer_sites.get(p, ""), ())) >= limit for p in peers)
 
     # -- frames ---------------------------------------------------------------------------------
 
@@ -350,8 +343,7 @@ class DataPlane:
         else:
             coordinator.on_drained(peer)
 
-    @staticmethod
-    def _hand(runner: TaskRunner, header: Header, body: list[Any]) -> None:
+    def _hand(self, runner: TaskRunner, header: Header, body: list[Any]) -> None:
         if header.allocation_version != runner.ctx.version:
             return
         kind, source = header.type, header.source
@@ -367,6 +359,8 @@ class DataPlane:
             runner.recover_from(body)
         elif kind == MessageType.COMMITTED:
             runner.committed(header.epoch)
+        elif kind == MessageType.CREDIT:
+            runner.credit(self.short_peers.get(header.source, ""), header.epoch)
 
     # -- liveness -------------------------------------------------------------------------------
 

@@ -5,6 +5,9 @@ gets its own queue: a barrier holds back what its sender sent after it, and only
 same barrier has come from every upstream peer (alignment). The receiver aligns, not the
 sender, because only the receiver sees all its inputs: senders never wait, and a fast input
 cannot push segments of the next epoch into state before the snapshot of this one.
+
+The inbox also counts the batches taken from each sender, which the runner hands back to the
+sender as credit: no sender has more than a window of batches in flight to one receiver.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class Inbox:
         self.queues: dict[int, deque[Any]] = {s: deque() for s in sorted(sources)}
         self.ended: set[int] = set()
         self.watermarks: dict[int, float] = {}
+        self.consumed: dict[int, int] = dict.fromkeys(self.queues, 0)
         self.turn = 0
 
     def put(self, source: int, item: Any) -> None:
@@ -66,6 +70,7 @@ class Inbox:
             queue.popleft()
             if isinstance(item, list):
                 batch.extend(item)
+                self.consumed[source] += 1
             elif isinstance(item, Watermark):
                 self.watermarks[source] = max(item.value, self.watermarks.get(source, item.value))
             else:
@@ -89,9 +94,13 @@ class Inbox:
             return None
         return min(self.watermarks.values())
 
-    def backlog(self) -> int:
-        """Items waiting: what tells a group to stop taking in more."""
-        return sum(len(q) for q in self.queues.values())
+    def returned(self, at_least: int) -> dict[int, int]:
+        """The batches taken from each sender since it was last told, for senders owed at least
+        ``at_least``: the credit to give back (see peer.runtime.task)."""
+        owed = {s: n for s, n in self.consumed.items() if n >= at_least}
+        for source in owed:
+            self.consumed[source] = 0
+        return owed
 
     def drained(self) -> bool:
         """Every sender has ended and everything it sent has been taken."""

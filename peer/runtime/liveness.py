@@ -48,14 +48,10 @@ class Liveness:
         if group in self.heard:
             self.heard[group] = time.monotonic()
 
-    def tick(self, listening: bool = True) -> None:
-        """``listening`` False: this round the group read no frames (its inboxes are full), so
-        it could not have heard anyone, and silence does not count."""
+    def tick(self) -> None:
         now = time.monotonic()
         if now - self.last_round > self.timeout / 2:
             log.warning("group %s did not run for %.1f s", self.group, now - self.last_round)
-            self.heard = dict.fromkeys(self.heard, now)
-        elif not listening:
             self.heard = dict.fromkeys(self.heard, now)
         self.last_round = now
         if now < self.next_beat:

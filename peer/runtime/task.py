@@ -12,6 +12,8 @@ batch of work and returns whether it did any. The states:
   (only what triggers emit goes on) or route them downstream; an output prepares and writes
   them. Barriers: an input snapshots at the barrier its coordinator sends between two batches;
   other tasks once the same barrier has come from every upstream peer (see peer.runtime.inbox).
+  Batches flow on credit: a peer sends at most WINDOW batches down an edge beyond what the
+  receiver has taken, and the receiver gives credit back as it takes them.
   The snapshot is uploaded in the pool and ACKed to the coordinator when stored; the barrier goes
   on downstream at once. An input's watermark comes from its plugin's ``watermark()`` or, failing
   that, is the largest its task's ``assign_watermark_fn`` gave over the segments read; other
@@ -54,6 +56,10 @@ log = logging.getLogger(__name__)
 
 Segment = Any
 
+WINDOW = 64
+"""Batches a peer may have in flight to one downstream peer before it waits for credit: what
+bounds every inbox, so a barrier never queues behind more than a window of batches per edge."""
+
 
 class TaskFailed(RuntimeError):
     """The task's code raised: the job cannot go on. The message names job, task and peer."""
@@ -76,6 +82,8 @@ class TaskContext:
     """Send a batch (a list) or a Barrier, Watermark or END to a downstream peer."""
     report: Callable[[str, int], None]
     """Tell the coordinator: "ack" (with the epoch) or "drained"."""
+    grant: Callable[[int, int], None]
+    """Give an upstream peer (by short id) credit for this many more batches."""
     congested: Callable[[], bool]
     complete: Callable[[], None]
     key_of: Callable[[Segment], Any] | None = None
@@ -136,9 +144,11 @@ class TaskRunner:
     ended: bool = False
     final: int | None = None
     completed: bool = False
+    credits: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:
         self.inbox = Inbox(self.ctx.upstream)
+        self.credits = dict.fromkeys(self.ctx.router.peers(), WINDOW)
 
     # -- what the group hands in ----------------------------------------------------------------
 
@@ -149,6 +159,10 @@ class TaskRunner:
             self.barriers.append(item)
         else:
             self.inbox.put(source, item)
+
+    def credit(self, peer: str, batches: int) -> None:
+        if peer in self.credits:
+            self.credits[peer] += batches
 
     def recover_from(self, body: list[Any]) -> None:
         self.recovery = body
@@ -240,7 +254,7 @@ class TaskRunner:
             return self._write() or busy
         if self.ctx.task.kind == "input" and self.barriers:
             return self._pass_barrier(self.barriers.popleft())
-        if self.ctx.congested():
+        if self.ctx.congested() or min(self.credits.values(), default=1) <= 0:
             return busy
         batch = self._read()
         if batch:
@@ -270,7 +284,10 @@ class TaskRunner:
 
     def _read(self) -> list[Segment]:
         if self.ctx.task.kind != "input":
-            return self.inbox.take(self.ctx.task.batch_size)
+            batch = self.inbox.take(self.ctx.task.batch_size)
+            for source, batches in self.inbox.returned(WINDOW // 2).items():
+                self.ctx.grant(source, batches)
+            return batch
         batch = [] if self.ended else self.plugin.poll(self.ctx.task.batch_size)
         if batch and self.assign is not None:
             self.assigned = max(self.assigned or -math.inf, *map(self.assign, batch))
@@ -300,6 +317,7 @@ class TaskRunner:
             self._write()
             return
         for peer, batch in self.ctx.router.split(segments).items():
+            self.credits[peer] -= 1
             self.ctx.send(peer, batch)
 
     def _apply(self, batch: list[Segment]) -> list[Segment]:

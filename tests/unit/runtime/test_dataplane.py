@@ -20,6 +20,7 @@ from peer.log.stores.memory import MemoryLog
 from peer.messaging.frame import Header, MessageType, encode
 from peer.runtime.checkpoints import CheckpointStorage, Commits
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig
+from peer.runtime.task import WINDOW
 from tests.support import wait_for
 
 
@@ -118,13 +119,14 @@ def test_frames_ahead_of_the_log_wait_for_it():
     replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=JOB))
     a.sync(replica, ["a1"])
     b.sync(cluster(), ["b1"])
-    drive(lambda: next(iter(a.runners.values())).ended, a, what="the input to end")
-    b.step()
-    b.step()
-    assert sum(len(frames) for frames in b.waiting.values()) == 101
+    reader = next(iter(a.runners.values()))
+    drive(lambda: not any(reader.credits.values()), a, what="the input to use its credit")
+    while Loopback.boxes["B"]:
+        b.step()
+    assert sum(len(frames) for frames in b.waiting.values()) == WINDOW
     b.sync(replica, ["b1"])
     assert not b.waiting
-    drive(lambda: written["b"], b, what="the output to complete")
+    drive(lambda: written["b"], a, b, what="the output to complete")
 
 
 def test_frames_of_a_stale_allocation_are_dropped():

@@ -15,7 +15,7 @@ from peer.plugins import Epoch
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.inbox import END, Barrier, Watermark
 from peer.runtime.routing import Route, Router
-from peer.runtime.task import TaskContext, TaskFailed, TaskRunner
+from peer.runtime.task import WINDOW, TaskContext, TaskFailed, TaskRunner
 from tests.support import wait_for
 from tests.unit.runtime import runtime_fns
 
@@ -26,6 +26,7 @@ FNS = "tests.unit.runtime.runtime_fns"
 class World:
     sent: list[tuple[str, Any]] = field(default_factory=list)
     reports: list[tuple[str, int]] = field(default_factory=list)
+    grants: list[tuple[int, int]] = field(default_factory=list)
     completed: int = 0
     congested: bool = False
 
@@ -75,6 +76,7 @@ def runner(
             upstream=frozenset(upstream), router=Router(downstream),
             send=lambda to, item: world.sent.append((to, item)),
             report=lambda what, epoch: world.reports.append((what, epoch)),
+            grant=lambda source, batches: world.grants.append((source, batches)),
             congested=lambda: world.congested, complete=complete, storage=storage,
             fetch=lambda job_id, epoch, slot: storage.fetch(job_id, epoch, task.name, slot),
         )
@@ -297,3 +299,27 @@ def test_an_input_assigns_watermarks_and_a_windowed_task_fires_on_them():
     r.deliver(1, Watermark(5.0))
     run(r)
     assert [(s["start"], s["value"]) for _, b in fired.batches() for s in b] == [(0.0, 2)]
+
+
+def test_a_peer_sends_a_window_of_batches_then_waits_for_credit():
+    """Batches alternate between d1 and d2; the peer stops once one of them has a window in
+    flight, whichever the next batch would have gone to."""
+    world = World()
+    r = runner(memory(10 * WINDOW), world, batch=1)
+    run(r, 4 * WINDOW)
+    assert len(world.batches()) == 2 * WINDOW - 1
+    assert r.credits == {"d1": 0, "d2": 1}
+    r.credit("d1", 2)
+    r.credit("d2", 2)
+    run(r, 4 * WINDOW)
+    assert len(world.batches()) == 2 * WINDOW + 3
+    assert r.credits == {"d1": 0, "d2": 1}
+
+
+def test_a_receiver_gives_credit_back_as_it_takes_batches():
+    world = World()
+    r = runner(Task("f", "function", fn=f"{FNS}:double"), world, upstream={1, 2}, batch=1)
+    for n in range(WINDOW):
+        r.deliver(1, [{"n": n}])
+    run(r, 2 * WINDOW)
+    assert world.grants == [(1, WINDOW // 2), (1, WINDOW // 2)]
