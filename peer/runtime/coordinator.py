@@ -35,6 +35,10 @@ log = logging.getLogger(__name__)
 
 Send = Callable[[str, MessageType, int, list[Any]], None]
 
+FIRST_EPOCH = 0.25
+"""Seconds before the first barrier of an allocation, at most: after a recovery the output of
+the replayed segments is published this soon, not a whole barrier period later."""
+
 
 def coordinator_of(job: Job, allocation: Mapping[str, Sequence[str]]) -> str | None:
     first_input = next((t for t in job.sorted_tasks() if job.task(t).kind == "input"), None)
@@ -119,7 +123,7 @@ class Coordinator:
         for peer in self.peers:
             self.send(peer, MessageType.RECOVER, 0, body)
         self.state = "running"
-        self.next_barrier = now + self.job.barrier_period
+        self.next_barrier = now + min(self.job.barrier_period, FIRST_EPOCH)
         return True
 
     def _stale(self, now: float) -> bool:
