@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument(
         "--peer-timeout",
         type=positive_seconds,
-        default=5.0,
+        default=1.0,
         metavar="S",
         help="report a connected group's peers after this long without a heartbeat",
     )

@@ -45,6 +45,8 @@ import pyaeron
 TERM_LENGTH = 16 * 1024 * 1024
 MAX_FRAME_LENGTH = TERM_LENGTH // 8
 """The largest frame ``offer`` takes: Aeron's limit on one message for TERM_LENGTH."""
+BEACON_TERM_LENGTH = 64 * 1024
+"""Aeron's smallest term: heartbeats are a few dozen bytes."""
 PUBLICATION_WINDOW = 256 * 1024
 """How far a publication may run ahead of what its receiver has taken. Aeron's default is half
 the term (8 MiB here): a receiver that stops reading would then let megabytes of segments pile
@@ -132,6 +134,11 @@ class AeronTransport:
             delivered += 1
         return delivered
 
+    def beacon(self) -> Beacon:
+        """A sender for another thread (the heartbeats): its own concurrent publications, so
+        it never touches this transport's."""
+        return Beacon(self._aeron, self._stream_id)
+
     def forget(self, address: str) -> None:
         """Closes the publication to a group that is gone; offering to it again reopens one."""
         publication = self._publications.pop(address, None)
@@ -156,6 +163,37 @@ class AeronTransport:
         publication = self._aeron.add_exclusive_publication(channel, self._stream_id)
         self._publications[address] = publication
         return publication
+
+
+class Beacon:
+    """Small frames to other groups from one thread of its own, beside the transport's.
+
+    Heartbeats must keep going while the data plane's thread is busy with a long batch, so a
+    heartbeat thread sends them through this: concurrent publications on the same client, which
+    arrive at the same subscription as the data. A refused offer is simply skipped; the next
+    beat follows soon.
+    """
+
+    def __init__(self, aeron: pyaeron.Aeron, stream_id: int) -> None:
+        self._aeron, self._stream_id = aeron, stream_id
+        self._publications: dict[str, pyaeron.Publication] = {}
+
+    def offer(self, address: str, frame: bytes) -> bool:
+        publication = self._publications.get(address)
+        if publication is None:
+            channel = f"{_channel(address)}|term-length={BEACON_TERM_LENGTH}|sparse=true"
+            publication = self._aeron.add_publication(channel, self._stream_id)
+            self._publications[address] = publication
+        try:
+            return bool(publication.offer(frame))
+        except pyaeron.PublicationClosed:
+            del self._publications[address]
+            return False
+
+    def forget(self, address: str) -> None:
+        publication = self._publications.pop(address, None)
+        if publication is not None:
+            publication.close()
 
 
 def run_media_driver(directory: str, stop: threading.Event) -> None:

@@ -35,7 +35,7 @@ from peer.messaging.frame import FrameError, Header, MessageType, decode, encode
 from peer.runtime.checkpoints import CheckpointStorage, Commits
 from peer.runtime.coordinator import Coordinator, coordinator_of
 from peer.runtime.inbox import END, Barrier, Watermark
-from peer.runtime.liveness import Liveness
+from peer.runtime.liveness import Heartbeats, Liveness
 from peer.runtime.routing import Router, conditions, key_function, routes
 from peer.runtime.task import TaskContext, TaskFailed, TaskRunner
 
@@ -56,11 +56,14 @@ class Transport(Protocol):
 
     def forget(self, address: str) -> None: ...
 
+    def beacon(self) -> Any:
+        """An ``offer(address, frame)`` for the heartbeat thread."""
+
 
 @dataclass(frozen=True)
 class DataPlaneConfig:
-    heartbeat_interval: float = 0.5
-    peer_timeout: float = 5.0
+    heartbeat_interval: float = 0.1
+    peer_timeout: float = 1.0
     """Seconds without a heartbeat before a connected group's peers are reported gone."""
     max_queued: int = 64
     """Frames queued for one destination before this group's runners stop producing."""
@@ -91,9 +94,14 @@ class DataPlane:
         self.peer_sites: dict[str, str] = {}
         self.short_peers: dict[int, str] = {}
         self.short_groups: dict[int, str] = {}
-        self.liveness = Liveness(
-            group, self.config.heartbeat_interval, self.config.peer_timeout, self._beat, write
-        )
+        self.liveness = Liveness(group, self.config.peer_timeout, write)
+        self.heartbeats: Heartbeats | None = None
+        if transport is not None:
+            beacon, beat = transport.beacon(), encode(HEARTBEAT, [group])
+            self.heartbeats = Heartbeats(
+                self.config.heartbeat_interval, lambda site: beacon.offer(site, beat)
+            )
+            self.heartbeats.start()
 
     # -- following the log ----------------------------------------------------------------------
 
@@ -110,6 +118,8 @@ class DataPlane:
         self._release_waiting(replica)
         self._drop_queues(replica)
         self.liveness.track(replica, self._connected(replica))
+        if self.heartbeats is not None:
+            self.heartbeats.targets = self.liveness.sites(replica.sites)
 
     def _index(self, replica: Replica) -> None:
         self.peer_sites, self.short_peers, self.short_groups = {}, {}, {}
@@ -306,11 +316,6 @@ class DataPlane:
                 sent = True
         return sent
 
-    def _beat(self, group: str) -> None:
-        site = self.replica.sites.get(group)
-        if site is not None:
-            self.transport.offer(site, encode(HEARTBEAT, [self.group]))
-
     def _receive(self, frame: bytes) -> None:
         try:
             header, body = decode(frame)
@@ -381,3 +386,5 @@ class DataPlane:
             coordinator.close()
         self.coordinators.clear()
         self.pool.shutdown(wait=False, cancel_futures=True)
+        if self.heartbeats is not None:
+            self.heartbeats.stop()

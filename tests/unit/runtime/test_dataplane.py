@@ -50,6 +50,9 @@ class Loopback:
     def forget(self, address: str) -> None:
         self.boxes.pop(address, None)
 
+    def beacon(self) -> Loopback:
+        return self
+
 
 @dataclass
 class Record:
