@@ -21,6 +21,7 @@ from peer.runtime.checkpoints import (
     Epoch,
     committed_epochs,
 )
+from tests.support import wait_for
 
 JOB = "job-1"
 
@@ -394,7 +395,8 @@ def test_a_failed_collection_in_the_background_is_logged(storage, caplog):
             storage.collect_later(JOB, Epoch(1, 2)).result()
     finally:
         del storage.fs.rm
-    assert f"job {JOB}: deleting the epochs before epoch 2 of allocation 1 failed" in caplog.text
+    logged = f"job {JOB}: deleting the epochs before epoch 2 of allocation 1 failed"
+    wait_for(lambda: logged in caplog.text, 10, "the failure to be logged")  # after result()
 
 
 def test_committed_epochs_are_those_of_the_history_still_stored(storage):
