@@ -58,7 +58,7 @@ class Task:
     min_peers: int = 1
     max_peers: int | None = None
     n_peers: int | None = None
-    flux_policy: str = "kill"
+    flux_policy: str = "recover"
     required_tags: tuple[str, ...] = ()
     group_by_key: str | tuple[str, ...] | None = None
     group_by_fn: str | None = None

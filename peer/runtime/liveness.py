@@ -52,10 +52,11 @@ class Liveness:
         self.replica = Replica()
 
     def track(self, replica: Replica, connected: set[str]) -> None:
-        """Follow exactly the groups in ``connected``; a newcomer's clock starts now."""
+        """Follow exactly the groups in ``connected``. A newcomer gets one timeout more: it may
+        read the log that connected us a little later than this group did."""
         now = time.monotonic()
         self.replica = replica
-        self.heard = {g: self.heard.get(g, now) for g in sorted(connected)}
+        self.heard = {g: self.heard.get(g, now + self.timeout) for g in sorted(connected)}
         self.reported &= set(replica.groups)
 
     def heard_from(self, group: str | None) -> None:

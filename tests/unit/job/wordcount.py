@@ -32,7 +32,7 @@ catalog:
     group_by_key: [word]
     min_peers: 1
     max_peers: 4
-    flux_policy: recover
+    flux_policy: kill
     required_tags: [ssd]
   - name: write
     kind: output
@@ -75,7 +75,7 @@ def built() -> Job:
                 fn=f"{FNS}.count",
                 group_by_key=("word",),
                 max_peers=4,
-                flux_policy="recover",
+                flux_policy="kill",
                 required_tags=("ssd",),
             ),
             Task("write", "output", plugin=f"{FNS}:print_counts", batch_timeout=0.5),
@@ -105,7 +105,7 @@ _DOCUMENT: dict[str, Any] = {
             "group_by_key": ["word"],
             "min_peers": 1,
             "max_peers": 4,
-            "flux_policy": "recover",
+            "flux_policy": "kill",
             "required_tags": ["ssd"],
         },
         {
