@@ -64,19 +64,24 @@ class Coordinator:
     next_barrier: float = 0.0
     barrier_sent: float = 0.0
     committed: Epoch | None = None
+    peers: list[str] = field(init=False)
+    members: frozenset[str] = field(init=False)
+    inputs: list[str] = field(init=False)
+    outputs: frozenset[str] = field(init=False)
+    slots: dict[str, int] = field(init=False)
 
-    @property
-    def peers(self) -> list[str]:
-        return sorted(p for ps in self.allocation.values() for p in ps)
+    def __post_init__(self) -> None:
+        """The allocation is fixed for a coordinator's life, so who it hears from is too."""
+        self.peers = sorted(p for ps in self.allocation.values() for p in ps)
+        self.members = frozenset(self.peers)
+        self.inputs = self._peers_of("input")
+        self.outputs = frozenset(self._peers_of("output"))
+        self.slots = {t: len(ps) for t, ps in sorted(self.allocation.items())}
 
     def _peers_of(self, kind: str) -> list[str]:
         return sorted(
             p for t, ps in self.allocation.items() if self.job.task(t).kind == kind for p in ps
         )
-
-    @property
-    def slots(self) -> dict[str, int]:
-        return {t: len(ps) for t, ps in sorted(self.allocation.items())}
 
     # -- messages from the job's peers ----------------------------------------------------------
 
@@ -130,7 +135,7 @@ class Coordinator:
         return False
 
     def _running(self, now: float) -> bool:
-        if self.acks >= set(self.peers) and self.epoch and self.epoch != self._committed_number():
+        if self.acks >= self.members and self.epoch and self.epoch != self._committed_number():
             self.pending = self.pool.submit(
                 self.commits.commit, self.version, Epoch(self.version, self.epoch), self.slots
             )
@@ -138,7 +143,7 @@ class Coordinator:
             return True
         if self.epoch != self._committed_number() or self.final is not None:
             return False
-        drained = self.drained >= set(self._peers_of("output"))
+        drained = self.drained >= self.outputs
         if now < self.next_barrier and not drained:
             return False
         self.epoch += 1
@@ -147,7 +152,7 @@ class Coordinator:
             self.final = self.epoch
         self.next_barrier = now + self.job.barrier_period
         self.barrier_sent = now
-        for peer in self._peers_of("input"):
+        for peer in self.inputs:
             self.send(peer, MessageType.BARRIER, self.epoch, [self.final is not None])
         return True
 

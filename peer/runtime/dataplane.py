@@ -160,16 +160,24 @@ class DataPlane:
             replica.short_ids[job_id]: c for (job_id, _), c in self.coordinators.items()
         }
 
+    @staticmethod
+    def _headers(
+        replica: Replica, job_id: str, version: int, sender: str
+    ) -> Callable[[MessageType, str, int], Header]:
+        """Headers of frames that ``sender`` sends for the job's allocation ``version``."""
+        source, job_short = replica.short_ids[sender], replica.short_ids[job_id]
+
+        def header(kind: MessageType, to: str, epoch: int = 0) -> Header:
+            return Header(kind, version, source, replica.short_ids[to], epoch, job_short)
+
+        return header
+
     def _coordinator(self, replica: Replica, job_id: str, version: int) -> Coordinator:
         job, allocation = replica.jobs[job_id], replica.allocations[job_id]
-        source, job_short = (
-            replica.short_ids[coordinator_of(job, allocation)],
-            replica.short_ids[job_id],
-        )
+        header = self._headers(replica, job_id, version, coordinator_of(job, allocation))
 
         def send(to: str, kind: MessageType, epoch: int, body: list[Any]) -> None:
-            header = Header(kind, version, source, replica.short_ids[to], epoch, job_short)
-            self._send(to, header, body)
+            self._send(to, header(kind, to, epoch), body)
 
         return Coordinator(
             job=job,
@@ -189,11 +197,8 @@ class DataPlane:
         upstream = [
             p for parent, child in job.workflow if child == task for p in allocation[parent]
         ]
-        job_short, source = replica.short_ids[job_id], replica.short_ids[peer]
         coordinator = coordinator_of(job, allocation)
-
-        def header(kind: MessageType, to: str, epoch: int = 0) -> Header:
-            return Header(kind, version, source, replica.short_ids[to], epoch, job_short)
+        header = self._headers(replica, job_id, version, peer)
 
         def send(to: str, item: Any) -> None:
             if isinstance(item, list):
@@ -207,9 +212,7 @@ class DataPlane:
 
         def grant(upstream: int, batches: int) -> None:
             to = self.short_peers[upstream]
-            self._send(
-                to, Header(MessageType.CREDIT, version, source, upstream, batches, job_short), []
-            )
+            self._send(to, header(MessageType.CREDIT, to, batches), [])
 
         def report(what: str, epoch: int) -> None:
             kind = MessageType.ACK if what == "ack" else MessageType.DRAINED
