@@ -236,6 +236,27 @@ def abs_planes(tmp_path):
     storage.close()
 
 
+def until_a_commit(abs_planes, replica: Replica) -> int:
+    """Run job j on fresh planes until it commits an epoch, then stop them dead; the input's
+    position at that commit."""
+    a, b, _written = abs_planes()
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1"])
+    commits = Commits(a.store, "j")
+    drive(lambda: (commits.read()[0] or Record()).committed, a, b, what="a commit of job j")
+    committed = commits.read()[0].committed
+    a.close()
+    b.close()
+    return msgpack.unpackb(a.storage.get("j", committed, "in", 0))["plugin"]
+
+
+def until_complete(abs_planes, replica: Replica) -> None:
+    a, b, written = abs_planes()
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1"])
+    drive(lambda: written["b"], a, b, what="the job to complete")
+
+
 def test_a_checkpointed_job_commits_epochs_and_completes_after_the_final_one(abs_planes, tmp_path):
     a, b, written = abs_planes()
     replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=checkpointed(tmp_path)))
@@ -254,41 +275,22 @@ def test_a_new_allocation_recovers_from_the_last_commit_and_publishes_each_recor
 ):
     """The first allocation stops dead once something is committed; the next one starts from
     that commit. Together they publish every record exactly once."""
-    a, b, _written = abs_planes()
     replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=checkpointed(tmp_path, 20_000)))
-    a.sync(replica, ["a1"])
-    b.sync(replica, ["b1"])
-    commits = Commits(a.store, "j")
-    drive(lambda: (commits.read()[0] or Record()).committed, a, b, what="a first commit")
-    committed = commits.read()[0].committed
-    position = msgpack.unpackb(a.storage.get("j", committed, "in", 0))["plugin"]
+    position = until_a_commit(abs_planes, replica)
     assert 0 < position < 20_000, "the first allocation should stop mid-job"
     moved = replica.evolve(
         version=replica.version + 1,
         allocation_versions=replica.allocation_versions.set("j", replica.version + 1),
     )
-    a2, b2, written2 = abs_planes()
-    a2.sync(moved, ["a1"])
-    b2.sync(moved, ["b1"])
-    drive(lambda: written2["b"], a2, b2, what="the job to complete on the new allocation")
+    until_complete(abs_planes, moved)
     assert sorted(s["n"] for s in published(tmp_path)) == list(range(20_000))
 
 
 def test_a_new_job_resumes_from_the_last_commit_of_the_job_it_names(abs_planes, tmp_path):
-    a, b, _written = abs_planes()
     first = play(cluster(), SUBMIT_JOB.entry(id="j", job=checkpointed(tmp_path / "j", 20_000)))
-    a.sync(first, ["a1"])
-    b.sync(first, ["b1"])
-    commits = Commits(a.store, "j")
-    drive(lambda: (commits.read()[0] or Record()).committed, a, b, what="a commit of job j")
-    committed = commits.read()[0].committed
-    position = msgpack.unpackb(a.storage.get("j", committed, "in", 0))["plugin"]
-    a.close()
-    b.close()
+    position = until_a_commit(abs_planes, first)
     second = {**checkpointed(tmp_path / "k", 20_000), "resume_from": "j"}
-    replica = play(first, KILL_JOB.entry(id="j"), SUBMIT_JOB.entry(id="k", job=second))
-    a2, b2, written2 = abs_planes()
-    a2.sync(replica, ["a1"])
-    b2.sync(replica, ["b1"])
-    drive(lambda: written2["b"], a2, b2, what="job k to complete")
+    until_complete(
+        abs_planes, play(first, KILL_JOB.entry(id="j"), SUBMIT_JOB.entry(id="k", job=second))
+    )
     assert sorted(s["n"] for s in published(tmp_path / "k")) == list(range(position, 20_000))
