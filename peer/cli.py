@@ -16,8 +16,8 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import NoReturn
 
@@ -241,18 +241,21 @@ def media_driver(args: argparse.Namespace) -> int:
     return 0
 
 
-def _client(args: argparse.Namespace) -> api.ZooKeeperStore:
+@contextmanager
+def _client(args: argparse.Namespace) -> Iterator[api.ZooKeeperStore]:
+    """A session on the cluster's log for one command, closed however the command ends."""
     _logging(logging.WARNING)
-    return api.connect(args.zookeeper, args.tenancy, connect_timeout=args.connect_timeout)
+    store = api.connect(args.zookeeper, args.tenancy, connect_timeout=args.connect_timeout)
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 def job_submit(args: argparse.Namespace) -> int:
     job = api.load(args.file)
-    store = _client(args)
-    try:
+    with _client(args) as store:
         print(api.submit(store, job, args.id))
-    finally:
-        store.close()
     return 0
 
 
@@ -275,35 +278,27 @@ def _known_status(store: api.ZooKeeperStore, job_id: str) -> api.JobStatus:
 
 
 def job_status(args: argparse.Namespace) -> int:
-    store = _client(args)
-    try:
+    with _client(args) as store:
         print(describe_job(_known_status(store, args.id)))
-    finally:
-        store.close()
     return 0
 
 
 def job_wait(args: argparse.Namespace) -> int:
-    store = _client(args)
-    try:
+    with _client(args) as store:
         _known_status(store, args.id)
         final = api.wait(store, args.id, args.timeout)
-    finally:
-        store.close()
     print(describe_job(final))
     return 0 if final.state == "completed" else 1
 
 
 def job_checkpoints(args: argparse.Namespace) -> int:
-    store = _client(args)
-    storage = CheckpointStorage(args.checkpoints, args.tenancy)
-    try:
+    with (
+        _client(args) as store,
+        closing(CheckpointStorage(args.checkpoints, args.tenancy)) as storage,
+    ):
         _known_status(store, args.id)
         record, _ = Commits(store, args.id).read()
         epochs = committed_epochs(storage, args.id, record)
-    finally:
-        storage.close()
-        store.close()
     if not epochs:
         print(f"job {args.id}: no committed checkpoint")
     for epoch in epochs:
@@ -313,34 +308,23 @@ def job_checkpoints(args: argparse.Namespace) -> int:
 
 
 def job_kill(args: argparse.Namespace) -> int:
-    store = _client(args)
-    try:
+    with _client(args) as store:
         if not _known_status(store, args.id).finished:
             api.kill(store, args.id)
         print(describe_job(api.wait(store, args.id, args.connect_timeout)))
-    finally:
-        store.close()
     return 0
 
 
 def replica(args: argparse.Namespace) -> int:
-    _logging(logging.WARNING)
-    store = api.connect(args.zookeeper, args.tenancy, connect_timeout=args.connect_timeout)
-    try:
+    with _client(args) as store:
         current = api.replica(store)
-    finally:
-        store.close()
     print(json.dumps(current.to_json(), indent=2) if args.json else describe(current))
     return 0
 
 
 def collect_garbage(args: argparse.Namespace) -> int:
-    _logging(logging.WARNING)
-    store = api.connect(args.zookeeper, args.tenancy, connect_timeout=args.connect_timeout)
-    try:
+    with _client(args) as store:
         result = api.gc(store, caller=f"gc-{new_id()}")
-    finally:
-        store.close()
     print(f"origin stored at log position {result.position}; {result.deleted} entries trimmed")
     return 0
 
