@@ -36,6 +36,7 @@ from peer.runtime.checkpoints import (
     committed_epochs,
 )
 from peer.runtime.dataplane import DataPlaneConfig
+from peer.spark import session as spark_session
 
 LOOPBACK_MTU = 8192
 """Groups in one process talk over loopback, whose own MTU is far larger than Aeron's default."""
@@ -76,6 +77,13 @@ def _positive[N: (int, float)](parse: Callable[[str], N], what: str) -> Callable
     return check
 
 
+def spark_setting(value: str) -> tuple[str, str]:
+    key, sep, setting = value.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{value!r} is not KEY=VALUE")
+    return key.strip(), setting
+
+
 positive_int = _positive(int, "a whole number of at least 1")
 positive_seconds = _positive(float, "a positive number of seconds")
 
@@ -96,11 +104,30 @@ def _checkpoints_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="onyx", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"onyx {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+def _spark_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--spark-master",
+        default=spark_session.DEFAULT_MASTER,
+        metavar="URL",
+        help="where Spark tasks run: local[*] (default), local[N] or spark://HOST:7077",
+    )
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        type=spark_setting,
+        metavar="KEY=VALUE",
+        help="a Spark setting for this group's session; may be repeated",
+    )
 
+
+def _configure_spark(args: argparse.Namespace, stack: ExitStack) -> None:
+    """The group's Spark session starts at its first Spark task, and stops with the group."""
+    spark_session.configure(args.spark_master, dict(args.spark_conf))
+    stack.callback(spark_session.stop)
+
+
+def _peer_parser(commands: argparse._SubParsersAction) -> None:
     peer = commands.add_parser("peer", help="peer group commands")
     peer_commands = peer.add_subparsers(dest="peer_command", required=True, parser_class=Parser)
     start = peer_commands.add_parser("start", help="run a peer group until SIGTERM")
@@ -128,7 +155,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="report a connected group's peers after this long without a heartbeat",
     )
+    _spark_args(start)
     start.set_defaults(handler=peer_start)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="onyx", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"onyx {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    _peer_parser(commands)
 
     driver = commands.add_parser("media-driver", help="run a standalone Aeron media driver")
     driver.add_argument("--dir", required=True, metavar="DIR")
@@ -172,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--groups", type=positive_int, default=None, metavar="N")
     run.add_argument("--vpeers", type=positive_int, default=None, metavar="N")
     run.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="S")
+    _spark_args(run)
     run.set_defaults(handler=run_local)
     return parser
 
@@ -219,6 +256,7 @@ def peer_start(args: argparse.Namespace) -> int:
     )
     with ExitStack() as stack:
         stack.callback(store.close)
+        _configure_spark(args, stack)
         transport = AeronTransport(
             aeron_dir=args.aeron_dir, host=args.bind, port=args.port, mtu=args.mtu
         )
@@ -338,6 +376,7 @@ def run_local(args: argparse.Namespace) -> int:
     job = api.load(args.file) if args.file else None
     print(f"local cluster: {groups} peer group(s) x {vpeers} virtual peers, embedded log")
     with ExitStack() as stack:
+        _configure_spark(args, stack)
         transports = None
         if job is not None and groups > 1:
             transports = [AeronTransport(mtu=LOOPBACK_MTU) for _ in range(groups)]

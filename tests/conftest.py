@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from peer.spark import session
 from tests.support import PeerProcess, ZooKeeperServer
 
 _tenancies = itertools.count()
@@ -16,6 +17,15 @@ def zookeeper() -> Iterator[ZooKeeperServer]:
     server = ZooKeeperServer().start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """The test session's SparkSession on local[2], the one every Spark task and plugin in this
+    process uses; built once, since a JVM takes seconds to start."""
+    session.configure("local[2]", {"spark.ui.enabled": "false"})
+    yield session.session()
+    session.stop()
 
 
 @pytest.fixture

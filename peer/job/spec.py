@@ -20,6 +20,7 @@ from peer.job.graph import topological_order
 
 ALL = "all"
 KINDS = ("input", "function", "output")
+ENGINES = ("python", "spark")
 FLUX_POLICIES = ("kill", "continue", "recover")
 TASK_SCHEDULERS = ("balanced", "percentage", "colocated")
 HOOKS = ("before_task", "after_task", "before_batch", "after_batch")
@@ -38,6 +39,17 @@ class JobError(ValueError):
 def _tuple(value: Any) -> Any:
     """Lists become tuples; anything else is left for validation to judge."""
     return tuple(value) if isinstance(value, list | tuple) else value
+
+
+def _pairs(value: Any) -> Any:
+    """A mapping, or a list of [name, type] pairs, becomes a tuple of pairs in order."""
+    if isinstance(value, Mapping):
+        return tuple((k, v) for k, v in value.items())
+    if isinstance(value, list | tuple) and all(
+        isinstance(p, list | tuple) and len(p) == 2 for p in value
+    ):
+        return tuple(tuple(p) for p in value)
+    return value
 
 
 def _set(obj: object, name: str, value: Any) -> None:
@@ -64,10 +76,15 @@ class Task:
     group_by_fn: str | None = None
     assign_watermark_fn: str | None = None
     percentage: float | None = None
+    engine: str = "python"
+    schema: str | tuple[tuple[str, str], ...] | None = None
+    """Spark tasks' rows: a mapping of field to Spark type, kept as pairs in order, or a DDL
+    string (see peer.job.schema); None infers it from the first batch."""
     params: Mapping[str, Any] = field(default_factory=pmap)
 
     def __post_init__(self) -> None:
         _set(self, "required_tags", _tuple(self.required_tags))
+        _set(self, "schema", _pairs(self.schema))
         _set(self, "group_by_key", _tuple(self.group_by_key))
         if isinstance(self.params, Mapping) and not isinstance(self.params, PMap):
             _set(self, "params", freeze(dict(self.params)))
@@ -82,6 +99,8 @@ class Task:
         if self.n_peers is not None:
             doc.pop("min_peers", None)
             doc.pop("max_peers", None)
+        if isinstance(self.schema, tuple):
+            doc["schema"] = dict(self.schema)
         return doc
 
 

@@ -15,10 +15,12 @@ from typing import Any, NoReturn
 
 from peer.job.graph import topological_order
 from peer.job.imports import ImportPathError, resolve, split
+from peer.job.schema import SchemaError, parse
 from peer.job.spec import (
     AGGREGATION_METHODS,
     AGGREGATIONS,
     ALL,
+    ENGINES,
     FLUX_POLICIES,
     HOOKS,
     KINDS,
@@ -244,6 +246,22 @@ def _check_task(task: Task, index: int, outer: str) -> None:
         _check_path(where, name, getattr(task, name))
     if task.assign_watermark_fn is not None and task.kind != "input":
         fail(where, "assign_watermark_fn is only for input tasks")
+    _check_engine(task, where)
+
+
+def _check_engine(task: Task, where: str) -> None:
+    _one_of(where, "engine", task.engine, ENGINES)
+    if task.engine == "spark" and task.kind != "function":
+        fail(
+            where,
+            "engine spark is for function tasks; Spark inputs and outputs are plugins "
+            "(peer.spark.source:input, peer.spark.sink:output)",
+        )
+    if task.schema is not None:
+        try:
+            parse(task.schema)
+        except SchemaError as e:
+            fail(where, f"schema {e}")
 
 
 def _check_kind(task: Task, where: str) -> None:

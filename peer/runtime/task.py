@@ -24,6 +24,9 @@ batch of work and returns whether it did any. The states:
   DRAINED and completes the job once the final epoch is committed (so its output is published);
   without, it completes once its plugin is synced.
 
+A Spark task's (``engine: spark``) fn takes a DataFrame of a batch and returns one; the batch
+runs in the group's Spark pool while the peer waits for it without blocking (peer.spark.function).
+
 A task's ``fn`` takes one segment and returns a segment, a list of them, or None. When the path
 names a class, each start makes a fresh instance, whose state lives as long as the allocation;
 ``flush()`` (if any) runs when the input ends, ``snapshot()`` and ``restore(snapshots, keep)``
@@ -50,6 +53,7 @@ from peer.plugins import Epoch, Recovery, load
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.inbox import END, Barrier, Inbox, Watermark
 from peer.runtime.routing import Router, key_hash
+from peer.spark.function import SparkFunction
 from peer.state import TaskState
 
 log = logging.getLogger(__name__)
@@ -145,6 +149,9 @@ class TaskRunner:
     final: int | None = None
     completed: bool = False
     credits: dict[str, int] = field(init=False)
+    spark: SparkFunction | None = None
+    pending: Future[list[Segment]] | None = None
+    """The batch in Spark, for a Spark task: nothing else is read until it is back."""
 
     def __post_init__(self) -> None:
         self.inbox = Inbox(self.ctx.upstream)
@@ -187,7 +194,10 @@ class TaskRunner:
 
     def _start(self) -> bool:
         c = self.ctx
-        self.fn = _function(c.task.fn)
+        if c.task.engine == "spark":
+            self.spark = SparkFunction(c.task)
+        else:
+            self.fn = _function(c.task.fn)
         self.assign = _function(c.task.assign_watermark_fn)
         self.hooks = {name: _hooks(c.job, c.task.name, name) for name in HOOKS}
         if any(w.task == c.task.name for w in c.job.windows):
@@ -250,6 +260,8 @@ class TaskRunner:
         busy = self._acknowledge()
         if self.windows is not None:
             self._emit(self.windows.tick(time.time()))
+        if self.pending is not None:
+            return self._spark_done() or busy
         if self.staged:
             return self._write() or busy
         if self.ctx.task.kind == "input" and self.barriers:
@@ -300,7 +312,20 @@ class TaskRunner:
 
     def _process(self, batch: list[Segment]) -> None:
         self._call_hooks("before_batch", batch)
-        out = self._apply(batch)
+        if self.spark is not None:
+            self.pending = self.spark.submit(batch)
+        else:
+            self._processed(self._apply(batch))
+
+    def _spark_done(self) -> bool:
+        """Whether the batch in Spark is back, and if so pass its rows on."""
+        if not self.pending.done():
+            return False
+        out, self.pending = self.pending.result(), None
+        self._processed(out)
+        return True
+
+    def _processed(self, out: list[Segment]) -> None:
         if self.windows is not None:
             self._emit(self.windows.apply(out, time.time()))
         else:
@@ -410,3 +435,5 @@ class TaskRunner:
             upload.cancel()
         for fetch in self.fetching:
             fetch.cancel()
+        if self.pending is not None:
+            self.pending.cancel()

@@ -1,0 +1,122 @@
+"""Rows as segments and as Arrow tables: the bridge every Spark batch crosses twice.
+
+A schema is declared in a catalog entry as a mapping of field to Spark type name (or as a Spark
+DDL string of flat fields, ``"user string, ts timestamp"``), or inferred from the first batch and
+kept. Segments travel between peers as msgpack, so a row's values there are plain: a timestamp is
+seconds since the epoch (a float, UTC) and a date is an ISO string; Arrow and Spark see the real
+types. A segment with a field the schema lacks, or a value of the wrong type, is an error naming
+the field: a batch never loses a field silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from peer.job.schema import Schema, SchemaError
+
+_ARROW = {
+    "string": pa.string(),
+    "bigint": pa.int64(),
+    "int": pa.int32(),
+    "smallint": pa.int16(),
+    "double": pa.float64(),
+    "float": pa.float32(),
+    "boolean": pa.bool_(),
+    "binary": pa.binary(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "date": pa.date32(),
+}
+_MICROS = 1_000_000
+
+
+def arrow_schema(schema: Schema) -> pa.Schema:
+    return pa.schema([(name, _ARROW[kind]) for name, kind in schema])
+
+
+def spark_ddl(schema: pa.Schema) -> str:
+    """The Spark DDL of an Arrow schema this module made or inferred."""
+    return ", ".join(f"`{f.name}` {_spark_name(f.type)}" for f in schema)
+
+
+def _spark_name(kind: pa.DataType) -> str:
+    for name, arrow in _ARROW.items():
+        if arrow == kind:
+            return name
+    if pa.types.is_timestamp(kind):
+        return "timestamp"
+    if pa.types.is_large_string(kind):
+        return "string"
+    raise SchemaError(f"Arrow type {kind} has no Spark type here")
+
+
+def infer(rows: list[Mapping[str, Any]]) -> pa.Schema:
+    """The schema of a first batch, to keep for every later one. Floats are seconds since the
+    epoch only when declared as timestamps: inference sees plain numbers and strings."""
+    if not rows:
+        raise SchemaError("cannot infer a schema from an empty batch")
+    _check_rows(rows)
+    try:
+        inferred = pa.Table.from_pylist(list(rows)).schema
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise SchemaError(f"cannot infer a schema from the first batch: {e}") from e
+    for f in inferred:
+        if pa.types.is_null(f.type):
+            raise SchemaError(
+                f"field {f.name!r} is null in every row of the first batch, so "
+                "its type cannot be inferred: declare a schema"
+            )
+        if pa.types.is_nested(f.type):
+            raise SchemaError(f"field {f.name!r} holds {f.type}: only flat fields are supported")
+    return inferred
+
+
+def to_table(rows: list[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
+    """The rows as a table of ``schema``: a field missing from a row is null, a field the schema
+    lacks or a value of another type is a SchemaError naming it."""
+    _check_rows(rows)
+    extra = set().union(*rows) - set(schema.names)
+    if extra:
+        names = ", ".join(schema.names)
+        raise SchemaError(f"field {sorted(extra)[0]!r} is not in the schema ({names})")
+    return pa.table([_column(f, [row.get(f.name) for row in rows]) for f in schema], schema=schema)
+
+
+def _check_rows(rows: Iterable[Any]) -> None:
+    for row in rows:
+        if not isinstance(row, Mapping):
+            raise SchemaError(f"segment {row!r:.100} is not a mapping of field to value")
+
+
+def _column(field: pa.Field, values: list[Any]) -> pa.Array:
+    try:
+        if pa.types.is_timestamp(field.type):
+            seconds = pa.array(values, pa.float64())
+            micros = pc.cast(pc.round(pc.multiply(seconds, _MICROS)), pa.int64(), safe=False)
+            return pc.cast(micros, field.type)
+        if pa.types.is_date(field.type):
+            return pc.cast(pa.array(values, pa.string()), field.type)
+        return pa.array(values, field.type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+        kind = _spark_name(field.type)
+        raise SchemaError(f"field {field.name!r} must hold {kind} values: {e}") from e
+
+
+def to_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """The table's rows as plain segments (see the module's note on timestamps and dates)."""
+    columns = [_plain(f, column) for f, column in zip(table.schema, table.columns, strict=True)]
+    return pa.table(columns, names=table.schema.names).to_pylist()
+
+
+def _plain(f: pa.Field, column: pa.ChunkedArray) -> pa.ChunkedArray:
+    if pa.types.is_timestamp(f.type):
+        micros = pc.cast(pc.cast(column, pa.timestamp("us", tz="UTC")), pa.int64())
+        return pc.divide(pc.cast(micros, pa.float64()), float(_MICROS))
+    if pa.types.is_date(f.type):
+        return pc.cast(column, pa.string())
+    if pa.types.is_decimal(f.type):
+        return pc.cast(column, pa.float64())
+    return column

@@ -1,0 +1,122 @@
+"""Spark tasks in a running local cluster on a local[2] session: each batch goes through Arrow
+into a DataFrame, the fn runs on Spark, and its rows flow on to the output."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from peer import api
+from peer.cluster.local import LocalCluster
+from peer.job.load import from_dict
+
+PEOPLE = [{"name": f"p{i}", "age": i % 40, "city": ["oslo", "lima"][i % 2]} for i in range(500)]
+
+
+def job(out: Path, *, segments=PEOPLE, fn="tests.integration.spark_fns.adults", schema=None):
+    spark_task = {
+        "name": "clean",
+        "kind": "function",
+        "engine": "spark",
+        "fn": fn,
+        "batch_size": 200,
+    }
+    if schema is not None:
+        spark_task["schema"] = schema
+    return from_dict(
+        {
+            "workflow": [["people", "clean"], ["clean", "out"]],
+            "catalog": [
+                {
+                    "name": "people",
+                    "kind": "input",
+                    "plugin": "peer.plugins.memory:input",
+                    "n_peers": 1,
+                    "params": {"segments": segments},
+                },
+                spark_task,
+                {
+                    "name": "out",
+                    "kind": "output",
+                    "plugin": "peer.plugins.jsonl:output",
+                    "params": {"path": str(out)},
+                },
+            ],
+            "barrier_period": None,
+        }
+    )
+
+
+def run(spark, job_value) -> str:
+    cluster = LocalCluster(groups=1, vpeers=3)
+    cluster.start()
+    try:
+        cluster.await_ring(30)
+        job_id = api.submit(cluster.reader, job_value)
+        return api.wait(cluster.reader, job_id, 120).state
+    finally:
+        cluster.stop()
+
+
+def rows(path: Path) -> list[dict]:
+    return sorted(
+        (json.loads(line) for line in path.read_text().splitlines()), key=lambda r: r["name"]
+    )
+
+
+def expected() -> list[dict]:
+    adults = [{**p, "name": p["name"].upper()} for p in PEOPLE if p["age"] >= 18]
+    return sorted(adults, key=lambda r: r["name"])
+
+
+def test_a_spark_task_with_a_declared_schema(spark, tmp_path):
+    out = tmp_path / "out.jsonl"
+    schema = {"name": "string", "age": "int", "city": "string"}
+    assert run(spark, job(out, schema=schema)) == "completed"
+    assert rows(out) == expected()
+
+
+def test_a_spark_task_with_an_inferred_schema(spark, tmp_path):
+    out = tmp_path / "out.jsonl"
+    assert run(spark, job(out)) == "completed"
+    assert rows(out) == expected()
+
+
+def test_a_declared_timestamp_comes_back_as_seconds(spark, tmp_path):
+    out = tmp_path / "out.jsonl"
+    clicks = [{"name": "a", "age": 30, "city": "oslo", "ts": 1700000000.25}]
+    schema = "name string, age bigint, city string, ts timestamp"
+    value = job(out, segments=clicks, fn="tests.integration.spark_fns.identity", schema=schema)
+    assert run(spark, value) == "completed"
+    assert rows(out) == clicks
+
+
+@pytest.mark.parametrize(
+    ("segments", "fn", "message"),
+    [
+        (
+            [{"name": "a", "age": "old", "city": "x"}],
+            "tests.integration.spark_fns.adults",
+            "field 'age' must hold int values",
+        ),
+        (
+            [{"name": "a", "age": 3, "city": "x", "zip": 1}],
+            "tests.integration.spark_fns.adults",
+            "field 'zip' is not in the schema",
+        ),
+        (PEOPLE[:5], "tests.integration.spark_fns.not_a_frame", "returned int, not a DataFrame"),
+    ],
+)
+def test_a_batch_that_fails_kills_the_job_naming_the_task(
+    spark, tmp_path, caplog, *, segments, fn, message
+):
+    caplog.set_level(logging.WARNING)
+    schema = {"name": "string", "age": "int", "city": "string"}
+    assert (
+        run(spark, job(tmp_path / "out.jsonl", segments=segments, fn=fn, schema=schema)) == "killed"
+    )
+    failures = [r.getMessage() for r in caplog.records if "task 'clean'" in r.getMessage()]
+    assert any(message in failure for failure in failures), failures
