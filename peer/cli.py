@@ -21,10 +21,10 @@ from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import NoReturn
 
-from peer import __version__, api
+from peer import __version__, api, metrics
 from peer.cluster.group import GroupConfig, PeerGroup, new_id
 from peer.cluster.local import LocalCluster
-from peer.job.spec import JobError
+from peer.job.spec import JobError, Task
 from peer.log.replica import Replica, ring_cycle
 from peer.log.store import StoreError
 from peer.log.stores.zookeeper import TENANCY_PATTERN
@@ -36,8 +36,11 @@ from peer.runtime.checkpoints import (
     committed_epochs,
 )
 from peer.runtime.dataplane import DataPlaneConfig
+from peer.spark import report as spark_report
 from peer.spark import session as spark_session
 
+PROGRESS_PERIOD = 2.0
+"""Seconds between progress lines while ``onyx run`` waits for its job."""
 LOOPBACK_MTU = 8192
 """Groups in one process talk over loopback, whose own MTU is far larger than Aeron's default."""
 HOST_PORT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:(\d{1,5})$")
@@ -409,13 +412,52 @@ def _run_job(cluster: LocalCluster, job: api.Job, timeout: float) -> int:
             f"cluster has {len(current.peers)}: raise --vpeers or --groups"
         )
     print(describe_job(started))
-    final = api.wait(cluster.reader, job_id, timeout)
+    with _progress(cluster, job_id, job):
+        final = api.wait(cluster.reader, job_id, timeout)
     print(describe_job(final))
-    for name in job.output_tasks():
-        path = job.task(name).params.get("path")
-        if final.state == "completed" and path:
-            print(f"output of task {name!r}: {path}")
+    if final.state == "completed":
+        for name in job.output_tasks():
+            _show_output(job.task(name))
     return 0 if final.state == "completed" else 1
+
+
+@contextmanager
+def _progress(cluster: LocalCluster, job_id: str, job: api.Job) -> Iterator[None]:
+    """A line every PROGRESS_PERIOD while the job runs, when something moved: segments its
+    inputs read, and its latest committed epoch."""
+    stop = threading.Event()
+
+    def report() -> None:
+        last = ""
+        while not stop.wait(PROGRESS_PERIOD):
+            read = sum(metrics.segments_in(job_id, name) for name in job.input_tasks())
+            record, _ = Commits(cluster.reader, job_id).read()
+            line = f"progress: {read:,.0f} segments read"
+            if record is not None and record.committed is not None:
+                epoch = record.committed
+                line += f", epoch {epoch.number} of allocation {epoch.version} committed"
+            if line != last:
+                print(line, flush=True)
+                last = line
+
+    thread = threading.Thread(target=report, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _show_output(task: Task) -> None:
+    path = task.params.get("path")
+    if not path:
+        return
+    print(f"output of task {task.name!r}: {path}")
+    if task.plugin == spark_report.SINK:
+        query = spark_report.summary_query(task)
+        print(f"spark sql> {query}")
+        print(spark_report.show(query), end="")
 
 
 def _logging(level: int) -> None:

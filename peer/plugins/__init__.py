@@ -41,6 +41,10 @@ class Epoch(NamedTuple):
     version: int
     number: int
 
+    def describe(self) -> str:
+        """How messages name an epoch."""
+        return f"epoch {self.number} of allocation {self.version}"
+
 
 @dataclass(frozen=True)
 class Recovery:

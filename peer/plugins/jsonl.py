@@ -55,6 +55,7 @@ from typing import Any, BinaryIO
 
 from peer.job.spec import Task
 from peer.plugins import Epoch, PluginError, Recovery, error, natural, param
+from peer.plugins.files import fsync, fsync_directory, is_path
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 STAGING = ".staging"
@@ -63,7 +64,7 @@ _NAME = re.compile(r"(\d+)-(\d+)-(\d+)\.jsonl")
 
 def input(task: Task, slot: int, slots: int) -> JsonlInput:
     """The factory named ``peer.plugins.jsonl:input``."""
-    path = param(task, "path", "a file path string", _is_path)
+    path = param(task, "path", "a file path string", is_path)
     try:
         file = open(path, "rb")  # noqa: SIM115 - the input owns it until close()
     except OSError as e:
@@ -73,7 +74,7 @@ def input(task: Task, slot: int, slots: int) -> JsonlInput:
 
 def output(task: Task, slot: int, slots: int) -> JsonlOutput:
     """The factory named ``peer.plugins.jsonl:output``."""
-    pattern = param(task, "path", "a file path string", _is_path)
+    pattern = param(task, "path", "a file path string", is_path)
     path = pattern.replace("{slot}", str(slot))
     overwrite = task.params.get("overwrite", False)
     if not isinstance(overwrite, bool):
@@ -90,7 +91,7 @@ def output(task: Task, slot: int, slots: int) -> JsonlOutput:
 
 def exactly_once_output(task: Task, slot: int, slots: int) -> ExactlyOnceOutput:
     """The factory named ``peer.plugins.jsonl:exactly_once_output``."""
-    directory = Path(param(task, "path", "a directory path string", _is_path))
+    directory = Path(param(task, "path", "a directory path string", is_path))
     try:
         (directory / STAGING).mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -210,7 +211,7 @@ class JsonlOutput:
 
     def synced(self) -> bool:
         if self._unsynced:
-            _fsync(self._task, self._fd, self._path)
+            fsync(self._task, self._fd, self._path)
             self._unsynced = False
         return True
 
@@ -277,18 +278,18 @@ class ExactlyOnceOutput:
 
     def synced(self) -> bool:
         if self._unsynced:
-            _fsync(self._task, self._fd, str(self._current()))
+            fsync(self._task, self._fd, str(self._current()))
             self._unsynced = False
         return True
 
     def checkpoint(self, epoch: Epoch) -> None:
         """Seal ``epoch``'s file, durably, and go on to the next epoch's."""
         if epoch != self._writing():
-            writing = _describe(self._writing())
-            raise self._error(f"checkpoint at {_describe(epoch)} while writing {writing}")
+            writing = self._writing().describe()
+            raise self._error(f"checkpoint at {epoch.describe()} while writing {writing}")
         if self._staged:
             raise self._error(
-                f"checkpoint at {_describe(epoch)} with {len(self._staged)} bytes prepared but "
+                f"checkpoint at {epoch.describe()} with {len(self._staged)} bytes prepared but "
                 "not written: write() must finish before the barrier"
             )
         if self._fd >= 0:
@@ -323,7 +324,7 @@ class ExactlyOnceOutput:
         self.synced()
         os.close(self._fd)
         self._fd = -1
-        _fsync_directory(self._task, self._staging)
+        fsync_directory(self._task, self._staging)
         self._sealed.append(epoch)
 
     def _open(self) -> int:
@@ -363,15 +364,11 @@ class ExactlyOnceOutput:
 
     def _sync_directories(self) -> None:
         """Make renames and deletions durable in both directories."""
-        _fsync_directory(self._task, self._staging)
-        _fsync_directory(self._task, self._directory)
+        fsync_directory(self._task, self._staging)
+        fsync_directory(self._task, self._directory)
 
     def _error(self, message: str) -> PluginError:
         return error(self._task, message)
-
-
-def _describe(epoch: Epoch) -> str:
-    return f"epoch {epoch.number} of allocation {epoch.version}"
 
 
 def _encoded(task: Task, segments: list[Any]) -> bytes:
@@ -392,26 +389,3 @@ def _write(task: Task, fd: int, path: str, data: bytes) -> int:
         return os.write(fd, data)
     except OSError as e:
         raise error(task, f"writing {path!r} failed: {e.strerror}") from e
-
-
-def _fsync(task: Task, fd: int, path: str) -> None:
-    try:
-        os.fsync(fd)
-    except OSError as e:
-        raise error(task, f"syncing {path!r} failed: {e.strerror}") from e
-
-
-def _fsync_directory(task: Task, directory: Path) -> None:
-    """Make the directory's entries (files made, renamed, deleted) durable."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError as e:
-        raise error(task, f"cannot open {str(directory)!r} to sync it: {e.strerror}") from e
-    try:
-        _fsync(task, fd, str(directory))
-    finally:
-        os.close(fd)
-
-
-def _is_path(value: object) -> bool:
-    return isinstance(value, str) and value != ""

@@ -47,10 +47,6 @@ class CheckpointError(RuntimeError):
     """A snapshot or a commit record cannot be had; the message names which and where."""
 
 
-def _describe(epoch: Epoch) -> str:
-    return f"epoch {epoch.number} of allocation {epoch.version}"
-
-
 HISTORY = 10
 
 
@@ -154,8 +150,8 @@ class Commits:
                 return True
             if record.committed is not None and epoch < record.committed:
                 raise ValueError(
-                    f"job {self.job!r}: cannot commit {_describe(epoch)}, "
-                    f"{_describe(record.committed)} is committed already"
+                    f"job {self.job!r}: cannot commit {epoch.describe()}, "
+                    f"{record.committed.describe()} is committed already"
                 )
             history = (*record.history, epoch)[-HISTORY:]
             committed = CommitRecord(epoch, version, dict(slots), history)
@@ -200,7 +196,7 @@ class CheckpointStorage:
             with contextlib.suppress(OSError):
                 self.fs.rm(temporary)
             raise CheckpointError(
-                f"cannot store the snapshot of job {job!r} {_describe(epoch)} task {task!r} "
+                f"cannot store the snapshot of job {job!r} {epoch.describe()} task {task!r} "
                 f"slot {slot} at {self._where(path)}: {e}"
             ) from e
 
@@ -214,7 +210,7 @@ class CheckpointStorage:
 
     def get(self, job: str, epoch: Epoch, task: str, slot: int) -> bytes:
         path = self._path(job, epoch, task, slot)
-        what = f"the snapshot of job {job!r} {_describe(epoch)} task {task!r} slot {slot}"
+        what = f"the snapshot of job {job!r} {epoch.describe()} task {task!r} slot {slot}"
         try:
             return self.fs.cat_file(path)
         except FileNotFoundError:
@@ -267,7 +263,7 @@ class CheckpointStorage:
                 log.warning(
                     "job %s: deleting the epochs before %s failed: %s",
                     job,
-                    _describe(keep),
+                    keep.describe(),
                     done.exception(),
                 )
 

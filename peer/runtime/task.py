@@ -49,6 +49,7 @@ import msgpack
 
 from peer.job.imports import resolve
 from peer.job.spec import ALL, HOOKS, Job, Task
+from peer.metrics import SEGMENTS_IN, SEGMENTS_OUT
 from peer.plugins import Epoch, Recovery, load
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.inbox import END, Barrier, Inbox, Watermark
@@ -149,6 +150,8 @@ class TaskRunner:
     final: int | None = None
     completed: bool = False
     credits: dict[str, int] = field(init=False)
+    counted_in: Any = None
+    counted_out: Any = None
     spark: SparkFunction | None = None
     pending: Future[list[Segment]] | None = None
     """The batch in Spark, for a Spark task: nothing else is read until it is back."""
@@ -194,6 +197,8 @@ class TaskRunner:
 
     def _start(self) -> bool:
         c = self.ctx
+        self.counted_in = SEGMENTS_IN.labels(c.job.id, c.task.name)
+        self.counted_out = SEGMENTS_OUT.labels(c.job.id, c.task.name)
         if c.task.engine == "spark":
             self.spark = SparkFunction(c.task)
         else:
@@ -270,6 +275,7 @@ class TaskRunner:
             return busy
         batch = self._read()
         if batch:
+            self.counted_in.inc(len(batch))
             self._process(batch)
             return True
         return self._between_batches() or busy
@@ -336,6 +342,7 @@ class TaskRunner:
     def _emit(self, segments: list[Segment]) -> None:
         if not segments:
             return
+        self.counted_out.inc(len(segments))
         if self.ctx.task.kind == "output":
             self.plugin.prepare(segments)
             self.staged = True

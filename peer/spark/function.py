@@ -2,18 +2,23 @@
 
 The batch crosses into Spark as an Arrow table of the task's schema (declared in the catalog, or
 inferred from the first batch and kept, so every batch of a task has the same columns), the fn
-runs on Spark, and its result comes back through Arrow. All of it runs in the group's Spark pool:
-``submit`` returns a future the task's state machine polls, so a batch that takes Spark a tenth
-of a second never stalls the group's other peers.
+runs on Spark, and its result comes back through Arrow. The fn is ``fn(df)``, or
+``fn(df, params)`` (a parameter named ``params``) to be told the task's params (a table to join
+with, say), so one fn serves jobs that differ only in their data. All of it runs in the group's
+Spark pool: ``submit`` returns a future the task's state machine polls, so a batch that takes
+Spark a tenth of a second never stalls the group's other peers.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
 import pyarrow as pa
+from pyrsistent import thaw
 
 from peer.job.imports import resolve
 from peer.job.schema import SchemaError, parse
@@ -27,7 +32,10 @@ class SparkFunction:
 
     def __init__(self, task: Task) -> None:
         self._task = task
-        self._fn: Callable[[Any], Any] = resolve(task.fn)
+        fn = resolve(task.fn)
+        self._fn: Callable[[Any], Any] = (
+            functools.partial(fn, params=thaw(task.params)) if _takes_params(fn) else fn
+        )
         self._schema: pa.Schema | None = (
             None if task.schema is None else rows.arrow_schema(parse(task.schema))
         )
@@ -49,6 +57,13 @@ class SparkFunction:
                 f"fn {self._task.fn!r} returned {type(result).__name__}, not a DataFrame"
             )
         return rows.to_rows(result.toArrow())
+
+
+def _takes_params(fn: Callable[..., Any]) -> bool:
+    try:
+        return "params" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _inferred(batch: list[dict[str, Any]]) -> pa.Schema:

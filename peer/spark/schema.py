@@ -42,6 +42,11 @@ def spark_ddl(schema: pa.Schema) -> str:
     return ", ".join(f"`{f.name}` {_spark_name(f.type)}" for f in schema)
 
 
+def spark_type(kind: pa.DataType) -> str:
+    """The Spark type name of an Arrow type this module made or inferred."""
+    return _spark_name(kind)
+
+
 def _spark_name(kind: pa.DataType) -> str:
     for name, arrow in _ARROW.items():
         if arrow == kind:
@@ -99,6 +104,11 @@ def _column(field: pa.Field, values: list[Any]) -> pa.Array:
             return pc.cast(micros, field.type)
         if pa.types.is_date(field.type):
             return pc.cast(pa.array(values, pa.string()), field.type)
+        if pa.types.is_integer(field.type) and any(isinstance(v, float) for v in values):
+            value = next(v for v in values if isinstance(v, float))
+            raise SchemaError(
+                f"field {field.name!r} must hold {_spark_name(field.type)} values, not {value!r}"
+            )
         return pa.array(values, field.type)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
         kind = _spark_name(field.type)
