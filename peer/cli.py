@@ -371,12 +371,13 @@ def collect_garbage(args: argparse.Namespace) -> int:
 
 
 def run_local(args: argparse.Namespace) -> int:
-    """One group by default for a job: its peers hand segments over in memory. With more
-    groups, each embeds a media driver and segments between groups go over UDP."""
+    """One group by default for a job, with peers enough for it: they hand segments over in
+    memory. With more groups, each embeds a media driver and segments between groups go over
+    UDP."""
     _logging(logging.WARNING)
-    groups = args.groups or (1 if args.file else 3)
-    vpeers = args.vpeers or (4 if args.file else 2)
     job = api.load(args.file) if args.file else None
+    groups = args.groups or (1 if job else 3)
+    vpeers = args.vpeers or (_peers_for(job, groups) if job else 2)
     print(f"local cluster: {groups} peer group(s) x {vpeers} virtual peers, embedded log")
     with ExitStack() as stack:
         _configure_spark(args, stack)
@@ -394,6 +395,12 @@ def run_local(args: argparse.Namespace) -> int:
             final = cluster.stop()
     print(f"every group left gracefully; the log ends at position {final.version}")
     return outcome
+
+
+def _peers_for(job: api.Job, groups: int) -> int:
+    """Virtual peers per group so that the job gets every task's minimum (at least 4 in all)."""
+    needed = max(4, sum(task.min_peers for task in job.catalog))
+    return -(-needed // groups)
 
 
 def _show_ring(formed: Replica) -> int:

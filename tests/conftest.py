@@ -20,10 +20,13 @@ def zookeeper() -> Iterator[ZooKeeperServer]:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """The test session's SparkSession on local[2], the one every Spark task and plugin in this
     process uses; built once, since a JVM takes seconds to start."""
-    session.configure("local[2]", {"spark.ui.enabled": "false"})
+    warehouse = str(tmp_path_factory.mktemp("spark-warehouse"))
+    session.configure(
+        "local[2]", {"spark.ui.enabled": "false", "spark.sql.warehouse.dir": warehouse}
+    )
     yield session.session()
     session.stop()
 

@@ -8,19 +8,25 @@ few workers; a batch's DataFrame work spends its time in the JVM, not under Pyth
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+"""Spark's JVM logs warnings and errors only, and none of its start-up chatter."""
 WORKERS = 4
 """Threads that may run Spark work at once: one group's Spark tasks, sources and sinks."""
 
 _DEFAULTS = {
+    "spark.sql.warehouse.dir": str(Path("~/.onyx/spark-warehouse").expanduser()),
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG}",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
@@ -58,6 +64,8 @@ def session() -> SparkSession:
     time: call it from the Spark pool, never from a group's thread."""
     with _group.lock:
         if _group.session is None:
+            if _group.master.startswith("local"):
+                os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             builder = SparkSession.builder.master(_group.master).appName(_group.app)
             for key, value in {**_DEFAULTS, **_group.conf}.items():
                 builder = builder.config(key, value)

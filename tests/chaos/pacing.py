@@ -4,6 +4,7 @@ wait for anything."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from typing import Any
@@ -13,5 +14,15 @@ PACE = float(os.environ.get("ONYX_TEST_PACE", "0"))
 
 def pace(segment: dict[str, Any]) -> dict[str, Any]:
     if PACE and segment["ts"] % 100 == 0:
+        time.sleep(PACE)
+    return segment
+
+
+_views = itertools.count()
+
+
+def pace_view(segment: dict[str, Any]) -> dict[str, Any]:
+    """The clickstream's per-view step, paced the same way: every hundredth view."""
+    if PACE and next(_views) % 100 == 0:
         time.sleep(PACE)
     return segment
