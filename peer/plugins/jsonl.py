@@ -55,7 +55,7 @@ from typing import Any, BinaryIO
 
 from peer.job.spec import Task
 from peer.plugins import Epoch, PluginError, Recovery, error, natural, param
-from peer.plugins.files import fsync, fsync_directory, is_path
+from peer.plugins.files import fsync, fsync_directory, is_path, names, publish
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 STAGING = ".staging"
@@ -248,7 +248,7 @@ class ExactlyOnceOutput:
         """Publish what was committed, delete older allocations' leftovers, and start writing
         ``recovery.start``; the checkpoint is not needed, as the directory says it all."""
         settled = False
-        for name in sorted(self._staged_names()):
+        for name in sorted(names(self._task, self._staging)):
             epoch = epoch_of(name)
             if epoch is None:
                 continue
@@ -337,16 +337,7 @@ class ExactlyOnceOutput:
             raise self._error(f"cannot open {str(path)!r} for writing: {e.strerror}") from e
 
     def _publish(self, name: str) -> None:
-        """Rename a staged file into view; if it is gone, another peer must have done so."""
-        staged, published = self._staging / name, self._directory / name
-        try:
-            os.rename(staged, published)
-        except FileNotFoundError as e:
-            if not published.exists():
-                reason = "it is neither staged nor published: was it deleted as uncommitted?"
-                raise self._error(f"cannot publish {str(staged)!r}: {reason}") from e
-        except OSError as e:
-            raise self._error(f"cannot publish {str(staged)!r}: {e.strerror}") from e
+        publish(self._task, self._staging / name, self._directory / name)
 
     def _discard(self, name: str) -> None:
         """Delete an uncommitted staged file; if it is gone, another peer did so."""
@@ -355,12 +346,6 @@ class ExactlyOnceOutput:
             path.unlink(missing_ok=True)
         except OSError as e:
             raise self._error(f"cannot delete uncommitted {str(path)!r}: {e.strerror}") from e
-
-    def _staged_names(self) -> list[str]:
-        try:
-            return os.listdir(self._staging)
-        except OSError as e:
-            raise self._error(f"cannot list {str(self._staging)!r}: {e.strerror}") from e
 
     def _sync_directories(self) -> None:
         """Make renames and deletions durable in both directories."""

@@ -53,7 +53,7 @@ import pyarrow.dataset as ds
 from peer.job.schema import Schema, SchemaError, parse
 from peer.job.spec import Task
 from peer.plugins import Epoch, PluginError, Recovery, error, param
-from peer.plugins.files import fsync, fsync_directory, is_path
+from peer.plugins.files import fsync_directory, fsync_path, is_path, names, publish
 from peer.spark.schema import arrow_schema, infer, spark_type, to_table
 
 STAGING = "_staging"
@@ -254,7 +254,7 @@ class ParquetTableOutput:
         """The jsonl sink's rules, for every slot's staged directories, oldest first."""
         touched: set[Path] = set()
         settled = False
-        for name in sorted(self._staged_names()):
+        for name in sorted(names(self._task, self._staging)):
             parsed = staged_epoch(name)
             if parsed is None:
                 continue
@@ -280,22 +280,11 @@ class ParquetTableOutput:
         return {self._directory / parent for relative in files for parent in _parents(relative)}
 
     def _move(self, staged: Path, published: Path) -> None:
-        """Rename a staged file into view; if it is gone, another peer must have done so."""
         try:
             published.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(staged, published)
-        except FileNotFoundError as e:
-            if not published.exists():
-                reason = "it is neither staged nor published: was it deleted as uncommitted?"
-                raise self._error(f"cannot publish {str(staged)!r}: {reason}") from e
         except OSError as e:
-            raise self._error(f"cannot publish {str(staged)!r}: {e.strerror}") from e
-
-    def _staged_names(self) -> list[str]:
-        try:
-            return os.listdir(self._staging)
-        except OSError as e:
-            raise self._error(f"cannot list {str(self._staging)!r}: {e.strerror}") from e
+            raise self._error(f"cannot make {str(published.parent)!r}: {e.strerror}") from e
+        publish(self._task, staged, published)
 
     def _sync(self, published: set[Path]) -> None:
         """Make renames, new directories and deletions durable, deepest directories first."""
@@ -364,20 +353,9 @@ def _parents(relative: str) -> list[PurePath]:
 def _fsync_tree(task: Task, root: Path, files: list[str]) -> None:
     """Make a freshly written tree durable: its files, then its directories."""
     for relative in files:
-        _fsync_file(task, root / relative)
+        fsync_path(task, root / relative)
     for directory in _deepest_first({root / p for relative in files for p in _parents(relative)}):
         fsync_directory(task, directory)
-
-
-def _fsync_file(task: Task, path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError as e:
-        raise error(task, f"cannot open {str(path)!r} to sync it: {e.strerror}") from e
-    try:
-        fsync(task, fd, str(path))
-    finally:
-        os.close(fd)
 
 
 def _deepest_first(directories: set[Path]) -> list[Path]:

@@ -7,7 +7,6 @@ import errno
 import json
 import os
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from hypothesis import strategies as st
 from peer.plugins import Epoch, PluginError, Recovery
 from peer.plugins.jsonl import ExactlyOnceOutput, exactly_once_output, file_name
 from tests.unit.plugins.plugin_fixtures import json_values, task
+from tests.unit.plugins.two_phase import Coordinator, Sink, run
 
 PLUGIN = "peer.plugins.jsonl:exactly_once_output"
 WHERE = f"task 'write', plugin {PLUGIN!r}"
@@ -326,57 +326,7 @@ def test_a_directory_that_cannot_be_made_is_named(tmp_path):
 # -- generative: crashes anywhere -----------------------------------------------------------------
 
 
-@dataclass
-class Coordinator:
-    """What outlives a sink's crash: the epochs committed and the input's position at each."""
-
-    segments: list[Any]
-    data: st.DataObject
-    positions: dict[Epoch | None, int] = field(default_factory=lambda: {None: 0})
-    committed: Epoch | None = None
-
-    def live(self, plugin: ExactlyOnceOutput, version: int, crash: bool) -> None:
-        """One allocation's run from the committed epoch: batches, barriers at random, commits a
-        random number of epochs behind, and the sink hearing of them further behind still; to
-        the end of the input and a final committed barrier, or to a crash at a random batch."""
-        draw = self.data.draw
-        index, epoch, sealed = self.positions[self.committed], Epoch(version, 1), []
-        lag = draw(st.integers(0, 3), label="epochs from seal to commit")
-        notice = draw(st.integers(0, 2), label="epochs from commit to the sink hearing it")
-        stop = draw(st.integers(0, 12), label="batches before the crash") if crash else None
-        batches = 0
-        while index < len(self.segments) and batches != stop:
-            size = draw(st.integers(1, 4), label="batch size")
-            put(plugin, *self.segments[index : index + size])
-            index, batches = min(index + size, len(self.segments)), batches + 1
-            if draw(st.booleans(), label="barrier"):
-                self.seal(plugin, epoch, index)
-                sealed.append(epoch)
-                epoch = Epoch(version, epoch.number + 1)
-                if len(sealed) > lag:
-                    self.committed = sealed[-1 - lag]
-                if len(sealed) > lag + notice:
-                    plugin.committed(sealed[-1 - lag - notice])
-        if not crash:
-            self.seal(plugin, epoch, index)
-            self.committed = epoch
-            plugin.committed(epoch)
-        plugin.close()
-
-    def seal(self, plugin: ExactlyOnceOutput, epoch: Epoch, index: int) -> None:
-        plugin.checkpoint(epoch)
-        self.positions[epoch] = index
-
-
-def run(directory: Path, segments: list[Any], crashes: int, data: st.DataObject) -> None:
-    """Allocations 1 .. crashes + 1, each but the last ending in a crash; after each recovery the
-    reader sees exactly the committed epochs and nothing older is left staged."""
-    coordinator = Coordinator(segments, data)
-    for version in range(1, crashes + 2):
-        plugin = sink(directory, 0, coordinator.committed, version)
-        assert lines(directory) == segments[: coordinator.positions[coordinator.committed]]
-        assert staged(directory) == []
-        coordinator.live(plugin, version, crash=version <= crashes)
+SINK = Sink(sink, lines, list, staged)
 
 
 @EXAMPLES
@@ -384,7 +334,7 @@ def run(directory: Path, segments: list[Any], crashes: int, data: st.DataObject)
 def test_crashes_anywhere_leave_what_a_failure_free_run_leaves(segments, data):
     crashes = data.draw(st.integers(0, 3), label="crashes")
     with tempfile.TemporaryDirectory() as clean, tempfile.TemporaryDirectory() as failing:
-        run(Path(clean), segments, 0, data)
-        run(Path(failing), segments, crashes, data)
+        run(Coordinator(segments, data, put), SINK, Path(clean), 0)
+        run(Coordinator(segments, data, put), SINK, Path(failing), crashes)
         assert lines(Path(failing)) == lines(Path(clean)) == segments
         assert staged(Path(failing)) == []

@@ -10,7 +10,6 @@ import itertools
 import os
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -25,6 +24,7 @@ from hypothesis import strategies as st
 from peer.job.spec import Task
 from peer.plugins import Epoch, PluginError, Recovery, load
 from peer.spark.sink import ParquetTableOutput, output, staged_name
+from tests.unit.plugins.two_phase import Coordinator, Sink, run
 
 PLUGIN = "peer.spark.sink:output"
 WHERE = f"task 'write', plugin {PLUGIN!r}"
@@ -545,44 +545,8 @@ def test_load_finds_an_output(tmp_path):
 # -- generative: crashes anywhere -----------------------------------------------------------------
 
 
-@dataclass
-class Coordinator:
-    """What outlives a sink's crash: the epochs committed and the input's position at each."""
-
-    rows: list[int]
-    data: st.DataObject
-    positions: dict[Epoch | None, int] = field(default_factory=lambda: {None: 0})
-    committed: Epoch | None = None
-
-    def live(self, plugin: ParquetTableOutput, version: int, crash: bool) -> None:
-        """One allocation's run from the committed epoch: batches, barriers at random, commits a
-        random number of epochs behind, and the sink hearing of them further behind still; to
-        the end of the input and a final committed barrier, or to a crash at a random batch."""
-        draw = self.data.draw
-        index, epoch, sealed = self.positions[self.committed], Epoch(version, 1), []
-        lag = draw(st.integers(0, 3), label="epochs from seal to commit")
-        notice = draw(st.integers(0, 2), label="epochs from commit to the sink hearing it")
-        stop = draw(st.integers(0, 12), label="batches before the crash") if crash else None
-        batches = 0
-        while index < len(self.rows) and batches != stop:
-            size = draw(st.integers(1, 4), label="batch size")
-            put(plugin, *self.rows[index : index + size])
-            index, batches = min(index + size, len(self.rows)), batches + 1
-            if draw(st.booleans(), label="barrier"):
-                self.seal(plugin, epoch, index)
-                sealed.append(epoch)
-                epoch = Epoch(version, epoch.number + 1)
-                if len(sealed) > lag:
-                    self.committed = sealed[-1 - lag]
-                if len(sealed) > lag + notice:
-                    plugin.committed(sealed[-1 - lag - notice])
-        if crash:
-            self.crash(plugin, epoch, version)
-        else:
-            self.seal(plugin, epoch, index)
-            self.committed = epoch
-            plugin.committed(epoch)
-        plugin.close()
+class Crashing(Coordinator):
+    """A Parquet sink has two more places to die in."""
 
     def crash(self, plugin: ParquetTableOutput, epoch: Epoch, version: int) -> None:
         """Die between batches, or halfway through sealing the open epoch (its files written,
@@ -595,10 +559,6 @@ class Coordinator:
             renames = self.data.draw(st.integers(0, 3), label="files published before the crash")
             with failing_renames(renames), contextlib.suppress(PluginError):
                 plugin.committed(self.committed)
-
-    def seal(self, plugin: ParquetTableOutput, epoch: Epoch, index: int) -> None:
-        plugin.checkpoint(epoch)
-        self.positions[epoch] = index
 
 
 @contextlib.contextmanager
@@ -615,15 +575,7 @@ def failing_renames(after: int) -> Iterator[None]:
         yield
 
 
-def run(directory: Path, rows: list[int], crashes: int, data: st.DataObject) -> None:
-    """Allocations 1 .. crashes + 1, each but the last ending in a crash; after each recovery the
-    reader sees exactly the committed epochs' rows and nothing older is left staged."""
-    coordinator = Coordinator(rows, data)
-    for version in range(1, crashes + 2):
-        plugin = sink(directory, 0, coordinator.committed, version)
-        assert ids(directory) == sorted(rows[: coordinator.positions[coordinator.committed]])
-        assert staged(directory) == []
-        coordinator.live(plugin, version, crash=version <= crashes)
+SINK = Sink(sink, ids, sorted, staged)
 
 
 @EXAMPLES
@@ -631,8 +583,8 @@ def run(directory: Path, rows: list[int], crashes: int, data: st.DataObject) -> 
 def test_crashes_anywhere_leave_what_a_failure_free_run_leaves(rows, data):
     crashes = data.draw(st.integers(0, 3), label="crashes")
     with tempfile.TemporaryDirectory() as clean, tempfile.TemporaryDirectory() as failing:
-        run(Path(clean), rows, 0, data)
-        run(Path(failing), rows, crashes, data)
+        run(Crashing(rows, data, put), SINK, Path(clean), 0)
+        run(Crashing(rows, data, put), SINK, Path(failing), crashes)
         assert read(Path(failing)) == read(Path(clean)) == sorted(map(row, rows), key=_id)
         assert staged(Path(failing)) == []
 

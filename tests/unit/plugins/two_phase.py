@@ -1,0 +1,87 @@
+"""The generative run both two-phase-commit sinks are tested with: allocations that live, seal
+and commit epochs at random, and crash at random, against a sink that must end up holding what a
+failure-free run holds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+from peer.plugins import Epoch
+
+
+@dataclass
+class Coordinator:
+    """What outlives a sink's crash: the epochs committed and the input's position at each."""
+
+    segments: list[Any]
+    data: st.DataObject
+    put: Callable[..., None]
+    """``put(plugin, *segments)``: prepare and write a batch."""
+    positions: dict[Epoch | None, int] = field(default_factory=lambda: {None: 0})
+    committed: Epoch | None = None
+
+    def live(self, plugin: Any, version: int, crash: bool) -> None:
+        """One allocation's run from the committed epoch: batches, barriers at random, commits a
+        random number of epochs behind, and the sink hearing of them further behind still; to
+        the end of the input and a final committed barrier, or to a crash at a random batch."""
+        draw = self.data.draw
+        index, epoch, sealed = self.positions[self.committed], Epoch(version, 1), []
+        lag = draw(st.integers(0, 3), label="epochs from seal to commit")
+        notice = draw(st.integers(0, 2), label="epochs from commit to the sink hearing it")
+        stop = draw(st.integers(0, 12), label="batches before the crash") if crash else None
+        batches = 0
+        while index < len(self.segments) and batches != stop:
+            size = draw(st.integers(1, 4), label="batch size")
+            self.put(plugin, *self.segments[index : index + size])
+            index, batches = min(index + size, len(self.segments)), batches + 1
+            if draw(st.booleans(), label="barrier"):
+                self.seal(plugin, epoch, index)
+                sealed.append(epoch)
+                epoch = Epoch(version, epoch.number + 1)
+                if len(sealed) > lag:
+                    self.committed = sealed[-1 - lag]
+                if len(sealed) > lag + notice:
+                    plugin.committed(sealed[-1 - lag - notice])
+        if crash:
+            self.crash(plugin, epoch, version)
+        else:
+            self.seal(plugin, epoch, index)
+            self.committed = epoch
+            plugin.committed(epoch)
+        plugin.close()
+
+    def crash(self, plugin: Any, epoch: Epoch, version: int) -> None:
+        """Die between batches; a sink with more places to die in draws one here."""
+
+    def seal(self, plugin: Any, epoch: Epoch, index: int) -> None:
+        plugin.checkpoint(epoch)
+        self.positions[epoch] = index
+
+
+@dataclass(frozen=True)
+class Sink:
+    """How a test opens its sink and looks at its directory."""
+
+    open: Callable[[Path, int, Epoch | None, int], Any]
+    """``open(directory, slot, committed, version)``: a recovered sink."""
+    visible: Callable[[Path], Any]
+    """What a reader sees."""
+    expected: Callable[[list[Any]], Any]
+    """What a reader must see once these segments are committed."""
+    staged: Callable[[Path], list[str]]
+
+
+def run(coordinator: Coordinator, sink: Sink, directory: Path, crashes: int) -> None:
+    """Allocations 1 .. crashes + 1, each but the last ending in a crash; after each recovery the
+    reader sees exactly the committed epochs and nothing older is left staged."""
+    for version in range(1, crashes + 2):
+        plugin = sink.open(directory, 0, coordinator.committed, version)
+        committed = coordinator.segments[: coordinator.positions[coordinator.committed]]
+        assert sink.visible(directory) == sink.expected(committed)
+        assert sink.staged(directory) == []
+        coordinator.live(plugin, version, crash=version <= crashes)
