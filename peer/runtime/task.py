@@ -66,6 +66,11 @@ WINDOW = 64
 bounds every inbox, so a barrier never queues behind more than a window of batches per edge."""
 
 
+SPARK_IN_FLIGHT = 3
+"""Batches a Spark task may have in Spark at once: a batch spends most of its time waiting on
+Spark's scheduling, so a few in flight keep Spark busy; their rows still go on in order."""
+
+
 class TaskFailed(RuntimeError):
     """The task's code raised: the job cannot go on. The message names job, task and peer."""
 
@@ -153,8 +158,8 @@ class TaskRunner:
     counted_in: Any = None
     counted_out: Any = None
     spark: SparkFunction | None = None
-    pending: Future[list[Segment]] | None = None
-    """The batch in Spark, for a Spark task: nothing else is read until it is back."""
+    pending: deque[tuple[Future[list[Segment]], float | None]] = field(default_factory=deque)
+    """A Spark task's batches in Spark, oldest first, each with the watermark read with it."""
 
     def __post_init__(self) -> None:
         self.inbox = Inbox(self.ctx.upstream)
@@ -265,12 +270,14 @@ class TaskRunner:
         busy = self._acknowledge()
         if self.windows is not None:
             self._emit(self.windows.tick(time.time()))
-        if self.pending is not None:
-            return self._spark_done() or busy
+        if self.pending and self.pending[0][0].done():
+            return self._spark_done()
         if self.staged:
             return self._write() or busy
         if self.ctx.task.kind == "input" and self.barriers:
             return self._pass_barrier(self.barriers.popleft())
+        if len(self.pending) >= SPARK_IN_FLIGHT:
+            return busy
         if self.ctx.congested() or min(self.credits.values(), default=1) <= 0:
             return busy
         batch = self._read()
@@ -278,6 +285,8 @@ class TaskRunner:
             self.counted_in.inc(len(batch))
             self._process(batch)
             return True
+        if self.pending:
+            return busy
         return self._between_batches() or busy
 
     def _between_batches(self) -> bool:
@@ -287,7 +296,7 @@ class TaskRunner:
             if barrier is not None:
                 self.inbox.release()
                 return self._pass_barrier(barrier)
-        if self._advance_watermark():
+        if self._advance_watermark(self._mark()):
             return True
         if not self.ended and self._input_finished():
             self._end()
@@ -319,24 +328,23 @@ class TaskRunner:
     def _process(self, batch: list[Segment]) -> None:
         self._call_hooks("before_batch", batch)
         if self.spark is not None:
-            self.pending = self.spark.submit(batch)
+            self.pending.append((self.spark.submit(batch), self._mark()))
         else:
-            self._processed(self._apply(batch))
+            self._processed(self._apply(batch), self._mark())
 
     def _spark_done(self) -> bool:
-        """Whether the batch in Spark is back, and if so pass its rows on."""
-        if not self.pending.done():
-            return False
-        out, self.pending = self.pending.result(), None
-        self._processed(out)
+        """The oldest batch in Spark is back: pass its rows on, then the watermark that came
+        with it (not a later one, which batches still in Spark may not have reached)."""
+        future, mark = self.pending.popleft()
+        self._processed(future.result(), mark)
         return True
 
-    def _processed(self, out: list[Segment]) -> None:
+    def _processed(self, out: list[Segment], mark: float | None) -> None:
         if self.windows is not None:
             self._emit(self.windows.apply(out, time.time()))
         else:
             self._emit(out)
-        self._advance_watermark()
+        self._advance_watermark(mark)
         self._call_hooks("after_batch", out)
 
     def _emit(self, segments: list[Segment]) -> None:
@@ -390,12 +398,14 @@ class TaskRunner:
             acked = True
         return acked
 
-    def _advance_watermark(self) -> bool:
+    def _mark(self) -> float | None:
+        """The watermark as of what this peer has read so far."""
         if self.ctx.task.kind == "input":
             source = getattr(self.plugin, "watermark", None)
-            mark = source() if source is not None else self.assigned
-        else:
-            mark = self.inbox.watermark()
+            return source() if source is not None else self.assigned
+        return self.inbox.watermark()
+
+    def _advance_watermark(self, mark: float | None) -> bool:
         if mark is None or (self.watermark is not None and mark <= self.watermark):
             return False
         self.watermark = mark
@@ -442,5 +452,5 @@ class TaskRunner:
             upload.cancel()
         for fetch in self.fetching:
             fetch.cancel()
-        if self.pending is not None:
-            self.pending.cancel()
+        for future, _ in self.pending:
+            future.cancel()
