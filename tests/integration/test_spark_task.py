@@ -12,6 +12,9 @@ import pytest
 from peer import api
 from peer.cluster.local import LocalCluster
 from peer.job.load import from_dict
+from peer.job.spec import Task
+from peer.runtime.inbox import END, Watermark
+from tests.unit.runtime.test_task import World, run_until, runner
 
 PEOPLE = [{"name": f"p{i}", "age": i % 40, "city": ["oslo", "lima"][i % 2]} for i in range(500)]
 
@@ -120,3 +123,26 @@ def test_a_batch_that_fails_kills_the_job_naming_the_task(
     )
     failures = [r.getMessage() for r in caplog.records if "task 'clean'" in r.getMessage()]
     assert any(message in failure for failure in failures), failures
+
+
+def test_batches_in_spark_at_once_go_on_in_order_each_with_its_own_watermark(spark):
+    """Up to three batches are in Spark together: their rows must leave in the order read, and
+    a watermark must not overtake rows of a batch still in Spark, or they would arrive late."""
+    world = World()
+    task = Task("clean", "function", fn="tests.integration.spark_fns:identity", engine="spark")
+    r = runner(task, world, upstream=[1], batch=10)
+    for k in range(12):
+        r.deliver(1, [{"n": n} for n in range(k * 10, k * 10 + 10)])
+        r.deliver(1, Watermark(k * 10 + 9))
+    r.deliver(1, END)
+    run_until(r, lambda: any(item == END for _, item in world.sent))
+    rows, mark, late = [], -1, []
+    for _, item in world.sent:
+        if isinstance(item, Watermark):
+            mark = item.value
+        elif isinstance(item, list):
+            rows += [s["n"] for s in item]
+            late += [s["n"] for s in item if s["n"] < mark]
+    assert rows == list(range(120))
+    assert late == []
+    assert mark == 119
