@@ -1,0 +1,339 @@
+"""The clickstream example on the engine against the same computation on Spark Structured
+Streaming, and what a Spark task costs per batch.
+
+1. The input: examples/clickstream/generate.py's page views (--events, 2000 users, 8 Parquet
+   files, seed 7) and its pages table, in a temporary directory.
+2. Spark runs on --master (local[2]) with spark.sql.shuffle.partitions set to
+   --shuffle-partitions (Structured Streaming's stateful operator has that many state stores; the
+   default of 200 is for clusters) and the UI off. The session is built and runs one trivial query
+   before anything is timed, so neither side pays the JVM's start.
+3. The engine: examples/clickstream/job.yaml (Spark input, a Spark `clean` task, session windows
+   of 30 minutes per user in the peers, the exactly-once Parquet sink) on a local cluster of one
+   group of 5 virtual peers, its paths pointed at the temporary directory; timed from the
+   submit-job entry to the job's completion read back from the log. Throughput is input events
+   per second.
+4. The baseline, in the same process and Spark session: the same computation as a Structured
+   Streaming query over the same files: `readStream` Parquet with the files' schema, the very
+   `pipeline.clean` (a broadcast join of the static pages table with the stream), a watermark on
+   `ts` with no delay (the engine's watermark is the largest event time read, with no lateness
+   allowed either), `groupBy(user_id, session_window(ts, "30 minutes"))` counting views, summing
+   duration_ms, taking the first and last ts and the top section with `mode(section,
+   deterministic=True)` (the engine's tie-break too: the first name in order), written as Parquet
+   partitioned by day in append mode with a checkpoint, `trigger(availableNow=True)`; timed from
+   building the query to `awaitTermination()` returning. Both outputs' rows are counted, and
+   those identical in both (see `structured_streaming_run` for why the counts differ).
+5. A Spark task's cost per batch: batches of --batch cleaned rows through `SparkFunction` (what a
+   Spark task does per batch: rows to Arrow, a DataFrame, the fn, back to rows) with an identity
+   DataFrame fn, against the same batches through a plain Python identity fn applied per segment
+   as a Python task does; mean seconds per batch over --batches batches after 2 warm-up batches.
+
+Both throughputs are best of --repeat. Spark writes warnings to stderr; they are harmless.
+
+Run: .venv/bin/python bench/spark_pipeline.py [--events 200000] [--master local[2]]
+     [--shuffle-partitions 4] [--batch 1000] [--batches 20] [--repeat 2]
+The last line of output is one JSON document holding every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from examples.clickstream import generate, pipeline  # noqa: E402
+from peer import api  # noqa: E402
+from peer.cluster.local import LocalCluster  # noqa: E402
+from peer.job.load import load  # noqa: E402
+from peer.job.spec import Task  # noqa: E402
+from peer.spark import session as spark_session  # noqa: E402
+from peer.spark.function import SparkFunction  # noqa: E402
+from peer.spark.schema import to_rows  # noqa: E402
+
+JOB = REPO / "examples" / "clickstream" / "job.yaml"
+USERS, FILES, SEED = 2000, 8, 7
+VPEERS = 5
+"""The job's tasks need 5 virtual peers: views 2, clean, visits and sessions 1 each."""
+GAP = "30 minutes"
+"""The job's session gap, 1800 s."""
+WARM_UP = 2
+FIELDS = ("user_id", "day", "start", "end", "views", "duration_ms", "top_section")
+"""A row of the sessions table."""
+Rows = set[tuple[Any, ...]]
+CLEANED = {"user_id": "string", "ts": "timestamp", "page": "string", "section": "string",
+           "duration_ms": "bigint"}  # fmt: skip
+"""What `pipeline.clean` returns: the Spark task's declared schema in the overhead test."""
+
+
+def identity(df: DataFrame) -> DataFrame:
+    """The DataFrame fn of the overhead test, named as ``bench.spark_pipeline:identity``."""
+    return df
+
+
+def identity_segment(segment: dict[str, Any]) -> dict[str, Any]:
+    """The plain Python fn of the overhead test."""
+    return segment
+
+
+def sessions(path: Path) -> Rows:
+    """The rows of a Hive-partitioned sessions table (names starting with _ or . are skipped, so
+    neither the sink's _staging nor Spark's _spark_metadata count), times as microseconds since
+    the epoch: the engine's sink writes UTC timestamps, Spark INT96 ones that read back without
+    a zone, in the session's time zone, UTC."""
+    table = ds.dataset(path, format="parquet", partitioning="hive").to_table()
+    columns = [
+        pc.cast(pc.cast(table[name], pa.timestamp("us")), pa.int64())
+        if name in ("start", "end")
+        else pc.cast(table[name], pa.string() if name == "day" else table[name].type)
+        for name in FIELDS
+    ]
+    return set(zip(*(column.to_pylist() for column in columns), strict=True))
+
+
+def warm() -> None:
+    """Build the session and run one query, outside every timing."""
+    spark_session.session().range(1).count()
+
+
+# -- the engine -----------------------------------------------------------------------------------
+
+
+def job_doc(data: Path, out: Path) -> dict[str, Any]:
+    """The example job with its paths in ``data`` (the input) and ``out`` (the sessions table)."""
+    doc = load(JOB).to_dict()
+    params = {
+        "views": {"path": str(data / "events")},
+        "clean": {"pages": str(data / "pages.csv")},
+        "sessions": {"path": str(out / "sessions")},
+    }
+    for task in doc["catalog"]:
+        task["params"] = {**task.get("params", {}), **params.get(task["name"], {})}
+    return doc
+
+
+def engine_run(cluster: LocalCluster, data: Path, out: Path, events: int) -> tuple[float, Rows]:
+    """Events per second from submit to completed, and the sessions table's rows."""
+    doc = job_doc(data, out)
+    start = time.perf_counter()
+    job_id = api.submit(cluster.reader, doc)
+    final = api.wait(cluster.reader, job_id, timeout=1800)
+    elapsed = time.perf_counter() - start
+    if final.state != "completed":
+        raise RuntimeError(f"the clickstream job ended {final.state}")
+    rows = sessions(out / "sessions")
+    if not rows:
+        raise RuntimeError("the clickstream job completed but its sessions table is empty")
+    return events / elapsed, rows
+
+
+# -- the baseline: Structured Streaming -----------------------------------------------------------
+
+
+def structured_streaming_run(data: Path, out: Path, events: int) -> tuple[float, Rows]:
+    """Events per second of the same computation as a Structured Streaming query over the same
+    files, and its output's rows.
+
+    The row counts of the two may differ a little: the engine closes every window when its input
+    ends (the final watermark passes them all), while a Structured Streaming query never learns
+    that its input has ended, so the sessions within the gap of the last event time stay open in
+    its state and are never written."""
+    spark = spark_session.session()
+    schema = spark.read.parquet(str(data / "events")).schema
+    start = time.perf_counter()
+    views = spark.readStream.schema(schema).parquet(str(data / "events"))
+    cleaned = pipeline.clean(views, {"pages": str(data / "pages.csv")})
+    visits = (
+        cleaned.withWatermark("ts", "0 seconds")
+        .groupBy("user_id", F.session_window("ts", GAP))
+        .agg(
+            F.min("ts").alias("start"),
+            F.max("ts").alias("end"),
+            F.count("*").alias("views"),
+            F.sum("duration_ms").alias("duration_ms"),
+            F.mode("section", deterministic=True).alias("top_section"),
+        )
+        .select(
+            "user_id",
+            F.date_format("start", "yyyy-MM-dd").alias("day"),
+            "start",
+            "end",
+            "views",
+            "duration_ms",
+            "top_section",
+        )
+    )
+    query = (
+        visits.writeStream.format("parquet")
+        .outputMode("append")
+        .partitionBy("day")
+        .option("path", str(out / "sessions"))
+        .option("checkpointLocation", str(out / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    elapsed = time.perf_counter() - start
+    return events / elapsed, sessions(out / "sessions")
+
+
+# -- a Spark task's cost per batch ----------------------------------------------------------------
+
+
+def cleaned_batches(data: Path, size: int, count: int) -> list[list[dict[str, Any]]]:
+    """``count`` batches of ``size`` cleaned rows, as segments (what the clean task emits)."""
+    spark = spark_session.session()
+    frame = pipeline.clean(
+        spark.read.parquet(str(data / "events")), {"pages": str(data / "pages.csv")}
+    )
+    segments = to_rows(frame.limit(size * count).toArrow())
+    if len(segments) < size * count:
+        raise RuntimeError(f"{len(segments)} cleaned rows, fewer than {count} batches of {size}")
+    return [segments[i * size : (i + 1) * size] for i in range(count)]
+
+
+def mean_batch_seconds(apply: Callable[[list[dict[str, Any]]], Any], batches: list) -> float:
+    """Mean seconds of ``apply`` per batch, after WARM_UP batches left out of it."""
+    times = []
+    for number, batch in enumerate(batches):
+        start = time.perf_counter()
+        apply(batch)
+        if number >= WARM_UP:
+            times.append(time.perf_counter() - start)
+    return statistics.mean(times)
+
+
+def batch_overhead(data: Path, size: int, count: int) -> tuple[float, float]:
+    """Mean seconds per batch through a Spark task and through a Python task, identity fns."""
+    batches = cleaned_batches(data, size, count + WARM_UP)
+    task = Task(name="identity", kind="function", engine="spark",
+                fn="bench.spark_pipeline:identity", schema=CLEANED)  # fmt: skip
+    spark_fn = SparkFunction(task)
+
+    def through_spark(batch: list[dict[str, Any]]) -> None:
+        out = spark_fn.submit(batch).result()
+        if len(out) != len(batch):
+            raise RuntimeError(f"the identity Spark task gave {len(out)} rows for {len(batch)}")
+
+    def through_python(batch: list[dict[str, Any]]) -> None:
+        fn = identity_segment
+        out = [fn(s) for s in batch]
+        if len(out) != len(batch):
+            raise RuntimeError("the identity Python fn lost segments")
+
+    return mean_batch_seconds(through_spark, batches), mean_batch_seconds(through_python, batches)
+
+
+# -- the run --------------------------------------------------------------------------------------
+
+
+def report(f: dict[str, Any]) -> None:
+    """Each figure with its unit, next to the same run's baseline."""
+    print(
+        f"input: {f['events']:,} events of {USERS} users in {FILES} Parquet files; "
+        f"Spark {f['master']}, {f['shuffle_partitions']} shuffle partitions"
+    )
+    print(
+        f"engine, clickstream job (1 group x {VPEERS} vpeers): "
+        f"{f['onyx_events_per_s']:,} events/s; {f['onyx_sessions_rows']:,} sessions rows"
+    )
+    print(
+        f"  baseline, same run: Structured Streaming, availableNow: "
+        f"{f['structured_streaming_events_per_s']:,} events/s; "
+        f"{f['structured_streaming_sessions_rows']:,} sessions rows "
+        f"(top section by {f['structured_streaming_top_section']})"
+    )
+    print(f"  engine / Structured Streaming: {f['ratio_vs_structured_streaming']}")
+    print(f"  sessions rows identical in both outputs: {f['sessions_rows_identical']:,}")
+    print(
+        f"  every run, events/s: engine {f['onyx_runs_events_per_s']}, "
+        f"Structured Streaming {f['structured_streaming_runs_events_per_s']}"
+    )
+    print(
+        f"Spark task, identity fn, batches of {f['batch_rows']} rows: "
+        f"{f['spark_batch_s']} s per batch"
+    )
+    print(
+        f"  baseline, same batches: Python identity fn per segment: "
+        f"{f['python_batch_s']} s per batch"
+    )
+    print(f"  Spark task overhead: {f['spark_task_overhead_s_per_batch']} s per batch")
+    print(f"took {f['total_s']} s in all (throughputs best of {f['repeat']})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--shuffle-partitions", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--batches", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    began = time.perf_counter()
+    conf = {
+        "spark.sql.shuffle.partitions": str(args.shuffle_partitions),
+        "spark.ui.enabled": "false",
+    }
+    spark_session.configure(args.master, conf, app="bench-spark-pipeline")
+    with tempfile.TemporaryDirectory(prefix="spark-pipeline-") as tmp:
+        data = Path(tmp) / "data"
+        generate.write(data, args.events, USERS, FILES, SEED)
+        cluster = LocalCluster(1, VPEERS)
+        try:
+            warm()
+            cluster.start()
+            cluster.await_ring(60)
+            ours, theirs = [], []
+            for run in range(args.repeat):
+                ours.append(engine_run(cluster, data, Path(tmp) / f"engine-{run}", args.events))
+                out = Path(tmp) / f"structured-{run}"
+                theirs.append(structured_streaming_run(data, out, args.events))
+            spark_batch, python_batch = batch_overhead(data, args.batch, args.batches)
+        finally:
+            cluster.stop()
+            spark_session.stop()
+    onyx_rate, onyx_rows = max(ours, key=lambda run: run[0])
+    streaming_rate, streaming_rows = max(theirs, key=lambda run: run[0])
+    figures: dict[str, Any] = {
+        "events": args.events,
+        "master": args.master,
+        "shuffle_partitions": args.shuffle_partitions,
+        "onyx_events_per_s": round(onyx_rate),
+        "structured_streaming_events_per_s": round(streaming_rate),
+        "ratio_vs_structured_streaming": round(onyx_rate / streaming_rate, 3),
+        "onyx_runs_events_per_s": [round(rate) for rate, _ in ours],
+        "structured_streaming_runs_events_per_s": [round(rate) for rate, _ in theirs],
+        "onyx_sessions_rows": len(onyx_rows),
+        "structured_streaming_sessions_rows": len(streaming_rows),
+        "sessions_rows_identical": len(onyx_rows & streaming_rows),
+        "structured_streaming_top_section": "mode(section, deterministic=True)",
+        "batch_rows": args.batch,
+        "batches": args.batches,
+        "spark_batch_s": round(spark_batch, 5),
+        "python_batch_s": round(python_batch, 7),
+        "spark_task_overhead_s_per_batch": round(spark_batch - python_batch, 5),
+        "repeat": args.repeat,
+    }
+    figures["total_s"] = round(time.perf_counter() - began, 1)
+    report(figures)
+    print(json.dumps(figures, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
