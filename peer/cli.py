@@ -29,6 +29,8 @@ from peer.log.replica import Replica, ring_cycle
 from peer.log.store import StoreError
 from peer.log.stores.zookeeper import TENANCY_PATTERN
 from peer.messaging.aeron import AeronTransport, TransportError, run_media_driver
+from peer.messaging.counters import serve_driver_metrics
+from peer.metrics import MetricsError
 from peer.runtime.checkpoints import (
     CheckpointError,
     CheckpointStorage,
@@ -124,6 +126,26 @@ def _spark_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _metrics_args(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--metrics-port",
+        type=positive_int,
+        metavar="PORT",
+        help=f"serve Prometheus metrics of {what} on /metrics at this port (default: none)",
+    )
+    parser.add_argument(
+        "--metrics-address",
+        default="0.0.0.0",
+        metavar="HOST",
+        help="the address the metrics port listens on (default: every interface)",
+    )
+
+
+def _serve_metrics(args: argparse.Namespace, state: Callable[[], object] | None = None) -> None:
+    if args.metrics_port is not None:
+        metrics.serve(args.metrics_port, args.metrics_address, state)
+
+
 def _configure_spark(args: argparse.Namespace, stack: ExitStack) -> None:
     """The group's Spark session starts at its first Spark task, and stops with the group."""
     spark_session.configure(args.spark_master, dict(args.spark_conf))
@@ -159,6 +181,7 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
         help="report a connected group's peers after this long without a heartbeat",
     )
     _spark_args(start)
+    _metrics_args(start, "this peer group")
     start.set_defaults(handler=peer_start)
 
 
@@ -171,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     driver = commands.add_parser("media-driver", help="run a standalone Aeron media driver")
     driver.add_argument("--dir", required=True, metavar="DIR")
+    _metrics_args(driver, "this media driver (its Aeron counters)")
     driver.set_defaults(handler=media_driver)
 
     job = commands.add_parser("job", help="submit, follow and kill jobs")
@@ -267,6 +291,7 @@ def peer_start(args: argparse.Namespace) -> int:
         storage = CheckpointStorage(args.checkpoints, args.tenancy)
         stack.callback(storage.close)
         group = PeerGroup(store, config, transport, storage)
+        _serve_metrics(args, lambda: group.current)
         signal.signal(signal.SIGTERM, lambda *_: group.stop())
         signal.signal(signal.SIGINT, lambda *_: group.stop())
         group.run()
@@ -278,6 +303,10 @@ def media_driver(args: argparse.Namespace) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    if args.metrics_port is not None:
+        serve_driver_metrics(
+            args.metrics_port, args.dir, metrics.driver_registry(), args.metrics_address
+        )
     run_media_driver(args.dir, stop)
     return 0
 
@@ -480,7 +509,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.path.insert(0, os.getcwd())
     try:
         return args.handler(args)
-    except (StoreError, TimeoutError, JobError, TransportError, CheckpointError) as e:
+    except (StoreError, TimeoutError, JobError, TransportError, CheckpointError, MetricsError) as e:
         print(f"onyx: error: {e}", file=sys.stderr)
         return 1
 

@@ -1,28 +1,274 @@
-"""What a peer group counts, as Prometheus metrics: the group serves them, and ``onyx run``
-reads them in-process to show a job's progress.
+"""What a peer group tells Prometheus: ring health, its place in the log, epoch progress and the
+data plane, served on ``/metrics`` by ``onyx peer start --metrics-port``.
 
-Names follow Prometheus conventions: the ``onyx_`` prefix, base units, ``_total`` on counters
-(the client adds it), and labels of low cardinality only (job ids and task names, never segment
-values).
+Names follow Prometheus conventions: the ``onyx_`` prefix, base units (seconds, bytes), ``_total``
+on counters (the client adds it), and labels of low cardinality only (job ids, task names, entry
+kinds; never segment values). Two kinds of metric live here:
+
+- events, counted where they happen (entries applied, batches, barriers, checkpoints, frames):
+  module-level counters and histograms, one per process, which ``onyx run`` also reads in-process
+  to show progress;
+- state, read off the group when Prometheus scrapes (``GroupCollector``): the ring and the jobs
+  from the group's replica, the log's tail from its store, the epochs from the coordinators the
+  group runs. Reading at scrape time means a gauge can never go stale when, say, a job's
+  coordinator moves to another group: the group that lost it simply stops reporting it.
 """
 
 from __future__ import annotations
 
-from prometheus_client import REGISTRY, Counter
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    Info,
+    start_http_server,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from peer import __version__
+
+JOB_TASK = ("job", "task")
+LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+SIZES = tuple(float(4**n) for n in range(4, 16))
+"""256 bytes to 256 MiB, by fours."""
+
+
+def build_info(registry: CollectorRegistry = REGISTRY) -> None:
+    """``onyx_build_info{version}`` in ``registry``: every exporter of the project serves it."""
+    Info("onyx_build", "The running version of the peer", registry=registry).info(
+        {"version": __version__}
+    )
+
+
+def driver_registry() -> CollectorRegistry:
+    """A registry of its own for a media driver's exporter, which serves no peer metrics."""
+    registry = CollectorRegistry()
+    build_info(registry)
+    return registry
+
+
+build_info()
+
+ENTRIES_APPLIED = Counter(
+    "onyx_log_entries_applied", "Log entries this group applied, by kind", ["kind"]
+)
+APPLY_SECONDS = Histogram(
+    "onyx_log_apply_seconds",
+    "Time to apply one log entry: the replica, reactions and side effects",
+    buckets=LATENCY,
+)
+GC_RUNS = Counter("onyx_log_gc", "gc entries this group applied (each trims the log)")
+JOINS_ABORTED = Counter("onyx_ring_joins_aborted", "abort-join-cluster entries this group applied")
+DEATHS_DETECTED = Counter(
+    "onyx_ring_deaths_detected", "Groups this group reported dead (their pulse was gone)"
+)
 
 SEGMENTS_IN = Counter(
     "onyx_task_segments_in",
     "Segments a task's peers in this group took in: polled by an input, received by others",
-    ["job", "task"],
+    JOB_TASK,
 )
 SEGMENTS_OUT = Counter(
     "onyx_task_segments_out",
     "Segments a task's peers in this group sent on, or wrote out for an output",
-    ["job", "task"],
+    JOB_TASK,
 )
+BATCH_SECONDS = Histogram(
+    "onyx_task_batch_seconds",
+    "Time from reading a batch to passing its results on (a Spark task: its time in Spark)",
+    JOB_TASK,
+    buckets=LATENCY,
+)
+BACKPRESSURE = Counter(
+    "onyx_task_backpressure_events",
+    "Times a task's peer stopped reading because downstream was congested or out of credit",
+    JOB_TASK,
+)
+ALIGNMENT_SECONDS = Histogram(
+    "onyx_barrier_alignment_seconds",
+    "Time from a barrier's first arrival at a peer to its arrival from every upstream peer",
+    JOB_TASK,
+    buckets=LATENCY,
+)
+CHECKPOINT_SECONDS = Histogram(
+    "onyx_checkpoint_duration_seconds",
+    "Time from an epoch's barrier to its commit, measured by the job's coordinator",
+    ["job"],
+    buckets=LATENCY,
+)
+SNAPSHOT_BYTES = Histogram(
+    "onyx_checkpoint_size_bytes",
+    "Size of one peer's snapshot of one epoch",
+    JOB_TASK,
+    buckets=SIZES,
+)
+
+FRAMES_SENT = Counter("onyx_aeron_frames_sent", "Frames Aeron took from this group")
+BYTES_SENT = Counter("onyx_aeron_sent_bytes", "Bytes of the frames Aeron took from this group")
+BACK_PRESSURED = Counter(
+    "onyx_aeron_offers_back_pressured",
+    "Offers Aeron refused for now: back pressure, or a publication not yet connected",
+)
+FRAMES_RECEIVED = Counter("onyx_aeron_frames_received", "Frames this group's subscription read")
+BYTES_RECEIVED = Counter("onyx_aeron_received_bytes", "Bytes this group's subscription read")
+
+
+@dataclass(frozen=True)
+class TaskMeters:
+    """One task's series, labelled once when its runner starts rather than on every batch."""
+
+    segments_in: Any
+    segments_out: Any
+    batch_seconds: Any
+    backpressure: Any
+    alignment_seconds: Any
+    snapshot_bytes: Any
+
+
+def task_meters(job: str, task: str) -> TaskMeters:
+    return TaskMeters(*(family.labels(job, task) for family in (
+        SEGMENTS_IN, SEGMENTS_OUT, BATCH_SECONDS, BACKPRESSURE, ALIGNMENT_SECONDS, SNAPSHOT_BYTES
+    )))  # fmt: skip
 
 
 def segments_in(job: str, task: str) -> float:
     """How many segments ``task`` of ``job`` has taken in, in this process."""
     value = REGISTRY.get_sample_value("onyx_task_segments_in_total", {"job": job, "task": task})
     return value or 0.0
+
+
+Gauges = Iterator[GaugeMetricFamily]
+
+
+class MetricsError(RuntimeError):
+    """The metrics cannot be served; the message names the address."""
+
+
+def serve(port: int, address: str, state: Callable[[], Any] | None = None) -> None:
+    """Serve ``/metrics`` on ``address:port`` from a daemon thread, with the group's state
+    gauges when ``state`` is given (see GroupCollector)."""
+    try:
+        start_http_server(port, address)
+    except OSError as e:
+        raise MetricsError(f"cannot serve metrics on {address}:{port}: {e.strerror}") from e
+    if state is not None:
+        REGISTRY.register(GroupCollector(state))
+
+
+class GroupCollector(Collector):
+    """The group's state as gauges, read when scraped. ``state`` returns what to read: the
+    group's id, replica, log store, the coordinators and transport it runs, and what it has
+    reported dead; None while the group is between incarnations."""
+
+    def __init__(self, state: Callable[[], Any]) -> None:
+        self._state = state
+
+    def collect(self) -> Gauges:
+        state = self._state()
+        if state is None:
+            return
+        yield from _ring(state)
+        yield from _log(state)
+        yield from _jobs(state)
+        yield from _epochs(state)
+        yield from _transport(state)
+
+
+def _gauge(name: str, doc: str, value: float | None = None, labels: tuple[str, ...] = ()) -> Any:
+    return GaugeMetricFamily(name, doc, value=value, labels=labels or None)
+
+
+def _ring(state: Any) -> Gauges:
+    replica, me = state.replica, state.id
+    target = replica.pairs.get(me)
+    if target is None:
+        alive = 1.0 if replica.groups <= {me} else 0.0
+    else:
+        alive = 0.0 if target in state.reported else 1.0
+    yield _gauge("onyx_ring_member", "1 while this group is joined to the ring",
+                 float(me in replica.groups))  # fmt: skip
+    yield _gauge("onyx_ring_groups", "Groups joined to the ring", float(len(replica.groups)))
+    yield _gauge("onyx_ring_watch_pairs", "Watch pairs (watcher to watched) in the ring",
+                 float(len(replica.pairs)))  # fmt: skip
+    yield _gauge("onyx_ring_watch_target_alive",
+                 "1 unless the group this group watches has lost its pulse and is not yet "
+                 "replaced in the ring", alive)  # fmt: skip
+    yield _gauge("onyx_ring_joins_in_flight", "Joins prepared or accepted but not yet finished",
+                 float(len(replica.prepared) + len(replica.accepted)))  # fmt: skip
+    yield _gauge("onyx_group_virtual_peers", "Active virtual peers of this group",
+                 float(sum(1 for p in state.peers if p in replica.peers)))  # fmt: skip
+
+
+def _log(state: Any) -> Gauges:
+    position, tail = state.replica.version, max(state.store.tail(), state.replica.version)
+    yield _gauge("onyx_log_position", "Position of the last entry this group applied",
+                 float(position))  # fmt: skip
+    yield _gauge("onyx_log_tail_position", "Position of the newest entry in the log", float(tail))
+    yield _gauge("onyx_log_lag", "Entries in the log this group has not applied yet",
+                 float(tail - position))  # fmt: skip
+    yield _gauge("onyx_log_origin_position",
+                 "Position of the origin replica: the last gc, or 0 before any",
+                 float(state.origin))  # fmt: skip
+    yield _gauge("onyx_log_length", "Entries the log holds after the origin",
+                 float(tail - state.origin))  # fmt: skip
+
+
+def _jobs(state: Any) -> Gauges:
+    replica = state.replica
+    waiting = _gauge("onyx_job_waiting", "1 while a job has too few peers to run", labels=("job",))
+    version = _gauge("onyx_job_allocation_version", "The job's allocation version (the log "
+                     "position of its last reallocation)", labels=("job",))  # fmt: skip
+    period = _gauge("onyx_job_barrier_period_seconds", "How often the job checkpoints",
+                    labels=("job",))  # fmt: skip
+    peers = _gauge("onyx_job_peers", "Virtual peers allocated to the job", labels=("job",))
+    counts = {"running": 0, "waiting": 0}
+    for job_id in sorted(replica.jobs):
+        allocated = sum(len(ps) for ps in replica.allocations.get(job_id, {}).values())
+        counts["running" if allocated else "waiting"] += 1
+        waiting.add_metric([job_id], float(not allocated))
+        peers.add_metric([job_id], float(allocated))
+        if job_id in replica.allocation_versions:
+            version.add_metric([job_id], float(replica.allocation_versions[job_id]))
+        barrier = replica.jobs[job_id].barrier_period
+        if barrier is not None:
+            period.add_metric([job_id], float(barrier))
+    jobs = _gauge("onyx_jobs", "Jobs the cluster runs or waits to run", labels=("state",))
+    for name, count in counts.items():
+        jobs.add_metric([name], float(count))
+    yield from (jobs, waiting, version, period, peers)
+
+
+def _epochs(state: Any) -> Gauges:
+    """What this group's coordinators know; the other jobs are other groups' to report."""
+    epoch = _gauge("onyx_job_epoch", "The epoch the job's coordinator is in", labels=("job",))
+    committed = _gauge("onyx_job_committed_epoch", "The job's last committed epoch (of the "
+                       "current allocation; 0 before its first)", labels=("job",))  # fmt: skip
+    at = _gauge(
+        "onyx_job_last_commit_timestamp_seconds",
+        "When the job's coordinator last committed (or started)",
+        labels=("job",),
+    )
+    since = _gauge("onyx_job_seconds_since_commit",
+                   "Seconds since the job's coordinator last committed (or started)",
+                   labels=("job",))  # fmt: skip
+    now = time.time()
+    for (job_id, _), coordinator in sorted(state.coordinators.items()):
+        epoch.add_metric([job_id], float(coordinator.epoch))
+        committed.add_metric([job_id], float(coordinator.committed_number()))
+        at.add_metric([job_id], coordinator.last_commit)
+        since.add_metric([job_id], max(now - coordinator.last_commit, 0.0))
+    yield from (epoch, committed, at, since)
+
+
+def _transport(state: Any) -> Gauges:
+    publications = getattr(state.transport, "publications", None)
+    if publications is not None:
+        yield _gauge("onyx_aeron_publications", "Aeron publications this group holds open",
+                     float(publications()))  # fmt: skip

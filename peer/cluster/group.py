@@ -18,16 +18,19 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from peer import metrics
 from peer.cluster.ring import watch_targets
 from peer.log import subscriber
 from peer.log.apply import apply_entry
 from peer.log.entries import KINDS
+from peer.log.entries.gc import GC
 from peer.log.entries.group_leave import GROUP_LEAVE
-from peer.log.entries.join import PREPARE_JOIN
+from peer.log.entries.join import ABORT_JOIN, PREPARE_JOIN
 from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER
 from peer.log.entry import Entry
-from peer.log.replica import Replica
+from peer.log.replica import EMPTY_VERSION, Replica
 from peer.log.store import LogStore, StoreError, store_origin_and_trim
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig, Transport
@@ -76,6 +79,8 @@ class Incarnation:
         self.reported: set[str] = set()
         self.gone: queue.SimpleQueue[str] = queue.SimpleQueue()
         self.outbox: list[Entry] = []
+        self.origin = EMPTY_VERSION
+        """The position of the origin: what this identity booted from, or the last gc read."""
         self.hold_until = 0.0
         self.lost = threading.Event()
         self.ended: str | None = None
@@ -91,6 +96,7 @@ class Incarnation:
         """Play the log until this identity ends: "left", "restart" or "lost"."""
         self.store.register_pulse(self.id)
         self.replica = subscriber.boot(self.store)
+        self.origin = self.replica.version
         self.outbox = [PREPARE_JOIN.entry(joiner=self.id), *map(self._announce, self.peers)]
         log.info("group %s starting with %d virtual peers", self.id, len(self.peers))
         try:
@@ -154,9 +160,11 @@ class Incarnation:
         return max(wait, 0.0)
 
     def _handle(self, entry: Entry) -> None:
+        started = time.perf_counter()
         t = apply_entry(self.replica, entry)
         self.replica = t.new
         reactions = t.act((self.id, *self.peers), self)
+        self._count(entry, time.perf_counter() - started)
         if self.ended is not None:
             return
         self.outbox.extend(reactions)
@@ -165,6 +173,20 @@ class Incarnation:
         self._reconcile_watches()
         if self.leave_position is not None and self.replica.version >= self.leave_position:
             self.ended = "left"
+
+    def _count(self, entry: Entry, seconds: float) -> None:
+        metrics.APPLY_SECONDS.observe(seconds)
+        metrics.ENTRIES_APPLIED.labels(entry.fn).inc()
+        if entry.fn == GC.name:
+            metrics.GC_RUNS.inc()
+            self.origin = entry.position
+        elif entry.fn == ABORT_JOIN.name:
+            metrics.JOINS_ABORTED.inc()
+
+    @property
+    def coordinators(self) -> dict[Any, Any]:
+        """The job coordinators this identity runs, for the metrics."""
+        return self.dataplane.coordinators
 
     def flush(self) -> None:
         """Write what may be written: nothing during a back-off; before the group has joined,
@@ -198,8 +220,12 @@ class Incarnation:
             group = self.gone.get()
             if self.watches.pop(group, None) is not None:
                 log.info("group %s: the pulse of group %s is gone; reporting it", self.id, group)
-                self.reported.add(group)
-                self.append(GROUP_LEAVE.entry(id=group))
+                self._report(group)
+
+    def _report(self, group: str) -> None:
+        metrics.DEATHS_DETECTED.inc()
+        self.reported.add(group)
+        self.append(GROUP_LEAVE.entry(id=group))
 
     # -- leaving --------------------------------------------------------------------------------
 
@@ -236,8 +262,7 @@ class Incarnation:
     def report_if_dead(self, group: str) -> None:
         if group not in self.reported and not self.store.pulse_exists(group):
             log.info("group %s: busy group %s has no pulse; reporting it", self.id, group)
-            self.reported.add(group)
-            self.append(GROUP_LEAVE.entry(id=group))
+            self._report(group)
 
     def restart_group(self) -> None:
         if self.leave_position is None:

@@ -28,6 +28,9 @@ class LogStore(Protocol):
         """The entries past position ``after`` that are there now, in order. Positions may have
         gaps; a run of entries cut short by a concurrent trim ends before the trimmed one."""
 
+    def tail(self) -> int:
+        """The position of the newest entry; EMPTY_VERSION (-1) before the first."""
+
     def on_append(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (from any thread) whenever new entries may have arrived."""
 

@@ -42,6 +42,8 @@ from pathlib import Path
 
 import pyaeron
 
+from peer import metrics
+
 TERM_LENGTH = 16 * 1024 * 1024
 MAX_FRAME_LENGTH = TERM_LENGTH // 8
 """The largest frame ``offer`` takes: Aeron's limit on one message for TERM_LENGTH."""
@@ -56,8 +58,9 @@ MIN_MTU, MAX_MTU = 1408, 65504
 """Aeron's MTU bounds. Its default, 1408, fits a 1500-byte Ethernet frame; a larger MTU carries
 a batch in fewer fragments, which pays on one machine (loopback) and with jumbo frames, but on a
 standard network the kernel would fragment every datagram."""
-DRIVER_LIVENESS_MS = 1000
-"""A driver whose heartbeat is older than this is dead; a live one beats every few ms."""
+DRIVER_LIVENESS_MS = 10_000
+"""A driver whose heartbeat is older than this is dead: Aeron's own driver timeout. A live
+driver's conductor marks its heartbeat about once a second."""
 EMBEDDED_DRIVER_PARENT = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 """Where each embedded driver makes a directory of its own, removed when its transport closes."""
 _AERON_FILES = frozenset({"cnc.dat", "loss-report.dat", "publications", "images"})
@@ -113,10 +116,20 @@ class AeronTransport:
                              f"{MAX_FRAME_LENGTH} bytes Aeron carries in one message")  # fmt: skip
         publication = self._publications.get(address) or self._publish(address)
         try:
-            return bool(publication.offer(frame))
+            taken = bool(publication.offer(frame))
         except pyaeron.PublicationClosed:  # the driver closed it: the next offer opens another
             del self._publications[address]
-            return False
+            taken = False
+        if taken:
+            metrics.FRAMES_SENT.inc()
+            metrics.BYTES_SENT.inc(len(frame))
+        else:
+            metrics.BACK_PRESSURED.inc()
+        return taken
+
+    def publications(self) -> int:
+        """How many publications the data plane holds open: one per group it sends to."""
+        return len(self._publications)
 
     def poll(self, handler: Callable[[bytes], None], limit: int = 64) -> int:
         """Hands each whole frame that has arrived to ``handler``, reading at most ``limit``
@@ -130,7 +143,10 @@ class AeronTransport:
             self._subscription.poll(self._copy, limit)
         delivered = 0
         while self._pending:
-            handler(self._pending.popleft())
+            frame = self._pending.popleft()
+            metrics.FRAMES_RECEIVED.inc()
+            metrics.BYTES_RECEIVED.inc(len(frame))
+            handler(frame)
             delivered += 1
         return delivered
 

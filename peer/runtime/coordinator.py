@@ -21,6 +21,7 @@ one non-blocking ``step`` at a time, with every ZooKeeper call in the group's wo
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from typing import Any
 
 from peer.job.spec import Job
 from peer.messaging.frame import MessageType
+from peer.metrics import CHECKPOINT_SECONDS
 from peer.plugins import Epoch
 from peer.runtime.checkpoints import CheckpointStorage, CommitRecord, Commits
 
@@ -64,6 +66,9 @@ class Coordinator:
     next_barrier: float = 0.0
     barrier_sent: float = 0.0
     committed: Epoch | None = None
+    last_commit: float = field(default_factory=time.time)
+    """Wall-clock time of the last commit, or of the coordinator's start: what the metrics
+    measure "time since the last commit" from."""
     peers: list[str] = field(init=False)
     members: frozenset[str] = field(init=False)
     inputs: list[str] = field(init=False)
@@ -135,13 +140,13 @@ class Coordinator:
         return False
 
     def _running(self, now: float) -> bool:
-        if self.acks >= self.members and self.epoch and self.epoch != self._committed_number():
+        if self.acks >= self.members and self.epoch and self.epoch != self.committed_number():
             self.pending = self.pool.submit(
                 self.commits.commit, self.version, Epoch(self.version, self.epoch), self.slots
             )
             self.state = "committing"
             return True
-        if self.epoch != self._committed_number() or self.final is not None:
+        if self.epoch != self.committed_number() or self.final is not None:
             return False
         drained = self.drained >= self.outputs
         if now < self.next_barrier and not drained:
@@ -156,7 +161,7 @@ class Coordinator:
             self.send(peer, MessageType.BARRIER, self.epoch, [self.final is not None])
         return True
 
-    def _committed_number(self) -> int:
+    def committed_number(self) -> int:
         committed = self.committed
         return committed.number if committed and committed.version == self.version else 0
 
@@ -166,6 +171,8 @@ class Coordinator:
             self.state = "stale"
             return True
         previous, self.committed = self.committed, Epoch(self.version, self.epoch)
+        self.last_commit = time.time()
+        CHECKPOINT_SECONDS.labels(self.job.id).observe(now - self.barrier_sent)
         log.info(
             "job %s: epoch %d of allocation %d committed; its checkpoint took %.3f s",
             self.job.id, self.epoch, self.version, now - self.barrier_sent,

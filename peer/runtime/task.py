@@ -49,7 +49,7 @@ import msgpack
 
 from peer.job.imports import resolve
 from peer.job.spec import ALL, HOOKS, Job, Task
-from peer.metrics import SEGMENTS_IN, SEGMENTS_OUT
+from peer.metrics import TaskMeters, task_meters
 from peer.plugins import Epoch, Recovery, load
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.inbox import END, Barrier, Inbox, Watermark
@@ -155,11 +155,15 @@ class TaskRunner:
     final: int | None = None
     completed: bool = False
     credits: dict[str, int] = field(init=False)
-    counted_in: Any = None
-    counted_out: Any = None
+    meters: TaskMeters | None = None
+    blocked: bool = False
+    """Whether the last step found downstream congested or out of credit."""
+    barrier_since: float | None = None
+    """When the first upstream peer's barrier of the epoch being aligned arrived."""
     spark: SparkFunction | None = None
-    pending: deque[tuple[Future[list[Segment]], float | None]] = field(default_factory=deque)
-    """A Spark task's batches in Spark, oldest first, each with the watermark read with it."""
+    pending: deque[tuple[Future[list[Segment]], float | None, float]] = field(default_factory=deque)
+    """A Spark task's batches in Spark, oldest first, each with the watermark read with it and
+    when it was read."""
 
     def __post_init__(self) -> None:
         self.inbox = Inbox(self.ctx.upstream)
@@ -172,8 +176,16 @@ class TaskRunner:
         comes from the coordinator."""
         if self.ctx.task.kind == "input" and isinstance(item, Barrier):
             self.barriers.append(item)
-        else:
-            self.inbox.put(source, item)
+            return
+        if isinstance(item, Barrier) and self.barrier_since is None:
+            self.barrier_since = time.perf_counter()
+        self.inbox.put(source, item)
+
+    def _aligned(self) -> None:
+        """The barrier has come from every upstream peer: how long the first one waited."""
+        if self.barrier_since is not None and self.meters is not None:
+            self.meters.alignment_seconds.observe(time.perf_counter() - self.barrier_since)
+        self.barrier_since = None
 
     def credit(self, peer: str, batches: int) -> None:
         if peer in self.credits:
@@ -202,8 +214,7 @@ class TaskRunner:
 
     def _start(self) -> bool:
         c = self.ctx
-        self.counted_in = SEGMENTS_IN.labels(c.job.id, c.task.name)
-        self.counted_out = SEGMENTS_OUT.labels(c.job.id, c.task.name)
+        self.meters = task_meters(c.job.id, c.task.name)
         if c.task.engine == "spark":
             self.spark = SparkFunction(c.task)
         else:
@@ -279,11 +290,15 @@ class TaskRunner:
         if len(self.pending) >= SPARK_IN_FLIGHT:
             return busy
         if self.ctx.congested() or min(self.credits.values(), default=1) <= 0:
+            if not self.blocked:
+                self.blocked = True
+                self.meters.backpressure.inc()
             return busy
+        self.blocked = False
         batch = self._read()
         if batch:
-            self.counted_in.inc(len(batch))
-            self._process(batch)
+            self.meters.segments_in.inc(len(batch))
+            self._process(batch, time.perf_counter())
             return True
         if self.pending:
             return busy
@@ -295,6 +310,7 @@ class TaskRunner:
             barrier = self.inbox.aligned()
             if barrier is not None:
                 self.inbox.release()
+                self._aligned()
                 return self._pass_barrier(barrier)
         if self._advance_watermark(self._mark()):
             return True
@@ -325,32 +341,33 @@ class TaskRunner:
             return self.plugin.completed() and self.plugin.synced()
         return self.inbox.drained()
 
-    def _process(self, batch: list[Segment]) -> None:
+    def _process(self, batch: list[Segment], started: float) -> None:
         self._call_hooks("before_batch", batch)
         if self.spark is not None:
-            self.pending.append((self.spark.submit(batch), self._mark()))
+            self.pending.append((self.spark.submit(batch), self._mark(), started))
         else:
-            self._processed(self._apply(batch), self._mark())
+            self._processed(self._apply(batch), self._mark(), started)
 
     def _spark_done(self) -> bool:
         """The oldest batch in Spark is back: pass its rows on, then the watermark that came
         with it (not a later one, which batches still in Spark may not have reached)."""
-        future, mark = self.pending.popleft()
-        self._processed(future.result(), mark)
+        future, mark, started = self.pending.popleft()
+        self._processed(future.result(), mark, started)
         return True
 
-    def _processed(self, out: list[Segment], mark: float | None) -> None:
+    def _processed(self, out: list[Segment], mark: float | None, started: float) -> None:
         if self.windows is not None:
             self._emit(self.windows.apply(out, time.time()))
         else:
             self._emit(out)
+        self.meters.batch_seconds.observe(time.perf_counter() - started)
         self._advance_watermark(mark)
         self._call_hooks("after_batch", out)
 
     def _emit(self, segments: list[Segment]) -> None:
         if not segments:
             return
-        self.counted_out.inc(len(segments))
+        self.meters.segments_out.inc(len(segments))
         if self.ctx.task.kind == "output":
             self.plugin.prepare(segments)
             self.staged = True
@@ -381,6 +398,7 @@ class TaskRunner:
             "fn": self.fn.snapshot() if hasattr(self.fn, "snapshot") else None,
         }
         blob = msgpack.packb(snapshot)
+        self.meters.snapshot_bytes.observe(len(blob))
         upload = c.storage.put(c.job.id, epoch, c.task.name, c.slot, blob)
         self.uploads.append((barrier.epoch, upload))
         for peer in c.router.peers():
@@ -452,5 +470,5 @@ class TaskRunner:
             upload.cancel()
         for fetch in self.fetching:
             fetch.cancel()
-        for future, _ in self.pending:
+        for future, *_ in self.pending:
             future.cancel()

@@ -55,6 +55,10 @@ class MemoryStore:
             callback()
         return position
 
+    def tail(self) -> int:
+        with self.log.lock:
+            return self.log.next_position - 1
+
     def read(self, after: int) -> list[Entry]:
         with self.log.lock:
             positions = sorted(p for p in self.log.entries if p > after)

@@ -26,7 +26,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 
 from peer.log.entry import Entry
-from peer.log.replica import Replica
+from peer.log.replica import EMPTY_VERSION, Replica
 from peer.log.store import StoreError, path_component
 
 ENTRY_PREFIX = "entry-"
@@ -114,6 +114,9 @@ class ZooKeeperStore:
     def _positions(self) -> list[int]:
         names = self.client.get_children(self.log_path)
         return sorted(int(n[len(ENTRY_PREFIX) :]) for n in names if n.startswith(ENTRY_PREFIX))
+
+    def tail(self) -> int:
+        return max(self._guard(self._positions), default=EMPTY_VERSION)
 
     def read(self, after: int) -> list[Entry]:
         return self._guard(self._read, after)

@@ -1,0 +1,1 @@
+"""Monitoring for onyx: Prometheus rules and Grafana dashboards."""

@@ -1,0 +1,1 @@
+"""Grafana for onyx: dashboards written as code (``dashboards.py``) and their provisioning."""
