@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what this machine lacks to run and test the project: Debian's ZooKeeper and a headless
-# JRE (for the test fixture and local clusters), and the Python environment in .venv, pinned by
-# constraints.txt. Safe to run again: it only does what is missing.
+# JRE (for the test fixture and local clusters), promtool from Debian's prometheus package (for the
+# tests of monitoring/), and the Python environment in .venv, pinned by constraints.txt. Safe to
+# run again: it only does what is missing.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 need_debs=()
 [ -f /usr/share/java/zookeeper.jar ] || need_debs+=(zookeeper)
 command -v java >/dev/null 2>&1 || need_debs+=(default-jre-headless)
+command -v promtool >/dev/null 2>&1 || need_debs+=(prometheus)
 if [ ${#need_debs[@]} -gt 0 ]; then
   echo "installing Debian packages: ${need_debs[*]}"
   sudo=""

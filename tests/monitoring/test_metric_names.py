@@ -1,0 +1,92 @@
+"""Every PromQL expression an operator loads (dashboard panels, alert and recording rules) must
+parse, and every metric it names must be one that something really serves: the peer groups'
+and media drivers' exporters (read off the exporters themselves, not a list kept by hand), a
+recording rule, or one of the few other exporters' metrics named below."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import promql_parser
+import pytest
+import yaml
+from prometheus_client import REGISTRY
+
+from monitoring.grafana.dashboards import expressions
+from peer.log.replica import Replica
+from peer.log.stores.memory import MemoryLog
+from peer.messaging.counters import DriverCollector
+from peer.metrics import GroupCollector
+from tests.support import REPO
+
+RULES = sorted((REPO / "monitoring" / "rules").glob("*.yml"))
+OTHER_EXPORTERS = {"up"}
+"""Metrics of exporters this project does not write, that its rules and dashboards may use."""
+GRAFANA = {"$__rate_interval": "1m", "$__interval": "1m", "$__range": "1h"}
+NAMED = re.compile(r'name:\s*Some\(\s*"([^"]+)"')
+SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "info": ("_info",)}
+
+
+def series(families) -> set[str]:
+    """The names a scrape shows for these metric families."""
+    names = set()
+    for family in families:
+        suffixes = SUFFIXES.get(family.type, ("",))
+        names |= {family.name + suffix for suffix in suffixes}
+    return names
+
+
+def served() -> set[str]:
+    group = SimpleNamespace(
+        id="g", replica=Replica(), store=MemoryLog().session(), peers=[], reported=set(),
+        origin=-1, coordinators={}, transport=SimpleNamespace(publications=lambda: 0),
+    )  # fmt: skip
+    collectors = [GroupCollector(lambda: group).collect(), DriverCollector("/nowhere").describe()]
+    return series(REGISTRY.collect()) | set().union(*map(series, collectors))
+
+
+def rules() -> list[dict]:
+    return [rule for path in RULES for g in yaml.safe_load(path.read_text())["groups"]
+            for rule in g["rules"]]  # fmt: skip
+
+
+def recorded() -> set[str]:
+    return {rule["record"] for rule in rules() if "record" in rule}
+
+
+def named(expression: str) -> set[str]:
+    """The metric names an expression selects, after Grafana's placeholders become PromQL."""
+    for placeholder, value in GRAFANA.items():
+        expression = expression.replace(placeholder, value)
+    return set(NAMED.findall(repr(promql_parser.parse(expression))))
+
+
+EXPRESSIONS = expressions() + [rule["expr"] for rule in rules()]
+
+
+def test_the_exporters_serve_what_the_design_names():
+    names = served()
+    for name in (
+        "onyx_build_info",
+        "onyx_ring_groups",
+        "onyx_log_lag",
+        "onyx_job_epoch",
+        "onyx_task_segments_in_total",
+        "onyx_checkpoint_duration_seconds_bucket",
+        "onyx_aeron_driver_sent_bytes_total",
+    ):
+        assert name in names  # fmt: skip
+
+
+def test_rules_and_dashboards_have_expressions():
+    assert RULES, "monitoring/rules has no rule files"
+    assert len(expressions()) > 20
+    assert len(rules()) > 10
+
+
+@pytest.mark.parametrize("expression", EXPRESSIONS)
+def test_every_metric_an_expression_names_is_served(expression):
+    known = served() | recorded() | OTHER_EXPORTERS
+    unknown = named(expression) - known
+    assert not unknown, f"{sorted(unknown)} in {expression!r}: no exporter serves it"
