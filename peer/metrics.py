@@ -33,6 +33,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from peer import __version__
+from peer.log.store import StoreError
 
 JOB_TASK = ("job", "task")
 LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -207,15 +208,21 @@ def _ring(state: Any) -> Gauges:
 
 
 def _log(state: Any) -> Gauges:
-    position, tail = state.replica.version, max(state.store.tail(), state.replica.version)
+    """The tail comes from the store; while the store cannot answer (ZooKeeper unreachable),
+    the gauges that need it are left out rather than failing the whole scrape."""
+    position = state.replica.version
     yield _gauge("onyx_log_position", "Position of the last entry this group applied",
                  float(position))  # fmt: skip
+    yield _gauge("onyx_log_origin_position",
+                 "Position of the origin replica: the last gc read, or -1 before any",
+                 float(state.origin))  # fmt: skip
+    try:
+        tail = max(state.store.tail(), position)
+    except StoreError:
+        return
     yield _gauge("onyx_log_tail_position", "Position of the newest entry in the log", float(tail))
     yield _gauge("onyx_log_lag", "Entries in the log this group has not applied yet",
                  float(tail - position))  # fmt: skip
-    yield _gauge("onyx_log_origin_position",
-                 "Position of the origin replica: the last gc, or 0 before any",
-                 float(state.origin))  # fmt: skip
     yield _gauge("onyx_log_length", "Entries the log holds after the origin",
                  float(tail - state.origin))  # fmt: skip
 
