@@ -1,0 +1,1 @@
+"""Deployment helpers: glue between Terraform's provisioning and Ansible's rollout."""
