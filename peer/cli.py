@@ -24,6 +24,7 @@ from typing import NoReturn
 from peer import __version__, api, metrics
 from peer.cluster.group import GroupConfig, PeerGroup, new_id
 from peer.cluster.local import LocalCluster
+from peer.deploy.inventory import InventoryError, convert, read_output
 from peer.job.spec import JobError, Task
 from peer.log.replica import Replica, ring_cycle
 from peer.log.store import StoreError
@@ -237,6 +238,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="S")
     _spark_args(run)
     run.set_defaults(handler=run_local)
+
+    inventory = commands.add_parser(
+        "inventory", help="turn `terraform output -json` into the Ansible YAML inventory"
+    )
+    inventory.add_argument(
+        "output",
+        nargs="?",
+        default="-",
+        metavar="FILE",
+        help="the JSON that `terraform output -json` printed (default: stdin)",
+    )
+    inventory.set_defaults(handler=ansible_inventory)
     return parser
 
 
@@ -496,6 +509,11 @@ def _show_output(task: Task) -> None:
         print(spark_report.show(query), end="")
 
 
+def ansible_inventory(args: argparse.Namespace) -> int:
+    sys.stdout.write(convert(read_output(args.output)))
+    return 0
+
+
 def _logging(level: int) -> None:
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -509,7 +527,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.path.insert(0, os.getcwd())
     try:
         return args.handler(args)
-    except (StoreError, TimeoutError, JobError, TransportError, CheckpointError, MetricsError) as e:
+    except (
+        StoreError,
+        TimeoutError,
+        JobError,
+        TransportError,
+        CheckpointError,
+        MetricsError,
+        InventoryError,
+    ) as e:
         print(f"onyx: error: {e}", file=sys.stderr)
         return 1
 

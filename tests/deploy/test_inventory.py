@@ -9,15 +9,14 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from peer.deploy.inventory import GROUPS, InventoryError, convert, main
+from tests.support import REPO, assert_one_line_error, onyx
 
-REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "terraform" / "examples"
 OUTPUT = EXAMPLES / "output.json"
 HOSTS_YML = EXAMPLES / "hosts.yml"
@@ -207,3 +206,11 @@ def test_runs_as_a_module():
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stdout == HOSTS_YML.read_text()
+
+
+def test_onyx_inventory_prints_the_inventory_and_names_bad_input(tmp_path):
+    result = onyx("inventory", "terraform/examples/output.json")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == HOSTS_YML.read_text()
+    (tmp_path / "empty.json").write_text("{}")
+    assert_one_line_error(onyx("inventory", str(tmp_path / "empty.json")), 1, "`inventory`")
