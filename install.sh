@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs what this machine lacks to run and test the project: Debian's ZooKeeper and a headless
 # JRE (for the test fixture and local clusters), promtool from Debian's prometheus package (for the
-# tests of monitoring/), and the Python environment in .venv, pinned by constraints.txt. Safe to
-# run again: it only does what is missing.
+# tests of monitoring/), what the rollout tests' test-host rig needs (tests/infra/rig.py:
+# debootstrap, systemd-nspawn from systemd-container, dpkg-scanpackages from dpkg-dev, ssh), and the
+# Python environment in .venv, pinned by constraints.txt. Safe to run again: it only does what is
+# missing. Debian packages go in without recommends (systemd-container would otherwise pull in
+# libnss-mymachines, which rewrites /etc/nsswitch.conf).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -10,6 +13,10 @@ need_debs=()
 [ -f /usr/share/java/zookeeper.jar ] || need_debs+=(zookeeper)
 command -v java >/dev/null 2>&1 || need_debs+=(default-jre-headless)
 command -v promtool >/dev/null 2>&1 || need_debs+=(prometheus)
+[ -x /usr/sbin/debootstrap ] || need_debs+=(debootstrap)
+command -v systemd-nspawn >/dev/null 2>&1 || need_debs+=(systemd-container)
+command -v dpkg-scanpackages >/dev/null 2>&1 || need_debs+=(dpkg-dev)
+command -v ssh >/dev/null 2>&1 || need_debs+=(openssh-client)
 if [ ${#need_debs[@]} -gt 0 ]; then
   echo "installing Debian packages: ${need_debs[*]}"
   sudo=""
