@@ -972,6 +972,9 @@ class Rig:
             (root / "etc/apt/sources.list.d/onyx-test-hosts.list").write_text(
                 f"deb [trusted=yes] {self.apt_url} ./\n"
             )
+            # The host never ran apt-get update, but its (empty) lists directory is as new as the
+            # base: make it look stale, or Ansible's apt `cache_valid_time` skips the update.
+            os.utime(root / "var/lib/apt/lists", (0, 0))
             _run(["ssh-keygen", "-q", "-A", "-f", str(root)], f"SSH host keys of {host.name}")
             for public in sorted((root / "etc/ssh").glob("ssh_host_*_key.pub")):
                 kind, key = public.read_text().split()[:2]

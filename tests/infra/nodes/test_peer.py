@@ -1,0 +1,160 @@
+"""roles/peer: the onyx peer groups of each node run as hardened onyx-peer@<i> instances, serve
+their metrics, and have all joined one ring."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+from packaging.version import Version
+
+from tests.infra.nodes.conftest import (
+    Cluster,
+    Node,
+    assert_hardened,
+    assert_listens_on,
+    assert_service_up,
+    assert_system_user,
+    file_text,
+    http_get,
+    metric_value,
+    poll,
+    url_host,
+)
+
+pytestmark = pytest.mark.role_group("peers")
+
+# What the template unit says in [Service] (deploy conventions, and the peer role's extras).
+UNIT_DIRECTIVES = [
+    "NoNewPrivileges=yes",
+    "ProtectSystem=strict",
+    "ProtectHome=yes",
+    "PrivateTmp=yes",
+    "PrivateDevices=no",
+    "ProtectKernelTunables=yes",
+    "ProtectKernelModules=yes",
+    "ProtectControlGroups=yes",
+    "RestrictSUIDSGID=yes",
+    "LockPersonality=yes",
+    "CapabilityBoundingSet=",
+    "RestrictNamespaces=yes",
+    "RestrictRealtime=yes",
+    "SystemCallArchitectures=native",
+    "ProtectKernelLogs=yes",
+    "ProtectHostname=yes",
+    "Restart=on-failure",
+    "RestartSec=2",
+    "KillMode=mixed",
+]
+
+
+def instances(node: Node) -> list[int]:
+    return list(range(int(node.var("peer_groups"))))
+
+
+def metrics_port(node: Node, i: int) -> int:
+    return int(node.var("peer_metrics_port_base")) + i
+
+
+def replica(node: Node) -> dict[str, Any] | str:
+    """The cluster's replica as `onyx-cluster replica --json` on this node prints it (the command's
+    error output when it fails)."""
+    result = node.host.run("%s replica --json", node.var("__peer_cluster_command"))
+    if result.rc != 0:
+        return f"exit {result.rc}: {result.stderr.strip()[-2000:]}"
+    try:
+        return json.loads(result.stdout)
+    except ValueError:
+        return f"not JSON: {result.stdout[:2000]}"
+
+
+def test_installed(node: Node):
+    for package in [*node.var("peer_apt_packages"), *node.var("__peer_module_packages")]:
+        assert node.host.package(package).is_installed, package
+    assert_system_user(node.host, node.var("__peer_user"), node.var("__peer_group"))
+    onyx = f"{node.var('peer_venv')}/bin/onyx"
+    version = node.host.check_output("%s --version", onyx)
+    assert Version(version.split()[-1]) == Version(node.var("peer_version")), version
+
+
+def test_configuration(node: Node):
+    config_dir = node.var("peer_config_dir")
+    settings = file_text(node.host, f"{config_dir}/peer.env")
+    assert f'ONYX_ZOOKEEPER="{node.var("peer_zookeeper_connect")}"' in settings
+    assert f'ONYX_TENANCY="{node.var("peer_tenancy")}"' in settings
+    assert f'ONYX_AERON_DIR="{node.var("peer_aeron_dir")}"' in settings
+    assert f'ONYX_BIND="{node.var("peer_bind")}"' in settings
+    assert f'ONYX_SPARK_MASTER="{node.var("peer_spark_master")}"' in settings
+    assert f'ONYX_METRICS_ADDRESS="{node.var("peer_metrics_address")}"' in settings
+    for i in instances(node):
+        ports = file_text(node.host, f"{config_dir}/peer-{i}.env")
+        assert f'ONYX_METRICS_PORT="{metrics_port(node, i)}"' in ports
+    # No group above peer_groups is left configured.
+    assert not node.host.file(f"{config_dir}/peer-{len(instances(node))}.env").exists
+    state_dir = node.host.file(node.var("peer_state_dir"))
+    assert state_dir.is_directory
+    assert state_dir.user == node.var("__peer_user")
+    cluster_command = node.host.file(node.var("__peer_cluster_command"))
+    assert cluster_command.is_file
+    assert cluster_command.mode == 0o755
+
+
+def test_unit_file_is_hardened(node: Node):
+    unit_file = file_text(node.host, f"/etc/systemd/system/{node.var('__peer_unit')}")
+    lines = {line.strip() for line in unit_file.splitlines()}
+    assert [d for d in UNIT_DIRECTIVES if d not in lines] == []
+    assert f"User={node.var('__peer_user')}" in lines
+    assert f"Group={node.var('__peer_group')}" in lines
+    driver = node.var("peer_media_driver_service")
+    if driver:
+        assert f"Requires={driver}" in lines
+
+
+def test_groups_run_hardened(node: Node):
+    for i in instances(node):
+        unit = f"onyx-peer@{i}.service"
+        assert_service_up(node.host, unit)
+        assert_hardened(
+            node.host,
+            unit,
+            node.var("__peer_user"),
+            node.var("__peer_group"),
+            private_devices=False,
+            read_write=node.var("__peer_write_paths"),
+        )
+    # An instance above peer_groups is neither running nor enabled.
+    extra = f"onyx-peer@{len(instances(node))}.service"
+    assert node.host.run("systemctl is-active %s", extra).stdout.strip() != "active"
+    assert node.host.run("systemctl is-enabled %s", extra).stdout.strip() != "enabled"
+
+
+def test_groups_are_ring_members(node: Node):
+    address = node.var("peer_metrics_address")
+    for i in instances(node):
+        assert_listens_on(node.host, address, metrics_port(node, i))
+        url = f"http://{url_host(address)}:{metrics_port(node, i)}/metrics"
+
+        def member(url: str = url) -> float | None:
+            return metric_value(http_get(node.host, url).body.splitlines(), "onyx_ring_member")
+
+        assert poll(member, lambda v: v == 1.0) == 1.0, f"onyx_ring_member of group {i} ({url})"
+
+
+def test_ring_holds_every_peer_group(node: Node, cluster: Cluster):
+    total = int(node.var("onyx_peer_groups_total"))
+    expected = sum(int(n.var("peer_groups")) for n in cluster.group("peers"))
+    assert total == expected
+
+    def complete(r: dict[str, Any] | str) -> bool:
+        return isinstance(r, dict) and len(r["groups"]) == total
+
+    current = poll(lambda: replica(node), complete)
+    assert isinstance(current, dict), current
+    assert len(current["groups"]) == total, current["groups"]
+    # Each node's groups receive segments on that node's address.
+    sites = Counter(current["sites"].get(g, "?").rpartition(":")[0] for g in current["groups"])
+    assert sites == Counter(
+        {n.var("peer_bind"): int(n.var("peer_groups")) for n in cluster.group("peers")}
+    )

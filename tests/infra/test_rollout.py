@@ -1,0 +1,249 @@
+"""The whole cluster rolled out to the rig's three test hosts with deploy/site.yml: the testinfra
+node tests (tests/infra/nodes) pass on every host, a job runs across the three hosts and writes
+exactly its input, and a second rollout changes nothing.
+
+Grafana is NOT rolled out: the hosts reach only this machine, and this machine cannot download a
+Grafana release (it reaches only PyPI, Debian and npm), so the inventory's `grafana` group is empty
+and grafana.yml's play matches no host.
+
+The inventory sits next to a copy of deploy/inventories/example/group_vars (the computed onyx_*
+settings). What the test hosts need differently is set as host variables, since those group_vars
+take precedence over an inventory file's group variables. Logs of the playbooks and the node tests
+go to the rig's log directory (kept in /var/cache/onyx-test-hosts/last-run-logs after teardown).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.infra.rig import REPO, Rig
+
+pytestmark = [pytest.mark.rollout, pytest.mark.timeout(3600)]
+
+DEPLOY = REPO / "deploy"
+GROUP_VARS = DEPLOY / "inventories/example/group_vars"
+BIN = Path(sys.executable).parent
+COUNT = 100_000  # segments of the job; with batch_size 1 it runs for seconds (8 s here)
+RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+
+
+@dataclasses.dataclass
+class Rollout:
+    rig: Rig
+    directory: Path
+    inventory: Path
+    env: dict[str, str]
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.timings[name] = round(time.monotonic() - start, 1)
+            print(f"[rollout] {name}: {self.timings[name]} s", flush=True)
+
+    def run(self, name: str, command: list[str], timeout: float) -> str:
+        """Runs a command with its output streamed to a log file; fails with the log's tail."""
+        log = self.rig.logs_dir / f"{name}.log"
+        with log.open("w") as out:
+            result = subprocess.run(
+                command, stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=REPO,
+                timeout=timeout, check=False,
+            )  # fmt: skip
+        text = log.read_text(errors="replace")
+        if result.returncode != 0:
+            tail = "\n".join(text.splitlines()[-60:])
+            kept = self.rig.cache / "last-run-logs" / log.name
+            pytest.fail(f"{name} failed (exit {result.returncode}); log {kept}:\n{tail}")
+        return text
+
+    def site(self, name: str) -> str:
+        playbook = [str(BIN / "ansible-playbook"), "-i", str(self.inventory)]
+        return self.run(name, [*playbook, str(DEPLOY / "site.yml")], timeout=1800)
+
+
+def write_inventory(rig: Rig, directory: Path) -> Path:
+    names = [h.name for h in rig.hosts]
+    first, *others = names
+    test_host_vars = {
+        "aeron_media_driver_apply_sysctl": False,  # the hosts share this machine's kernel
+        "onyx_pip_extra_args": shlex.join(rig.pip_args),  # the rig's wheels, no index
+    }
+    worker_vars = {"spark_worker_cores": 1, "spark_worker_memory": "1g"}
+    peer_vars = {
+        "peer_groups": 1,
+        "peer_vpeers": 2,
+        # No shared storage in the rig: a directory the peer role creates under its state dir.
+        "peer_checkpoints": "file:///var/lib/onyx/checkpoints",
+    }
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(GROUP_VARS, directory / "group_vars", dirs_exist_ok=True)
+    groups: dict[str, Any] = {
+        "test_hosts": {n: dict(test_host_vars) for n in names},
+        "zookeeper": {n: {"zookeeper_id": i} for i, n in enumerate(names, 1)},
+        "peers": {n: dict(peer_vars) for n in names},
+        "spark_master": [first],
+        "spark_workers": {n: dict(worker_vars) for n in others},
+        "prometheus": [first],
+        "grafana": [],  # see the module docstring
+        "node_exporter": names,
+    }
+    return rig.write_inventory(directory / "hosts.yml", groups=groups)
+
+
+@pytest.fixture(scope="module")
+def rollout(rig: Rig, request: pytest.FixtureRequest) -> Iterator[Rollout]:
+    """The cluster rolled out once (site.yml) for the tests of this module."""
+    directory = rig.run_dir / "rollout"
+    env = rig.ansible_env()
+    env.update(
+        ANSIBLE_CONFIG=str(DEPLOY / "ansible.cfg"),
+        ANSIBLE_NOCOLOR="1",
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+    )
+    result = Rollout(rig, directory, write_inventory(rig, directory), env)
+    with result.phase("site.yml (first run)"):
+        result.site("site-first-run")
+    yield result
+    # A peer group whose whole ZooKeeper ensemble is gone blocks in ZooKeeper calls and ignores
+    # SIGTERM until systemd kills it (TimeoutStopSec, 40 s): that is what powering every host off
+    # at once would do. Stop the groups first, while ZooKeeper still answers.
+    for host in rig.hosts:
+        rig.ssh(host, "systemctl stop 'onyx-peer@*.service'", check=False, timeout=60)
+    timings = {**{f"rig {k}": v for k, v in rig.timings.items()}, **result.timings}
+    summary = "rollout timings (s): " + ", ".join(f"{k} {v}" for k, v in timings.items())
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        print(f"\n{summary}", flush=True)
+
+
+def test_node_tests_pass_on_every_host(rollout: Rollout) -> None:
+    command = [
+        sys.executable, "-m", "pytest", "tests/infra/nodes", "-p", "no:cacheprovider",
+        "--hosts=ansible://all", f"--ansible-inventory={rollout.inventory}",
+        "--connection=ansible", "-o", "addopts=",
+    ]  # fmt: skip
+    with rollout.phase("node tests"):
+        output = rollout.run("node-tests", command, timeout=900)
+    print(output.strip().splitlines()[-1])
+
+
+class Onyx:
+    """The onyx CLI of this checkout, against the rolled-out cluster."""
+
+    def __init__(self, rig: Rig) -> None:
+        tenancy = yaml.safe_load((GROUP_VARS / "all.yml").read_text())["onyx_tenancy"]
+        zookeeper = ",".join(f"{h.address}:2181" for h in rig.hosts)
+        self.cluster = ["--zookeeper", zookeeper, "--tenancy", tenancy]
+
+    def __call__(self, *args: str, timeout: float = 60) -> str:
+        command = [sys.executable, "-m", "peer.cli", *args, *self.cluster]
+        result = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        assert result.returncode == 0, f"onyx {shlex.join(args)}: {result.stdout}{result.stderr}"
+        return result.stdout
+
+    def replica(self) -> dict[str, Any]:
+        return json.loads(self("replica", "--json"))
+
+
+def _addresses(replica: dict[str, Any], groups: set[str]) -> set[str]:
+    return {replica["sites"][g].rsplit(":", 1)[0] for g in groups}
+
+
+def test_a_job_runs_across_the_three_hosts(rollout: Rollout) -> None:
+    rig, onyx = rollout.rig, Onyx(rollout.rig)
+    addresses = {h.address for h in rig.hosts}
+    out = f"/var/lib/onyx/rollout-{uuid.uuid4().hex[:8]}"  # the groups' state dir: onyx may write
+    job = {
+        "workflow": [["numbers", "copy"], ["copy", "write"]],
+        "catalog": [
+            {"name": "numbers", "kind": "input", "plugin": "peer.plugins.memory:input",
+             "params": {"count": COUNT}, "n_peers": 2, "batch_size": 1},
+            {"name": "copy", "kind": "function", "fn": "copy:copy", "n_peers": 2, "batch_size": 1},
+            {"name": "write", "kind": "output", "plugin": "peer.plugins.jsonl:output",
+             "params": {"path": f"{out}/{{slot}}.jsonl"}, "n_peers": 2, "batch_size": 1},
+        ],
+        "barrier_period": None,  # no checkpoint storage the three hosts share
+    }  # fmt: skip
+    job_file = rollout.directory / "job.json"
+    job_file.write_text(json.dumps(job))
+
+    with rollout.phase("job"):
+        deadline = time.monotonic() + 120
+        while _addresses(replica := onyx.replica(), set(replica["groups"])) != addresses:
+            assert time.monotonic() < deadline, f"the ring never held every host's group: {replica}"
+            time.sleep(1)
+        job_id = onyx("job", "submit", str(job_file)).strip()
+        deadline = time.monotonic() + 120
+        while len(allocation := (replica := onyx.replica())["allocations"].get(job_id, {})) < 3:
+            assert job_id not in replica["finished"], (
+                f"job {job_id} ended before an allocation was seen (raise COUNT): {replica}"
+            )
+            assert time.monotonic() < deadline, f"job {job_id} was never allocated: {replica}"
+            time.sleep(0.2)
+        group_of = {p: g for g, ps in replica["group_peers"].items() for p in ps}
+        assert {t: len(ps) for t, ps in allocation.items()} == {"numbers": 2, "copy": 2, "write": 2}
+        held = {group_of[p] for ps in allocation.values() for p in ps}
+        assert _addresses(replica, held) == addresses, f"allocation {allocation}, replica {replica}"
+        assert "completed" in onyx("job", "wait", job_id, "--timeout", "600", timeout=660)
+
+    written = [
+        json.loads(line)["n"]
+        for host in rig.hosts
+        for line in rig.ssh(host, f"cat {out}/*.jsonl 2>/dev/null || true").stdout.splitlines()
+    ]
+    print(f"job {job_id}: {len(written)} segments written on the hosts")
+    assert set(written) == set(range(COUNT))
+
+
+def test_a_second_rollout_changes_nothing(rollout: Rollout) -> None:
+    with rollout.phase("site.yml (second run)"):
+        output = rollout.site("site-second-run")
+    recap = {host: tuple(map(int, counts)) for host, *counts in RECAP.findall(output)}
+    assert set(recap) == {h.name for h in rollout.rig.hosts}, output[-3000:]
+    changed = _changed_tasks(output)
+    assert all(counts == (0, 0, 0) for counts in recap.values()), (
+        f"changed, unreachable, failed per host: {recap}; changed tasks: {changed}"
+    )
+
+
+def _changed_tasks(output: str) -> list[str]:
+    """'TASK [...]: host' for every task that reported a change."""
+    task, changed = "", []
+    for line in output.splitlines():
+        if line.startswith(("TASK [", "RUNNING HANDLER [")):
+            task = line.split(" *")[0]
+        elif match := re.match(r"changed: \[([^]]+)\]", line):
+            changed.append(f"{task}: {match.group(1)}")
+    return changed
+
+
+def test_ssh_goes_through_the_rigs_control_sockets(rollout: Rollout) -> None:
+    """Ansible and the node tests keep their SSH control sockets in the rig's directory, which the
+    rig closes (ssh -O exit on each) before it powers the hosts off."""
+    sockets = [p for p in rollout.rig.control_dir.iterdir() if p.is_socket()]
+    assert sockets, f"no control socket in {rollout.rig.control_dir}"
+    default = Path("~/.ansible/cp").expanduser()
+    since = time.time() - sum(rollout.timings.values()) - 60
+    stray = [p for p in default.glob("*") if p.is_socket() and p.lstat().st_mtime > since]
+    assert stray == [], f"control sockets outside the rig's directory: {stray}"
