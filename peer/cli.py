@@ -305,10 +305,29 @@ def peer_start(args: argparse.Namespace) -> int:
         stack.callback(storage.close)
         group = PeerGroup(store, config, transport, storage)
         _serve_metrics(args, lambda: group.current)
-        signal.signal(signal.SIGTERM, lambda *_: group.stop())
-        signal.signal(signal.SIGINT, lambda *_: group.stop())
+        stop = _stopper(store, group)
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
         group.run()
     return 0
+
+
+def _stopper(store: api.ZooKeeperStore, group: PeerGroup) -> Callable[..., None]:
+    """A signal handler: leave the ring gracefully, or, with ZooKeeper out of reach, exit at once.
+    Then the leave could never be written, and the group's thread may be blocked on a request
+    that waits for a server, as would any cleanup that touches ZooKeeper; the group's pulse goes
+    when its session expires, and its embedded driver's directory is removed by the next group
+    that starts on this machine."""
+
+    def stop(*_: object) -> None:
+        if not store.connected:
+            logging.getLogger(__name__).warning(
+                "ZooKeeper at %s is unreachable: stopping without leaving the ring", store.hosts
+            )
+            os._exit(1)
+        group.stop()
+
+    return stop
 
 
 def media_driver(args: argparse.Namespace) -> int:

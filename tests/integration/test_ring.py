@@ -97,6 +97,23 @@ def test_sigterm_leaves_gracefully(start_peer, zookeeper, tenancy):
     assert "leaving the cluster" in peers[0].output()
 
 
+def test_sigterm_with_zookeeper_unreachable_stops_at_once(tmp_path, tenancy):
+    """No leave can be written without ZooKeeper, and the group may be blocked waiting for a
+    server: it exits promptly instead of hanging until it is killed."""
+    own = ZooKeeperServer().start()
+    try:
+        peer = PeerProcess(own.address, tenancy, tmp_path, session_timeout=30)
+        await_ring(own, tenancy, 1, timeout=60)
+    finally:
+        own.stop()
+    try:
+        peer.signal(signal.SIGTERM)
+        assert peer.process.wait(timeout=20) != 0
+        assert "is unreachable: stopping without leaving the ring" in peer.output()
+    finally:
+        peer.kill()
+
+
 def log_positions(zookeeper: ZooKeeperServer, tenancy: str) -> list[int]:
     client = KazooClient(hosts=zookeeper.address)
     client.start(timeout=10)

@@ -87,6 +87,11 @@ class ZooKeeperStore:
             ) from None
         return client
 
+    @property
+    def connected(self) -> bool:
+        """Whether the session has a server right now."""
+        return bool(self.client.connected)
+
     def _state_changed(self, state: str) -> None:
         if state == KazooState.LOST and not self.closing:
             for callback in list(self.lost_callbacks):
