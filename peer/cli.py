@@ -494,12 +494,13 @@ def _progress(cluster: LocalCluster, job_id: str, job: api.Job) -> Iterator[None
     """A line every PROGRESS_PERIOD while the job runs, when something moved: segments its
     inputs read, and its latest committed epoch."""
     stop = threading.Event()
+    commits = Commits(cluster.reader, job_id)
 
     def report() -> None:
         last = ""
         while not stop.wait(PROGRESS_PERIOD):
             read = sum(metrics.segments_in(job_id, name) for name in job.input_tasks())
-            record, _ = Commits(cluster.reader, job_id).read()
+            record, _ = commits.read()
             line = f"progress: {read:,.0f} segments read"
             if record is not None and record.committed is not None:
                 epoch = record.committed

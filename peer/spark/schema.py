@@ -39,15 +39,11 @@ def arrow_schema(schema: Schema) -> pa.Schema:
 
 def spark_ddl(schema: pa.Schema) -> str:
     """The Spark DDL of an Arrow schema this module made or inferred."""
-    return ", ".join(f"`{f.name}` {_spark_name(f.type)}" for f in schema)
+    return ", ".join(f"`{f.name}` {spark_type(f.type)}" for f in schema)
 
 
 def spark_type(kind: pa.DataType) -> str:
     """The Spark type name of an Arrow type this module made or inferred."""
-    return _spark_name(kind)
-
-
-def _spark_name(kind: pa.DataType) -> str:
     for name, arrow in _ARROW.items():
         if arrow == kind:
             return name
@@ -104,15 +100,20 @@ def _column(field: pa.Field, values: list[Any]) -> pa.Array:
             return pc.cast(micros, field.type)
         if pa.types.is_date(field.type):
             return pc.cast(pa.array(values, pa.string()), field.type)
-        if pa.types.is_integer(field.type) and any(isinstance(v, float) for v in values):
-            value = next(v for v in values if isinstance(v, float))
-            raise SchemaError(
-                f"field {field.name!r} must hold {_spark_name(field.type)} values, not {value!r}"
-            )
+        if pa.types.is_integer(field.type):
+            _refuse_floats(field, values)
         return pa.array(values, field.type)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
-        kind = _spark_name(field.type)
+        kind = spark_type(field.type)
         raise SchemaError(f"field {field.name!r} must hold {kind} values: {e}") from e
+
+
+def _refuse_floats(field: pa.Field, values: list[Any]) -> None:
+    """Arrow would truncate a float into an integer column without a word."""
+    value = next((v for v in values if isinstance(v, float)), None)
+    if value is not None:
+        kind = spark_type(field.type)
+        raise SchemaError(f"field {field.name!r} must hold {kind} values, not {value!r}")
 
 
 def to_rows(table: pa.Table) -> list[dict[str, Any]]:

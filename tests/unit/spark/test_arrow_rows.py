@@ -45,6 +45,7 @@ def test_a_field_missing_from_a_row_is_null():
         ({"user": "a", "n": "many"}, "field 'n' must hold bigint values"),
         ({"user": "a", "zip": 1}, "field 'zip' is not in the schema"),
         ({"ts": "yesterday"}, "field 'ts' must hold timestamp values"),
+        ({"n": 2.5}, "field 'n' must hold bigint values, not 2.5"),
         (["a", 1], "is not a mapping of field to value"),
     ],
 )
