@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
 import shutil
 import signal
@@ -12,9 +14,23 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 
 ZOOKEEPER_CLASSPATH = "/usr/share/java/zookeeper.jar:/etc/zookeeper/conf"
 REPO = Path(__file__).resolve().parent.parent
+ZOOKEEPER_EXPORTER = REPO / "roles/zookeeper/files/zookeeper_exporter.py"
+
+
+@functools.cache
+def zookeeper_exporter() -> ModuleType:
+    """The zookeeper role's exporter script as a module (it is a file the role copies, not part
+    of the package)."""
+    spec = importlib.util.spec_from_file_location("zookeeper_exporter", ZOOKEEPER_EXPORTER)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def wait_for[T](condition: Callable[[], T], timeout: float, what: str, interval: float = 0.1) -> T:

@@ -48,6 +48,8 @@ INSTANCE = 'instance=~"$instance"'
 JOBS = 'job=~"$job"'
 """The cluster dashboard's job filter: All, or any of the jobs picked."""
 JOB = 'job="$job"'
+# The zookeeper role's exporters (mntr's figures), one per ensemble member.
+ZOOKEEPER = 'job="zookeeper"'
 """The job dashboard's job filter: exactly one job."""
 RATE_WINDOW = "$__rate_interval"
 QUANTILES = (0.5, 0.9, 0.99)
@@ -399,10 +401,60 @@ def cluster() -> dict[str, Any]:
     return assemble(
         "Onyx cluster",
         "onyx-cluster",
-        "The onyx cluster: the ring of peer groups, the log they share, and the jobs they run.",
+        "The onyx cluster: the ring of peer groups, the log they share, the jobs they run, and "
+        "the ZooKeeper ensemble the log lives in.",
         [datasource_variable(), job_variable(multi=True), instance_variable()],
-        [("Ring", ring), ("Log", log), ("Jobs", jobs)],
+        [("Ring", ring), ("Log", log), ("Jobs", jobs), ("ZooKeeper", zookeeper())],
     )
+
+
+def zookeeper() -> list[timeseries.Panel]:
+    """The ensemble as its members' exporters see it (their mntr)."""
+    by_member = "{{instance}}"
+    return [
+        panel(
+            "Members serving",
+            "short",
+            [
+                (gauge("zookeeper_up", [ZOOKEEPER], "sum"), "serving"),
+                (gauge("up", [ZOOKEEPER], "count"), "members"),
+            ],
+            "Members that answer and serve requests, out of all members: more than half must "
+            "serve for the log to take entries.",
+        ),
+        panel(
+            "Request latency",
+            "ms",
+            [
+                (gauge("zookeeper_avg_latency", [ZOOKEEPER]), f"{by_member} mean"),
+                (gauge("zookeeper_max_latency", [ZOOKEEPER]), f"{by_member} max"),
+            ],
+            "Each member's request latency since its counters were last reset (mntr's "
+            "avg_latency and max_latency, in milliseconds).",
+        ),
+        panel(
+            "Outstanding requests",
+            "short",
+            [(gauge("zookeeper_outstanding_requests", [ZOOKEEPER]), by_member)],
+            "Requests queued at each member: a queue that grows means the member cannot keep up.",
+        ),
+        panel(
+            "Client connections",
+            "short",
+            [(gauge("zookeeper_num_alive_connections", [ZOOKEEPER]), by_member)],
+            "Clients connected to each member (every peer group and CLI call holds one).",
+        ),
+        panel(
+            "Znodes and watches",
+            "short",
+            [
+                (gauge("zookeeper_znode_count", [ZOOKEEPER], "max"), "znodes"),
+                (gauge("zookeeper_watch_count", [ZOOKEEPER], "sum"), "watches"),
+            ],
+            "Znodes in the tree (the log's entries among them: gc trims them) and watches set "
+            "across the members.",
+        ),
+    ]
 
 
 def job() -> dict[str, Any]:

@@ -30,9 +30,10 @@ REQUIRED_FILES = (
 )  # fmt: skip
 # `{{ ansible_managed | comment }}`, or with the filter's arguments for another comment style.
 MANAGED = re.compile(r"\{\{ ansible_managed \| comment(\(.*\))? \}\}")
-# The conventions' [Service] hardening (PrivateDevices= is "no" for the units that need /dev/shm).
+# The conventions' [Service] hardening (PrivateDevices= is "no" for the units that need /dev/shm;
+# ReadWritePaths= only where a service writes).
 HARDENING = (
-    "User=", "Group=", "NoNewPrivileges=yes", "ProtectSystem=", "ReadWritePaths=",
+    "User=", "Group=", "NoNewPrivileges=yes", "ProtectSystem=",
     "ProtectHome=yes", "PrivateTmp=yes", "PrivateDevices=", "ProtectKernelTunables=yes",
     "ProtectKernelModules=yes", "ProtectControlGroups=yes", "RestrictSUIDSGID=yes",
     "LockPersonality=yes", "Restart=on-failure", "RestartSec=",

@@ -79,6 +79,7 @@ REPO_PACKAGES = (
     "python3-packaging",
     "prometheus",
     "prometheus-node-exporter",
+    "python3-prometheus-client",
     "acl",
     "curl",
     "unzip",

@@ -1,6 +1,7 @@
 """The whole cluster rolled out to the rig's three test hosts with deploy/site.yml: the testinfra
-node tests (tests/infra/nodes) pass on every host, a job runs across the three hosts and writes
-exactly its input, and a second rollout changes nothing.
+node tests (tests/infra/nodes) pass on every host, deploy/rolling_restart.yml replaces every peer
+group one host at a time, a job then runs across the three hosts and writes exactly its input, and
+a second rollout changes nothing.
 
 Grafana is NOT rolled out: the hosts reach only this machine, and this machine cannot download a
 Grafana release (it reaches only PyPI, Debian and npm), so the inventory's `grafana` group is empty
@@ -25,13 +26,17 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from peer import api
+from peer.log import subscriber
+from peer.log.apply import apply_entry
+from peer.log.replica import Replica, ring_cycle
 from tests.infra.rig import REPO, Rig
 
 pytestmark = [pytest.mark.rollout, pytest.mark.timeout(3600)]
@@ -75,9 +80,12 @@ class Rollout:
             pytest.fail(f"{name} failed (exit {result.returncode}); log {kept}:\n{tail}")
         return text
 
+    def playbook(self, name: str, playbook: str, *extra: str, timeout: float = 1800) -> str:
+        command = [str(BIN / "ansible-playbook"), "-i", str(self.inventory), *extra]
+        return self.run(name, [*command, str(DEPLOY / playbook)], timeout=timeout)
+
     def site(self, name: str) -> str:
-        playbook = [str(BIN / "ansible-playbook"), "-i", str(self.inventory)]
-        return self.run(name, [*playbook, str(DEPLOY / "site.yml")], timeout=1800)
+        return self.playbook(name, "site.yml")
 
 
 def write_inventory(rig: Rig, directory: Path) -> Path:
@@ -150,9 +158,9 @@ class Onyx:
     """The onyx CLI of this checkout, against the rolled-out cluster."""
 
     def __init__(self, rig: Rig) -> None:
-        tenancy = yaml.safe_load((GROUP_VARS / "all.yml").read_text())["onyx_tenancy"]
-        zookeeper = ",".join(f"{h.address}:2181" for h in rig.hosts)
-        self.cluster = ["--zookeeper", zookeeper, "--tenancy", tenancy]
+        self.tenancy = yaml.safe_load((GROUP_VARS / "all.yml").read_text())["onyx_tenancy"]
+        self.zookeeper = ",".join(f"{h.address}:2181" for h in rig.hosts)
+        self.cluster = ["--zookeeper", self.zookeeper, "--tenancy", self.tenancy]
 
     def __call__(self, *args: str, timeout: float = 60) -> str:
         command = [sys.executable, "-m", "peer.cli", *args, *self.cluster]
@@ -166,8 +174,55 @@ class Onyx:
         return json.loads(self("replica", "--json"))
 
 
-def _addresses(replica: dict[str, Any], groups: set[str]) -> set[str]:
-    return {replica["sites"][g].rsplit(":", 1)[0] for g in groups}
+def _hosts(sites: Mapping[str, str], groups: set[str]) -> set[str]:
+    """The hosts of these groups, from their sites ("?" for a group without one)."""
+    return {sites.get(g, "?:").rsplit(":", 1)[0] for g in groups}
+
+
+def _ring_changes(store: api.ZooKeeperStore, start: Replica) -> tuple[list[tuple], Replica]:
+    """Every change of the ring's groups in the log after ``start`` as (hosts whose groups left,
+    hosts whose groups joined, groups in the ring), found by applying the entries one by one as
+    every peer group does. A group announces its host after it joins: joiners are named by the
+    host the last replica gives them."""
+    replica, changes = start, []
+    while entries := subscriber.poll(store, replica.version):
+        for entry in entries:
+            after = apply_entry(replica, entry).new
+            left, joined = set(replica.groups - after.groups), set(after.groups - replica.groups)
+            if left or joined:
+                changes.append((_hosts(replica.sites, left), joined, len(after.groups)))
+            replica = after
+    return [(left, _hosts(replica.sites, joined), n) for left, joined, n in changes], replica
+
+
+def test_a_rolling_restart_replaces_the_groups_one_host_at_a_time(rollout: Rollout) -> None:
+    rig, onyx = rollout.rig, Onyx(rollout.rig)
+    hosts = [h.address for h in rig.hosts]
+    store = api.connect(onyx.zookeeper, onyx.tenancy, connect_timeout=30)
+    try:
+        before = api.replica(store)
+        assert _hosts(before.sites, set(before.groups)) == set(hosts), before.sites
+        with rollout.phase("rolling_restart.yml"):
+            rollout.playbook(
+                "rolling-restart", "rolling_restart.yml", "-e", "onyx_rolling_restart_delay=1",
+                timeout=900,
+            )  # fmt: skip
+        # The playbook waits for the ring to hold every group; each group names its host with
+        # the entry that follows its join.
+        deadline = time.monotonic() + 60
+        while set((current := api.replica(store)).groups) - set(current.sites):
+            assert time.monotonic() < deadline, f"groups without a host: {current.sites}"
+            time.sleep(0.5)
+        changes, after = _ring_changes(store, before)
+    finally:
+        store.close()
+    # Each host's group left (a graceful leave: the ring never held it beside its successor) and
+    # its successor joined before the next host's group left; hosts in the inventory's order.
+    total = len(hosts)
+    expected = [c for h in hosts for c in (({h}, set(), total - 1), (set(), {h}, total))]
+    assert changes == expected
+    assert set(after.groups).isdisjoint(before.groups), "a group was not restarted"
+    assert ring_cycle(after) is not None, f"the ring is not one cycle: {dict(after.pairs)}"
 
 
 def test_a_job_runs_across_the_three_hosts(rollout: Rollout) -> None:
@@ -190,7 +245,7 @@ def test_a_job_runs_across_the_three_hosts(rollout: Rollout) -> None:
 
     with rollout.phase("job"):
         deadline = time.monotonic() + 120
-        while _addresses(replica := onyx.replica(), set(replica["groups"])) != addresses:
+        while _hosts((replica := onyx.replica())["sites"], set(replica["groups"])) != addresses:
             assert time.monotonic() < deadline, f"the ring never held every host's group: {replica}"
             time.sleep(1)
         job_id = onyx("job", "submit", str(job_file)).strip()
@@ -204,7 +259,9 @@ def test_a_job_runs_across_the_three_hosts(rollout: Rollout) -> None:
         group_of = {p: g for g, ps in replica["group_peers"].items() for p in ps}
         assert {t: len(ps) for t, ps in allocation.items()} == {"numbers": 2, "copy": 2, "write": 2}
         held = {group_of[p] for ps in allocation.values() for p in ps}
-        assert _addresses(replica, held) == addresses, f"allocation {allocation}, replica {replica}"
+        assert _hosts(replica["sites"], held) == addresses, (
+            f"allocation {allocation}, replica {replica}"
+        )
         assert "completed" in onyx("job", "wait", job_id, "--timeout", "600", timeout=660)
 
     written = [

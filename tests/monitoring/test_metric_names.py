@@ -1,7 +1,8 @@
 """Every PromQL expression an operator loads (dashboard panels, alert and recording rules) must
-parse, and every metric it names must be one that something really serves: the peer groups'
-and media drivers' exporters (read off the exporters themselves, not a list kept by hand), a
-recording rule, or one of the few other exporters' metrics named below."""
+parse, and every metric it names must be one that something really serves: the peer groups',
+media drivers' and ZooKeeper's exporters (read off the exporters themselves, the last from a real
+server, not a list kept by hand), a recording rule, or one of the few other exporters' metrics
+named below."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from peer.log.replica import Replica
 from peer.log.stores.memory import MemoryLog
 from peer.messaging.counters import DriverCollector
 from peer.metrics import GroupCollector
-from tests.support import REPO
+from tests.support import REPO, ZooKeeperServer, wait_for, zookeeper_exporter
 
 RULES = sorted((REPO / "monitoring" / "rules").glob("*.yml"))
 OTHER_EXPORTERS = {"up"}
@@ -37,13 +38,34 @@ def series(families) -> set[str]:
     return names
 
 
-def served() -> set[str]:
+def served(zookeeper: ZooKeeperServer) -> set[str]:
     group = SimpleNamespace(
         id="g", replica=Replica(), store=MemoryLog().session(), peers=[], reported=set(),
         origin=-1, coordinators={}, transport=SimpleNamespace(publications=lambda: 0),
     )  # fmt: skip
-    collectors = [GroupCollector(lambda: group).collect(), DriverCollector("/nowhere").describe()]
+    collectors = [
+        GroupCollector(lambda: group).collect(),
+        DriverCollector("/nowhere").describe(),
+        zookeeper_families(zookeeper),
+    ]
     return series(REGISTRY.collect()) | set().union(*map(series, collectors))
+
+
+def zookeeper_families(zookeeper: ZooKeeperServer) -> list:
+    """What the zookeeper role's exporter serves for a real server, once that server serves."""
+    host, port = zookeeper.address.rsplit(":", 1)
+    collector = zookeeper_exporter().MntrCollector(host, int(port), 5)
+
+    def serving() -> list | None:
+        families = list(collector.collect())
+        return families if len(families) > 1 else None
+
+    return wait_for(serving, 30, f"ZooKeeper at {zookeeper.address} to answer mntr")
+
+
+@pytest.fixture(scope="module")
+def known(zookeeper: ZooKeeperServer) -> set[str]:
+    return served(zookeeper) | recorded() | OTHER_EXPORTERS
 
 
 def rules() -> list[dict]:
@@ -65,8 +87,8 @@ def named(expression: str) -> set[str]:
 EXPRESSIONS = expressions() + [rule["expr"] for rule in rules()]
 
 
-def test_the_exporters_serve_what_the_design_names():
-    names = served()
+def test_the_exporters_serve_what_the_design_names(known):
+    names = known
     for name in (
         "onyx_build_info",
         "onyx_ring_groups",
@@ -75,6 +97,9 @@ def test_the_exporters_serve_what_the_design_names():
         "onyx_task_segments_in_total",
         "onyx_checkpoint_duration_seconds_bucket",
         "onyx_aeron_driver_sent_bytes_total",
+        "zookeeper_up",
+        "zookeeper_server_state",
+        "zookeeper_outstanding_requests",
     ):
         assert name in names  # fmt: skip
 
@@ -86,7 +111,6 @@ def test_rules_and_dashboards_have_expressions():
 
 
 @pytest.mark.parametrize("expression", EXPRESSIONS)
-def test_every_metric_an_expression_names_is_served(expression):
-    known = served() | recorded() | OTHER_EXPORTERS
+def test_every_metric_an_expression_names_is_served(expression, known):
     unknown = named(expression) - known
     assert not unknown, f"{sorted(unknown)} in {expression!r}: no exporter serves it"

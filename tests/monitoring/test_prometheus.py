@@ -24,6 +24,7 @@ SCRAPE_JOBS = {
     "onyx-peers",
     "onyx-media-drivers",
     "zookeeper",
+    "zookeeper-provider",
     "spark-master",
     "spark-workers",
     "node",

@@ -16,7 +16,9 @@ from tests.infra.nodes.conftest import (
     assert_system_user,
     file_text,
     four_letter_word,
+    http_get,
     listening_addresses,
+    metric_value,
     poll,
 )
 
@@ -130,6 +132,29 @@ def test_ports(node: Node, cluster: Cluster):
     if not node.var("zookeeper_metrics_provider_enabled"):
         # The distribution's package has no metrics provider: the role leaves it off.
         assert not listening_addresses(node.host, node.var("zookeeper_metrics_provider_port"))
+
+
+def test_exporter_reports_the_member_serving_in_its_mode(node: Node):
+    if not node.var("zookeeper_exporter_enabled"):
+        pytest.skip("the exporter is turned off on this member")
+    unit = f"{node.var('zookeeper_exporter_service_name')}.service"
+    assert_service_up(node.host, unit)
+    user, group = node.var("zookeeper_exporter_user"), node.var("zookeeper_exporter_group")
+    assert_system_user(node.host, user, group)
+    assert_hardened(node.host, unit, user, group)
+    address, port = node.var("zookeeper_listen_address"), node.var("zookeeper_exporter_port")
+    assert_listens_on(node.host, address, port)
+
+    def scrape() -> list[str]:
+        response = http_get(node.host, f"http://{address}:{port}/metrics")
+        assert response.status == 200, response.body[:2000]
+        return response.body.splitlines()
+
+    lines = poll(scrape, lambda ls: metric_value(ls, "zookeeper_up") == 1)
+    assert metric_value(lines, "zookeeper_up") == 1
+    mode = srvr_mode(node)
+    assert metric_value(lines, f'zookeeper_server_state{{state="{mode}"}}') == 1
+    assert (metric_value(lines, "zookeeper_znode_count") or 0) >= 1
 
 
 def test_member_serves_its_role_in_the_ensemble(node: Node, cluster: Cluster):
