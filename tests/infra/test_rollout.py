@@ -1,7 +1,7 @@
 """The whole cluster rolled out to the rig's three test hosts with deploy/site.yml: the testinfra
 node tests (tests/infra/nodes) pass on every host, deploy/rolling_restart.yml replaces every peer
-group one host at a time, a job then runs across the three hosts and writes exactly its input, and
-a second rollout changes nothing.
+group one host at a time, a job then runs across the three hosts and writes exactly its input, a
+second rollout changes nothing, and losing the ZooKeeper quorum raises its alerts in Prometheus.
 
 Grafana is NOT rolled out: the hosts reach only this machine, and this machine cannot download a
 Grafana release (it reaches only PyPI, Debian and npm), so the inventory's `grafana` group is empty
@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -293,6 +294,74 @@ def _changed_tasks(output: str) -> list[str]:
         elif match := re.match(r"changed: \[([^]]+)\]", line):
             changed.append(f"{task}: {match.group(1)}")
     return changed
+
+
+def _prometheus(rig: Rig, path: str) -> Any:
+    """The data of an answer of the Prometheus on the first host (the inventory's prometheus)."""
+    url = f"http://{rig.hosts[0].address}:9090{path}"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        body = json.load(response)
+    assert body["status"] == "success", body
+    return body["data"]
+
+
+def _zookeeper_alerts(rig: Rig) -> dict[str, set[tuple[str, str]]]:
+    """The active ZooKeeper alerts: their names, each with its (instance, state) pairs."""
+    found: dict[str, set[tuple[str, str]]] = {}
+    for alert in _prometheus(rig, "/api/v1/alerts")["alerts"]:
+        labels = alert["labels"]
+        if labels["alertname"].startswith("ZooKeeper"):
+            pair = (labels.get("instance", ""), alert["state"])
+            found.setdefault(labels["alertname"], set()).add(pair)
+    return found
+
+
+def _serving(rig: Rig) -> dict[str, float]:
+    """zookeeper_up per member's exporter, as Prometheus last scraped it."""
+    result = _prometheus(rig, "/api/v1/query?query=zookeeper_up")["result"]
+    return {r["metric"]["instance"]: float(r["value"][1]) for r in result}
+
+
+def _wait(probe: Any, until: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while not until(seen := probe()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}; last seen: {seen}"
+        time.sleep(2)
+    return seen
+
+
+def test_losing_the_zookeeper_quorum_raises_its_alerts(rollout: Rollout) -> None:
+    """Two of the three members stopped: the survivor no longer serves, its exporter says so,
+    and Prometheus raises ZooKeeperQuorumLost and ZooKeeperServerDown for every member (pending
+    until their `for`); once the members are back, the alerts clear and the ring is whole."""
+    rig, onyx = rollout.rig, Onyx(rollout.rig)
+    exporters = {f"{h.address}:9141" for h in rig.hosts}
+    stopped = rig.hosts[1:]
+    with rollout.phase("zookeeper quorum lost and back"):
+        try:
+            for host in stopped:
+                rig.ssh(host, "systemctl stop onyx-zookeeper.service")
+            alerts = _wait(
+                lambda: _zookeeper_alerts(rig),
+                lambda a: (
+                    "ZooKeeperQuorumLost" in a
+                    and {i for i, _ in a.get("ZooKeeperServerDown", ())} == exporters
+                ),
+                180,
+                "the ZooKeeper alerts",
+            )
+            assert alerts["ZooKeeperServerDown"] == {(e, "pending") for e in exporters}
+            assert _serving(rig) == dict.fromkeys(exporters, 0.0)
+        finally:
+            for host in stopped:
+                rig.ssh(host, "systemctl start onyx-zookeeper.service")
+        _wait(lambda: _serving(rig), lambda s: s == dict.fromkeys(exporters, 1.0), 180,
+              "every member to serve again")  # fmt: skip
+        _wait(lambda: _zookeeper_alerts(rig), lambda a: not a, 120, "the alerts to clear")
+        # The groups' ZooKeeper sessions may have expired meanwhile: systemd restarts them.
+        hosts = {h.address for h in rig.hosts}
+        _wait(onyx.replica, lambda r: _hosts(r["sites"], set(r["groups"])) == hosts, 180,
+              "a group of every host in the ring")  # fmt: skip
 
 
 def test_ssh_goes_through_the_rigs_control_sockets(rollout: Rollout) -> None:
