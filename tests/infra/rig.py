@@ -97,6 +97,9 @@ MASKED_UNITS = (
 WHEEL_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux2014_x86_64", "manylinux_2_17_x86_64")
 # Published on PyPI as source only (pure Python): built into a wheel on this machine.
 SOURCE_ONLY = ("pyspark",)
+# A cached artefact (base, debs, wheels) of another key unused for this long is removed: each change
+# of the packages or pins leaves one behind.
+CACHE_KEEP_SECONDS = 7 * 24 * 3600
 # Bump when the way a cached artefact is made changes, so old caches are not reused.
 BASE_FORMAT = 1
 DEBS_FORMAT = 1
@@ -144,6 +147,27 @@ def _tail(text: str, lines: int = 25) -> str:
 
 def _digest(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _cached(final: Path) -> bool:
+    """Whether the artefact ``final`` (a cache directory named KIND-...-KEY) is complete. Marks it
+    used, and removes the artefacts of its kind under other keys that nothing used for
+    CACHE_KEEP_SECONDS, or that a crash left incomplete (the rig's lock is held: no other rig is
+    building)."""
+    prefix = final.name.rsplit("-", 1)[0] + "-"
+    cutoff = time.time() - CACHE_KEEP_SECONDS
+    for other in sorted(final.parent.glob(prefix + "*")):
+        marker = other / ".complete"
+        if other.name in (final.name, f"{final.name}.tmp"):
+            continue
+        if not marker.exists() or marker.stat().st_mtime < cutoff:
+            _log(f"removing {other}: not used for {CACHE_KEEP_SECONDS // 86400} days")
+            _remove_tree(other)
+    marker = final / ".complete"
+    if not marker.exists():
+        return False
+    marker.touch()
+    return True
 
 
 def _run(
@@ -688,7 +712,7 @@ class Rig:
         )
         final = self.cache / f"base-{self.suite}-{key}"
         self.base_key = key
-        self.cache_hits["base"] = (final / ".complete").exists()
+        self.cache_hits["base"] = _cached(final)
         if self.cache_hits["base"]:
             return final / "rootfs"
         building = self.cache / f"base-{self.suite}-{key}.tmp"
@@ -743,7 +767,7 @@ class Rig:
             {"base": self.base_key, "packages": sorted(self.packages), "format": DEBS_FORMAT}
         )
         final = self.cache / f"debs-{self.suite}-{key}"
-        self.cache_hits["debs"] = (final / ".complete").exists()
+        self.cache_hits["debs"] = _cached(final)
         if self.cache_hits["debs"]:
             return final
         work = self.cache / f"debs-{self.suite}-{key}.tmp"
@@ -831,7 +855,7 @@ class Rig:
         )
         tag = "cp" + PYTHON_VERSION.replace(".", "")
         final = self.cache / f"wheels-{tag}-{key}"
-        self.cache_hits["wheels"] = (final / ".complete").exists()
+        self.cache_hits["wheels"] = _cached(final)
         if self.cache_hits["wheels"]:
             return final
         building = self.cache / f"wheels-{tag}-{key}.tmp"
