@@ -364,6 +364,25 @@ def test_losing_the_zookeeper_quorum_raises_its_alerts(rollout: Rollout) -> None
               "a group of every host in the ring")  # fmt: skip
 
 
+def test_the_zookeeper_exporter_turns_off_and_on_again(rollout: Rollout) -> None:
+    rig = rollout.rig
+    host = rig.hosts[-1]
+    unit, script = "onyx-zookeeper-exporter.service", "/usr/local/lib/onyx/zookeeper_exporter.py"
+    listening = f"ss -Hltn 'sport = :9141' | grep -c {host.address} || true"
+    limit = ["--limit", host.name]
+    with rollout.phase("zookeeper exporter off and on"):
+        off = ["-e", "zookeeper_exporter_enabled=false", *limit]
+        rollout.playbook("zookeeper-exporter-off", "zookeeper.yml", *off)
+        state = rig.ssh(host, f"systemctl is-active {unit}; test -e {script}; echo $?", check=False)
+        assert state.stdout.split() == ["inactive", "1"], state.stdout + state.stderr
+        assert rig.ssh(host, listening).stdout.strip() == "0"
+        rollout.playbook("zookeeper-exporter-on", "zookeeper.yml", *limit)
+        state = rig.ssh(host, f"systemctl is-active {unit} && systemctl is-enabled {unit}")
+        assert state.stdout.split() == ["active", "enabled"]
+        _wait(lambda: _serving(rig).get(f"{host.address}:9141"), lambda up: up == 1.0, 120,
+              "Prometheus to see the exporter serve again")  # fmt: skip
+
+
 def test_ssh_goes_through_the_rigs_control_sockets(rollout: Rollout) -> None:
     """Ansible and the node tests keep their SSH control sockets in the rig's directory, which the
     rig closes (ssh -O exit on each) before it powers the hosts off."""
