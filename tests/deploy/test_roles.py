@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,9 @@ HARDENING = (
 )  # fmt: skip
 TEMPLATES = sorted(ROLES_DIR.glob("*/templates/**/*.j2")) if ROLES_DIR.is_dir() else []
 UNITS = [t for t in TEMPLATES if t.name.endswith(".service.j2")]
+# Keys whose values Ansible evaluates as Jinja expressions without braces.
+CONDITIONALS = {"when", "that", "until", "changed_when", "failed_when"}
+JINJA = re.compile(r"\{\{(.*?)\}\}|\{%(.*?)%\}", re.S)
 INCLUDES = (
     "ansible.builtin.include_tasks", "ansible.builtin.import_tasks",
     "include_tasks", "import_tasks",
@@ -173,6 +177,47 @@ def test_unit_template_is_hardened(unit):
     lines = [line.strip() for line in unit.read_text().splitlines()]
     missing = [d for d in HARDENING if not any(line.startswith(d) for line in lines)]
     assert not missing, f"{rel(unit)} lacks {missing}"
+
+
+def _conditionals(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in CONDITIONALS and isinstance(value, (str, list)):
+                yield from [value] if isinstance(value, str) else map(str, value)
+            else:
+                yield from _conditionals(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _conditionals(item)
+
+
+def _expressions(path: Path) -> list[str]:
+    """The Jinja a role file evaluates: what is inside {{ }} and {% %}, and conditionals."""
+    text = path.read_text()
+    found = [a or b for a, b in JINJA.findall(text)]
+    if path.suffix == ".yml":
+        found += _conditionals(load(path))
+    return found
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_boolean_variables_are_read_through_the_bool_filter(role):
+    """`-e flag=false` on the command line sets the string "false", which is true: every
+    expression that reads a bool variable of the role reads it as `flag | bool`."""
+    options = load(ROLES_DIR / role / "meta/argument_specs.yml")["argument_specs"]["main"]
+    flags = [k for k, v in (options.get("options") or {}).items() if v.get("type") == "bool"]
+    files = [
+        path for path in sorted((ROLES_DIR / role).rglob("*"))
+        if path.suffix in (".yml", ".j2") and path.parent.name not in ("defaults", "meta")
+    ]  # fmt: skip
+    bare = [
+        f"{rel(path)}: {expression.strip()}"
+        for path in files
+        for expression in _expressions(path)
+        for flag in flags
+        if re.search(rf"\b{flag}\b(?!\s*\|\s*bool)", expression)
+    ]
+    assert bare == []
 
 
 def test_yamllint(tmp_path):

@@ -1,7 +1,8 @@
 """The whole cluster rolled out to the rig's three test hosts with deploy/site.yml: the testinfra
 node tests (tests/infra/nodes) pass on every host, deploy/rolling_restart.yml replaces every peer
 group one host at a time, a job then runs across the three hosts and writes exactly its input, a
-second rollout changes nothing, and losing the ZooKeeper quorum raises its alerts in Prometheus.
+second rollout changes nothing, losing the ZooKeeper quorum raises its alerts in Prometheus, and
+the zookeeper role turns a member's exporter off and on again.
 
 Grafana is NOT rolled out: the hosts reach only this machine, and this machine cannot download a
 Grafana release (it reaches only PyPI, Debian and npm), so the inventory's `grafana` group is empty
