@@ -28,7 +28,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +181,15 @@ def _hosts(sites: Mapping[str, str], groups: set[str]) -> set[str]:
     return {sites.get(g, "?:").rsplit(":", 1)[0] for g in groups}
 
 
+def _wait[T](probe: Callable[[], T], until: Callable[[T], bool], timeout: float, what: str) -> T:
+    """The first value of ``probe`` that ``until`` accepts; fails with the last one seen."""
+    deadline = time.monotonic() + timeout
+    while not until(seen := probe()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}; last seen: {seen}"
+        time.sleep(2)
+    return seen
+
+
 def _ring_changes(store: api.ZooKeeperStore, start: Replica) -> tuple[list[tuple], Replica]:
     """Every change of the ring's groups in the log after ``start`` as (hosts whose groups left,
     hosts whose groups joined, groups in the ring), found by applying the entries one by one as
@@ -211,10 +220,8 @@ def test_a_rolling_restart_replaces_the_groups_one_host_at_a_time(rollout: Rollo
             )  # fmt: skip
         # The playbook waits for the ring to hold every group; each group names its host with
         # the entry that follows its join.
-        deadline = time.monotonic() + 60
-        while set((current := api.replica(store)).groups) - set(current.sites):
-            assert time.monotonic() < deadline, f"groups without a host: {current.sites}"
-            time.sleep(0.5)
+        _wait(lambda: api.replica(store), lambda r: set(r.groups) <= set(r.sites), 60,
+              "every group to name its host")  # fmt: skip
         changes, after = _ring_changes(store, before)
     finally:
         store.close()
@@ -321,14 +328,6 @@ def _serving(rig: Rig) -> dict[str, float]:
     """zookeeper_up per member's exporter, as Prometheus last scraped it."""
     result = _prometheus(rig, "/api/v1/query?query=zookeeper_up")["result"]
     return {r["metric"]["instance"]: float(r["value"][1]) for r in result}
-
-
-def _wait(probe: Any, until: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while not until(seen := probe()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}; last seen: {seen}"
-        time.sleep(2)
-    return seen
 
 
 def test_losing_the_zookeeper_quorum_raises_its_alerts(rollout: Rollout) -> None:
