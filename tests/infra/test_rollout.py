@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -28,7 +29,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +68,9 @@ class Rollout:
             self.timings[name] = round(time.monotonic() - start, 1)
             print(f"[rollout] {name}: {self.timings[name]} s", flush=True)
 
-    def run(self, name: str, command: list[str], timeout: float) -> str:
-        """Runs a command with its output streamed to a log file; fails with the log's tail."""
+    def run(self, name: str, command: list[str], timeout: float, *, ok: bool = True) -> str:
+        """Runs a command with its output streamed to a log file; fails with the log's tail unless
+        it succeeds (or, with ``ok`` false, unless it fails)."""
         log = self.rig.logs_dir / f"{name}.log"
         with log.open("w") as out:
             result = subprocess.run(
@@ -76,21 +78,25 @@ class Rollout:
                 timeout=timeout, check=False,
             )  # fmt: skip
         text = log.read_text(errors="replace")
-        if result.returncode != 0:
+        if (result.returncode == 0) != ok:
             tail = "\n".join(text.splitlines()[-60:])
             kept = self.rig.cache / "last-run-logs" / log.name
-            pytest.fail(f"{name} failed (exit {result.returncode}); log {kept}:\n{tail}")
+            outcome = f"failed (exit {result.returncode})" if ok else "succeeded"
+            pytest.fail(f"{name} {outcome}; log {kept}:\n{tail}")
         return text
 
-    def playbook(self, name: str, playbook: str, *extra: str, timeout: float = 1800) -> str:
-        command = [str(BIN / "ansible-playbook"), "-i", str(self.inventory), *extra]
-        return self.run(name, [*command, str(DEPLOY / playbook)], timeout=timeout)
+    def playbook(
+        self, name: str, playbook: str, *extra: str, inventory: Path | None = None,
+        ok: bool = True, timeout: float = 1800,
+    ) -> str:  # fmt: skip
+        command = [str(BIN / "ansible-playbook"), "-i", str(inventory or self.inventory), *extra]
+        return self.run(name, [*command, str(DEPLOY / playbook)], timeout=timeout, ok=ok)
 
     def site(self, name: str) -> str:
         return self.playbook(name, "site.yml")
 
 
-def write_inventory(rig: Rig, directory: Path) -> Path:
+def write_inventory(rig: Rig, directory: Path, grafana: Sequence[str] = ()) -> Path:
     names = [h.name for h in rig.hosts]
     first, *others = names
     test_host_vars = {
@@ -113,7 +119,7 @@ def write_inventory(rig: Rig, directory: Path) -> Path:
         "spark_master": [first],
         "spark_workers": {n: dict(worker_vars) for n in others},
         "prometheus": [first],
-        "grafana": [],  # see the module docstring
+        "grafana": list(grafana),  # none but in the refusal test: see the module docstring
         "node_exporter": names,
     }
     return rig.write_inventory(directory / "hosts.yml", groups=groups)
@@ -381,6 +387,42 @@ def test_the_zookeeper_exporter_turns_off_and_on_again(rollout: Rollout) -> None
         assert state.stdout.split() == ["active", "enabled"]
         _wait(lambda: _serving(rig).get(f"{host.address}:9141"), lambda up: up == 1.0, 120,
               "Prometheus to see the exporter serve again")  # fmt: skip
+
+
+def test_the_grafana_role_installs_nothing_it_cannot_verify(rollout: Rollout) -> None:
+    """No Grafana release is reachable here (see the module docstring), but the role's refusals
+    are: without a checksum preflight stops before anything is done, and an archive whose sha256
+    differs from the pinned one is removed with nothing unpacked, configured or started."""
+    rig, host = rollout.rig, rollout.rig.hosts[0]
+    version = "11.6.7"
+    archive = rollout.directory / f"grafana-{version}.linux-amd64.tar.gz"
+    payload = rollout.directory / "not-grafana"
+    payload.mkdir(exist_ok=True)
+    (payload / "README").write_text("not a Grafana release\n")
+    subprocess.run(["tar", "-czf", str(archive), "-C", str(rollout.directory), payload.name],
+                   check=True)  # fmt: skip
+    inventory = write_inventory(rig, rollout.directory / "grafana", grafana=[host.name])
+    settings = {
+        "grafana_version": version,
+        "grafana_archive_url": rig.serve(archive),
+        "grafana_admin_password": uuid.uuid4().hex,
+    }
+    wrong = hashlib.sha256(b"another archive").hexdigest()
+    leftovers = (
+        f"ls -d /opt/grafana/{version} /opt/grafana/grafana-{version}.tar.gz "
+        "/etc/grafana/grafana.ini /etc/systemd/system/onyx-grafana.service 2>/dev/null || true"
+    )
+    with rollout.phase("grafana refusals"):
+        for name, checksum, expected in (
+            ("grafana-no-checksum", "", "grafana_archive_checksum is empty or not a sha256"),
+            ("grafana-wrong-checksum", wrong, f"did not match {wrong}"),
+        ):
+            extra = json.dumps({**settings, "grafana_archive_checksum": checksum})
+            output = rollout.playbook(
+                name, "grafana.yml", "-e", extra, inventory=inventory, ok=False
+            )
+            assert expected in " ".join(output.split()), output[-3000:]
+            assert rig.ssh(host, leftovers).stdout.split() == [], f"{name} left files behind"
 
 
 def test_ssh_goes_through_the_rigs_control_sockets(rollout: Rollout) -> None:
