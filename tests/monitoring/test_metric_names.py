@@ -88,7 +88,6 @@ EXPRESSIONS = expressions() + [rule["expr"] for rule in rules()]
 
 
 def test_the_exporters_serve_what_the_design_names(known):
-    names = known
     for name in (
         "onyx_build_info",
         "onyx_ring_groups",
@@ -101,7 +100,7 @@ def test_the_exporters_serve_what_the_design_names(known):
         "zookeeper_server_state",
         "zookeeper_outstanding_requests",
     ):
-        assert name in names  # fmt: skip
+        assert name in known  # fmt: skip
 
 
 def test_rules_and_dashboards_have_expressions():
