@@ -8,7 +8,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from peer.job.demand import job_demand
@@ -112,6 +112,20 @@ class JobStatus:
     def finished(self) -> bool:
         return self.state in ("completed", "killed")
 
+    @property
+    def peers(self) -> int:
+        return sum(len(peers) for peers in self.allocation.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "peers": self.peers}
+
+
+def jobs(current: Replica) -> list[JobStatus]:
+    """Every job the replica knows: running and waiting ones in submission order (the
+    schedulers' priority), then finished ones by id."""
+    ids = [*current.job_order, *sorted(current.finished)]
+    return [status(current, job_id) for job_id in ids]
+
 
 def status(current: Replica, job_id: str) -> JobStatus:
     if job_id in current.finished:
@@ -131,16 +145,16 @@ def status(current: Replica, job_id: str) -> JobStatus:
 def follow(
     store: LogStore,
     until: Callable[[Replica], bool],
-    timeout: float,
+    timeout: float | None,
     each: Callable[[Transition], object] | None = None,
 ) -> Replica:
     """Play the log as it grows, handing every transition to ``each``, until ``until`` holds
     for the replica as of the log's tail (never for a past state read on the way there);
-    TimeoutError after ``timeout`` seconds."""
+    TimeoutError after ``timeout`` seconds (None: no limit)."""
     wakeup = threading.Event()
     store.on_append(wakeup.set)
     current = subscriber.boot(store)
-    deadline = time.monotonic() + timeout
+    deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         wakeup.clear()
         for entry in subscriber.poll(store, current.version):
@@ -150,12 +164,12 @@ def follow(
                 each(transition)
         if until(current):
             return current
-        if time.monotonic() > deadline:
+        if deadline is not None and time.monotonic() > deadline:
             raise TimeoutError(f"gave up after {timeout:g} s at log position {current.version}")
         wakeup.wait(0.5)
 
 
-def wait(store: LogStore, job_id: str, timeout: float) -> JobStatus:
+def wait(store: LogStore, job_id: str, timeout: float | None) -> JobStatus:
     """The job's status once it has completed or been killed."""
     final = follow(store, lambda r: status(r, job_id).finished, timeout)
     return status(final, job_id)

@@ -27,7 +27,7 @@ from peer.cluster.local import LocalCluster
 from peer.deploy.inventory import InventoryError, convert, read_output
 from peer.job.spec import JobError, Task
 from peer.log.replica import Replica, ring_cycle
-from peer.log.store import StoreError
+from peer.log.store import StoreError, StoreUnreachable
 from peer.log.stores.zookeeper import TENANCY_PATTERN
 from peer.messaging.aeron import AeronTransport, TransportError, run_media_driver
 from peer.messaging.counters import serve_driver_metrics
@@ -46,6 +46,12 @@ PROGRESS_PERIOD = 2.0
 """Seconds between progress lines while ``onyx run`` waits for its job."""
 LOOPBACK_MTU = 8192
 """Groups in one process talk over loopback, whose own MTU is far larger than Aeron's default."""
+RING_TIMEOUT = 60.0
+"""How long ``onyx run`` waits for its local groups to form a ring, or to read a kill back."""
+EXIT_TIMED_OUT = 3
+EXIT_UNREACHABLE = 4
+EXIT_INTERRUPTED = 130
+"""What a shell reports for a command that SIGINT ended: 128 + the signal's number."""
 HOST_PORT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:(\d{1,5})$")
 
 
@@ -186,6 +192,46 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
     start.set_defaults(handler=peer_start)
 
 
+def _json_arg(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--json", action="store_true", help=f"{what} as JSON")
+
+
+def _job_parser(commands: argparse._SubParsersAction) -> None:
+    job = commands.add_parser("job", help="submit, list, follow and kill jobs")
+    job_commands = job.add_subparsers(dest="job_command", required=True, parser_class=Parser)
+    submit = job_commands.add_parser("submit", help="submit a job file; prints its id")
+    submit.add_argument("file", type=Path, metavar="FILE")
+    submit.add_argument("--id", metavar="ID", help="the job's id (default: a fresh one)")
+    _cluster_args(submit)
+    _json_arg(submit, "the id")
+    submit.set_defaults(handler=job_submit)
+    listing = job_commands.add_parser(
+        "list", help="every job: id, name, state, peers and last committed epoch"
+    )
+    _cluster_args(listing)
+    _json_arg(listing, "the jobs")
+    listing.set_defaults(handler=job_list)
+    for name, handler, text in (
+        ("status", job_status, "show a job's state, its peers and why it ended"),
+        ("wait", job_wait, "wait until a job has completed (exit 0) or was killed (exit 1)"),
+        ("kill", job_kill, "kill a job"),
+        ("checkpoints", job_checkpoints, "list a job's committed checkpoints still stored"),
+    ):
+        command = job_commands.add_parser(name, help=text)
+        command.add_argument("id", metavar="ID")
+        _cluster_args(command)
+        _json_arg(command, "the answer")
+        command.set_defaults(handler=handler)
+    wait = job_commands.choices["wait"]
+    wait.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        metavar="S",
+        help="give up after this long, exit 3 (default: wait as long as it takes)",
+    )
+    _checkpoints_arg(job_commands.choices["checkpoints"])
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="onyx", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"onyx {__version__}")
@@ -198,27 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     _metrics_args(driver, "this media driver (its Aeron counters)")
     driver.set_defaults(handler=media_driver)
 
-    job = commands.add_parser("job", help="submit, follow and kill jobs")
-    job_commands = job.add_subparsers(dest="job_command", required=True, parser_class=Parser)
-    submit = job_commands.add_parser("submit", help="submit a job file; prints its id")
-    submit.add_argument("file", type=Path, metavar="FILE")
-    submit.add_argument("--id", metavar="ID", help="the job's id (default: a fresh one)")
-    _cluster_args(submit)
-    submit.set_defaults(handler=job_submit)
-    for name, handler, text in (
-        ("status", job_status, "show a job's state and its peers"),
-        ("wait", job_wait, "wait until a job has completed or was killed"),
-        ("kill", job_kill, "kill a job"),
-        ("checkpoints", job_checkpoints, "list a job's committed checkpoints still stored"),
-    ):
-        command = job_commands.add_parser(name, help=text)
-        command.add_argument("id", metavar="ID")
-        _cluster_args(command)
-        command.set_defaults(handler=handler)
-        if name == "wait":
-            command.add_argument("--timeout", type=positive_seconds, default=3600.0, metavar="S")
-        if name == "checkpoints":
-            _checkpoints_arg(command)
+    _job_parser(commands)
 
     show = commands.add_parser("replica", help="print the cluster's current replica")
     _cluster_args(show)
@@ -235,7 +261,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("file", type=Path, nargs="?", metavar="FILE")
     run.add_argument("--groups", type=positive_int, default=None, metavar="N")
     run.add_argument("--vpeers", type=positive_int, default=None, metavar="N")
-    run.add_argument("--timeout", type=positive_seconds, default=60.0, metavar="S")
+    run.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        metavar="S",
+        help="kill the job and stop after this long, exit 3 (default: run until it ends or "
+        "Ctrl-C, which kills the job, lets the groups leave and exits 130)",
+    )
     _spark_args(run)
     run.set_defaults(handler=run_local)
 
@@ -357,7 +389,8 @@ def _client(args: argparse.Namespace) -> Iterator[api.ZooKeeperStore]:
 def job_submit(args: argparse.Namespace) -> int:
     job = api.load(args.file)
     with _client(args) as store:
-        print(api.submit(store, job, args.id))
+        job_id = api.submit(store, job, args.id)
+    print(json.dumps({"id": job_id}) if args.json else job_id)
     return 0
 
 
@@ -372,6 +405,10 @@ def describe_job(status: api.JobStatus) -> str:
     return line
 
 
+def _show_status(args: argparse.Namespace, status: api.JobStatus) -> None:
+    print(json.dumps(status.to_json()) if args.json else describe_job(status))
+
+
 def _known_status(store: api.ZooKeeperStore, job_id: str) -> api.JobStatus:
     status = api.status(api.replica(store), job_id)
     if status.state == "unknown":
@@ -381,15 +418,47 @@ def _known_status(store: api.ZooKeeperStore, job_id: str) -> api.JobStatus:
 
 def job_status(args: argparse.Namespace) -> int:
     with _client(args) as store:
-        print(describe_job(_known_status(store, args.id)))
+        _show_status(args, _known_status(store, args.id))
     return 0
 
 
-def job_wait(args: argparse.Namespace) -> int:
+def job_list(args: argparse.Namespace) -> int:
     with _client(args) as store:
-        _known_status(store, args.id)
-        final = api.wait(store, args.id, args.timeout)
-    print(describe_job(final))
+        listed = [(s, _last_committed(store, s.id)) for s in api.jobs(api.replica(store))]
+    if args.json:
+        print(json.dumps([{**s.to_json(), "committed": epoch} for s, epoch in listed]))
+        return 0
+    rows = [("ID", "STATE", "PEERS", "COMMITTED")]
+    for status, epoch in listed:
+        committed = f"{epoch[0]}/{epoch[1]}" if epoch else "-"
+        rows.append((status.id, status.state, str(status.peers), committed))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        print("  ".join(cells).rstrip())
+    return 0
+
+
+def _last_committed(store: api.ZooKeeperStore, job_id: str) -> list[int] | None:
+    """[allocation version, epoch] of the job's last commit, if it has one."""
+    record, _ = Commits(store, job_id).read()
+    return None if record is None or record.committed is None else list(record.committed)
+
+
+def job_wait(args: argparse.Namespace) -> int:
+    """Exit 0 once the job completed, 1 once it was killed, 3 when ``--timeout`` passed first,
+    4 when the cluster cannot be reached."""
+    try:
+        with _client(args) as store:
+            _known_status(store, args.id)
+            final = api.wait(store, args.id, args.timeout)
+    except TimeoutError as e:
+        _error(f"job {args.id!r} has not finished: {e}")
+        return EXIT_TIMED_OUT
+    except StoreUnreachable as e:
+        _error(str(e))
+        return EXIT_UNREACHABLE
+    _show_status(args, final)
     return 0 if final.state == "completed" else 1
 
 
@@ -401,10 +470,15 @@ def job_checkpoints(args: argparse.Namespace) -> int:
         _known_status(store, args.id)
         record, _ = Commits(store, args.id).read()
         epochs = committed_epochs(storage, args.id, record)
+    latest = record.committed if record else None
+    if args.json:
+        doc = [{"version": e.version, "epoch": e.number, "latest": e == latest} for e in epochs]
+        print(json.dumps(doc))
+        return 0
     if not epochs:
         print(f"job {args.id}: no committed checkpoint")
     for epoch in epochs:
-        mark = "  (latest: recovery starts here)" if record and epoch == record.committed else ""
+        mark = "  (latest: recovery starts here)" if epoch == latest else ""
         print(f"job {args.id}: allocation {epoch.version} epoch {epoch.number}{mark}")
     return 0
 
@@ -413,7 +487,7 @@ def job_kill(args: argparse.Namespace) -> int:
     with _client(args) as store:
         if not _known_status(store, args.id).finished:
             api.kill(store, args.id)
-        print(describe_job(api.wait(store, args.id, args.connect_timeout)))
+        _show_status(args, api.wait(store, args.id, args.connect_timeout))
     return 0
 
 
@@ -434,7 +508,8 @@ def collect_garbage(args: argparse.Namespace) -> int:
 def run_local(args: argparse.Namespace) -> int:
     """One group by default for a job, with peers enough for it: they hand segments over in
     memory. With more groups, each embeds a media driver and segments between groups go over
-    UDP."""
+    UDP. Ctrl-C kills the job and stops the cluster as cleanly as the end of the job does;
+    a second Ctrl-C while that runs exits at once."""
     _logging(logging.WARNING)
     job = api.load(args.file) if args.file else None
     groups = args.groups or (1 if job else 3)
@@ -450,8 +525,12 @@ def run_local(args: argparse.Namespace) -> int:
         cluster = LocalCluster(groups, vpeers, transports)
         cluster.start()
         try:
-            formed = cluster.await_ring(args.timeout)
+            formed = cluster.await_ring(args.timeout or RING_TIMEOUT)
             outcome = _run_job(cluster, job, args.timeout) if job else _show_ring(formed)
+        except KeyboardInterrupt:
+            signal.signal(signal.SIGINT, lambda *_: os._exit(EXIT_INTERRUPTED))
+            print("interrupted: stopping the local cluster", flush=True)
+            outcome = EXIT_INTERRUPTED
         finally:
             final = cluster.stop()
     print(f"every group left gracefully; the log ends at position {final.version}")
@@ -470,7 +549,7 @@ def _show_ring(formed: Replica) -> int:
     return 0
 
 
-def _run_job(cluster: LocalCluster, job: api.Job, timeout: float) -> int:
+def _run_job(cluster: LocalCluster, job: api.Job, timeout: float | None) -> int:
     job_id = api.submit(cluster.reader, job)
     current = cluster.replica()
     started = api.status(current, job_id)
@@ -480,8 +559,16 @@ def _run_job(cluster: LocalCluster, job: api.Job, timeout: float) -> int:
             f"cluster has {len(current.peers)}: raise --vpeers or --groups"
         )
     print(describe_job(started))
-    with _progress(cluster, job_id, job):
-        final = api.wait(cluster.reader, job_id, timeout)
+    try:
+        with _progress(cluster, job_id, job):
+            final = api.wait(cluster.reader, job_id, timeout)
+    except (KeyboardInterrupt, TimeoutError) as stopped:
+        api.kill(cluster.reader, job_id)
+        print(describe_job(api.wait(cluster.reader, job_id, RING_TIMEOUT)), flush=True)
+        if isinstance(stopped, KeyboardInterrupt):
+            raise
+        _error(f"job {job_id!r} did not finish within {timeout:g} s")
+        return EXIT_TIMED_OUT
     print(describe_job(final))
     if final.state == "completed":
         for name in job.output_tasks():
@@ -556,8 +643,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         MetricsError,
         InventoryError,
     ) as e:
-        print(f"onyx: error: {e}", file=sys.stderr)
+        _error(str(e))
         return 1
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return EXIT_INTERRUPTED
+
+
+def _error(message: str) -> None:
+    print(f"onyx: error: {message}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,11 @@ class StoreError(RuntimeError):
     """The store cannot serve this request; the message names what and where."""
 
 
+class StoreUnreachable(StoreError):
+    """No server of the store answered in time: the cluster cannot be reached, as opposed to
+    a request it refused (a tenancy that does not exist, say)."""
+
+
 class LogStore(Protocol):
     def append(self, entry: Entry) -> int:
         """Write ``entry`` at the tail; its position."""

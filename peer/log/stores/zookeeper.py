@@ -27,7 +27,7 @@ from kazoo.retry import KazooRetry
 
 from peer.log.entry import Entry
 from peer.log.replica import EMPTY_VERSION, Replica
-from peer.log.store import StoreError, path_component
+from peer.log.store import StoreError, StoreUnreachable, path_component
 
 ENTRY_PREFIX = "entry-"
 TENANCY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -82,7 +82,7 @@ class ZooKeeperStore:
         except KazooTimeoutError:
             client.stop()
             client.close()
-            raise StoreError(
+            raise StoreUnreachable(
                 f"cannot reach ZooKeeper at {self.hosts} within {connect_timeout:g} s"
             ) from None
         return client
@@ -105,7 +105,9 @@ class ZooKeeperStore:
         except (NoNodeError, NodeExistsError, BadVersionError):
             raise
         except KazooException as e:
-            raise StoreError(f"ZooKeeper at {self.hosts} failed: {type(e).__name__} {e}") from e
+            raise StoreUnreachable(
+                f"ZooKeeper at {self.hosts} failed: {type(e).__name__} {e}"
+            ) from e
 
     def _entry_path(self, position: int) -> str:
         return f"{self.log_path}/{ENTRY_PREFIX}{position:010d}"
