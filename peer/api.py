@@ -13,7 +13,7 @@ from typing import Any
 
 from peer.job.demand import job_demand
 from peer.job.load import load
-from peer.job.spec import Job
+from peer.job.spec import Job, JobError
 from peer.job.validate import validate
 from peer.log import subscriber
 from peer.log.apply import apply_entry
@@ -23,6 +23,7 @@ from peer.log.entry import Transition
 from peer.log.replica import Replica
 from peer.log.store import LogStore, StoreError, store_origin_and_trim
 from peer.log.stores.zookeeper import ZooKeeperStore
+from peer.runtime.checkpoints import CheckpointStorage, Commits, Savepoint
 
 
 def connect(
@@ -89,9 +90,24 @@ def submit(
     ``job_id``, or a fresh one. Submitting an id the cluster knows already changes nothing."""
     job = validate(job) if isinstance(job, Job) else load(job)
     chosen = job_id or job.id or uuid.uuid4().hex
+    _check_savepoint(store, chosen, job)
     doc = {k: v for k, v in job.to_dict().items() if k != "id"}
     store.append(SUBMIT_JOB.entry(id=chosen, job=doc))
     return chosen
+
+
+def _check_savepoint(store: LogStore, job_id: str, job: Job) -> None:
+    """A savepoint that ``resume_from`` names must exist when the job is submitted (its
+    coordinator checks again when it restores)."""
+    source = job.resume_source()
+    if source is None or source[1] is None:
+        return
+    record, _ = Commits(store, source[0]).read()
+    if record is None or source[1] not in record.savepoints:
+        raise JobError(
+            f"job {job_id!r}: resume_from names savepoint {source[1]!r} of job "
+            f"{source[0]!r}, which does not exist"
+        )
 
 
 def kill(store: LogStore, job_id: str) -> None:
@@ -173,3 +189,43 @@ def wait(store: LogStore, job_id: str, timeout: float | None) -> JobStatus:
     """The job's status once it has completed or been killed."""
     final = follow(store, lambda r: status(r, job_id).finished, timeout)
     return status(final, job_id)
+
+
+# -- savepoints -----------------------------------------------------------------------------------
+
+
+def savepoint(store: LogStore, job_id: str, name: str, timeout: float | None) -> Savepoint:
+    """Ask the job's coordinator to keep its next committed epoch as savepoint ``name``, and
+    wait for that commit. Savepoints stay until ``dispose_savepoint``."""
+    current = replica(store)
+    state = status(current, job_id)
+    if state.state == "unknown" or state.finished:
+        raise JobError(f"job {job_id!r}: no savepoint of a job that is {state.state}")
+    if current.jobs[job_id].barrier_period is None:
+        raise JobError(f"job {job_id!r}: takes no checkpoints (barrier_period: null)")
+    commits = Commits(store, job_id)
+    commits.request_savepoint(name)
+
+    def taken() -> Savepoint | None:
+        record, _ = commits.read()
+        return record.savepoints.get(name) if record else None
+
+    final = follow(store, lambda r: taken() is not None or status(r, job_id).finished, timeout)
+    kept = taken()
+    if kept is None:
+        raise JobError(
+            f"job {job_id!r}: {status(final, job_id).state} before savepoint {name!r} committed"
+        )
+    return kept
+
+
+def dispose_savepoint(
+    store: LogStore, storage: CheckpointStorage, job_id: str, name: str
+) -> Savepoint:
+    """Forget savepoint ``name`` and delete its snapshots, unless something else still needs
+    that epoch: the job's latest two commits (recovery, and the collection that follows the
+    next commit) or another savepoint."""
+    gone, record = Commits(store, job_id).dispose_savepoint(name)
+    if gone.epoch not in (*record.history[-2:], *record.retained):
+        storage.delete_epoch(job_id, gone.epoch)
+    return gone

@@ -16,6 +16,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
@@ -230,6 +231,33 @@ def _job_parser(commands: argparse._SubParsersAction) -> None:
         help="give up after this long, exit 3 (default: wait as long as it takes)",
     )
     _checkpoints_arg(job_commands.choices["checkpoints"])
+    _savepoint_parser(job_commands)
+
+
+def _savepoint_parser(job_commands: argparse._SubParsersAction) -> None:
+    savepoint = job_commands.add_parser(
+        "savepoint",
+        help="keep the job's next committed checkpoint as a savepoint until it is disposed of",
+        description="A savepoint is a committed checkpoint kept until it is disposed of; a "
+        "new job restores it with resume_from: {job: ID, savepoint: NAME}.",
+    )
+    savepoint.add_argument("id", metavar="ID")
+    savepoint.add_argument(
+        "--name", metavar="NAME", help="the savepoint's name (default: savepoint-<UTC time>)"
+    )
+    savepoint.add_argument(
+        "--dispose", metavar="NAME", help="delete savepoint NAME instead of taking one"
+    )
+    savepoint.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        metavar="S",
+        help="give up waiting for the commit after this long, exit 3 (default: no limit)",
+    )
+    _cluster_args(savepoint)
+    _checkpoints_arg(savepoint)
+    _json_arg(savepoint, "the savepoint")
+    savepoint.set_defaults(handler=job_savepoint)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -471,8 +499,17 @@ def job_checkpoints(args: argparse.Namespace) -> int:
         record, _ = Commits(store, args.id).read()
         epochs = committed_epochs(storage, args.id, record)
     latest = record.committed if record else None
+    savepoints = sorted(record.savepoints.items()) if record else []
     if args.json:
-        doc = [{"version": e.version, "epoch": e.number, "latest": e == latest} for e in epochs]
+        doc = {
+            "checkpoints": [
+                {"version": e.version, "epoch": e.number, "latest": e == latest} for e in epochs
+            ],
+            "savepoints": [
+                {"name": n, "version": sp.epoch.version, "epoch": sp.epoch.number}
+                for n, sp in savepoints
+            ],
+        }
         print(json.dumps(doc))
         return 0
     if not epochs:
@@ -480,6 +517,30 @@ def job_checkpoints(args: argparse.Namespace) -> int:
     for epoch in epochs:
         mark = "  (latest: recovery starts here)" if epoch == latest else ""
         print(f"job {args.id}: allocation {epoch.version} epoch {epoch.number}{mark}")
+    for name, kept in savepoints:
+        print(f"job {args.id}: savepoint {name}: {kept.epoch.describe()}")
+    return 0
+
+
+def job_savepoint(args: argparse.Namespace) -> int:
+    with _client(args) as store:
+        if args.dispose is not None:
+            with closing(CheckpointStorage(args.checkpoints, args.tenancy)) as storage:
+                kept = api.dispose_savepoint(store, storage, args.id, args.dispose)
+            name, what = args.dispose, "disposed of"
+        else:
+            name = args.name or time.strftime("savepoint-%Y%m%dT%H%M%SZ", time.gmtime())
+            try:
+                kept = api.savepoint(store, args.id, name, args.timeout)
+            except TimeoutError as e:
+                _error(f"job {args.id!r}: savepoint {name!r} not committed yet: {e}")
+                return EXIT_TIMED_OUT
+            what = "taken"
+    if args.json:
+        epoch = {"version": kept.epoch.version, "epoch": kept.epoch.number}
+        print(json.dumps({"job": args.id, "savepoint": name, **epoch, "state": what}))
+    else:
+        print(f"job {args.id}: savepoint {name} {what} ({kept.epoch.describe()})")
     return 0
 
 

@@ -184,7 +184,8 @@ class Job:
 
     ``barrier_period`` is how often, in seconds, the job's coordinator starts a checkpoint
     (None: no checkpoints, and a failure restarts the job from its inputs' beginning);
-    ``resume_from`` names an earlier job whose last committed checkpoint this one starts from.
+    ``resume_from`` names an earlier job whose last committed checkpoint this one starts from,
+    or, as ``{job: ID, savepoint: NAME}``, one of that job's savepoints.
     """
 
     workflow: tuple[tuple[str, str], ...]
@@ -196,16 +197,26 @@ class Job:
     task_scheduler: str = "balanced"
     percentage: float | None = None
     barrier_period: float | None = 1.0
-    resume_from: str | None = None
+    resume_from: str | Mapping[str, str] | None = None
     id: str | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.resume_from, Mapping) and not isinstance(self.resume_from, PMap):
+            _set(self, "resume_from", pmap(self.resume_from))
         workflow = _tuple(self.workflow)
         if isinstance(workflow, tuple):
             workflow = tuple(_tuple(edge) for edge in workflow)
         _set(self, "workflow", workflow)
         for name in PARTS:
             _set(self, name, _tuple(getattr(self, name)))
+
+    def resume_source(self) -> tuple[str, str | None] | None:
+        """(the job to restore from, the savepoint to restore, None for its last commit)."""
+        if isinstance(self.resume_from, str):
+            return self.resume_from, None
+        if isinstance(self.resume_from, Mapping):
+            return self.resume_from["job"], self.resume_from["savepoint"]
+        return None
 
     def task(self, name: str) -> Task:
         for task in self.catalog:

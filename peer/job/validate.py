@@ -13,6 +13,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
+from pyrsistent import thaw
+
 from peer.job.graph import topological_order
 from peer.job.imports import ImportPathError, resolve, split
 from peer.job.schema import SchemaError, parse
@@ -293,14 +295,28 @@ def _check_grouping(task: Task, where: str) -> None:
         fail(where, "group_by_key and group_by_fn are exclusive: set at most one")
 
 
+def _resume_source(value: object) -> bool:
+    if isinstance(value, str):
+        return bool(value)
+    return (
+        isinstance(value, Mapping)
+        and set(value) == {"job", "savepoint"}
+        and all(isinstance(v, str) and v for v in value.values())
+    )
+
+
 def _check_checkpoints(job: Job, where: str) -> None:
     """An input's checkpoint is a position in its share of the data, and the share depends on
     how many peers read: a checkpointed job must keep that number fixed to restore it."""
     period = job.barrier_period
     if period is not None and not (_is_number(period) and period > 0):
         fail(where, f"barrier_period must be a number of seconds > 0 or null, got {period!r}")
-    if job.resume_from is not None and not (isinstance(job.resume_from, str) and job.resume_from):
-        fail(where, f"resume_from must be a job id, got {job.resume_from!r}")
+    if job.resume_from is not None and not _resume_source(job.resume_from):
+        fail(
+            where,
+            "resume_from must be a job id or {job: ID, savepoint: NAME}, "
+            f"got {thaw(job.resume_from)!r}",
+        )
     if period is None:
         return
     for task in job.catalog:

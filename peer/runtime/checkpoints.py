@@ -28,7 +28,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import fsspec
@@ -48,27 +48,56 @@ class CheckpointError(RuntimeError):
 
 
 HISTORY = 10
+SAVEPOINT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
+
+@dataclass(frozen=True)
+class Savepoint:
+    """A committed epoch kept until an operator disposes of it, with the number of peers per
+    task whose snapshots make it up."""
+
+    epoch: Epoch
+    slots: Mapping[str, int]
 
 
 @dataclass(frozen=True)
 class CommitRecord:
     """What a job's commit record holds. ``slots`` maps each task to the number of peers whose
     snapshots make up the committed epoch: a restore reads that many, however many peers the
-    task runs on now."""
+    task runs on now.
+
+    Savepoints live here too, so that taking one needs no message to the coordinator and no
+    entry in the log: a client adds its name to ``requested``, and the coordinator's next
+    commit, in the same compare-and-set, turns every requested name into a savepoint of the
+    epoch it commits. Their epochs are never collected."""
 
     committed: Epoch | None
     owner: int
     slots: Mapping[str, int]
     history: tuple[Epoch, ...] = ()
     """The last HISTORY committed epochs, oldest first: what ``onyx job checkpoints`` lists."""
+    requested: tuple[str, ...] = ()
+    savepoints: Mapping[str, Savepoint] = field(default_factory=dict)
+
+    @property
+    def retained(self) -> frozenset[Epoch]:
+        """Epochs that savepoints hold: storage keeps them whatever commits after them."""
+        return frozenset(s.epoch for s in self.savepoints.values())
 
     def encode(self) -> bytes:
-        doc = {
+        doc: dict[str, Any] = {
             "committed": self.committed,
             "owner": self.owner,
             "slots": dict(self.slots),
             "history": list(self.history),
         }
+        if self.requested:
+            doc["requested"] = list(self.requested)
+        if self.savepoints:
+            doc["savepoints"] = {
+                name: {"epoch": list(s.epoch), "slots": dict(s.slots)}
+                for name, s in sorted(self.savepoints.items())
+            }
         return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
     @classmethod
@@ -90,7 +119,28 @@ class CommitRecord:
         if not (isinstance(history, list) and all(_is_epoch(e) for e in history)):
             raise _undecodable(data, "history is not a list of [version, number]")
         committed = None if committed is None else Epoch(*committed)
-        return cls(committed, owner, slots, tuple(Epoch(*e) for e in history))
+        requested = doc.get("requested", [])
+        if not (isinstance(requested, list) and all(isinstance(n, str) for n in requested)):
+            raise _undecodable(data, "requested is not a list of names")
+        savepoints = _decode_savepoints(data, doc.get("savepoints", {}))
+        history_epochs = tuple(Epoch(*e) for e in history)
+        return cls(committed, owner, slots, history_epochs, tuple(requested), savepoints)
+
+
+def _decode_savepoints(data: bytes, raw: Any) -> dict[str, Savepoint]:
+    if not isinstance(raw, dict):
+        raise _undecodable(data, "savepoints is not an object")
+    savepoints = {}
+    for name, item in raw.items():
+        if not (
+            isinstance(item, dict)
+            and _is_epoch(item.get("epoch"))
+            and isinstance(item.get("slots"), dict)
+            and all(_is_int(n) for n in item["slots"].values())
+        ):
+            raise _undecodable(data, f"savepoint {name!r} is not an epoch with its slots")
+        savepoints[name] = Savepoint(Epoch(*item["epoch"]), item["slots"])
+    return savepoints
 
 
 def _is_int(value: Any) -> bool:
@@ -138,25 +188,60 @@ class Commits:
             if self.store.write_commit(self.job, claimed.encode(), at) is not None:
                 return claimed
 
-    def commit(self, version: int, epoch: Epoch, slots: Mapping[str, int]) -> bool:
+    def commit(self, version: int, epoch: Epoch, slots: Mapping[str, int]) -> CommitRecord | None:
         """Record ``epoch``, snapshotted by ``slots``, as committed, if allocation ``version``
-        still owns the record; False when it does not (a newer allocation claimed it). An epoch
-        already committed is True again; one before it is a coordinator's bug, a ValueError."""
+        still owns the record, and make it every requested savepoint; the record as written,
+        or None when a newer allocation owns it. An epoch already committed gives the record
+        again; one before it is a coordinator's bug, a ValueError."""
         while True:
             record, at = self.read()
             if record is None or record.owner != version:
-                return False
+                return None
             if record.committed == epoch:
-                return True
+                return record
             if record.committed is not None and epoch < record.committed:
                 raise ValueError(
                     f"job {self.job!r}: cannot commit {epoch.describe()}, "
                     f"{record.committed.describe()} is committed already"
                 )
-            history = (*record.history, epoch)[-HISTORY:]
-            committed = CommitRecord(epoch, version, dict(slots), history)
+            taken = {name: Savepoint(epoch, dict(slots)) for name in record.requested}
+            committed = replace(
+                record,
+                committed=epoch,
+                slots=dict(slots),
+                history=(*record.history, epoch)[-HISTORY:],
+                requested=(),
+                savepoints={**record.savepoints, **taken},
+            )
             if self.store.write_commit(self.job, committed.encode(), at) is not None:
-                return True
+                return committed
+
+    def request_savepoint(self, name: str) -> None:
+        """Ask the job's coordinator to keep its next committed epoch as savepoint ``name``."""
+        if not SAVEPOINT_NAME.match(name):
+            raise CheckpointError(
+                f"job {self.job!r}: savepoint name {name!r} is not letters, digits, '_', '.' "
+                "and '-' (at most 100)"
+            )
+        while True:
+            record, at = self.read()
+            if record is not None and name in (*record.requested, *record.savepoints):
+                raise CheckpointError(f"job {self.job!r} already has a savepoint {name!r}")
+            base = record or CommitRecord(None, -1, {})
+            asked = replace(base, requested=(*base.requested, name))
+            if self.store.write_commit(self.job, asked.encode(), at) is not None:
+                return
+
+    def dispose_savepoint(self, name: str) -> tuple[Savepoint, CommitRecord]:
+        """Forget savepoint ``name``; it and the record as it is now."""
+        while True:
+            record, at = self.read()
+            if record is None or name not in record.savepoints:
+                raise CheckpointError(f"job {self.job!r} has no savepoint {name!r}")
+            savepoints = {n: s for n, s in record.savepoints.items() if n != name}
+            kept = replace(record, savepoints=savepoints)
+            if self.store.write_commit(self.job, kept.encode(), at) is not None:
+                return record.savepoints[name], kept
 
 
 class CheckpointStorage:
@@ -231,9 +316,9 @@ class CheckpointStorage:
         }
         return sorted(e for e in found if e is not None)
 
-    def collect(self, job: str, keep: Epoch) -> int:
-        """Delete every epoch of ``job`` before ``keep``, leftovers of failed uploads included;
-        how many epochs went."""
+    def collect(self, job: str, keep: Epoch, retained: frozenset[Epoch] = frozenset()) -> int:
+        """Delete every epoch of ``job`` before ``keep`` but those savepoints hold (``retained``),
+        leftovers of failed uploads included; how many epochs went."""
         try:
             listing = self.fs.ls(self._job_root(job), detail=False)
         except FileNotFoundError:
@@ -241,9 +326,14 @@ class CheckpointStorage:
         deleted = 0
         for path in listing:
             epoch = _parse_epoch(posixpath.basename(path.rstrip("/")))
-            if epoch is not None and epoch < keep:
+            if epoch is not None and epoch < keep and epoch not in retained:
                 deleted += self._delete(path)
         return deleted
+
+    def delete_epoch(self, job: str, epoch: Epoch) -> bool:
+        """Delete one epoch's snapshots of ``job``; whether there were any."""
+        name = f"{epoch.version:012d}-{epoch.number:08d}"
+        return bool(self._delete(f"{self._job_root(job)}/{name}"))
 
     def _delete(self, path: str) -> int:
         try:
@@ -254,9 +344,11 @@ class CheckpointStorage:
             raise CheckpointError(f"cannot delete {self._where(path)}: {e}") from e
         return 1
 
-    def collect_later(self, job: str, keep: Epoch) -> Future[int]:
+    def collect_later(
+        self, job: str, keep: Epoch, retained: frozenset[Epoch] = frozenset()
+    ) -> Future[int]:
         """``collect`` in the background; a failure is logged, as nobody need wait for it."""
-        future = self.pool.submit(self.collect, job, keep)
+        future = self.pool.submit(self.collect, job, keep, retained)
 
         def report(done: Future[int]) -> None:
             if not done.cancelled() and done.exception() is not None:

@@ -31,7 +31,7 @@ from peer.job.spec import Job
 from peer.messaging.frame import MessageType
 from peer.metrics import CHECKPOINT_SECONDS
 from peer.plugins import Epoch
-from peer.runtime.checkpoints import CheckpointStorage, CommitRecord, Commits
+from peer.runtime.checkpoints import CheckpointError, CheckpointStorage, CommitRecord, Commits
 
 log = logging.getLogger(__name__)
 
@@ -112,24 +112,40 @@ class Coordinator:
         self.state = "claiming"
         return True
 
-    def _claim_and_find_source(self) -> tuple[CommitRecord | None, str | None, CommitRecord | None]:
-        """(the claimed record, the job to restore from, that job's record)."""
+    def _claim_and_find_source(self) -> tuple[CommitRecord | None, list[Any]]:
+        """The claimed record, and the body of RECOVER: where every peer restores from (the
+        job's own last commit, else what ``resume_from`` names, else nowhere)."""
         claimed = self.commits.claim(self.version)
-        if claimed is None or claimed.committed is not None or not self.job.resume_from:
-            return claimed, self.job.id, claimed
-        source = Commits(self.commits.store, self.job.resume_from)
-        return claimed, self.job.resume_from, source.read()[0]
+        if claimed is None:
+            return None, []
+        if claimed.committed is not None:
+            return claimed, [self.job.id, *claimed.committed, dict(claimed.slots)]
+        source = self.job.resume_source()
+        return claimed, [] if source is None else self._resumed(*source)
+
+    def _resumed(self, source_job: str, savepoint: str | None) -> list[Any]:
+        """RECOVER's body for a new job that ``resume_from`` another's last commit (nothing if
+        it has none) or savepoint (which must exist)."""
+        record = Commits(self.commits.store, source_job).read()[0]
+        if savepoint is None:
+            if record is None or record.committed is None:
+                return []
+            return [source_job, *record.committed, dict(record.slots)]
+        kept = record.savepoints.get(savepoint) if record else None
+        if kept is None:
+            raise CheckpointError(
+                f"job {self.job.id!r}: resume_from names savepoint {savepoint!r} of job "
+                f"{source_job!r}, which does not exist"
+            )
+        return [source_job, *kept.epoch, dict(kept.slots)]
 
     def _claiming_done(self, result: Any, now: float) -> bool:
-        claimed, source, record = result
+        claimed, body = result
         if claimed is None:
             log.info("job %s: a newer allocation owns its checkpoints", self.job.id)
             self.state = "stale"
             return True
         self.committed = claimed.committed
-        body: list[Any] = []
-        if record is not None and record.committed is not None:
-            body = [source, *record.committed, dict(record.slots)]
         for peer in self.peers:
             self.send(peer, MessageType.RECOVER, 0, body)
         self.state = "running"
@@ -165,8 +181,8 @@ class Coordinator:
         committed = self.committed
         return committed.number if committed and committed.version == self.version else 0
 
-    def _committing_done(self, ok: bool, now: float) -> bool:
-        if not ok:
+    def _committing_done(self, record: CommitRecord | None, now: float) -> bool:
+        if record is None:
             log.info("job %s: a newer allocation claimed its checkpoints", self.job.id)
             self.state = "stale"
             return True
@@ -180,7 +196,7 @@ class Coordinator:
         for peer in self.peers:
             self.send(peer, MessageType.COMMITTED, self.epoch, [])
         if previous is not None:
-            self.storage.collect_later(self.job.id, previous)
+            self.storage.collect_later(self.job.id, previous, record.retained)
         self.state = "running"
         return True
 

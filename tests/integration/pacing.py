@@ -18,3 +18,10 @@ def split_slowly(segment: dict[str, Any]) -> list[dict[str, str]]:
         Path(marker).touch()
     time.sleep(0.001)
     return split(segment)
+
+
+def pass_slowly(segment: dict[str, Any]) -> dict[str, Any]:
+    """A segment as it came, a few milliseconds later: a job of a few thousand segments runs
+    for seconds, long enough to take a savepoint of it half way."""
+    time.sleep(0.003)
+    return segment

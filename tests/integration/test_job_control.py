@@ -13,6 +13,8 @@ import pytest
 import yaml
 
 from peer import api
+from peer.plugins import Epoch
+from peer.plugins.jsonl import epoch_of
 from tests.support import REPO, assert_one_line_error, free_port, onyx, wait_for
 
 pytestmark = pytest.mark.integration
@@ -121,3 +123,84 @@ def test_ctrl_c_stops_onyx_run_cleanly(tmp_path):
     assert "interrupted: stopping the local cluster" in out
     assert ": killed" in out
     assert "every group left gracefully" in out
+
+
+def paced_job(out: Path, count: int, resume_from: object = None) -> dict:
+    """``count`` numbers through a slow step into the exactly-once sink: it runs for seconds,
+    and its published files are named for the epochs that committed them."""
+    job = {
+        "workflow": [["numbers", "pass"], ["pass", "write"]],
+        "catalog": [
+            {"name": "numbers", "kind": "input", "plugin": "peer.plugins.memory:input",
+             "params": {"count": count}, "n_peers": 1, "batch_size": 20},
+            {"name": "pass", "kind": "function", "fn": "tests.integration.pacing:pass_slowly"},
+            {"name": "write", "kind": "output", "plugin": "peer.plugins.jsonl:exactly_once_output",
+             "params": {"path": str(out)}, "n_peers": 1},
+        ],
+        "barrier_period": 0.2,
+    }  # fmt: skip
+    if resume_from is not None:
+        job["resume_from"] = resume_from
+    return job
+
+
+def published(out: Path, up_to: Epoch | None = None) -> list[int]:
+    """The numbers in the sink's published files, of epochs up to ``up_to`` if given."""
+    numbers = []
+    for path in sorted(out.glob("*.jsonl")):
+        if up_to is None or epoch_of(path.name) <= up_to:
+            numbers += [json.loads(line)["n"] for line in path.read_text().splitlines()]
+    return numbers
+
+
+def test_a_savepoint_is_kept_and_a_new_job_resumes_from_it(empty_cluster, start_peer, tmp_path):
+    """A running job's savepoint; the job is killed later; a new job resuming from the
+    savepoint publishes exactly what the first had not by then, each number once."""
+    cluster = empty_cluster
+    storage = ["--checkpoints", str(tmp_path / "checkpoints")]
+    start_peer(vpeers=3)
+    first, second = tmp_path / "first", tmp_path / "second"
+    (tmp_path / "first.yaml").write_text(yaml.safe_dump(paced_job(first, 3000)))
+    submitted = onyx("job", "submit", str(tmp_path / "first.yaml"), "--id", "first", *cluster)
+    assert submitted.returncode == 0, submitted.stderr
+    wait_for(lambda: published(first), 60, "the first job's first published epoch")
+
+    taken = onyx("job", "savepoint", "first", "--name", "half", *cluster, *storage, "--json")
+    assert taken.returncode == 0, taken.stderr
+    kept = json.loads(taken.stdout)
+    epoch = Epoch(kept["version"], kept["epoch"])
+    wait_for(lambda: len(published(first)) > len(published(first, epoch)), 60,
+             "an epoch committed after the savepoint")  # fmt: skip
+    assert onyx("job", "kill", "first", *cluster).returncode == 0
+
+    listed = json.loads(onyx("job", "checkpoints", "first", *cluster, *storage, "--json").stdout)
+    assert listed["savepoints"] == [{"name": "half", **{k: kept[k] for k in ("version", "epoch")}}]
+
+    resume = {"job": "first", "savepoint": "half"}
+    (tmp_path / "second.yaml").write_text(yaml.safe_dump(paced_job(second, 3000, resume)))
+    assert onyx("job", "submit", str(tmp_path / "second.yaml"), "--id", "second",
+                *cluster).returncode == 0  # fmt: skip
+    assert onyx("job", "wait", "second", *cluster, "--timeout", "120").returncode == 0
+    before, after = published(first, epoch), published(second)
+    assert before
+    assert sorted(before + after) == list(range(3000))
+
+    disposed = onyx("job", "savepoint", "first", "--dispose", "half", *cluster, *storage)
+    assert disposed.returncode == 0, disposed.stderr
+    again = onyx("job", "savepoint", "first", "--dispose", "half", *cluster, *storage)
+    assert_one_line_error(again, 1, "job 'first' has no savepoint 'half'")
+
+
+def test_a_savepoint_of_a_finished_job_is_refused(empty_cluster, tmp_path):
+    submit(tmp_path, empty_cluster, "over")
+    assert onyx("job", "kill", "over", *empty_cluster).returncode == 0
+    result = onyx("job", "savepoint", "over", *empty_cluster, "--checkpoints", str(tmp_path))
+    assert_one_line_error(result, 1, "job 'over': no savepoint of a job that is killed")
+
+
+def test_resuming_from_a_savepoint_nobody_took_is_refused_at_submit(empty_cluster, tmp_path):
+    job = paced_job(tmp_path / "out", 10, {"job": "ghost", "savepoint": "never"})
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
+    result = onyx("job", "submit", str(tmp_path / "job.yaml"), "--id", "hopeful", *empty_cluster)
+    assert_one_line_error(result, 1, "job 'hopeful'", "savepoint 'never' of job 'ghost'",
+                          "does not exist")  # fmt: skip

@@ -396,7 +396,15 @@ def test_the_python_built_job_is_valid():
             lambda d: d.update(barrier_period=0),
             "job 'wc': barrier_period must be a number of seconds > 0 or null, got 0",
         ),
-        (lambda d: d.update(resume_from=""), "job 'wc': resume_from must be a job id, got ''"),
+        (
+            lambda d: d.update(resume_from=""),
+            "job 'wc': resume_from must be a job id or {job: ID, savepoint: NAME}, got ''",
+        ),
+        (
+            lambda d: d.update(resume_from={"job": "a"}),
+            "job 'wc': resume_from must be a job id or {job: ID, savepoint: NAME}, "
+            "got {'job': 'a'}",
+        ),
     ],
 )
 def test_checkpoint_settings_are_checked(change, message):

@@ -19,6 +19,7 @@ from peer.runtime.checkpoints import (
     CommitRecord,
     Commits,
     Epoch,
+    Savepoint,
     committed_epochs,
 )
 from tests.support import wait_for
@@ -60,6 +61,14 @@ def test_a_record_survives_encoding():
     for record in [
         CommitRecord(None, 1, {}),
         CommitRecord(Epoch(3, 12), 4, {"in": 2, "count": 3, "out": 1}),
+        CommitRecord(
+            Epoch(3, 12),
+            4,
+            {"in": 2},
+            (Epoch(3, 12),),
+            ("next",),
+            {"kept": Savepoint(Epoch(3, 11), {"in": 2})},
+        ),
     ]:
         assert CommitRecord.decode(record.encode()) == record
 
@@ -81,6 +90,12 @@ def test_a_record_encodes_compactly():
         (b'{"committed": null, "owner": true, "slots": {}}', "owner is not an integer"),
         (b'{"committed": null, "owner": 1, "slots": {"a": 1.5}}', "slots is not an object of"),
         (b'{"committed": null, "owner": 1, "slots": []}', "slots is not an object of"),
+        (b'{"committed": null, "owner": 1, "slots": {}, "requested": [1]}', "requested is not"),
+        (b'{"committed": null, "owner": 1, "slots": {}, "savepoints": []}', "savepoints is not"),
+        (
+            b'{"committed": null, "owner": 1, "slots": {}, "savepoints": {"a": {"epoch": [1]}}}',
+            "savepoint 'a' is not an epoch with its slots",
+        ),
     ],
 )
 def test_a_record_that_does_not_decode_says_why(data, why):
@@ -183,6 +198,51 @@ def test_the_history_keeps_the_last_commits():
     for number in range(1, HISTORY + 3):
         commits.commit(1, Epoch(1, number), {"in": 1})
     assert commits.read()[0].history == tuple(Epoch(1, n) for n in range(3, HISTORY + 3))
+
+
+def test_a_requested_savepoint_is_the_next_committed_epoch():
+    commits = Commits(MemoryLog().session(), JOB)
+    commits.claim(1)
+    commits.commit(1, Epoch(1, 1), {"in": 2})
+    commits.request_savepoint("before-upgrade")
+    assert commits.read()[0].requested == ("before-upgrade",)
+    written = commits.commit(1, Epoch(1, 2), {"in": 2})
+    assert written.savepoints == {"before-upgrade": Savepoint(Epoch(1, 2), {"in": 2})}
+    assert written.requested == ()
+    commits.commit(1, Epoch(1, 3), {"in": 1})
+    later = commits.claim(2)
+    assert later.savepoints == written.savepoints
+    assert later.retained == {Epoch(1, 2)}
+
+
+def test_a_savepoint_asked_for_before_the_first_claim_waits_for_the_first_commit():
+    commits = Commits(MemoryLog().session(), JOB)
+    commits.request_savepoint("early")
+    assert commits.claim(1) == CommitRecord(None, 1, {}, requested=("early",))
+    assert commits.commit(1, Epoch(1, 1), {"in": 1}).savepoints == {
+        "early": Savepoint(Epoch(1, 1), {"in": 1})
+    }
+
+
+@pytest.mark.parametrize(("name", "why"), [("taken", "already has"), ("a/b", "not letters")])
+def test_a_savepoint_name_is_refused_when_taken_or_not_plain(name, why):
+    commits = Commits(MemoryLog().session(), JOB)
+    commits.request_savepoint("taken")
+    with pytest.raises(CheckpointError, match=f"job 'job-1'.*{why}"):
+        commits.request_savepoint(name)
+
+
+def test_disposing_of_a_savepoint_forgets_it():
+    commits = Commits(MemoryLog().session(), JOB)
+    commits.claim(1)
+    commits.request_savepoint("kept")
+    commits.commit(1, Epoch(1, 1), {"in": 1})
+    gone, record = commits.dispose_savepoint("kept")
+    assert gone == Savepoint(Epoch(1, 1), {"in": 1})
+    assert record.savepoints == {}
+    assert commits.read()[0] == record
+    with pytest.raises(CheckpointError, match="job 'job-1' has no savepoint 'kept'"):
+        commits.dispose_savepoint("kept")
 
 
 def test_a_newer_claim_makes_an_older_coordinator_stale():
@@ -371,6 +431,16 @@ def test_collect_deletes_every_epoch_before_the_one_kept(storage):
     assert storage.collect_later(JOB, Epoch(2, 2)).result() == 1
     assert storage.epochs(JOB) == [Epoch(2, 2)]
     assert storage.epochs("other") == [Epoch(1, 1)]
+
+
+def test_collect_keeps_the_epochs_savepoints_hold(storage):
+    for epoch in [Epoch(1, 1), Epoch(1, 2), Epoch(1, 3)]:
+        storage.put(JOB, epoch, "count", 0, b"x").result()
+    assert storage.collect(JOB, Epoch(1, 3), retained=frozenset({Epoch(1, 1)})) == 1
+    assert storage.epochs(JOB) == [Epoch(1, 1), Epoch(1, 3)]
+    assert storage.delete_epoch(JOB, Epoch(1, 1))
+    assert not storage.delete_epoch(JOB, Epoch(1, 1))
+    assert storage.epochs(JOB) == [Epoch(1, 3)]
 
 
 def test_collect_deletes_the_leftovers_of_an_upload_that_never_finished(storage):
