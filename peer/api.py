@@ -4,13 +4,16 @@ without joining it."""
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
+from peer.job.code import CodeArchive, imports_from, unpack
 from peer.job.demand import job_demand
 from peer.job.load import load
 from peer.job.spec import Job, JobError
@@ -84,16 +87,40 @@ def gc(store: LogStore, caller: str, timeout: float = 30.0) -> GcResult:
 
 
 def submit(
-    store: LogStore, job: Job | Mapping[str, Any] | os.PathLike[str], job_id: str | None = None
+    store: LogStore,
+    job: Job | Mapping[str, Any] | os.PathLike[str],
+    job_id: str | None = None,
+    *,
+    code: CodeArchive | None = None,
+    storage: CheckpointStorage | None = None,
 ) -> str:
     """Check the job here, imports included, then append submit-job; the id is the job's own,
-    ``job_id``, or a fresh one. Submitting an id the cluster knows already changes nothing."""
-    job = validate(job) if isinstance(job, Job) else load(job)
+    ``job_id``, or a fresh one. Submitting an id the cluster knows already changes nothing.
+    With ``code`` the job's paths import from that archive, which is uploaded to ``storage``
+    (the cluster's checkpoint storage) for the peers that run the job."""
+    job = _checked(job) if code is None else _checked_with(job, code)
     chosen = job_id or job.id or uuid.uuid4().hex
     _check_savepoint(store, chosen, job)
+    if code is not None:
+        if storage is None:
+            raise JobError(f"job {chosen!r}: shipping code needs the cluster's checkpoint storage")
+        storage.put_code(chosen, code.sha256, code.data)
     doc = {k: v for k, v in job.to_dict().items() if k != "id"}
     store.append(SUBMIT_JOB.entry(id=chosen, job=doc))
     return chosen
+
+
+def _checked(job: Job | Mapping[str, Any] | os.PathLike[str]) -> Job:
+    return validate(job) if isinstance(job, Job) else load(job)
+
+
+def _checked_with(job: Job | Mapping[str, Any] | os.PathLike[str], code: CodeArchive) -> Job:
+    """The job checked against its own code (unpacked here only for the check), naming it."""
+    with tempfile.TemporaryDirectory(prefix="onyx-code-") as scratch:
+        directory = unpack(code.data, code.reference(), Path(scratch))
+        with imports_from(directory):
+            checked = _checked(job)
+    return replace(checked, code=code.reference())
 
 
 def _check_savepoint(store: LogStore, job_id: str, job: Job) -> None:

@@ -26,6 +26,7 @@ from peer import __version__, api, metrics
 from peer.cluster.group import GroupConfig, PeerGroup, new_id
 from peer.cluster.local import LocalCluster
 from peer.deploy.inventory import InventoryError, convert, read_output
+from peer.job.code import CodeError, pack
 from peer.job.spec import JobError, Task
 from peer.log.replica import Replica, ring_cycle
 from peer.log.store import StoreError, StoreUnreachable
@@ -203,7 +204,15 @@ def _job_parser(commands: argparse._SubParsersAction) -> None:
     submit = job_commands.add_parser("submit", help="submit a job file; prints its id")
     submit.add_argument("file", type=Path, metavar="FILE")
     submit.add_argument("--id", metavar="ID", help="the job's id (default: a fresh one)")
+    submit.add_argument(
+        "--code",
+        type=Path,
+        metavar="PATH",
+        help="ship the job's code with it: a wheel, or a directory whose packages and modules "
+        "the job's paths name; uploaded to the checkpoint storage, run by no other job",
+    )
     _cluster_args(submit)
+    _checkpoints_arg(submit)
     _json_arg(submit, "the id")
     submit.set_defaults(handler=job_submit)
     listing = job_commands.add_parser(
@@ -415,11 +424,18 @@ def _client(args: argparse.Namespace) -> Iterator[api.ZooKeeperStore]:
 
 
 def job_submit(args: argparse.Namespace) -> int:
-    job = api.load(args.file)
-    with _client(args) as store:
-        job_id = api.submit(store, job, args.id)
+    if args.code is None:
+        job, code = api.load(args.file), None
+    else:
+        job, code = args.file, pack(args.code)
+    with _client(args) as store, closing(_storage(args)) as storage:
+        job_id = api.submit(store, job, args.id, code=code, storage=storage)
     print(json.dumps({"id": job_id}) if args.json else job_id)
     return 0
+
+
+def _storage(args: argparse.Namespace) -> CheckpointStorage:
+    return CheckpointStorage(args.checkpoints, args.tenancy)
 
 
 def describe_job(status: api.JobStatus) -> str:
@@ -493,7 +509,7 @@ def job_wait(args: argparse.Namespace) -> int:
 def job_checkpoints(args: argparse.Namespace) -> int:
     with (
         _client(args) as store,
-        closing(CheckpointStorage(args.checkpoints, args.tenancy)) as storage,
+        closing(_storage(args)) as storage,
     ):
         _known_status(store, args.id)
         record, _ = Commits(store, args.id).read()
@@ -525,7 +541,7 @@ def job_checkpoints(args: argparse.Namespace) -> int:
 def job_savepoint(args: argparse.Namespace) -> int:
     with _client(args) as store:
         if args.dispose is not None:
-            with closing(CheckpointStorage(args.checkpoints, args.tenancy)) as storage:
+            with closing(_storage(args)) as storage:
                 kept = api.dispose_savepoint(store, storage, args.id, args.dispose)
             name, what = args.dispose, "disposed of"
         else:
@@ -703,6 +719,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         CheckpointError,
         MetricsError,
         InventoryError,
+        CodeError,
     ) as e:
         _error(str(e))
         return 1

@@ -185,7 +185,9 @@ class Job:
     ``barrier_period`` is how often, in seconds, the job's coordinator starts a checkpoint
     (None: no checkpoints, and a failure restarts the job from its inputs' beginning);
     ``resume_from`` names an earlier job whose last committed checkpoint this one starts from,
-    or, as ``{job: ID, savepoint: NAME}``, one of that job's savepoints.
+    or, as ``{job: ID, savepoint: NAME}``, one of that job's savepoints. ``code`` names the
+    code archive shipped with the job (``{name, sha256}``, see peer.job.code): its dotted paths
+    import from it.
     """
 
     workflow: tuple[tuple[str, str], ...]
@@ -198,11 +200,14 @@ class Job:
     percentage: float | None = None
     barrier_period: float | None = 1.0
     resume_from: str | Mapping[str, str] | None = None
+    code: Mapping[str, str] | None = None
     id: str | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.resume_from, Mapping) and not isinstance(self.resume_from, PMap):
-            _set(self, "resume_from", pmap(self.resume_from))
+        for name in ("resume_from", "code"):
+            value = getattr(self, name)
+            if isinstance(value, Mapping) and not isinstance(value, PMap):
+                _set(self, name, pmap(value))
         workflow = _tuple(self.workflow)
         if isinstance(workflow, tuple):
             workflow = tuple(_tuple(edge) for edge in workflow)

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 from pyrsistent import thaw
 
+from peer.job.code import check_reference
 from peer.job.graph import topological_order
 from peer.job.imports import ImportPathError, resolve, split
 from peer.job.schema import SchemaError, parse
@@ -207,6 +208,8 @@ def _check_aggregation_imports(job: Job, outer: str) -> None:
 def _check_job_fields(job: Job, where: str) -> None:
     if job.id is not None and not (isinstance(job.id, str) and job.id):
         fail(where, f"id must be a non-empty string or absent, got {job.id!r}")
+    if job.code is not None:
+        check_reference(where, thaw(job.code))
     _one_of(where, "task_scheduler", job.task_scheduler, TASK_SCHEDULERS)
     _percentage(where, job.percentage)
     for name, kind in (

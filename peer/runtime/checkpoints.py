@@ -272,7 +272,11 @@ class CheckpointStorage:
         return self.pool.submit(self._put, job, epoch, task, slot, blob)
 
     def _put(self, job: str, epoch: Epoch, task: str, slot: int, blob: bytes) -> None:
-        path = self._path(job, epoch, task, slot)
+        what = f"the snapshot of job {job!r} {epoch.describe()} task {task!r} slot {slot}"
+        self._store(self._path(job, epoch, task, slot), blob, what)
+
+    def _store(self, path: str, blob: bytes, what: str) -> None:
+        """Write ``blob`` whole at ``path``, by way of a temporary name beside it."""
         temporary = f"{path}.{uuid.uuid4().hex}.tmp"
         try:
             self._write(temporary, blob)
@@ -280,10 +284,7 @@ class CheckpointStorage:
         except OSError as e:
             with contextlib.suppress(OSError):
                 self.fs.rm(temporary)
-            raise CheckpointError(
-                f"cannot store the snapshot of job {job!r} {epoch.describe()} task {task!r} "
-                f"slot {slot} at {self._where(path)}: {e}"
-            ) from e
+            raise CheckpointError(f"cannot store {what} at {self._where(path)}: {e}") from e
 
     def _write(self, path: str, blob: bytes) -> None:
         """Directories are made only where the filesystem has them and the write needs one."""
@@ -294,8 +295,10 @@ class CheckpointStorage:
             self.fs.pipe_file(path, blob)
 
     def get(self, job: str, epoch: Epoch, task: str, slot: int) -> bytes:
-        path = self._path(job, epoch, task, slot)
         what = f"the snapshot of job {job!r} {epoch.describe()} task {task!r} slot {slot}"
+        return self._read(self._path(job, epoch, task, slot), what)
+
+    def _read(self, path: str, what: str) -> bytes:
         try:
             return self.fs.cat_file(path)
         except FileNotFoundError:
@@ -361,6 +364,24 @@ class CheckpointStorage:
 
         future.add_done_callback(report)
         return future
+
+    # -- shipped code ----------------------------------------------------------------------------
+
+    def _code_path(self, job: str, sha256: str) -> str:
+        return f"{self._job_root(job)}/code/{sha256}.zip"
+
+    def put_code(self, job: str, sha256: str, data: bytes) -> str:
+        """Upload the code archive shipped with ``job``; where it went."""
+        path = self._code_path(job, sha256)
+        self._store(path, data, f"the code of job {job!r}")
+        return self._where(path)
+
+    def get_code(self, job: str, sha256: str) -> bytes:
+        return self._read(self._code_path(job, sha256), f"the code of job {job!r}")
+
+    def delete_code(self, job: str) -> int:
+        """Delete the code shipped with a finished job; how many archives went."""
+        return self._delete(f"{self._job_root(job)}/code")
 
     def close(self) -> None:
         """Drop the work still queued, finish what is running (so no upload is cut short)."""
