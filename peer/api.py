@@ -36,6 +36,7 @@ def connect(
     create: bool = False,
     session_timeout: float = 10.0,
     connect_timeout: float = 10.0,
+    auth: str | None = None,
 ) -> ZooKeeperStore:
     return ZooKeeperStore(
         zookeeper,
@@ -43,6 +44,7 @@ def connect(
         create=create,
         session_timeout=session_timeout,
         connect_timeout=connect_timeout,
+        auth=auth,
     )
 
 

@@ -91,6 +91,13 @@ def _positive[N: (int, float)](parse: Callable[[str], N], what: str) -> Callable
     return check
 
 
+def credentials(value: str) -> str:
+    user, sep, password = value.partition(":")
+    if not (sep and user and password):
+        raise argparse.ArgumentTypeError("credentials must be USER:PASSWORD")
+    return value
+
+
 def spark_setting(value: str) -> tuple[str, str]:
     key, sep, setting = value.partition("=")
     if not sep or not key.strip():
@@ -106,6 +113,13 @@ def _cluster_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zookeeper", required=True, type=zookeeper_address, metavar="HOST:PORT")
     parser.add_argument("--tenancy", required=True, type=tenancy_name, metavar="NAME")
     parser.add_argument("--connect-timeout", type=positive_seconds, default=10.0, metavar="S")
+    parser.add_argument(
+        "--zookeeper-auth",
+        type=credentials,
+        metavar="USER:PASSWORD",
+        help="the tenancy's ZooKeeper digest credentials, where /onyx is protected by an ACL "
+        "(better from ONYX_ZOOKEEPER_AUTH or a config file than on a command line)",
+    )
 
 
 def _checkpoints_arg(parser: argparse.ArgumentParser) -> None:
@@ -355,6 +369,7 @@ def peer_start(args: argparse.Namespace) -> int:
         create=True,
         session_timeout=args.session_timeout,
         connect_timeout=args.connect_timeout,
+        auth=args.zookeeper_auth,
     )
     config = GroupConfig(
         vpeers=args.vpeers,
@@ -416,7 +431,12 @@ def media_driver(args: argparse.Namespace) -> int:
 def _client(args: argparse.Namespace) -> Iterator[api.ZooKeeperStore]:
     """A session on the cluster's log for one command, closed however the command ends."""
     _logging(logging.WARNING)
-    store = api.connect(args.zookeeper, args.tenancy, connect_timeout=args.connect_timeout)
+    store = api.connect(
+        args.zookeeper,
+        args.tenancy,
+        connect_timeout=args.connect_timeout,
+        auth=args.zookeeper_auth,
+    )
     try:
         yield store
     finally:

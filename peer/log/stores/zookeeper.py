@@ -20,10 +20,17 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NoAuthError,
+    NodeExistsError,
+    NoNodeError,
+)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
+from kazoo.security import make_digest_acl
 
 from peer.log.entry import Entry
 from peer.log.replica import EMPTY_VERSION, Replica
@@ -43,7 +50,12 @@ def tenancy_root(tenancy: str) -> str:
 
 class ZooKeeperStore:
     """One ZooKeeper session for one tenancy. ``create`` makes the tenancy's znodes; without it
-    a tenancy that does not exist is an error, so a typo is not silently an empty cluster."""
+    a tenancy that does not exist is an error, so a typo is not silently an empty cluster.
+
+    With ``auth`` (``USER:PASSWORD``) the session authenticates with ZooKeeper's digest scheme
+    and every znode it creates carries that user's ACL, so where an operator protected /onyx
+    (roles/zookeeper) only holders of the tenancy's credentials read or write its log: submit
+    jobs, ship code, join the ring."""
 
     def __init__(
         self,
@@ -53,8 +65,10 @@ class ZooKeeperStore:
         session_timeout: float = 10.0,
         connect_timeout: float = 10.0,
         create: bool = False,
+        auth: str | None = None,
     ) -> None:
         self.hosts, self.tenancy = hosts, tenancy
+        self.auth = auth
         self.root = tenancy_root(tenancy)
         self.log_path, self.pulse_path = f"{self.root}/log", f"{self.root}/pulse"
         self.origin_path = f"{self.root}/origin"
@@ -71,9 +85,12 @@ class ZooKeeperStore:
             raise StoreError(f"no tenancy {tenancy!r} at ZooKeeper {hosts} ({self.root} is absent)")
 
     def _connect(self, session_timeout: float, connect_timeout: float) -> KazooClient:
+        digest = _digest(self.auth)
         try:
             retry = KazooRetry(max_tries=-1, max_delay=1.0, deadline=session_timeout)
-            client = KazooClient(hosts=self.hosts, timeout=session_timeout, command_retry=retry)
+            client = KazooClient(
+                hosts=self.hosts, timeout=session_timeout, command_retry=retry, **digest
+            )
         except ValueError as e:
             raise StoreError(f"bad ZooKeeper address {self.hosts!r}: {e}") from None
         client.add_listener(self._state_changed)
@@ -104,6 +121,12 @@ class ZooKeeperStore:
             return self.client.retry(operation, *args, **kwargs)
         except (NoNodeError, NodeExistsError, BadVersionError):
             raise
+        except NoAuthError:
+            who = "without credentials" if self.auth is None else "with the credentials given"
+            raise StoreError(
+                f"ZooKeeper at {self.hosts} refused tenancy {self.tenancy!r} {who}: give the "
+                "tenancy's USER:PASSWORD with --zookeeper-auth"
+            ) from None
         except KazooException as e:
             raise StoreUnreachable(
                 f"ZooKeeper at {self.hosts} failed: {type(e).__name__} {e}"
@@ -246,6 +269,19 @@ class ZooKeeperStore:
         self.closing = True
         self.client.stop()
         self.client.close()
+
+
+def _digest(auth: str | None) -> dict[str, Any]:
+    """KazooClient's settings for digest authentication as ``auth`` (``USER:PASSWORD``)."""
+    if auth is None:
+        return {}
+    user, _, password = auth.partition(":")
+    if not user or not password:
+        raise StoreError("ZooKeeper credentials must be USER:PASSWORD")
+    return {
+        "auth_data": [("digest", auth)],
+        "default_acl": [make_digest_acl(user, password, all=True)],
+    }
 
 
 def _decode_origin(data: bytes) -> Replica:
