@@ -23,7 +23,7 @@ from typing import NoReturn
 
 from peer import __version__, api, endpoints, metrics, systemd
 from peer.cluster.group import GroupConfig, PeerGroup, new_id
-from peer.cluster.local import LocalCluster
+from peer.cluster.local import LocalCluster, peers_for
 from peer.deploy.inventory import InventoryError, convert, read_output
 from peer.job.spec import JobError, Task
 from peer.log.replica import Replica, ring_cycle
@@ -434,7 +434,7 @@ def run_local(args: argparse.Namespace) -> int:
     _logging(logging.WARNING)
     job = api.load(args.file) if args.file else None
     groups = args.groups or (1 if job else 3)
-    vpeers = args.vpeers or (_peers_for(job, groups) if job else 2)
+    vpeers = args.vpeers or (peers_for(job, groups) if job else 2)
     print(f"local cluster: {groups} peer group(s) x {vpeers} virtual peers, embedded log")
     with ExitStack() as stack:
         _configure_spark(args, stack)
@@ -452,12 +452,6 @@ def run_local(args: argparse.Namespace) -> int:
             final = cluster.stop()
     print(f"every group left gracefully; the log ends at position {final.version}")
     return outcome
-
-
-def _peers_for(job: api.Job, groups: int) -> int:
-    """Virtual peers per group so that the job gets every task's minimum (at least 4 in all)."""
-    needed = max(4, sum(task.min_peers for task in job.catalog))
-    return -(-needed // groups)
 
 
 def _show_ring(formed: Replica) -> int:
