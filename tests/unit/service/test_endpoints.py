@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.error
+import urllib.request
 from types import SimpleNamespace
 from wsgiref.util import setup_testing_defaults
 
+import pytest
 from prometheus_client import CollectorRegistry, Gauge
 from pyrsistent import pmap, pset
 
-from peer.endpoints import Endpoints
+from peer.endpoints import Endpoints, serve
 from peer.log.replica import Replica
 from peer.log.stores.memory import MemoryLog
+from peer.metrics import MetricsError
 
 REPLICA = Replica(version=5, groups=pset(["g1"]), finished=pmap({"old": "completed"}))
 
@@ -101,3 +105,21 @@ def test_a_failure_reading_the_group_answers_500_naming_it():
     status, _, body = get(Endpoints(lambda: broken, CollectorRegistry()), "/jobs")
     assert status == "500 Internal Server Error"
     assert json.loads(body)["error"].startswith("/jobs: AttributeError")
+
+
+def test_served_on_a_port_and_a_taken_port_is_one_clear_error():
+    registry = CollectorRegistry()
+    server = serve(0, "127.0.0.1", lambda: None, registry)
+    port = server.server_address[1]
+    try:
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/readyz", method="HEAD")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 503
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as reply:
+            assert json.loads(reply.read()) == {"alive": True}
+        with pytest.raises(MetricsError, match=f"cannot serve metrics on 127.0.0.1:{port}: "):
+            serve(port, "127.0.0.1", lambda: None, CollectorRegistry())
+    finally:
+        server.shutdown()
+        server.server_close()
