@@ -30,7 +30,8 @@ from prometheus_client.exposition import ThreadingWSGIServer
 from peer import api
 from peer.cluster.group import Incarnation
 from peer.cluster.readiness import readiness
-from peer.log.store import StoreError
+from peer.log.replica import Replica
+from peer.log.store import LogStore, StoreError
 from peer.metrics import GroupCollector, MetricsError
 from peer.runtime.checkpoints import CheckpointError, Commits
 
@@ -83,38 +84,39 @@ class Endpoints:
             return 404, {"error": f"no endpoint {path}: this server has {', '.join(PATHS)}"}
         if group is None:
             return 503, {"error": readiness(None).reason + ": it has no replica yet"}
+        replica = group.replica  # one value for the whole answer: the group moves on meanwhile
         if path == "/replica":
-            return 200, group.replica.to_json()
+            return 200, replica.to_json()
         if path == "/jobs":
-            ids = sorted({*group.replica.jobs, *group.replica.finished})
-            return 200, {"version": group.replica.version,
-                         "jobs": [job_json(group, job_id) for job_id in ids]}  # fmt: skip
-        return _one_job(group, path.removeprefix("/jobs/"))
+            ids = sorted({*replica.jobs, *replica.finished})
+            jobs = [job_json(replica, group.store, job_id) for job_id in ids]
+            return 200, {"version": replica.version, "jobs": jobs}
+        return _one_job(replica, group.store, path.removeprefix("/jobs/"))
 
 
-def _one_job(group: Incarnation, job_id: str) -> Reply:
-    if job_id not in group.replica.jobs and job_id not in group.replica.finished:
+def _one_job(replica: Replica, store: LogStore, job_id: str) -> Reply:
+    if job_id not in replica.jobs and job_id not in replica.finished:
         return 404, {"error": f"job {job_id!r}: no such job in this tenancy"}
-    return 200, job_json(group, job_id)
+    return 200, job_json(replica, store, job_id)
 
 
-def job_json(group: Incarnation, job_id: str) -> dict[str, Any]:
+def job_json(replica: Replica, store: LogStore, job_id: str) -> dict[str, Any]:
     """One job's status as the replica says, and its last committed epoch from its commit
     record (null before the first, or while the store cannot answer)."""
-    status = api.status(group.replica, job_id)
+    status = api.status(replica, job_id)
     return {
         "id": job_id,
         "state": status.state,
         "needs": status.needs,
         "peers": status.allocation,
         "allocation_version": status.allocation_version,
-        "committed_epoch": _committed(group, job_id),
+        "committed_epoch": _committed(store, job_id),
     }
 
 
-def _committed(group: Incarnation, job_id: str) -> dict[str, int] | None:
+def _committed(store: LogStore, job_id: str) -> dict[str, int] | None:
     try:
-        record, _ = Commits(group.store, job_id).read()
+        record, _ = Commits(store, job_id).read()
     except (StoreError, CheckpointError) as e:
         log.warning("job %s: its commit record cannot be read: %s", job_id, e)
         return None
