@@ -9,6 +9,8 @@ import threading
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pyrsistent import pset
 
 from peer.cluster.group import GroupConfig, PeerGroup
@@ -52,6 +54,22 @@ def test_a_group_is_not_ready_until_joined_with_its_data_plane_up(state, expecte
 
 def test_a_joined_group_with_its_data_plane_up_is_ready():
     assert readiness(group()) == Readiness(True, "ready", "group g1 has joined the ring")
+
+
+@given(
+    joined=st.booleans(),
+    lost=st.booleans(),
+    ended=st.sampled_from([None, "left", "lost", "restart"]),
+    leave=st.sampled_from([None, 4, 12]),
+    up=st.booleans(),
+)
+def test_ready_exactly_when_joined_live_staying_and_up(joined, lost, ended, leave, up):
+    replica = JOINED if joined else Replica(version=2)
+    found = readiness(group(replica, lost=lost, ended=ended, leave=leave, up=up))
+    assert found.ready == (joined and not lost and ended is None and leave is None and up)
+    assert found.ready == (found.state == "ready")
+    assert "group g1" in found.reason
+    assert "\n" not in found.reason
 
 
 def test_a_lost_session_outweighs_a_leave_in_flight():
