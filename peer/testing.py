@@ -16,6 +16,7 @@ is killed, or does not finish in time, raises JobFailed naming the job and why::
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -79,7 +80,21 @@ def with_test_plugins(job: Job, inputs: Mapping[str, Sequence[Any]], collection:
             f"job {job.id!r}: inputs names {', '.join(map(repr, unknown))}, which the job has "
             f"no input task of (its input tasks: {', '.join(job.input_tasks()) or 'none'})"
         )
+    for name in sorted(inputs):
+        _check_json(job, name, inputs[name])
     return validate(replace(job, catalog=tuple(_swap(t, inputs, collection) for t in job.catalog)))
+
+
+def _check_json(job: Job, task: str, segments: Sequence[Any]) -> None:
+    """Given segments travel inside the job, which the log holds as JSON."""
+    for index, segment in enumerate(segments):
+        try:
+            json.dumps(segment)
+        except (TypeError, ValueError) as e:
+            raise JobError(
+                f"job {job.id!r}: inputs[{task!r}][{index}] is not JSON data ({e}); "
+                "segments travel inside the job"
+            ) from None
 
 
 def _swap(task: Task, inputs: Mapping[str, Sequence[Any]], collection: str) -> Task:

@@ -83,3 +83,8 @@ def test_a_job_that_does_not_finish_in_time_fails_naming_it_and_its_file(tmp_pat
 def test_inputs_must_name_input_tasks():
     with pytest.raises(JobError, match=r"job 'j': inputs names 'step', .*\(its input tasks: in\)"):
         with_test_plugins(load(job("double", id="j")), {"step": []}, "c")
+
+
+def test_input_segments_must_be_json_data():
+    with pytest.raises(JobError, match=r"job 'j': inputs\['in'\]\[1\] is not JSON data \(.*set"):
+        with_test_plugins(load(job("double", id="j")), {"in": [{"n": 1}, {"n": {2}}]}, "c")
