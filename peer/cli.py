@@ -22,9 +22,9 @@ from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import NoReturn
 
-from peer import __version__, api, metrics
+from peer import __version__, api, endpoints, metrics, systemd
 from peer.cluster.group import GroupConfig, PeerGroup, new_id
-from peer.cluster.local import LocalCluster
+from peer.cluster.local import LocalCluster, peers_for
 from peer.deploy.inventory import InventoryError, convert, read_output
 from peer.job.code import CodeError, pack
 from peer.job.spec import JobError, Task
@@ -149,12 +149,12 @@ def _spark_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _metrics_args(parser: argparse.ArgumentParser, what: str) -> None:
+def _metrics_args(parser: argparse.ArgumentParser, what: str, extra: str = "") -> None:
     parser.add_argument(
         "--metrics-port",
         type=positive_int,
         metavar="PORT",
-        help=f"serve Prometheus metrics of {what} on /metrics at this port (default: none)",
+        help=f"serve Prometheus metrics of {what} on /metrics{extra} at this port (default: none)",
     )
     parser.add_argument(
         "--metrics-address",
@@ -162,11 +162,6 @@ def _metrics_args(parser: argparse.ArgumentParser, what: str) -> None:
         metavar="HOST",
         help="the address the metrics port listens on (default: every interface)",
     )
-
-
-def _serve_metrics(args: argparse.Namespace, state: Callable[[], object] | None = None) -> None:
-    if args.metrics_port is not None:
-        metrics.serve(args.metrics_port, args.metrics_address, state)
 
 
 def _configure_spark(args: argparse.Namespace, stack: ExitStack) -> None:
@@ -204,7 +199,7 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
         help="report a connected group's peers after this long without a heartbeat",
     )
     _spark_args(start)
-    _metrics_args(start, "this peer group")
+    _metrics_args(start, "this peer group", " (and /healthz, /readyz, /replica, /jobs, /jobs/ID)")
     start.set_defaults(handler=peer_start)
 
 
@@ -387,8 +382,9 @@ def peer_start(args: argparse.Namespace) -> int:
         stack.callback(transport.close)
         storage = CheckpointStorage(args.checkpoints, args.tenancy)
         stack.callback(storage.close)
-        group = PeerGroup(store, config, transport, storage)
-        _serve_metrics(args, lambda: group.current)
+        group = PeerGroup(store, config, transport, storage, on_readiness=systemd.announce)
+        if args.metrics_port is not None:
+            endpoints.serve(args.metrics_port, args.metrics_address, lambda: group.current)
         stop = _stopper(store, group)
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
@@ -610,7 +606,7 @@ def run_local(args: argparse.Namespace) -> int:
     _logging(logging.WARNING)
     job = api.load(args.file) if args.file else None
     groups = args.groups or (1 if job else 3)
-    vpeers = args.vpeers or (_peers_for(job, groups) if job else 2)
+    vpeers = args.vpeers or (peers_for(job, groups) if job else 2)
     print(f"local cluster: {groups} peer group(s) x {vpeers} virtual peers, embedded log")
     with ExitStack() as stack:
         _configure_spark(args, stack)
@@ -632,12 +628,6 @@ def run_local(args: argparse.Namespace) -> int:
             final = cluster.stop()
     print(f"every group left gracefully; the log ends at position {final.version}")
     return outcome
-
-
-def _peers_for(job: api.Job, groups: int) -> int:
-    """Virtual peers per group so that the job gets every task's minimum (at least 4 in all)."""
-    needed = max(4, sum(task.min_peers for task in job.catalog))
-    return -(-needed // groups)
 
 
 def _show_ring(formed: Replica) -> int:

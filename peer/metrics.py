@@ -8,7 +8,8 @@ kinds; never segment values). Two kinds of metric live here:
 - events, counted where they happen (entries applied, batches, barriers, checkpoints, frames):
   module-level counters and histograms, one per process, which ``onyx run`` also reads in-process
   to show progress;
-- state, read off the group when Prometheus scrapes (``GroupCollector``): the ring and the jobs
+- state, read off the group when Prometheus scrapes (``GroupCollector``, which peer.endpoints
+  registers where it serves them): the ring and the jobs
   from the group's replica, the log's tail from its store, the epochs from the coordinators the
   group runs. Reading at scrape time means a gauge can never go stale when, say, a job's
   coordinator moves to another group: the group that lost it simply stops reporting it.
@@ -27,7 +28,6 @@ from prometheus_client import (
     Counter,
     Histogram,
     Info,
-    start_http_server,
 )
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -150,17 +150,6 @@ Gauges = Iterator[GaugeMetricFamily]
 
 class MetricsError(RuntimeError):
     """The metrics cannot be served; the message names the address."""
-
-
-def serve(port: int, address: str, state: Callable[[], Any] | None = None) -> None:
-    """Serve ``/metrics`` on ``address:port`` from a daemon thread, with the group's state
-    gauges when ``state`` is given (see GroupCollector)."""
-    try:
-        start_http_server(port, address)
-    except OSError as e:
-        raise MetricsError(f"cannot serve metrics on {address}:{port}: {e.strerror}") from e
-    if state is not None:
-        REGISTRY.register(GroupCollector(state))
 
 
 class GroupCollector(Collector):

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from peer import metrics
+from peer.cluster.readiness import Readiness, readiness
 from peer.cluster.ring import watch_targets
 from peer.log import subscriber
 from peer.log.apply import apply_entry
@@ -69,8 +70,13 @@ class Incarnation:
         wakeup: threading.Event,
         transport: Transport | None = None,
         storage: CheckpointStorage | None = None,
+        *,
+        observe: Callable[[], None] | None = None,
     ) -> None:
         self.store, self.config, self.wakeup, self.transport = store, config, wakeup, transport
+        self.observe = observe or (lambda: None)
+        """Called after every round of reading the log and once the identity has ended: where
+        its group looks for a change of readiness."""
         self.id = new_id()
         self.peers = [new_id() for _ in range(config.vpeers)]
         self.rng = random.Random(self.id)
@@ -103,10 +109,12 @@ class Incarnation:
             while self.ended is None:
                 self.wakeup.clear()
                 self._step(stop)
+                self.observe()
                 if self.ended is None:
                     self._work_until(time.monotonic() + self._sleep())
         finally:
             self._finish()
+            self.observe()
         return self.ended
 
     def _work_until(self, deadline: float) -> None:
@@ -281,7 +289,8 @@ class Incarnation:
 
 
 class PeerGroup:
-    """Runs incarnations one after another until the group leaves."""
+    """Runs incarnations one after another until the group leaves. ``on_readiness`` hears every
+    change of the group's readiness (see peer.cluster.readiness), on the group's thread."""
 
     def __init__(
         self,
@@ -289,9 +298,12 @@ class PeerGroup:
         config: GroupConfig,
         transport: Transport | None = None,
         storage: CheckpointStorage | None = None,
+        on_readiness: Callable[[Readiness], None] | None = None,
     ) -> None:
         self.store, self.config, self.transport = store, config, transport
         self.storage = storage
+        self.on_readiness = on_readiness
+        self.observed = readiness(None)
         self.wakeup = threading.Event()
         self.stopping = threading.Event()
         self.current: Incarnation | None = None
@@ -308,6 +320,13 @@ class PeerGroup:
             self.current.lost.set()
         self.wakeup.set()
 
+    def _observe(self) -> None:
+        now = readiness(self.current)
+        if now != self.observed:
+            self.observed = now
+            if self.on_readiness is not None:
+                self.on_readiness(now)
+
     def stop(self) -> None:
         """Ask the group to leave gracefully; run() returns once it has."""
         self.stopping.set()
@@ -316,7 +335,12 @@ class PeerGroup:
     def run(self) -> None:
         while True:
             self.current = Incarnation(
-                self.store, self.config, self.wakeup, self.transport, self.storage
+                self.store,
+                self.config,
+                self.wakeup,
+                self.transport,
+                self.storage,
+                observe=self._observe,
             )
             try:
                 outcome = self.current.run(self.stopping)

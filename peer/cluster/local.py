@@ -8,11 +8,18 @@ import uuid
 from collections.abc import Sequence
 
 from peer.cluster.group import GroupConfig, PeerGroup
+from peer.job.spec import Job
 from peer.log import subscriber
 from peer.log.replica import Replica, ring_settled
 from peer.log.stores.memory import MemoryLog
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.dataplane import Transport
+
+
+def peers_for(job: Job, groups: int) -> int:
+    """Virtual peers per group so that the job gets every task's minimum (at least 4 in all)."""
+    needed = max(4, sum(task.min_peers for task in job.catalog))
+    return -(-needed // groups)
 
 
 class LocalCluster:

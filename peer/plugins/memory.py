@@ -1,4 +1,5 @@
-"""The in-memory input: segments written into the job itself, for tests, examples and demos.
+"""In-memory plugins, for tests, examples and demos: an input whose segments are written into the
+job itself, and an output that collects segments in this process.
 
 ``params.segments`` lists them, or ``params.count`` N stands for ``{"n": 0}`` .. ``{"n": N-1}``
 without building the list. Item i belongs to slot ``i % slots``, so each peer knows its share
@@ -7,10 +8,17 @@ the epoch). The data lives in the job, so a commit has no source to tell: ``comm
 nothing. Segments are handed out as fresh plain data on every poll: the frozen params stay as the
 job wrote them, so a replay after recovery gives the same segments even if a downstream function
 mutated the first copies.
+
+The collecting output (``peer.plugins.memory:output``) keeps what each slot of an output task
+wrote in a list of this process, under the name ``params.collection``: ``collected(name)`` reads
+them, ``discard(name)`` drops them. Its checkpoint is how many segments its slot holds, and
+recovery cuts the list back to that, so what a replay writes again is held once; it suits jobs
+run in this process (``peer.testing``), not a cluster of processes.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -71,6 +79,71 @@ class MemoryInput:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def output(task: Task, slot: int, slots: int) -> MemoryOutput:
+    """The factory named ``peer.plugins.memory:output``."""
+    name = param(task, "collection", "a non-empty string", lambda v: isinstance(v, str) and v)
+    with _LOCK:
+        lists = _COLLECTIONS.setdefault(name, {})
+        written = lists.setdefault((task.name, slot), [])
+    return MemoryOutput(task, written)
+
+
+_COLLECTIONS: dict[str, dict[tuple[str, int], list[Any]]] = {}
+"""Collection name to (task, slot) to the segments that slot holds."""
+_LOCK = threading.Lock()
+
+
+def collected(name: str) -> dict[str, list[Any]]:
+    """What the outputs collecting into ``name`` hold: per task, its slots' segments in slot
+    order."""
+    with _LOCK:
+        lists = sorted(_COLLECTIONS.get(name, {}).items())
+    result: dict[str, list[Any]] = {}
+    for (task, _), segments in lists:
+        result.setdefault(task, []).extend(segments)
+    return result
+
+
+def discard(name: str) -> None:
+    with _LOCK:
+        _COLLECTIONS.pop(name, None)
+
+
+class MemoryOutput:
+    """Appends what its slot writes to ``written``, a list of this process."""
+
+    def __init__(self, task: Task, written: list[Any]) -> None:
+        self._task = task
+        self._written = written
+        self._staged: list[Any] = []
+
+    def recover(self, recovery: Recovery) -> None:
+        checkpoint = recovery.checkpoint
+        if checkpoint is not None and not natural(checkpoint):
+            raise error(self._task, f"checkpoint must be a segment count, got {checkpoint!r}")
+        del self._written[checkpoint or 0 :]
+
+    def prepare(self, segments: list[Any]) -> None:
+        self._staged.extend(segments)
+
+    def write(self) -> bool:
+        self._written.extend(self._staged)
+        self._staged = []
+        return True
+
+    def synced(self) -> bool:
+        return True
+
+    def checkpoint(self, epoch: Epoch) -> int:
+        return len(self._written)
+
+    def committed(self, epoch: Epoch) -> None:
+        """Nothing to publish: what is written is in the list already."""
+
+    def close(self) -> None:
+        """Nothing to release: the list outlives the task, for ``collected``."""
 
 
 def _numbered(index: int) -> dict[str, int]:

@@ -96,6 +96,7 @@ class DataPlane:
         self.short_groups: dict[int, str] = {}
         self.liveness = Liveness(group, self.config.peer_timeout, write)
         self.heartbeats: Heartbeats | None = None
+        self.closed = False
         if transport is not None:
             beacon, beat = transport.beacon(), encode(HEARTBEAT, [group])
             self.heartbeats = Heartbeats(
@@ -381,7 +382,14 @@ class DataPlane:
             if g != self.group and not peers.isdisjoint(replica.group_peers.get(g, ()))
         }
 
+    @property
+    def up(self) -> bool:
+        """Open, and beating to the groups it shares jobs with (when it has a transport): what a
+        group's readiness requires of its data plane."""
+        return not self.closed and (self.heartbeats is None or self.heartbeats.is_alive())
+
     def close(self) -> None:
+        self.closed = True
         for runner in self.runners.values():
             runner.close()
         self.runners.clear()

@@ -28,6 +28,8 @@ pytestmark = pytest.mark.role_group("peers")
 
 # What the template unit says in [Service] (deploy conventions, and the peer role's extras).
 UNIT_DIRECTIVES = [
+    "Type=notify",
+    "NotifyAccess=main",
     "NoNewPrivileges=yes",
     "ProtectSystem=strict",
     "ProtectHome=yes",
@@ -107,6 +109,7 @@ def test_unit_file_is_hardened(node: Node):
     assert [d for d in UNIT_DIRECTIVES if d not in lines] == []
     assert f"User={node.var('__peer_user')}" in lines
     assert f"Group={node.var('__peer_group')}" in lines
+    assert f"TimeoutStartSec={node.var('__peer_start_timeout')}" in lines
     driver = node.var("peer_media_driver_service")
     if driver:
         assert f"Requires={driver}" in lines
@@ -140,6 +143,9 @@ def test_groups_are_ring_members(node: Node):
             return metric_value(http_get(node.host, url).body.splitlines(), "onyx_ring_member")
 
         assert poll(member, lambda v: v == 1.0) == 1.0, f"onyx_ring_member of group {i} ({url})"
+        ready = http_get(node.host, url.removesuffix("/metrics") + "/readyz")
+        assert ready.status == 200, f"/readyz of group {i}: {ready.status} {ready.body}"
+        assert ready.json()["ready"] is True
 
 
 def test_ring_holds_every_peer_group(node: Node, cluster: Cluster):
