@@ -26,6 +26,7 @@ from peer.log.entry import Transition
 from peer.log.replica import Replica
 from peer.log.store import LogStore, StoreError, store_origin_and_trim
 from peer.log.stores.zookeeper import ZooKeeperStore
+from peer.plugins import Epoch
 from peer.runtime.checkpoints import CheckpointStorage, Commits, Savepoint
 
 
@@ -161,8 +162,19 @@ class JobStatus:
     def peers(self) -> int:
         return sum(len(peers) for peers in self.allocation.values())
 
-    def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "peers": self.peers}
+    def to_json(self, committed: Epoch | None = None) -> dict[str, Any]:
+        """The status as the CLI's ``--json`` and the ``/jobs`` endpoints give it, with the
+        job's last committed epoch (from its commit record) when the caller read one."""
+        epoch = None if committed is None else {
+            "allocation_version": committed.version, "epoch": committed.number
+        }  # fmt: skip
+        return {**asdict(self), "peers": self.peers, "committed_epoch": epoch}
+
+
+def last_committed(store: LogStore, job_id: str) -> Epoch | None:
+    """The job's last committed epoch, from its commit record."""
+    record, _ = Commits(store, job_id).read()
+    return None if record is None else record.committed
 
 
 def jobs(current: Replica) -> list[JobStatus]:

@@ -484,25 +484,19 @@ def job_status(args: argparse.Namespace) -> int:
 
 def job_list(args: argparse.Namespace) -> int:
     with _client(args) as store:
-        listed = [(s, _last_committed(store, s.id)) for s in api.jobs(api.replica(store))]
+        listed = [(s, api.last_committed(store, s.id)) for s in api.jobs(api.replica(store))]
     if args.json:
-        print(json.dumps([{**s.to_json(), "committed": epoch} for s, epoch in listed]))
+        print(json.dumps([status.to_json(epoch) for status, epoch in listed]))
         return 0
     rows = [("ID", "STATE", "PEERS", "COMMITTED")]
     for status, epoch in listed:
-        committed = f"{epoch[0]}/{epoch[1]}" if epoch else "-"
+        committed = f"{epoch.version}/{epoch.number}" if epoch else "-"
         rows.append((status.id, status.state, str(status.peers), committed))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
         print("  ".join(cells).rstrip())
     return 0
-
-
-def _last_committed(store: api.ZooKeeperStore, job_id: str) -> list[int] | None:
-    """[allocation version, epoch] of the job's last commit, if it has one."""
-    record, _ = Commits(store, job_id).read()
-    return None if record is None or record.committed is None else list(record.committed)
 
 
 def job_wait(args: argparse.Namespace) -> int:

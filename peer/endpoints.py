@@ -33,7 +33,8 @@ from peer.cluster.readiness import readiness
 from peer.log.replica import Replica
 from peer.log.store import LogStore, StoreError
 from peer.metrics import GroupCollector, MetricsError
-from peer.runtime.checkpoints import CheckpointError, Commits
+from peer.plugins import Epoch
+from peer.runtime.checkpoints import CheckpointError
 
 log = logging.getLogger(__name__)
 
@@ -103,26 +104,15 @@ def _one_job(replica: Replica, store: LogStore, job_id: str) -> Reply:
 def job_json(replica: Replica, store: LogStore, job_id: str) -> dict[str, Any]:
     """One job's status as the replica says, and its last committed epoch from its commit
     record (null before the first, or while the store cannot answer)."""
-    status = api.status(replica, job_id)
-    return {
-        "id": job_id,
-        "state": status.state,
-        "needs": status.needs,
-        "peers": status.allocation,
-        "allocation_version": status.allocation_version,
-        "committed_epoch": _committed(store, job_id),
-    }
+    return api.status(replica, job_id).to_json(_committed(store, job_id))
 
 
-def _committed(store: LogStore, job_id: str) -> dict[str, int] | None:
+def _committed(store: LogStore, job_id: str) -> Epoch | None:
     try:
-        record, _ = Commits(store, job_id).read()
+        return api.last_committed(store, job_id)
     except (StoreError, CheckpointError) as e:
         log.warning("job %s: its commit record cannot be read: %s", job_id, e)
         return None
-    if record is None or record.committed is None:
-        return None
-    return {"allocation_version": record.committed.version, "epoch": record.committed.number}
 
 
 def _send(

@@ -63,7 +63,7 @@ def test_list_shows_every_job_with_its_state(empty_cluster, tmp_path):
                                              ["second", "killed", "0", "-"]]  # fmt: skip
 
     listed = json.loads(onyx("job", "list", *empty_cluster, "--json").stdout)
-    assert [(j["id"], j["state"], j["peers"], j["committed"]) for j in listed] == [
+    assert [(j["id"], j["state"], j["peers"], j["committed_epoch"]) for j in listed] == [
         ("first", "waiting", 0, None),
         ("second", "killed", 0, None),
     ]
