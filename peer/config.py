@@ -348,9 +348,9 @@ def _shown(setting: Setting) -> str:
     if setting.source == "unset":
         return "(required, not set)"
     value = _plain(setting.value)
-    return (
-        "(none)" if value is None else json.dumps(value) if isinstance(value, list) else str(value)
-    )
+    if isinstance(value, list):
+        return json.dumps(value, ensure_ascii=False)
+    return "(none)" if value is None else str(value)
 
 
 def _source(setting: Setting) -> str:
