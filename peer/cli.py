@@ -220,7 +220,7 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
     peer_commands = peer.add_subparsers(dest="peer_command", required=True, parser_class=Parser)
     start = peer_commands.add_parser(
         "start", help="run a peer group until SIGTERM", description="Run a peer group: join "
-        "the ring, run the tasks the log gives its virtual peers, leave gracefully on SIGTERM.",
+        "the ring, run the tasks the log gives its virtual peers,\nleave gracefully on SIGTERM.",
     )  # fmt: skip
     _cluster_args(start)
     start.add_argument(
@@ -299,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     job = commands.add_parser("job", help="submit, follow and kill jobs")
     job_commands = job.add_subparsers(dest="job_command", required=True, parser_class=Parser)
     submit = job_commands.add_parser("submit", help="submit a job file; prints its id")
-    submit.add_argument("file", type=Path, metavar="FILE")
+    submit.add_argument("file", type=Path, metavar="FILE", help="the job, as YAML or JSON")
     submit.add_argument(
         "--id", metavar="ID", help="the job's id; none takes the job's own, or a fresh one"
     )
@@ -312,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("checkpoints", job_checkpoints, "list a job's committed checkpoints still stored"),
     ):
         command = job_commands.add_parser(name, help=text)
-        command.add_argument("id", metavar="ID")
+        command.add_argument("id", metavar="ID", help="the job's id")
         _cluster_args(command)
         command.set_defaults(handler=handler)
         if name == "wait":
@@ -339,7 +339,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run", help="run a job (or, without FILE, form a ring) on a local cluster"
     )
-    run.add_argument("file", type=Path, nargs="?", metavar="FILE")
+    run.add_argument(
+        "file", type=Path, nargs="?", metavar="FILE", help="the job, as YAML or JSON (none: a ring)"
+    )
     run.add_argument(
         "--groups",
         type=positive_int,
@@ -389,7 +391,7 @@ def _config_parser(commands: argparse._SubParsersAction) -> None:
         "show",
         help="print each option's effective value and where it came from",
         description="Print the configuration `onyx COMMAND ARGS...` would run with: each "
-        "option's value and where it came from (default, file, env or command line). Without "
+        "option's value\nand where it came from (default, file, env or command line). Without "
         "a COMMAND, every command's.",
     )
     show.add_argument("--json", action="store_true", help="as JSON")
