@@ -440,7 +440,7 @@ def peer_start(args: argparse.Namespace) -> int:
         session_timeout=args.session_timeout,
         connect_timeout=args.connect_timeout,
     )
-    config = GroupConfig(
+    settings = GroupConfig(
         vpeers=args.vpeers,
         join_back_off=args.join_back_off,
         leave_timeout=args.session_timeout,
@@ -457,7 +457,7 @@ def peer_start(args: argparse.Namespace) -> int:
         storage = CheckpointStorage(args.checkpoints, args.tenancy)
         stack.callback(storage.close)
         storage.check_writable()
-        group = PeerGroup(store, config, transport, storage)
+        group = PeerGroup(store, settings, transport, storage)
         _serve_metrics(args, lambda: group.current)
         stop = _stopper(store, group)
         signal.signal(signal.SIGTERM, stop)
