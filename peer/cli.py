@@ -115,6 +115,7 @@ def spark_setting(value: str) -> str:
 
 
 positive_int = _positive(int, "a whole number of at least 1")
+port_number = _positive(int, "a port number from 1 to 65535", 65535)
 positive_seconds = _positive(
     float, f"a positive, finite number of seconds (at most {MAX_SECONDS}, a year)", MAX_SECONDS
 )
@@ -191,7 +192,7 @@ def _spark_args(parser: argparse.ArgumentParser) -> None:
 def _metrics_args(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--metrics-port",
-        type=positive_int,
+        type=port_number,
         metavar="PORT",
         help=f"serve Prometheus metrics of {what} on /metrics at this port",
     )
@@ -251,7 +252,7 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
     )
     start.add_argument(
         "--port",
-        type=positive_int,
+        type=port_number,
         metavar="PORT",
         help="the UDP port for segments; none picks a free one",
     )
