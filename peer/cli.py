@@ -11,18 +11,19 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import re
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import NoReturn
 
-from peer import __version__, api, endpoints, metrics, systemd
+from peer import __version__, api, config, endpoints, log_output, metrics, systemd
 from peer.cluster.group import GroupConfig, PeerGroup, new_id
 from peer.cluster.local import LocalCluster, peers_for
 from peer.deploy.inventory import InventoryError, convert, read_output
@@ -55,9 +56,29 @@ EXIT_UNREACHABLE = 4
 EXIT_INTERRUPTED = 130
 """What a shell reports for a command that SIGINT ended: 128 + the signal's number."""
 HOST_PORT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:(\d{1,5})$")
+MAX_SECONDS = 365 * 24 * 3600
+"""The longest timeout an option takes: a year (an infinite one overflows the clock)."""
+EXAMPLES = """\
+examples:
+  onyx media-driver --dir /dev/shm/onyx-aeron
+  onyx peer start --zookeeper zk1:2181 --tenancy prod --vpeers 4 --aeron-dir /dev/shm/onyx-aeron
+  onyx peer start --config /etc/onyx/peer-0.toml
+  onyx job submit job.yaml --zookeeper zk1:2181 --tenancy prod
+  ONYX_CONFIG=/etc/onyx/peer-0.toml onyx replica --json
+  onyx config show peer start --config /etc/onyx/peer-0.toml
+  onyx run examples/wordcount/job.yaml
+
+Every option may also come from the environment (ONYX_<OPTION>, e.g. ONYX_ZOOKEEPER) or a TOML
+config file (--config PATH or ONYX_CONFIG; keys named as the options, tables per command such as
+[peer.start]): the command line wins over the environment, the environment over the file.
+"""
 
 
 class Parser(argparse.ArgumentParser):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", config.HelpFormatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"onyx: error: {message}\n")
 
@@ -78,13 +99,15 @@ def tenancy_name(value: str) -> str:
     return value
 
 
-def _positive[N: (int, float)](parse: Callable[[str], N], what: str) -> Callable[[str], N]:
+def _positive[N: (int, float)](
+    parse: Callable[[str], N], what: str, most: float = math.inf
+) -> Callable[[str], N]:
     def check(value: str) -> N:
         try:
             number = parse(value)
         except ValueError:
             number = parse("0")
-        if not number > 0:
+        if not 0 < number <= most:
             raise argparse.ArgumentTypeError(f"{value!r} is not {what}")
         return number
 
@@ -98,27 +121,49 @@ def credentials(value: str) -> str:
     return value
 
 
-def spark_setting(value: str) -> tuple[str, str]:
+def spark_setting(value: str) -> str:
+    """A Spark setting, KEY=VALUE, with the key stripped."""
     key, sep, setting = value.partition("=")
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"{value!r} is not KEY=VALUE")
-    return key.strip(), setting
+    return f"{key.strip()}={setting}"
 
 
 positive_int = _positive(int, "a whole number of at least 1")
-positive_seconds = _positive(float, "a positive number of seconds")
+port_number = _positive(int, "a port number from 1 to 65535", 65535)
+positive_seconds = _positive(
+    float, f"a positive, finite number of seconds (at most {MAX_SECONDS}, a year)", MAX_SECONDS
+)
 
 
 def _cluster_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--zookeeper", required=True, type=zookeeper_address, metavar="HOST:PORT")
-    parser.add_argument("--tenancy", required=True, type=tenancy_name, metavar="NAME")
-    parser.add_argument("--connect-timeout", type=positive_seconds, default=10.0, metavar="S")
+    parser.add_argument(
+        "--zookeeper",
+        required=True,
+        type=zookeeper_address,
+        metavar="HOST:PORT",
+        help="the cluster's ZooKeeper ensemble, HOST:PORT[,HOST:PORT...]",
+    )
+    parser.add_argument(
+        "--tenancy",
+        required=True,
+        type=tenancy_name,
+        metavar="NAME",
+        help="the cluster's name in ZooKeeper",
+    )
+    parser.add_argument(
+        "--connect-timeout",
+        type=positive_seconds,
+        default=10.0,
+        metavar="S",
+        help="seconds to wait for a ZooKeeper server to answer",
+    )
     parser.add_argument(
         "--zookeeper-auth",
         type=credentials,
         metavar="USER:PASSWORD",
         help="the tenancy's ZooKeeper digest credentials, where /onyx is protected by an ACL "
-        "(better from ONYX_ZOOKEEPER_AUTH or a config file than on a command line)",
+        "(better from the environment or a config file: a command line is seen by every user)",
     )
 
 
@@ -128,7 +173,24 @@ def _checkpoints_arg(parser: argparse.ArgumentParser) -> None:
         default=str(Path("~/.onyx/checkpoints").expanduser()),
         metavar="URL",
         help="checkpoint storage: a directory or fsspec URL that every group of the cluster "
-        "reaches (default: ~/.onyx/checkpoints, which suits one machine)",
+        "reaches (the default suits one machine)",
+    )
+
+
+def _log_args(parser: argparse.ArgumentParser, level: str) -> None:
+    parser.add_argument(
+        "--log-level",
+        default=level,
+        type=str.lower,
+        choices=log_output.LEVELS,
+        help="the least severe log records written to stderr",
+    )
+    parser.add_argument(
+        "--log-format",
+        default="text",
+        type=str.lower,
+        choices=log_output.FORMATS,
+        help="text lines (without timestamps under journald), or one JSON object a line",
     )
 
 
@@ -137,7 +199,7 @@ def _spark_args(parser: argparse.ArgumentParser) -> None:
         "--spark-master",
         default=spark_session.DEFAULT_MASTER,
         metavar="URL",
-        help="where Spark tasks run: local[*] (default), local[N] or spark://HOST:7077",
+        help="where Spark tasks run: local[*], local[N] or spark://HOST:7077",
     )
     parser.add_argument(
         "--spark-conf",
@@ -152,43 +214,72 @@ def _spark_args(parser: argparse.ArgumentParser) -> None:
 def _metrics_args(parser: argparse.ArgumentParser, what: str, extra: str = "") -> None:
     parser.add_argument(
         "--metrics-port",
-        type=positive_int,
+        type=port_number,
         metavar="PORT",
-        help=f"serve Prometheus metrics of {what} on /metrics{extra} at this port (default: none)",
+        help=f"serve Prometheus metrics of {what} on /metrics{extra} at this port",
     )
     parser.add_argument(
         "--metrics-address",
         default="0.0.0.0",
         metavar="HOST",
-        help="the address the metrics port listens on (default: every interface)",
+        help="the address the metrics port listens on; 0.0.0.0 is every interface",
     )
 
 
 def _configure_spark(args: argparse.Namespace, stack: ExitStack) -> None:
     """The group's Spark session starts at its first Spark task, and stops with the group."""
-    spark_session.configure(args.spark_master, dict(args.spark_conf))
+    settings = dict(setting.split("=", 1) for setting in args.spark_conf)
+    spark_session.configure(args.spark_master, settings)
     stack.callback(spark_session.stop)
 
 
 def _peer_parser(commands: argparse._SubParsersAction) -> None:
     peer = commands.add_parser("peer", help="peer group commands")
     peer_commands = peer.add_subparsers(dest="peer_command", required=True, parser_class=Parser)
-    start = peer_commands.add_parser("start", help="run a peer group until SIGTERM")
+    start = peer_commands.add_parser(
+        "start", help="run a peer group until SIGTERM", description="Run a peer group: join "
+        "the ring, run the tasks the log gives its virtual peers,\nleave gracefully on SIGTERM.",
+    )  # fmt: skip
     _cluster_args(start)
-    start.add_argument("--vpeers", type=positive_int, default=1, metavar="N")
-    start.add_argument("--session-timeout", type=positive_seconds, default=10.0, metavar="S")
-    start.add_argument("--join-back-off", type=positive_seconds, default=0.5, metavar="S")
     start.add_argument(
-        "--aeron-dir", metavar="DIR", help="attach to this media driver (default: embed one)"
+        "--vpeers", type=positive_int, default=1, metavar="N", help="virtual peers of this group"
     )
-    start.add_argument("--bind", default="127.0.0.1", metavar="HOST", help="address for segments")
-    start.add_argument("--port", type=positive_int, metavar="PORT", help="default: a free port")
+    start.add_argument(
+        "--session-timeout",
+        type=positive_seconds,
+        default=10.0,
+        metavar="S",
+        help="ZooKeeper session timeout; also how long a stopping group waits for its leave",
+    )
+    start.add_argument(
+        "--join-back-off",
+        type=positive_seconds,
+        default=0.5,
+        metavar="S",
+        help="seconds before a failed join is tried again (randomized)",
+    )
+    start.add_argument(
+        "--aeron-dir", metavar="DIR", help="attach to this media driver; none embeds one"
+    )
+    start.add_argument(
+        "--bind",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="the address this group receives segments on, advertised to the others",
+    )
+    start.add_argument(
+        "--port",
+        type=port_number,
+        metavar="PORT",
+        help="the UDP port for segments; none picks a free one",
+    )
     start.add_argument("--tags", default="", metavar="A,B", help="tags this group's peers offer")
     start.add_argument(
         "--mtu",
         type=positive_int,
         metavar="BYTES",
-        help="Aeron MTU for outgoing segments (default 1408; 8192 on one machine or jumbo frames)",
+        help="Aeron MTU for outgoing segments; none keeps Aeron's 1408 (8192 suits one machine "
+        "or jumbo frames)",
     )
     _checkpoints_arg(start)
     start.add_argument(
@@ -200,6 +291,7 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
     )
     _spark_args(start)
     _metrics_args(start, "this peer group", " (and /healthz, /readyz, /replica, /jobs, /jobs/ID)")
+    _log_args(start, "info")
     start.set_defaults(handler=peer_start)
 
 
@@ -211,8 +303,10 @@ def _job_parser(commands: argparse._SubParsersAction) -> None:
     job = commands.add_parser("job", help="submit, list, follow and kill jobs")
     job_commands = job.add_subparsers(dest="job_command", required=True, parser_class=Parser)
     submit = job_commands.add_parser("submit", help="submit a job file; prints its id")
-    submit.add_argument("file", type=Path, metavar="FILE")
-    submit.add_argument("--id", metavar="ID", help="the job's id (default: a fresh one)")
+    submit.add_argument("file", type=Path, metavar="FILE", help="the job, as YAML or JSON")
+    submit.add_argument(
+        "--id", metavar="ID", help="the job's id; none takes the job's own, or a fresh one"
+    )
     submit.add_argument(
         "--code",
         type=Path,
@@ -237,7 +331,7 @@ def _job_parser(commands: argparse._SubParsersAction) -> None:
         ("checkpoints", job_checkpoints, "list a job's committed checkpoints still stored"),
     ):
         command = job_commands.add_parser(name, help=text)
-        command.add_argument("id", metavar="ID")
+        command.add_argument("id", metavar="ID", help="the job's id")
         _cluster_args(command)
         _json_arg(command, "the answer")
         command.set_defaults(handler=handler)
@@ -246,7 +340,7 @@ def _job_parser(commands: argparse._SubParsersAction) -> None:
         "--timeout",
         type=positive_seconds,
         metavar="S",
-        help="give up after this long, exit 3 (default: wait as long as it takes)",
+        help="give up after this long, exit 3; none waits as long as it takes",
     )
     _checkpoints_arg(job_commands.choices["checkpoints"])
     _savepoint_parser(job_commands)
@@ -259,9 +353,9 @@ def _savepoint_parser(job_commands: argparse._SubParsersAction) -> None:
         description="A savepoint is a committed checkpoint kept until it is disposed of; a "
         "new job restores it with resume_from: {job: ID, savepoint: NAME}.",
     )
-    savepoint.add_argument("id", metavar="ID")
+    savepoint.add_argument("id", metavar="ID", help="the job's id")
     savepoint.add_argument(
-        "--name", metavar="NAME", help="the savepoint's name (default: savepoint-<UTC time>)"
+        "--name", metavar="NAME", help="the savepoint's name; none names it savepoint-<UTC time>"
     )
     savepoint.add_argument(
         "--dispose", metavar="NAME", help="delete savepoint NAME instead of taking one"
@@ -270,7 +364,8 @@ def _savepoint_parser(job_commands: argparse._SubParsersAction) -> None:
         "--timeout",
         type=positive_seconds,
         metavar="S",
-        help="give up waiting for the commit after this long, exit 3 (default: no limit)",
+        help="give up waiting for the commit after this long, exit 3; none waits as long as it "
+        "takes",
     )
     _cluster_args(savepoint)
     _checkpoints_arg(savepoint)
@@ -279,15 +374,22 @@ def _savepoint_parser(job_commands: argparse._SubParsersAction) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="onyx", description=__doc__.splitlines()[0])
+    parser = Parser(prog="onyx", description=__doc__.split("\n\n")[0], epilog=EXAMPLES)
     parser.add_argument("--version", action="version", version=f"onyx {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    commands = parser.add_subparsers(
+        dest="command", required=True, parser_class=Parser, title="commands", metavar="COMMAND"
+    )
 
     _peer_parser(commands)
 
-    driver = commands.add_parser("media-driver", help="run a standalone Aeron media driver")
-    driver.add_argument("--dir", required=True, metavar="DIR")
+    driver = commands.add_parser(
+        "media-driver", help="run a standalone Aeron media driver that peer groups attach to"
+    )
+    driver.add_argument(
+        "--dir", required=True, metavar="DIR", help="the driver's directory (e.g. on /dev/shm)"
+    )
     _metrics_args(driver, "this media driver (its Aeron counters)")
+    _log_args(driver, "info")
     driver.set_defaults(handler=media_driver)
 
     _job_parser(commands)
@@ -300,21 +402,37 @@ def build_parser() -> argparse.ArgumentParser:
     gc = commands.add_parser("gc", help="compress the replica into the origin and trim the log")
     _cluster_args(gc)
     gc.set_defaults(handler=collect_garbage)
+    _config_parser(commands)
 
     run = commands.add_parser(
         "run", help="run a job (or, without FILE, form a ring) on a local cluster"
     )
-    run.add_argument("file", type=Path, nargs="?", metavar="FILE")
-    run.add_argument("--groups", type=positive_int, default=None, metavar="N")
-    run.add_argument("--vpeers", type=positive_int, default=None, metavar="N")
+    run.add_argument(
+        "file", type=Path, nargs="?", metavar="FILE", help="the job, as YAML or JSON (none: a ring)"
+    )
+    run.add_argument(
+        "--groups",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="peer groups in this process; none runs 1 for a job, 3 for a ring",
+    )
+    run.add_argument(
+        "--vpeers",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="virtual peers per group; none gives enough for the job's tasks",
+    )
     run.add_argument(
         "--timeout",
         type=positive_seconds,
         metavar="S",
-        help="kill the job and stop after this long, exit 3 (default: run until it ends or "
-        "Ctrl-C, which kills the job, lets the groups leave and exits 130)",
+        help="kill the job and stop after this long, exit 3; none runs until the job ends or "
+        "Ctrl-C, which kills the job, lets the groups leave and exits 130",
     )
     _spark_args(run)
+    _log_args(run, "warning")
     run.set_defaults(handler=run_local)
 
     inventory = commands.add_parser(
@@ -328,7 +446,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="the JSON that `terraform output -json` printed (default: stdin)",
     )
     inventory.set_defaults(handler=ansible_inventory)
+    config.configurable(parser)
     return parser
+
+
+def _config_parser(commands: argparse._SubParsersAction) -> None:
+    group = commands.add_parser("config", help="show the configuration a command would run with")
+    config_commands = group.add_subparsers(
+        dest="config_command", required=True, parser_class=Parser
+    )
+    show = config_commands.add_parser(
+        "show",
+        help="print each option's effective value and where it came from",
+        description="Print the configuration `onyx COMMAND ARGS...` would run with: each "
+        "option's value\nand where it came from (default, file, env or command line). Without "
+        "a COMMAND, every command's.",
+    )
+    show.add_argument("--json", action="store_true", help="as JSON")
+    show.add_argument(
+        "target",
+        nargs=argparse.REMAINDER,
+        metavar="COMMAND [ARGS...]",
+        help="a command and its arguments, e.g. peer start --vpeers 4",
+    )
+    show.set_defaults(handler=config_show)
 
 
 def short(group: str) -> str:
@@ -344,6 +485,8 @@ def describe(replica: Replica) -> str:
     ]
     if cycle is None:
         lines.append("  ring: incomplete (a join or repair is in flight)")
+    elif not cycle:
+        lines.append("  ring: empty (no group has joined)")
     else:
         lines.append("  ring: " + " -> ".join(short(g) for g in [*cycle, cycle[0]]))
     for group in sorted(replica.groups):
@@ -357,7 +500,7 @@ def describe(replica: Replica) -> str:
 
 
 def peer_start(args: argparse.Namespace) -> int:
-    _logging(logging.INFO)
+    log_output.configure(args.log_level, args.log_format)
     store = api.connect(
         args.zookeeper,
         args.tenancy,
@@ -366,7 +509,7 @@ def peer_start(args: argparse.Namespace) -> int:
         connect_timeout=args.connect_timeout,
         auth=args.zookeeper_auth,
     )
-    config = GroupConfig(
+    settings = GroupConfig(
         vpeers=args.vpeers,
         join_back_off=args.join_back_off,
         leave_timeout=args.session_timeout,
@@ -382,7 +525,8 @@ def peer_start(args: argparse.Namespace) -> int:
         stack.callback(transport.close)
         storage = CheckpointStorage(args.checkpoints, args.tenancy)
         stack.callback(storage.close)
-        group = PeerGroup(store, config, transport, storage, on_readiness=systemd.announce)
+        storage.check_writable()
+        group = PeerGroup(store, settings, transport, storage, on_readiness=systemd.announce)
         if args.metrics_port is not None:
             endpoints.serve(args.metrics_port, args.metrics_address, lambda: group.current)
         stop = _stopper(store, group)
@@ -411,7 +555,7 @@ def _stopper(store: api.ZooKeeperStore, group: PeerGroup) -> Callable[..., None]
 
 
 def media_driver(args: argparse.Namespace) -> int:
-    _logging(logging.INFO)
+    log_output.configure(args.log_level, args.log_format)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -426,7 +570,7 @@ def media_driver(args: argparse.Namespace) -> int:
 @contextmanager
 def _client(args: argparse.Namespace) -> Iterator[api.ZooKeeperStore]:
     """A session on the cluster's log for one command, closed however the command ends."""
-    _logging(logging.WARNING)
+    log_output.configure()
     store = api.connect(
         args.zookeeper,
         args.tenancy,
@@ -597,7 +741,7 @@ def run_local(args: argparse.Namespace) -> int:
     memory. With more groups, each embeds a media driver and segments between groups go over
     UDP. Ctrl-C kills the job and stops the cluster as cleanly as the end of the job does;
     a second Ctrl-C while that runs exits at once."""
-    _logging(logging.WARNING)
+    log_output.configure(args.log_level, args.log_format)
     job = api.load(args.file) if args.file else None
     groups = args.groups or (1 if job else 3)
     vpeers = args.vpeers or (peers_for(job, groups) if job else 2)
@@ -702,19 +846,47 @@ def ansible_inventory(args: argparse.Namespace) -> int:
     return 0
 
 
-def _logging(level: int) -> None:
-    logging.basicConfig(
-        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("kazoo").setLevel(max(level, logging.ERROR))
+def config_show(args: argparse.Namespace) -> int:
+    """The configuration of the command in ``args.target`` (parsed as `onyx` would parse it),
+    or of every command; a required option given nowhere is shown unset, not refused."""
+    parser = build_parser()
+    if args.target:
+        target = parser.parse_args(args.target)
+        target.config = target.config or args.config
+        words, _ = config.command_of(parser, target)
+        shown = {words: config.settings(parser, words, target, os.environ)}
+    else:
+        shown = {}
+        for words, leaf in config.commands(parser).items():
+            target = config.unset_namespace(leaf)
+            target.config = args.config
+            shown[words] = config.settings(parser, words, target, os.environ)
+    path = config.config_path(target, os.environ)
+    print(config.to_json(shown) if args.json else config.describe(shown, path))
+    return 0
+
+
+def parse_args(argv: Sequence[str] | None, environ: Mapping[str, str]) -> argparse.Namespace:
+    """The command line, then every option it left unset from ``environ``, the config file or
+    its default; a bad value from any of them exits 2 with one line naming where it came from."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config.resolve(parser, args, environ)
+    except config.ConfigError as e:
+        parser.error(str(e))
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv, os.environ)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         return args.handler(args)
+    except config.ConfigError as e:
+        print(f"onyx: error: {e}", file=sys.stderr)
+        return 2
     except (
         StoreError,
         TimeoutError,

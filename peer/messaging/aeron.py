@@ -100,8 +100,8 @@ class AeronTransport:
                 self._driver = _embedded_driver()
                 aeron_dir = self._driver.dir
             self._aeron = _attach(aeron_dir)
-            self.address = f"{host}:{port or _free_udp_port(host)}"
-            self._subscription = self._aeron.add_subscription(_channel(self.address), stream_id)
+            self.address = _receiving_address(host, port)
+            self._subscription = _subscribe(self._aeron, self.address, stream_id)
         except BaseException:
             self.close()
             raise
@@ -286,10 +286,32 @@ def _copier(frames: deque[bytes]) -> Callable[[pyaeron.BufferView, pyaeron.Heade
     return copy
 
 
-def _free_udp_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+def _receiving_address(host: str, port: int | None) -> str:
+    """``host:port``, a free port unless given, once a UDP socket could bind there: an address
+    this machine lacks or a port in use is refused here in one line, where the driver would
+    report it as a page of C call sites."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind((host, port or 0))
+            return f"{host}:{s.getsockname()[1]}"
+    except OSError as e:
+        where = f"{host}:{port}" if port else host
+        raise TransportError(
+            f"cannot receive segments on {where} (--bind, --port): {e.strerror or e}"
+        ) from None
+
+
+def _subscribe(aeron: pyaeron.Aeron, address: str, stream_id: int) -> pyaeron.Subscription:
+    """The group's subscription; what the driver refuses (the port taken between the check and
+    here) is a TransportError with the driver's reason."""
+    try:
+        return aeron.add_subscription(_channel(address), stream_id)
+    except pyaeron.AeronError as e:
+        reasons = [
+            line for line in str(e).splitlines() if line.startswith("(") and "generic" not in line
+        ]
+        reason = reasons[0] if reasons else str(e).splitlines()[0]
+        raise TransportError(f"cannot receive segments on {address}: {reason}") from None
 
 
 def _channel(address: str) -> str:

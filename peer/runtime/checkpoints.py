@@ -251,11 +251,28 @@ class CheckpointStorage:
 
     def __init__(self, url: str, tenancy: str, workers: int = 2) -> None:
         try:
+            self.url = url
             self.fs, path = fsspec.url_to_fs(url)
         except (ValueError, ImportError) as e:
             raise CheckpointError(f"checkpoint storage {url!r} cannot be opened: {e}") from None
         self.root = f"{path.rstrip('/')}/{path_component(tenancy)}"
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="checkpoints")
+
+    def check_writable(self) -> None:
+        """Write and remove a small file under the tenancy's root, so that storage where nothing
+        can be written refuses a group at its start, not every job at its first checkpoint.
+        Whatever a filesystem raises here (an object store's client has errors of its own, a
+        missing credential among them) means the same: nothing can be stored there."""
+        probe = f"{self.root}/.probe-{uuid.uuid4().hex}"
+        try:
+            self._write(probe, b"probe")
+            self.fs.rm(probe)
+        except Exception as e:
+            reason = (e.strerror if isinstance(e, OSError) else None) or f"{type(e).__name__} {e}"
+            raise CheckpointError(
+                f"checkpoint storage {self.url} cannot be written ({self._where(self.root)}): "
+                f"{reason}"
+            ) from None
 
     def _job_root(self, job: str) -> str:
         return f"{self.root}/{path_component(job)}"

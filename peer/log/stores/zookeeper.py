@@ -15,6 +15,7 @@ import json
 import os
 import re
 import socket
+import threading
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -27,7 +28,6 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
 )
-from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 from kazoo.security import make_digest_acl
@@ -38,6 +38,12 @@ from peer.log.store import StoreError, StoreUnreachable, path_component
 
 ENTRY_PREFIX = "entry-"
 TENANCY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def _discard(client: KazooClient) -> None:
+    with contextlib.suppress(Exception):
+        client.stop()
+        client.close()
 
 
 def tenancy_root(tenancy: str) -> str:
@@ -94,14 +100,13 @@ class ZooKeeperStore:
         except ValueError as e:
             raise StoreError(f"bad ZooKeeper address {self.hosts!r}: {e}") from None
         client.add_listener(self._state_changed)
-        try:
-            client.start(timeout=connect_timeout)
-        except KazooTimeoutError:
-            client.stop()
-            client.close()
+        if not client.start_async().wait(connect_timeout) or not client.connected:
+            # kazoo's own stop waits for the attempt in flight, which a server that takes the
+            # connection and never answers holds for the whole session timeout: stop it aside.
+            threading.Thread(target=_discard, args=(client,), daemon=True).start()
             raise StoreUnreachable(
                 f"cannot reach ZooKeeper at {self.hosts} within {connect_timeout:g} s"
-            ) from None
+            )
         return client
 
     @property

@@ -4,6 +4,7 @@ their metrics, and have all joined one ring."""
 from __future__ import annotations
 
 import json
+import tomllib
 from collections import Counter
 from typing import Any
 
@@ -60,10 +61,18 @@ def metrics_port(node: Node, i: int) -> int:
     return int(node.var("peer_metrics_port_base")) + i
 
 
+def onyx(node: Node) -> str:
+    return f"{node.var('peer_venv')}/bin/onyx"
+
+
+def config_file(node: Node, i: int) -> str:
+    return f"{node.var('peer_config_dir')}/peer-{i}.toml"
+
+
 def replica(node: Node) -> dict[str, Any] | str:
-    """The cluster's replica as `onyx-cluster replica --json` on this node prints it (the command's
-    error output when it fails)."""
-    result = node.host.run("%s replica --json", node.var("__peer_cluster_command"))
+    """The cluster's replica as `onyx replica --json --config` on the node's first group's
+    configuration prints it (the command's error output when it fails)."""
+    result = node.host.run("%s replica --json --config %s", onyx(node), config_file(node, 0))
     if result.rc != 0:
         return f"exit {result.rc}: {result.stderr.strip()[-2000:]}"
     try:
@@ -76,37 +85,50 @@ def test_installed(node: Node):
     for package in [*node.var("peer_apt_packages"), *node.var("__peer_module_packages")]:
         assert node.host.package(package).is_installed, package
     assert_system_user(node.host, node.var("__peer_user"), node.var("__peer_group"))
-    onyx = f"{node.var('peer_venv')}/bin/onyx"
-    version = node.host.check_output("%s --version", onyx)
+    version = node.host.check_output("%s --version", onyx(node))
     assert Version(version.split()[-1]) == Version(node.var("peer_version")), version
 
 
 def test_configuration(node: Node):
-    config_dir = node.var("peer_config_dir")
-    settings = file_text(node.host, f"{config_dir}/peer.env")
-    assert f'ONYX_ZOOKEEPER="{node.var("peer_zookeeper_connect")}"' in settings
-    assert f'ONYX_TENANCY="{node.var("peer_tenancy")}"' in settings
-    assert f'ONYX_AERON_DIR="{node.var("peer_aeron_dir")}"' in settings
-    assert f'ONYX_BIND="{node.var("peer_bind")}"' in settings
-    assert f'ONYX_SPARK_MASTER="{node.var("peer_spark_master")}"' in settings
-    assert f'ONYX_METRICS_ADDRESS="{node.var("peer_metrics_address")}"' in settings
     for i in instances(node):
-        ports = file_text(node.host, f"{config_dir}/peer-{i}.env")
-        assert f'ONYX_METRICS_PORT="{metrics_port(node, i)}"' in ports
-    # No group above peer_groups is left configured.
-    assert not node.host.file(f"{config_dir}/peer-{len(instances(node))}.env").exists
+        path = config_file(node, i)
+        file = node.host.file(path)
+        assert (file.user, file.group, file.mode) == ("root", node.var("__peer_group"), 0o640)
+        doc = tomllib.loads(file_text(node.host, path))
+        assert doc["zookeeper"] == node.var("peer_zookeeper_connect")
+        assert doc["tenancy"] == node.var("peer_tenancy")
+        assert doc["checkpoints"] == node.var("peer_checkpoints")
+        group = doc["peer"]["start"]
+        assert group["vpeers"] == int(node.var("peer_vpeers"))
+        assert group["aeron_dir"] == node.var("peer_aeron_dir")
+        assert group["bind"] == node.var("peer_bind")
+        assert group["spark_master"] == node.var("peer_spark_master")
+        assert group["spark_conf"] == list(node.var("peer_spark_conf"))
+        assert group["metrics_port"] == metrics_port(node, i)
+        assert group["metrics_address"] == node.var("peer_metrics_address")
+        # The installed onyx reads every value from the file.
+        shown = node.host.check_output(
+            "%s config show --json peer start --config %s", onyx(node), path
+        )
+        options = json.loads(shown)["peer start"]
+        assert options["vpeers"]["source"] == "file", options["vpeers"]
+        assert options["metrics_port"]["value"] == metrics_port(node, i)
+    # No group above peer_groups is left configured, and nothing of earlier releases is left.
+    config_dir = node.var("peer_config_dir")
+    assert not node.host.file(config_file(node, len(instances(node)))).exists
+    assert not node.host.file(f"{config_dir}/peer.env").exists
+    assert not node.host.file(node.var("__peer_retired_command")).exists
     state_dir = node.host.file(node.var("peer_state_dir"))
     assert state_dir.is_directory
     assert state_dir.user == node.var("__peer_user")
-    cluster_command = node.host.file(node.var("__peer_cluster_command"))
-    assert cluster_command.is_file
-    assert cluster_command.mode == 0o755
 
 
 def test_unit_file_is_hardened(node: Node):
     unit_file = file_text(node.host, f"/etc/systemd/system/{node.var('__peer_unit')}")
     lines = {line.strip() for line in unit_file.splitlines()}
     assert [d for d in UNIT_DIRECTIVES if d not in lines] == []
+    configured = f"{node.var('peer_config_dir')}/peer-%i.toml"
+    assert f"ExecStart={onyx(node)} peer start --config {configured}" in lines
     assert f"User={node.var('__peer_user')}" in lines
     assert f"Group={node.var('__peer_group')}" in lines
     assert f"TimeoutStartSec={node.var('__peer_start_timeout')}" in lines

@@ -483,3 +483,23 @@ def test_committed_epochs_are_those_of_the_history_still_stored(storage):
 def test_an_unknown_protocol_is_refused_by_name():
     with pytest.raises(CheckpointError, match="checkpoint storage 'bogus://x' cannot be opened"):
         CheckpointStorage("bogus://x", "t")
+
+
+def test_writable_storage_passes_the_start_check_and_keeps_nothing_of_it(tmp_path, tenancy):
+    storage = CheckpointStorage(str(tmp_path / "checkpoints"), tenancy)
+    try:
+        storage.check_writable()
+    finally:
+        storage.close()
+    assert [p for p in (tmp_path / "checkpoints").rglob("*") if p.is_file()] == []
+
+
+def test_storage_where_nothing_can_be_written_is_refused_naming_the_url(tmp_path, tenancy):
+    (tmp_path / "a-file").write_text("")
+    url = str(tmp_path / "a-file" / "checkpoints")
+    storage = CheckpointStorage(url, tenancy)
+    try:
+        with pytest.raises(CheckpointError, match=f"checkpoint storage {url} cannot be written"):
+            storage.check_writable()
+    finally:
+        storage.close()

@@ -1,0 +1,236 @@
+"""Where `onyx` options come from: command line over environment over config file over default,
+each value through its option's own check, over the real parser of every command."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from peer import cli, config
+
+CLUSTER = ["--zookeeper", "zk:2181", "--tenancy", "t"]
+
+
+def parse(argv, environ=None, toml=None, tmp_path=None):
+    """`onyx` argv parsed as main parses it, with ``toml`` as the config file if given."""
+    environ = dict(environ or {})
+    if toml is not None:
+        path = tmp_path / f"onyx-{abs(hash(toml))}.toml"
+        path.write_text(toml)
+        environ[config.CONFIG_VARIABLE] = str(path)
+    return cli.parse_args(argv, environ)
+
+
+def refused(capsys, argv, environ=None, toml=None, tmp_path=None) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        parse(argv, environ, toml, tmp_path)
+    assert exit_.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("onyx: error: ")
+    return lines[0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cli_value=st.none() | st.integers(1, 10_000),
+    env_value=st.none() | st.integers(1, 10_000),
+    file_value=st.none() | st.integers(1, 10_000),
+)
+def test_command_line_over_environment_over_file_over_default(
+    tmp_path_factory, cli_value, env_value, file_value
+):
+    tmp_path = tmp_path_factory.mktemp("precedence")
+    argv = ["peer", "start", *CLUSTER]
+    if cli_value is not None:
+        argv += ["--vpeers", str(cli_value)]
+    environ = {} if env_value is None else {"ONYX_VPEERS": str(env_value)}
+    toml = "" if file_value is None else f"vpeers = {file_value}\n"
+    args = parse(argv, environ, toml, tmp_path)
+    expected = next(v for v in (cli_value, env_value, file_value, 1) if v is not None)
+    assert args.vpeers == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12))
+def test_an_environment_value_is_checked_as_the_command_line_checks_it(text):
+    """Whatever the text, ONYX_CONNECT_TIMEOUT gives what --connect-timeout=TEXT gives, or both
+    refuse it with exit 2."""
+
+    def outcome(argv, environ):
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                return "ok", cli.parse_args(argv, environ).connect_timeout
+        except SystemExit as e:
+            return "refused", e.code
+
+    base = ["replica", *CLUSTER]
+    from_cli = outcome([*base, f"--connect-timeout={text}"], {})
+    from_env = outcome(base, {"ONYX_CONNECT_TIMEOUT": text})
+    assert from_cli == from_env
+
+
+@pytest.mark.parametrize("text", ["inf", "nan", "-1", "0", "1e300", "x"])
+def test_timeouts_are_positive_and_finite(capsys, text):
+    line = refused(capsys, ["replica", *CLUSTER, "--connect-timeout", text])
+    assert "--connect-timeout" in line
+    assert repr(text) in line
+
+
+def test_values_from_a_file_and_the_environment_reach_every_kind_of_option(tmp_path):
+    toml = 'zookeeper = "zk1:2181,zk2:2181"\ntenancy = "prod"\nspark_conf = [" a=1", "b=2"]\n'
+    args = parse(["peer", "start"], {"ONYX_PORT": "4000", "ONYX_MTU": "8192"}, toml, tmp_path)
+    assert (args.zookeeper, args.tenancy) == ("zk1:2181,zk2:2181", "prod")
+    assert args.spark_conf == ["a=1", "b=2"]
+    assert (args.port, args.mtu, args.vpeers, args.bind) == (4000, 8192, 1, "127.0.0.1")
+
+
+def test_a_list_on_the_command_line_replaces_the_environment_s():
+    environ = {"ONYX_SPARK_CONF": '["a=1", "b=2"]'}
+    assert parse(["run"], environ).spark_conf == ["a=1", "b=2"]
+    assert parse(["run", "--spark-conf", "c=3"], environ).spark_conf == ["c=3"]
+    assert parse(["run"], {"ONYX_SPARK_CONF": "only=one"}).spark_conf == ["only=one"]
+
+
+@pytest.mark.parametrize(("word", "value"), [("yes", True), ("1", True), ("false", False)])
+def test_a_flag_from_the_environment(word, value):
+    assert parse(["replica", *CLUSTER], {"ONYX_JSON": word}).json is value
+
+
+def test_a_command_s_table_overrides_the_top_level_and_other_commands_ignore_it(tmp_path):
+    toml = (
+        'zookeeper = "zk:2181"\ntenancy = "t"\nvpeers = 2\ntimeout = 5\n'
+        "[peer.start]\nvpeers = 7\n[job.wait]\ntimeout = 9\n"
+    )
+    assert parse(["peer", "start"], toml=toml, tmp_path=tmp_path).vpeers == 7
+    assert parse(["run"], toml=toml, tmp_path=tmp_path).vpeers == 2
+    assert parse(["job", "wait", "ID"], toml=toml, tmp_path=tmp_path).timeout == 9
+    assert parse(["run"], toml=toml, tmp_path=tmp_path).timeout == 5
+    # vpeers is no option of replica: a shared file still serves it.
+    assert parse(["replica"], toml=toml, tmp_path=tmp_path).tenancy == "t"
+
+
+def test_config_on_the_command_line_over_onyx_config(tmp_path):
+    chosen = tmp_path / "chosen.toml"
+    chosen.write_text('tenancy = "chosen"\n')
+    other = tmp_path / "other.toml"
+    other.write_text('tenancy = "other"\n')
+    argv = ["replica", "--zookeeper", "zk:1", "--config", str(chosen)]
+    assert parse(argv, {"ONYX_CONFIG": str(other)}).tenancy == "chosen"
+
+
+@pytest.mark.parametrize(
+    ("environ", "words"),
+    [
+        ({"ONYX_VPEERS": "0"}, ["ONYX_VPEERS", "'0'", "at least 1"]),
+        ({"ONYX_ZOOKEEPER": "nohost"}, ["ONYX_ZOOKEEPER", "'nohost'"]),
+        ({"ONYX_LOG_LEVEL": "loud"}, ["ONYX_LOG_LEVEL", "'loud'", "debug"]),
+        ({"ONYX_SPARK_CONF": '["a=1", 2]'}, ["ONYX_SPARK_CONF", "array of strings"]),
+        ({"ONYX_SPARK_CONF": "novalue"}, ["ONYX_SPARK_CONF", "KEY=VALUE"]),
+    ],
+)
+def test_a_bad_environment_value_names_its_variable(capsys, environ, words):
+    line = refused(
+        capsys, ["peer", "start", "--tenancy", "t"], {"ONYX_ZOOKEEPER": "zk:1", **environ}
+    )
+    for word in words:
+        assert word in line
+
+
+def test_a_bad_flag(capsys, tmp_path):
+    line = refused(capsys, ["replica", *CLUSTER], {"ONYX_JSON": "maybe"})
+    assert "ONYX_JSON" in line
+    line = refused(capsys, ["replica", *CLUSTER], toml='json = "yes"\n', tmp_path=tmp_path)
+    assert "json: 'yes' is not true or false" in line
+
+
+@pytest.mark.parametrize(
+    ("toml", "words"),
+    [
+        ("vpeers = 0\n", ["vpeers", "at least 1"]),
+        ('vpeers = "many"\n', ["vpeers", "'many'"]),
+        ("vpeers = true\n", ["vpeers", "not a string or a number"]),
+        ("[peer.start]\nsession_timeout = inf\n", ["peer.start.session_timeout", "'inf'"]),
+        ("vpeer = 3\n", ["unknown key 'vpeer'", "did you mean 'vpeers'"]),
+        ("[peer.strat]\nvpeers = 3\n", ["unknown key 'peer.strat'"]),
+        ("[replica]\nvpeers = 3\n", ["unknown key 'replica.vpeers'", "`onyx replica`"]),
+        ("vpeers = [\n", ["is not TOML"]),
+    ],
+)
+def test_a_bad_file_value_names_the_file_and_the_key(capsys, tmp_path, toml, words):
+    line = refused(capsys, ["peer", "start", *CLUSTER], toml=toml, tmp_path=tmp_path)
+    assert str(tmp_path) in line
+    for word in words:
+        assert word in line
+
+
+def test_a_missing_config_file(capsys, tmp_path):
+    line = refused(capsys, ["replica", *CLUSTER, "--config", str(tmp_path / "absent.toml")])
+    assert "absent.toml" in line
+    assert "No such file" in line
+
+
+def test_a_required_option_given_nowhere_names_where_it_may_come_from(capsys):
+    line = refused(capsys, ["replica", "--zookeeper", "zk:1"])
+    assert "--tenancy" in line
+    assert "ONYX_TENANCY" in line
+
+
+def test_settings_say_where_each_value_came_from(tmp_path):
+    path = tmp_path / "onyx.toml"
+    path.write_text('tenancy = "t"\n[peer.start]\nvpeers = 3\n')
+    parser = cli.build_parser()
+    args = parser.parse_args(["peer", "start", "--zookeeper", "zk:1", "--config", str(path)])
+    found = {
+        s.option: s
+        for s in config.settings(parser, ("peer", "start"), args, {"ONYX_BIND": "10.0.0.5"})
+    }
+    assert (found["zookeeper"].source, found["zookeeper"].origin) == ("command line", "--zookeeper")
+    assert (found["bind"].source, found["bind"].origin) == ("env", "ONYX_BIND")
+    assert found["vpeers"].source == "file"
+    assert found["vpeers"].origin == f"{path}: peer.start.vpeers"
+    assert (found["tenancy"].value, found["session_timeout"].source) == ("t", "default")
+    shown = json.loads(config.to_json({("peer", "start"): list(found.values())}))
+    assert shown["peer start"]["bind"] == {
+        "value": "10.0.0.5",
+        "source": "env",
+        "from": "ONYX_BIND",
+    }
+
+
+def _every_option() -> list[tuple[str, argparse.Action]]:
+    parser = cli.build_parser()
+    return [
+        (" ".join(words), action)
+        for words, leaf in config.commands(parser).items()
+        for action in config.options(leaf)
+    ]
+
+
+@pytest.mark.parametrize(("command", "action"), _every_option(), ids=lambda x: str(x)[:40])
+def test_every_option_has_help_and_shows_its_default_and_variable(command, action):
+    assert action.help, (command, action.dest)
+    shown = config.HelpFormatter("onyx")._get_help_string(action)
+    assert f"env ONYX_{action.dest.upper()}" in shown
+    assert "required" in shown or "default: " in shown or action.nargs == 0
+
+
+def test_the_help_lists_the_commands_with_examples():
+    text = cli.build_parser().format_help()
+    for command in ("peer", "media-driver", "job", "replica", "gc", "config", "run"):
+        assert command in text
+    assert "examples:" in text
+    assert "onyx peer start --config" in text
+
+
+def test_every_command_takes_a_config_file(tmp_path: Path):
+    parser = cli.build_parser()
+    for leaf in config.commands(parser).values():
+        assert "--config" in leaf._option_string_actions
