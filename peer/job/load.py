@@ -1,9 +1,10 @@
 """A job from what people write: a mapping, YAML or JSON text, or a file holding either.
 
 Loading only reshapes the document into ``peer.job.spec`` values and refuses what cannot be
-reshaped (a key nobody reads, a part missing its name); everything else is ``validate``'s, so a
-job loaded from a file and the same job built in Python are held to the same checks and end up
-equal.
+reshaped (a key nobody reads, a part missing its name) or is too deep to build (free-form
+values nesting past ``peer.job.limits``, measured before anything recursive touches them);
+everything else is ``validate``'s, so a job loaded from a file and the same job built in Python
+are held to the same checks and end up equal.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
+from peer.job.limits import MAX_VALUE_DEPTH, check_depth
 from peer.job.spec import FlowCondition, Job, JobError, Lifecycle, Task, Trigger, Window
 from peer.job.validate import (
     check_n_peers,
@@ -69,6 +71,8 @@ def from_yaml(text: str) -> Job:
         doc = yaml.load(text, Loader=YamlLoader)
     except yaml.YAMLError as e:
         fail("job", f"YAML does not parse: {e}")
+    except RecursionError:
+        _too_deep("YAML")
     return from_dict(doc)
 
 
@@ -77,7 +81,16 @@ def from_json(text: str) -> Job:
         doc = json.loads(text)
     except ValueError as e:
         fail("job", f"JSON does not parse: {e}")
+    except RecursionError:
+        _too_deep("JSON")
     return from_dict(doc)
+
+
+def _too_deep(what: str) -> NoReturn:
+    fail(
+        "job",
+        f"{what} nests too deeply to read (params and metadata may nest {MAX_VALUE_DEPTH} levels)",
+    )
 
 
 def from_file(path: str | os.PathLike[str]) -> Job:
@@ -107,6 +120,7 @@ def from_dict(doc: Any, *, imports: bool = True) -> Job:
         "windows": _parts(where, doc, "windows", _window),
         "triggers": _parts(where, doc, "triggers", _trigger),
     }
+    check_depth(where, "metadata", doc.get("metadata", {}))
     return validate(Job(**{**doc, **parts}), imports=imports)
 
 
@@ -146,6 +160,7 @@ def _task(outer: str, index: int, raw: Any) -> Task:
     n_peers = raw.get("n_peers")
     if isinstance(n_peers, int) and not isinstance(n_peers, bool):
         check_n_peers(where, n_peers, raw.get("min_peers"), raw.get("max_peers"))
+    check_depth(where, "params", raw.get("params", {}))
     return Task(**raw)
 
 
