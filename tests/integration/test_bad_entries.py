@@ -138,10 +138,10 @@ def test_no_entry_written_into_the_log_takes_a_group_or_a_client_down(
 def test_a_job_too_deep_or_too_large_is_refused_at_submit_in_one_line(
     zookeeper, tenancy, tmp_path, params, words
 ):
-    path, job = wordcount(tmp_path, "job.json")
+    path, job = wordcount(tmp_path, "job.json", id="bad")
     job["catalog"][0]["params"] = params
     path.write_text(json.dumps(job))
-    result = onyx("job", "submit", str(path), "--id", "bad", *cluster_args(zookeeper, tenancy))
+    result = onyx("job", "submit", str(path), *cluster_args(zookeeper, tenancy))
     assert_one_line_error(result, 1, "job 'bad'", "task 'read'", *words)
 
 
