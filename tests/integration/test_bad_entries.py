@@ -92,7 +92,8 @@ def test_no_entry_written_into_the_log_takes_a_group_or_a_client_down(
     submitted = onyx("job", "submit", str(job), "--id", "waits", *cluster_args(zookeeper, tenancy))
     assert submitted.returncode == 0, submitted.stderr
 
-    deep_doc = {**yaml.safe_load(job.read_text()), "metadata": nested(1000)}
+    deep_doc = yaml.safe_load(job.read_text())
+    deep_doc["catalog"][0]["params"] = nested(1000)
     deep = write_raw(zookeeper, tenancy, SUBMIT_JOB.entry(id="deep", job=deep_doc).encode())
     big_data = json.dumps({"fn": "no-such-kind", "args": {"blob": "b" * 900_000}}).encode()
     big = write_raw(zookeeper, tenancy, big_data)
