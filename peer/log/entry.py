@@ -24,6 +24,8 @@ UNDECODABLE = "undecodable"
 """The argument that carries why an entry's bytes could not be decoded (its ``fn`` is empty)."""
 
 _shown = reprlib.Repr(maxlevel=3, maxstring=80, maxother=80, maxlist=6, maxdict=6)
+"""How a refusal quotes the value at fault: bounded, so a large argument is never copied whole
+into a message every group logs."""
 
 
 class InvalidEntry(ValueError):

@@ -34,6 +34,7 @@ MAX_REASON_CHARS = 1000
 happened, while every replica, and every origin, carries it for as long as the job is known."""
 
 HASH = re.compile(r"^[0-9a-f]{64}$")
+"""What a job's hash looks like: a sha256 hex digest, as ``Job.digest`` writes it."""
 
 
 def _known(replica: Replica, job: str) -> bool:

@@ -8,7 +8,7 @@ import dataclasses
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyrsistent import pmap
 
@@ -99,6 +99,7 @@ def test_params_that_are_not_json_are_refused_naming_the_field():
         validate(dataclasses.replace(job, catalog=(odd, *job.catalog[1:])))
 
 
+@settings(deadline=None)
 @given(st.integers(min_value=1, max_value=MAX_VALUE_DEPTH))
 def test_a_job_within_the_limits_makes_an_entry_within_the_log_limits(depth):
     doc = with_params(nested(depth))

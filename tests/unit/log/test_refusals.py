@@ -78,7 +78,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(json_values, st.integers(min_value=0, max_value=8))
 def test_the_flat_scan_measures_what_the_parser_reads(value, limit):
     assert deeper_than(json.dumps(value).encode(), limit) == (depth_of(value) > limit)
@@ -182,7 +182,7 @@ args_of_any_kind = st.dictionaries(
 )  # fmt: skip
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(sorted(KINDS)), args_of_any_kind)
 def test_arbitrary_args_of_every_kind_never_raise_and_apply_alike(kind, args):
     """Every replica refuses or applies the same way: twice from equal replicas, equal results;
