@@ -23,6 +23,10 @@ MAX_VALUE_DEPTH = 32
 params (job, catalog, task) and a submit-job entry two above the job, so a job within this
 limit always makes an entry well within ``peer.log.limits.MAX_ENTRY_DEPTH``."""
 
+MAX_JOB_DEPTH = MAX_VALUE_DEPTH + 3
+"""How deeply a whole job document may nest: a task's params sit three levels down (the job, its
+catalog, the task), and nothing else in a job needs to nest deeper."""
+
 _SCALARS = (str, bytes, bytearray)
 
 
@@ -47,6 +51,22 @@ def deeper_than(value: Any, limit: int) -> bool:
 def check_depth(where: str, name: str, value: Any) -> None:
     if deeper_than(value, MAX_VALUE_DEPTH):
         _fail(where, f"{name} nests deeper than the limit of {MAX_VALUE_DEPTH} levels")
+
+
+def check_document(where: str, doc: Mapping[str, Any]) -> None:
+    """A raw job document, before anything else reads it: its free-form values within their
+    limit, and nothing else in it deeper than they may be, so no later step (building the job,
+    quoting a wrong value in a message) meets a depth it cannot handle."""
+    catalog = doc.get("catalog")
+    for index, task in enumerate(catalog if isinstance(catalog, list | tuple) else ()):
+        if isinstance(task, Mapping):
+            name = task.get("name")
+            label = f"task {name!r}" if isinstance(name, str) else f"catalog entry {index}"
+            check_depth(f"{where}: {label}", "params", task.get("params"))
+    check_depth(where, "metadata", doc.get("metadata"))
+    for key, value in doc.items():
+        if deeper_than(value, MAX_JOB_DEPTH - 1):
+            _fail(where, f"{key} nests deeper than a job may ({MAX_JOB_DEPTH} levels in all)")
 
 
 def check_size(job: Job, where: str) -> None:

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 import yaml
 
-from peer.job.limits import MAX_VALUE_DEPTH, check_depth
+from peer.job.limits import MAX_VALUE_DEPTH, check_document
 from peer.job.spec import FlowCondition, Job, JobError, Lifecycle, Task, Trigger, Window
 from peer.job.validate import (
     check_n_peers,
@@ -112,6 +112,7 @@ def from_dict(doc: Any, *, imports: bool = True) -> Job:
     if not isinstance(doc, Mapping):
         fail("job", f"must be a mapping of keys to values, got {type(doc).__name__}")
     where = job_label(doc.get("id"))
+    check_document(where, doc)
     _check_keys(where, doc, JOB_KEYS, required=("workflow", "catalog"))
     parts = {
         "catalog": _parts(where, doc, "catalog", _task),
@@ -120,7 +121,6 @@ def from_dict(doc: Any, *, imports: bool = True) -> Job:
         "windows": _parts(where, doc, "windows", _window),
         "triggers": _parts(where, doc, "triggers", _trigger),
     }
-    check_depth(where, "metadata", doc.get("metadata", {}))
     return validate(Job(**{**doc, **parts}), imports=imports)
 
 
@@ -160,7 +160,6 @@ def _task(outer: str, index: int, raw: Any) -> Task:
     n_peers = raw.get("n_peers")
     if isinstance(n_peers, int) and not isinstance(n_peers, bool):
         check_n_peers(where, n_peers, raw.get("min_peers"), raw.get("max_peers"))
-    check_depth(where, "params", raw.get("params", {}))
     return Task(**raw)
 
 

@@ -140,3 +140,32 @@ def test_the_digest_is_the_content_without_the_id():
     assert job.digest() != changed.digest()
     assert len(job.digest()) == 64
     assert b'"id"' not in job.canonical()
+
+
+def deep_list(depth: int) -> list:
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda doc: doc["catalog"][1].update(required_tags=deep_list(1000)), "catalog"),
+        (lambda doc: doc["workflow"].append(deep_list(1000)), "workflow"),
+        (lambda doc: doc["catalog"].append(deep_list(1000)), "catalog"),
+        (lambda doc: doc.update(lifecycles=deep_list(1000)), "lifecycles"),
+    ],
+    ids=["tags", "workflow", "catalog-entry", "lifecycles"],
+)
+def test_any_field_too_deep_is_refused_in_one_line_before_it_is_read(change, field):
+    """Left to the checks that follow, quoting such a value in a message would recurse."""
+    doc = wordcount.document()
+    change(doc)
+    assert refused(doc) == f"job 'wc': {field} nests deeper than a job may (35 levels in all)"
+
+
+def test_params_as_deep_as_a_job_allows_are_refused_as_params():
+    doc = with_params(nested(MAX_VALUE_DEPTH + 3))
+    assert refused(doc) == "job 'wc': task 'read': params nests deeper than the limit of 32 levels"
