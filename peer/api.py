@@ -21,8 +21,9 @@ from peer.job.validate import validate
 from peer.log import subscriber
 from peer.log.apply import apply_entry
 from peer.log.entries.gc import GC
-from peer.log.entries.jobs import KILL_JOB, SUBMIT_JOB
+from peer.log.entries.jobs import SUBMIT_JOB, kill_job
 from peer.log.entry import Transition
+from peer.log.limits import MAX_ENTRY_BYTES
 from peer.log.replica import Replica
 from peer.log.store import LogStore, StoreError, store_origin_and_trim
 from peer.log.stores.zookeeper import ZooKeeperStore
@@ -89,6 +90,10 @@ def gc(store: LogStore, caller: str, timeout: float = 30.0) -> GcResult:
 # -- jobs -----------------------------------------------------------------------------------------
 
 
+OPERATOR_KILL = "an operator killed it"
+"""The reason a kill gives when its caller gives none."""
+
+
 def submit(
     store: LogStore,
     job: Job | Mapping[str, Any] | os.PathLike[str],
@@ -98,18 +103,39 @@ def submit(
     storage: CheckpointStorage | None = None,
 ) -> str:
     """Check the job here, imports included, then append submit-job; the id is the job's own,
-    ``job_id``, or a fresh one. Submitting an id the cluster knows already changes nothing.
-    With ``code`` the job's paths import from that archive, which is uploaded to ``storage``
-    (the cluster's checkpoint storage) for the peers that run the job."""
+    ``job_id``, or a fresh one. The entry carries the job's hash. With ``code`` the job's paths
+    import from that archive, which is uploaded to ``storage`` (the cluster's checkpoint storage)
+    for the peers that run the job, once the job is known to fit and the log to take it.
+
+    Submitting the same job again under an id the cluster knows changes nothing and returns the
+    id; another job under a known id is refused, checked before writing and again once the entry
+    is read back (two submitters may race for one id: the log's order decides, and the loser
+    is told the same way)."""
     job = _checked(job) if code is None else _checked_with(job, code)
     chosen = job_id or job.id or uuid.uuid4().hex
+    digest = job.digest()
+    current = replica(store)
+    if _already(current, chosen, digest):
+        return chosen
     _check_savepoint(store, chosen, job)
+    doc = {k: v for k, v in job.to_dict().items() if k != "id"}
+    entry = SUBMIT_JOB.entry(id=chosen, job=doc, hash=digest)
+    size = len(entry.encode())
+    if size > MAX_ENTRY_BYTES:
+        raise JobError(
+            f"job {chosen!r}: its submit-job entry is {size:,} bytes, "
+            f"{size - MAX_ENTRY_BYTES:,} bytes over the limit of {MAX_ENTRY_BYTES:,} of a log entry"
+        )
     if code is not None:
         if storage is None:
             raise JobError(f"job {chosen!r}: shipping code needs the cluster's checkpoint storage")
         storage.put_code(chosen, code.sha256, code.data)
-    doc = {k: v for k, v in job.to_dict().items() if k != "id"}
-    store.append(SUBMIT_JOB.entry(id=chosen, job=doc))
+    position = store.append(entry)
+    if not _already(subscriber.catch_up(store, current), chosen, digest):
+        raise JobError(
+            f"job {chosen!r}: the log refused its submit-job entry at position {position} "
+            "(the groups' logs say why)"
+        )
     return chosen
 
 
@@ -140,19 +166,38 @@ def _check_savepoint(store: LogStore, job_id: str, job: Job) -> None:
         )
 
 
-def kill(store: LogStore, job_id: str) -> None:
-    store.append(KILL_JOB.entry(id=job_id))
+def _already(current: Replica, job_id: str, digest: str) -> bool:
+    """Whether the cluster knows ``job_id`` as this very job; JobError if as another one. A job
+    submitted before jobs carried hashes counts as the same."""
+    if job_id not in current.jobs and job_id not in current.finished:
+        return False
+    known = current.hashes.get(job_id)
+    if known is not None and known != digest:
+        raise JobError(
+            f"job {job_id!r}: this id belongs to a job with other content (sha256 {known[:12]}, "
+            f"this one {digest[:12]}); choose another id"
+        )
+    return True
+
+
+def kill(store: LogStore, job_id: str, reason: str = OPERATOR_KILL) -> None:
+    """Append kill-job with ``reason``, which the replica keeps and status shows."""
+    store.append(kill_job(job_id, reason))
 
 
 @dataclass(frozen=True)
 class JobStatus:
-    """``state`` is running, waiting (for ``needs`` peers), completed, killed or unknown."""
+    """``state`` is running, waiting (for ``needs`` peers), completed, killed or unknown;
+    ``reason`` says why a job ended, where that was said (a kill's reason); ``name`` is the
+    job's own, if it has one."""
 
     id: str
     state: str
     needs: int = 0
     allocation: dict[str, list[str]] = field(default_factory=dict)
     allocation_version: int | None = None
+    reason: str | None = None
+    name: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -185,8 +230,10 @@ def jobs(current: Replica) -> list[JobStatus]:
 
 
 def status(current: Replica, job_id: str) -> JobStatus:
+    name = current.names.get(job_id)
     if job_id in current.finished:
-        return JobStatus(job_id, current.finished[job_id])
+        outcome, reason = current.finished[job_id], current.reasons.get(job_id)
+        return JobStatus(job_id, outcome, reason=reason, name=name)
     job = current.jobs.get(job_id)
     if job is None:
         return JobStatus(job_id, "unknown")
@@ -194,9 +241,9 @@ def status(current: Replica, job_id: str) -> JobStatus:
     allocation = {t: list(tasks.get(t, ())) for t in job.sorted_tasks()}
     version = current.allocation_versions.get(job_id)
     if any(allocation.values()):
-        return JobStatus(job_id, "running", 0, allocation, version)
+        return JobStatus(job_id, "running", 0, allocation, version, name=name)
     needs = job_demand(job, started=job_id in current.started).minimum
-    return JobStatus(job_id, "waiting", needs, allocation, version)
+    return JobStatus(job_id, "waiting", needs, allocation, version, name=name)
 
 
 def follow(

@@ -599,7 +599,10 @@ def _storage(args: argparse.Namespace) -> CheckpointStorage:
 
 
 def describe_job(status: api.JobStatus) -> str:
-    line = f"job {status.id}: {status.state}"
+    named = f" ({status.name})" if status.name else ""
+    line = f"job {status.id}{named}: {status.state}"
+    if status.reason:
+        line += f": {status.reason}"
     if status.state == "waiting":
         line += f" for peers (needs at least {status.needs})"
     if status.state == "running":

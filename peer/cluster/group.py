@@ -30,7 +30,7 @@ from peer.log.entries.gc import GC
 from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.join import ABORT_JOIN, PREPARE_JOIN
 from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER
-from peer.log.entry import Entry
+from peer.log.entry import Entry, Transition
 from peer.log.replica import EMPTY_VERSION, Replica
 from peer.log.store import LogStore, StoreError, store_origin_and_trim
 from peer.runtime.checkpoints import CheckpointStorage
@@ -172,7 +172,7 @@ class Incarnation:
         t = apply_entry(self.replica, entry)
         self.replica = t.new
         reactions = t.act((self.id, *self.peers), self)
-        self._count(entry, time.perf_counter() - started)
+        self._count(t, time.perf_counter() - started)
         if self.ended is not None:
             return
         self.outbox.extend(reactions)
@@ -182,13 +182,16 @@ class Incarnation:
         if self.leave_position is not None and self.replica.version >= self.leave_position:
             self.ended = "left"
 
-    def _count(self, entry: Entry, seconds: float) -> None:
+    def _count(self, t: Transition, seconds: float) -> None:
+        """A refused entry counts as kind ``refused``: its own kind is whatever the entry said,
+        and could be any string at all."""
+        kind = t.kind.name if t.kind else "refused"
         metrics.APPLY_SECONDS.observe(seconds)
-        metrics.ENTRIES_APPLIED.labels(entry.fn).inc()
-        if entry.fn == GC.name:
+        metrics.ENTRIES_APPLIED.labels(kind).inc()
+        if kind == GC.name:
             metrics.GC_RUNS.inc()
-            self.origin = entry.position
-        elif entry.fn == ABORT_JOIN.name:
+            self.origin = t.entry.position
+        elif kind == ABORT_JOIN.name:
             metrics.JOINS_ABORTED.inc()
 
     @property

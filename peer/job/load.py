@@ -1,9 +1,10 @@
 """A job from what people write: a mapping, YAML or JSON text, or a file holding either.
 
 Loading only reshapes the document into ``peer.job.spec`` values and refuses what cannot be
-reshaped (a key nobody reads, a part missing its name); everything else is ``validate``'s, so a
-job loaded from a file and the same job built in Python are held to the same checks and end up
-equal.
+reshaped (a key nobody reads, a part missing its name) or is too deep to build (free-form
+values nesting past ``peer.job.limits``, measured before anything recursive touches them);
+everything else is ``validate``'s, so a job loaded from a file and the same job built in Python
+are held to the same checks and end up equal.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
+from peer.job.limits import MAX_VALUE_DEPTH, check_document
 from peer.job.spec import FlowCondition, Job, JobError, Lifecycle, Task, Trigger, Window
 from peer.job.validate import (
     check_n_peers,
@@ -69,6 +71,8 @@ def from_yaml(text: str) -> Job:
         doc = yaml.load(text, Loader=YamlLoader)
     except yaml.YAMLError as e:
         fail("job", f"YAML does not parse: {e}")
+    except RecursionError:
+        _too_deep("YAML")
     return from_dict(doc)
 
 
@@ -77,7 +81,16 @@ def from_json(text: str) -> Job:
         doc = json.loads(text)
     except ValueError as e:
         fail("job", f"JSON does not parse: {e}")
+    except RecursionError:
+        _too_deep("JSON")
     return from_dict(doc)
+
+
+def _too_deep(what: str) -> NoReturn:
+    fail(
+        "job",
+        f"{what} nests too deeply to read (params and metadata may nest {MAX_VALUE_DEPTH} levels)",
+    )
 
 
 def from_file(path: str | os.PathLike[str]) -> Job:
@@ -99,6 +112,7 @@ def from_dict(doc: Any, *, imports: bool = True) -> Job:
     if not isinstance(doc, Mapping):
         fail("job", f"must be a mapping of keys to values, got {type(doc).__name__}")
     where = job_label(doc.get("id"))
+    check_document(where, doc)
     _check_keys(where, doc, JOB_KEYS, required=("workflow", "catalog"))
     parts = {
         "catalog": _parts(where, doc, "catalog", _task),

@@ -10,6 +10,8 @@ a message that names what is wrong.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
@@ -188,6 +190,8 @@ class Job:
     or, as ``{job: ID, savepoint: NAME}``, one of that job's savepoints. ``code`` names the
     code archive shipped with the job (``{name, sha256}``, see peer.job.code): its dotted paths
     import from it.
+    ``name`` is for people (listings, dashboards) and ``metadata`` free JSON values for the
+    operator's own tools: the cluster keeps both and reads neither.
     """
 
     workflow: tuple[tuple[str, str], ...]
@@ -201,6 +205,8 @@ class Job:
     barrier_period: float | None = 1.0
     resume_from: str | Mapping[str, str] | None = None
     code: Mapping[str, str] | None = None
+    name: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=pmap)
     id: str | None = None
 
     def __post_init__(self) -> None:
@@ -208,6 +214,8 @@ class Job:
             value = getattr(self, name)
             if isinstance(value, Mapping) and not isinstance(value, PMap):
                 _set(self, name, pmap(value))
+        if isinstance(self.metadata, Mapping) and not isinstance(self.metadata, PMap):
+            _set(self, "metadata", freeze(dict(self.metadata)))
         workflow = _tuple(self.workflow)
         if isinstance(workflow, tuple):
             workflow = tuple(_tuple(edge) for edge in workflow)
@@ -248,6 +256,17 @@ class Job:
             if name in doc:
                 doc[name] = [part.to_dict() for part in doc[name]]
         return doc
+
+    def canonical(self) -> bytes:
+        """The job's content as the log carries it (sorted keys), without its id: the id names
+        a job, it is not part of what the job does."""
+        doc = self.to_dict()
+        doc.pop("id", None)
+        return json.dumps(doc, sort_keys=True).encode()
+
+    def digest(self) -> str:
+        """sha256 of the canonical document: equal exactly when two jobs' contents are."""
+        return hashlib.sha256(self.canonical()).hexdigest()
 
 
 def _non_defaults(value: Any) -> dict[str, Any]:

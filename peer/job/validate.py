@@ -18,6 +18,7 @@ from pyrsistent import thaw
 from peer.job.code import check_reference
 from peer.job.graph import topological_order
 from peer.job.imports import ImportPathError, resolve, split
+from peer.job.limits import check_depth, check_size
 from peer.job.schema import SchemaError, parse
 from peer.job.spec import (
     AGGREGATION_METHODS,
@@ -78,6 +79,7 @@ def validate(job: Job, *, imports: bool = True) -> Job:
     for index, trigger in enumerate(job.triggers):
         _check_trigger(job, trigger, index, where)
     _check_checkpoints(job, where)
+    check_size(job, where)
     if imports:
         _check_imports(job, where)
     return job
@@ -228,6 +230,16 @@ def _check_job_fields(job: Job, where: str) -> None:
         fail(where, f"flow_conditions must be a list of FlowCondition, got {conditions!r}")
     if not job.catalog:
         fail(where, "catalog has no tasks")
+    if job.name is not None and not (isinstance(job.name, str) and job.name):
+        fail(where, f"name must be a non-empty string or absent, got {job.name!r}")
+    _check_free_values(where, "metadata", job.metadata)
+
+
+def _check_free_values(where: str, name: str, values: object) -> None:
+    """``params`` and ``metadata``: string keys, and no deeper than a log entry allows."""
+    if not isinstance(values, Mapping) or not all(isinstance(k, str) for k in values):
+        fail(where, f"{name} must be a mapping with string keys, got {values!r}")
+    check_depth(where, name, values)
 
 
 def _check_task(task: Task, index: int, outer: str) -> None:
@@ -245,8 +257,7 @@ def _check_task(task: Task, index: int, outer: str) -> None:
         fail(where, f"required_tags must be a list of strings, got {task.required_tags!r}")
     _check_grouping(task, where)
     _percentage(where, task.percentage)
-    if not isinstance(task.params, Mapping) or not all(isinstance(k, str) for k in task.params):
-        fail(where, f"params must be a mapping with string keys, got {task.params!r}")
+    _check_free_values(where, "params", task.params)
     for name in TASK_PATHS:
         _check_path(where, name, getattr(task, name))
     if task.assign_watermark_fn is not None and task.kind != "input":

@@ -40,10 +40,15 @@ def reallocate(old: Replica, new: Replica, position: int) -> Replica:
         and any(t.flux_policy == "kill" for t in new.jobs[j].catalog)
     ]
     for job in doomed:
-        new = finish(new, job, "killed")
+        new = finish(new, job, "killed", _flux_reason(new, job))
     if doomed:
         plan = _plan(new)
     return _record(new, plan, position)
+
+
+def _flux_reason(replica: Replica, job: str) -> str:
+    killers = sorted(t.name for t in replica.jobs[job].catalog if t.flux_policy == "kill")
+    return f"left without peers, and task {killers[0]!r} has flux_policy kill"
 
 
 def _plan(replica: Replica) -> Allocation:

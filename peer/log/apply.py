@@ -6,16 +6,22 @@ import logging
 
 from peer.log.allocation import reallocate
 from peer.log.entries import KINDS
-from peer.log.entry import Entry, EntryKind, InvalidEntry, Transition
+from peer.log.entry import UNDECODABLE, Entry, EntryKind, InvalidEntry, Transition
+from peer.log.limits import cut
 from peer.log.replica import Replica
 
 log = logging.getLogger(__name__)
 
+KIND_SHOWN = 40
+"""How much of an unknown kind's name a refusal shows: the name is the entry's, and may be long."""
+
 
 def kind_of(entry: Entry) -> EntryKind:
+    if not entry.fn and UNDECODABLE in entry.args:
+        raise InvalidEntry(f"undecodable: {entry.args[UNDECODABLE]}")
     kind = KINDS.get(entry.fn)
     if kind is None:
-        raise InvalidEntry(f"unknown kind of entry {entry.fn!r} (args {dict(entry.args)!r})")
+        raise InvalidEntry(f"unknown kind of entry {cut(entry.fn, KIND_SHOWN)!r}")
     kind.validate(entry)
     return kind
 
@@ -27,13 +33,52 @@ def apply_entry(replica: Replica, entry: Entry) -> Transition:
     refuses it the same way, so all replicas at that position still agree. The kind's diff sees
     the replica before the version is stamped, so an entry that changed nothing diffs as such.
     Peers are then reallocated to jobs if the entry changed either.
+
+    Whatever else applying, validating, reallocating or diffing raises is a refusal too. Each of
+    them is a pure function of the replica and the entry, so what raises for one replica raises
+    for every replica at that position alike (the decoder has already refused what is too
+    large or too deep to handle without depending on the machine); and a group, or a client
+    replaying the log, that died on an entry instead would die on it again at every restart.
+    Catching broadly is what keeps one bad entry from taking down the cluster. Only running out
+    of memory is the machine's, not the entry's, and is left to end the process.
     """
     try:
         kind = kind_of(entry)
-        applied = kind.apply(replica, entry)
-    except InvalidEntry as refused:
-        log.warning("log entry %d ignored: %s", entry.position, refused)
-        return Transition(entry, replica, replica.evolve(version=entry.position), None)
-    applied = reallocate(replica, applied, entry.position)
-    diff = kind.diff(entry, replica, applied)
+        applied = reallocate(replica, kind.apply(replica, entry), entry.position)
+        diff = kind.diff(entry, replica, applied)
+    except MemoryError:
+        raise
+    except Exception as refused:
+        return _refuse(replica, entry, refused)
     return Transition(entry, replica, applied.evolve(version=entry.position), diff, kind)
+
+
+def _refuse(replica: Replica, entry: Entry, refused: Exception) -> Transition:
+    reason = str(refused) if isinstance(refused, InvalidEntry) else _described(refused)
+    log.warning(
+        "log entry %d ignored (%s, %s): %s",
+        entry.position,
+        _kind_label(entry),
+        _size_label(entry),
+        cut(reason),
+    )
+    return Transition(entry, replica, replica.evolve(version=entry.position), None)
+
+
+def _described(error: Exception) -> str:
+    return f"applying it raised {type(error).__name__}: {error}"
+
+
+def _kind_label(entry: Entry) -> str:
+    return repr(cut(entry.fn, KIND_SHOWN)) if entry.fn else "no kind"
+
+
+def _size_label(entry: Entry) -> str:
+    """The entry's size as read from the log; one made in this process is measured here."""
+    size = entry.size
+    if size < 0:
+        try:
+            size = len(entry.encode())
+        except (ValueError, TypeError, RecursionError):
+            return "size unknown"
+    return f"{size:,} bytes"

@@ -9,13 +9,23 @@ kind's module imports nothing that talks to ZooKeeper.
 from __future__ import annotations
 
 import json
+import reprlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from peer.log.limits import MAX_ENTRY_BYTES, MAX_ENTRY_DEPTH, deeper_than
 from peer.log.replica import Replica
 
 Diff = Mapping[str, Any] | None
+
+
+UNDECODABLE = "undecodable"
+"""The argument that carries why an entry's bytes could not be decoded (its ``fn`` is empty)."""
+
+_shown = reprlib.Repr(maxlevel=3, maxstring=80, maxother=80, maxlist=6, maxdict=6)
+"""How a refusal quotes the value at fault: bounded, so a large argument is never copied whole
+into a message every group logs."""
 
 
 class InvalidEntry(ValueError):
@@ -24,14 +34,16 @@ class InvalidEntry(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """``{fn, args}`` as written to the log; ``position`` is set once the log has ordered it."""
+    """``{fn, args}`` as written to the log; ``position`` is set once the log has ordered it,
+    ``size`` (its length in bytes) once it has been read from the log."""
 
     fn: str
     args: Mapping[str, Any] = field(default_factory=dict)
     position: int = -1
+    size: int = field(default=-1, compare=False)
 
     def at(self, position: int) -> Entry:
-        return Entry(self.fn, self.args, position)
+        return Entry(self.fn, self.args, position, self.size)
 
     def encode(self) -> bytes:
         return json.dumps({"fn": self.fn, "args": dict(self.args)}, sort_keys=True).encode()
@@ -39,15 +51,30 @@ class Entry:
     @classmethod
     def decode(cls, data: bytes, position: int) -> Entry:
         """Bytes from the log; anything unreadable becomes an entry of no known kind, so that it
-        is refused at apply time, at its position, by every peer alike."""
+        is refused at apply time, at its position, by every peer alike. An entry larger than
+        MAX_ENTRY_BYTES or nesting deeper than MAX_ENTRY_DEPTH is unreadable by rule, checked
+        before parsing, so whether it is refused never depends on a stack's depth."""
+        size = len(data)
+        if size > MAX_ENTRY_BYTES:
+            return cls.undecodable(
+                f"{size:,} bytes, over the limit of {MAX_ENTRY_BYTES:,}", position, size
+            )
+        if deeper_than(data, MAX_ENTRY_DEPTH):
+            return cls.undecodable(
+                f"nests deeper than the limit of {MAX_ENTRY_DEPTH} levels", position, size
+            )
         try:
             doc = json.loads(data)
             fn, args = doc["fn"], doc.get("args", {})
             if not isinstance(fn, str) or not isinstance(args, dict):
                 raise TypeError("fn must be a string and args an object")
-        except (ValueError, TypeError, KeyError, RecursionError) as e:
-            return cls("", {"undecodable": f"{type(e).__name__}: {e}"}, position)
-        return cls(fn, args, position)
+        except (ValueError, TypeError, KeyError) as e:
+            return cls.undecodable(f"{type(e).__name__}: {e}", position, size)
+        return cls(fn, args, position, size)
+
+    @classmethod
+    def undecodable(cls, reason: str, position: int, size: int) -> Entry:
+        return cls("", {UNDECODABLE: reason}, position, size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +166,7 @@ class EntryKind:
             if not isinstance(value, kind) or (kind is str and not value):
                 raise InvalidEntry(
                     f"{self.name}: argument {name!r} must be a non-empty {kind.__name__}, "
-                    f"got {value!r}"
+                    f"got {_shown.repr(value)}"
                 )
 
     def entry(self, **args: Any) -> Entry:

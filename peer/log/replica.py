@@ -32,11 +32,15 @@ class Replica:
 
     Jobs: ``jobs`` holds the submitted jobs that have not finished, ``job_order`` their
     submission order (the schedulers' priority), ``finished`` how every other job ended, so a
-    resubmitted id stays a no-op. ``allocations`` gives every job's tasks their peers and
-    ``allocation_versions`` the log position where that allocation last changed, which is the
-    version the data plane stamps on its messages. ``started`` jobs have held peers once (flux
-    policies apply to them); ``done`` holds the output peers that finished under the current
-    allocation. ``short_ids`` are the small integers peers and jobs are known by on the wire.
+    resubmitted id stays a no-op, and ``reasons`` why, where it was said (a kill's reason).
+    ``hashes`` holds the sha256 of every known job's content, running or finished, so that a
+    submitter can tell a resubmission of the same job from another job under a known id;
+    ``names`` the name of every known job that has one. ``allocations`` gives every job's tasks
+    their peers and ``allocation_versions`` the log position where that allocation last changed,
+    which is the version the data plane stamps on its messages. ``started`` jobs have held
+    peers once (flux policies apply to them); ``done`` holds the output peers that finished
+    under the current allocation. ``short_ids`` are the small integers peers and jobs are known
+    by on the wire.
     """
 
     version: int = EMPTY_VERSION
@@ -53,6 +57,9 @@ class Replica:
     jobs: PMap = field(default_factory=pmap)
     job_order: PVector = field(default_factory=pvector)
     finished: PMap = field(default_factory=pmap)
+    reasons: PMap = field(default_factory=pmap)
+    hashes: PMap = field(default_factory=pmap)
+    names: PMap = field(default_factory=pmap)
     allocations: PMap = field(default_factory=pmap)
     allocation_versions: PMap = field(default_factory=pmap)
     started: PSet = field(default_factory=pset)
@@ -112,6 +119,9 @@ class Replica:
             "jobs": {j: job.to_dict() for j, job in sorted(self.jobs.items())},
             "job_order": list(self.job_order),
             "finished": dict(sorted(self.finished.items())),
+            "reasons": dict(sorted(self.reasons.items())),
+            "hashes": dict(sorted(self.hashes.items())),
+            "names": dict(sorted(self.names.items())),
             "allocations": {
                 j: {t: list(ps) for t, ps in tasks.items()}
                 for j, tasks in sorted(self.allocations.items())
@@ -151,6 +161,9 @@ class Replica:
             ),
             job_order=pvector(map(str, doc.get("job_order", ()))),
             finished=_string_map(doc.get("finished", {})),
+            reasons=_string_map(doc.get("reasons", {})),
+            hashes=_string_map(doc.get("hashes", {})),
+            names=_string_map(doc.get("names", {})),
             allocations=pmap(
                 {
                     str(j): pmap({str(t): tuple(map(str, ps)) for t, ps in tasks.items()})

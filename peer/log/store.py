@@ -13,6 +13,7 @@ from typing import Protocol
 from urllib.parse import quote
 
 from peer.log.entry import Entry
+from peer.log.limits import MAX_ENTRY_BYTES
 from peer.log.replica import Replica
 
 
@@ -75,6 +76,26 @@ class LogStore(Protocol):
         """Delete the commit record of ``job``, if there is one."""
 
     def close(self) -> None: ...
+
+
+def encoded(entry: Entry) -> bytes:
+    """``entry`` as a store writes it. One larger than MAX_ENTRY_BYTES is refused at once,
+    saying what it is and by how much it is over: ZooKeeper would drop the connection instead,
+    and the client retry until it gave up; the embedded store refuses it alike, so that what
+    runs embedded also fits a cluster."""
+    data = entry.encode()
+    if len(data) > MAX_ENTRY_BYTES:
+        raise StoreError(
+            f"{describe(entry)} is {len(data):,} bytes, {len(data) - MAX_ENTRY_BYTES:,} bytes over "
+            f"the limit of {MAX_ENTRY_BYTES:,} of a log entry (ZooKeeper's jute.maxbuffer)"
+        )
+    return data
+
+
+def describe(entry: Entry) -> str:
+    """An entry in a few words: its kind, and the id it is about when it names one."""
+    about = entry.args.get("id")
+    return f"{entry.fn} entry for {about!r}" if isinstance(about, str) else f"{entry.fn} entry"
 
 
 def store_origin_and_trim(store: LogStore, replica: Replica) -> int:

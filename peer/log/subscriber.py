@@ -44,9 +44,10 @@ def poll(store: LogStore, version: int) -> list[Entry]:
     return [set_replica(origin), *(e for e in entries if e.position > origin.version)]
 
 
-def catch_up(store: LogStore) -> Replica:
-    """The replica as of the current tail: boot, then apply everything there is."""
-    replica = boot(store)
+def catch_up(store: LogStore, replica: Replica | None = None) -> Replica:
+    """The replica as of the current tail: boot (or go on from ``replica``), then apply
+    everything there is."""
+    replica = boot(store) if replica is None else replica
     while entries := poll(store, replica.version):
         for entry in entries:
             replica = apply_entry(replica, entry).new

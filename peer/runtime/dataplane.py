@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from peer.log.entries.jobs import COMPLETE_JOB, KILL_JOB
+from peer.log.entries.jobs import COMPLETE_JOB, kill_job
 from peer.log.entry import Entry
 from peer.log.replica import Replica
 from peer.log.store import LogStore
@@ -286,9 +286,10 @@ class DataPlane:
         return busy
 
     def _fail(self, key: RunnerKey, error: TaskFailed) -> None:
+        """The failure's message becomes the kill's reason, so the submitter sees it."""
         log.error("%s; killing the job", error)
         self.runners.pop(key).close()
-        self.write(KILL_JOB.entry(id=key[1]))
+        self.write(kill_job(key[1], str(error)))
 
     def _congested(self, peers: list[str]) -> bool:
         """Whether the frames waiting for any of these peers' groups fill their queue."""

@@ -89,7 +89,7 @@ def test_wait_exits_1_for_a_killed_job(empty_cluster, tmp_path):
     assert onyx("job", "kill", "doomed", *empty_cluster).returncode == 0
     result = onyx("job", "wait", "doomed", *empty_cluster)
     assert result.returncode == 1, result.stderr
-    assert result.stdout.strip() == "job doomed: killed"
+    assert result.stdout.strip() == "job doomed: killed: an operator killed it"
 
 
 def test_wait_exits_4_when_the_cluster_cannot_be_reached():

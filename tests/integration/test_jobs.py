@@ -143,11 +143,11 @@ def test_a_job_too_big_for_the_cluster_waits_for_peers(start_peer, zookeeper, te
     status = onyx("job", "status", "big", *cluster_args(zookeeper, tenancy))
     assert status.stdout.strip() == "job big: waiting for peers (needs at least 4)"
     killed = onyx("job", "kill", "big", *cluster_args(zookeeper, tenancy))
-    assert killed.stdout.strip() == "job big: killed"
+    assert killed.stdout.strip() == "job big: killed: an operator killed it"
     again = onyx("job", "submit", str(job), "--id", "big", *cluster_args(zookeeper, tenancy))
     assert again.returncode == 0
     after = onyx("job", "status", "big", *cluster_args(zookeeper, tenancy))
-    assert after.stdout.strip() == "job big: killed"
+    assert after.stdout.strip() == "job big: killed: an operator killed it"
 
 
 def test_status_of_a_job_nobody_submitted(zookeeper, tenancy, start_peer):

@@ -10,16 +10,31 @@ complete-job is written by each output peer once it has drained its inputs and s
 output under the job's current allocation; the job completes when every output peer of that
 allocation has said so. A stale complete-job, from before a reallocation, counts for nothing:
 the new allocation's peers run the job again from its last checkpoint.
+
+submit-job carries the job's ``hash`` (sha256 of its canonical document, computed by the
+submitter) and the replica keeps it beyond the job's end, so a submitter can tell the same job
+from another one under a known id. kill-job carries why, if it says: an operator's kill, a task
+that failed; the replica keeps the reason, cut to MAX_REASON_CHARS, with the job's outcome.
 """
 
 from __future__ import annotations
+
+import re
 
 from pyrsistent import pset
 
 from peer.job.load import from_dict
 from peer.job.spec import JobError
 from peer.log.entry import Diff, Entry, EntryKind, InvalidEntry
+from peer.log.limits import cut
 from peer.log.replica import Replica
+
+MAX_REASON_CHARS = 1000
+"""How much of a kill's reason the replica keeps: enough for an error message and where it
+happened, while every replica, and every origin, carries it for as long as the job is known."""
+
+HASH = re.compile(r"^[0-9a-f]{64}$")
+"""What a job's hash looks like: a sha256 hex digest, as ``Job.digest`` writes it."""
 
 
 def _known(replica: Replica, job: str) -> bool:
@@ -27,14 +42,18 @@ def _known(replica: Replica, job: str) -> bool:
 
 
 def _apply_submit(replica: Replica, entry: Entry) -> Replica:
-    job_id, doc = entry.args["id"], entry.args["job"]
+    job_id, doc, digest = entry.args["id"], entry.args["job"], entry.args.get("hash")
     if _known(replica, job_id):
         return replica
+    if digest is not None and not HASH.match(digest):
+        raise InvalidEntry(f"submit-job {job_id!r} refused: hash is not a sha256 hex digest")
     try:
         job = from_dict({**doc, "id": job_id}, imports=False)
     except (JobError, TypeError) as e:
         raise InvalidEntry(f"submit-job {job_id!r} refused: {e}") from e
     return replica.evolve(
+        hashes=replica.hashes.set(job_id, digest) if digest else replica.hashes,
+        names=replica.names.set(job_id, job.name) if job.name else replica.names,
         jobs=replica.jobs.set(job_id, job),
         job_order=replica.job_order.append(job_id),
         short_ids=replica.short_ids.set(job_id, replica.next_short_id),
@@ -42,12 +61,13 @@ def _apply_submit(replica: Replica, entry: Entry) -> Replica:
     )
 
 
-def finish(replica: Replica, job_id: str, outcome: str) -> Replica:
+def finish(replica: Replica, job_id: str, outcome: str, reason: str | None = None) -> Replica:
     """The job leaves the running set for good; its peers are freed by the next allocation."""
     return replica.evolve(
         jobs=replica.jobs.discard(job_id),
         job_order=replica.job_order.delete(replica.job_order.index(job_id)),
         finished=replica.finished.set(job_id, outcome),
+        reasons=replica.reasons.set(job_id, reason) if reason else replica.reasons,
         allocations=replica.allocations.discard(job_id),
         allocation_versions=replica.allocation_versions.discard(job_id),
         started=replica.started.discard(job_id),
@@ -57,8 +77,18 @@ def finish(replica: Replica, job_id: str, outcome: str) -> Replica:
 
 
 def _apply_kill(replica: Replica, entry: Entry) -> Replica:
-    job_id = entry.args["id"]
-    return finish(replica, job_id, "killed") if job_id in replica.jobs else replica
+    job_id, reason = entry.args["id"], entry.args.get("reason")
+    if job_id not in replica.jobs:
+        return replica
+    return finish(replica, job_id, "killed", cut(reason, MAX_REASON_CHARS) if reason else None)
+
+
+def kill_job(job_id: str, reason: str | None = None) -> Entry:
+    """A kill-job entry, its reason cut as the replica would keep it, so that however long an
+    error message is, the entry stays small."""
+    if not reason:
+        return KILL_JOB.entry(id=job_id)
+    return KILL_JOB.entry(id=job_id, reason=cut(reason, MAX_REASON_CHARS))
 
 
 def _output_peers(replica: Replica, job_id: str) -> set[str]:
@@ -90,9 +120,15 @@ SUBMIT_JOB = EntryKind(
     apply=_apply_submit,
     diff=_diff_job,
     while_joining=False,
+    optional={"hash": str},
 )
 KILL_JOB = EntryKind(
-    name="kill-job", args={"id": str}, apply=_apply_kill, diff=_diff_job, while_joining=False
+    name="kill-job",
+    args={"id": str},
+    apply=_apply_kill,
+    diff=_diff_job,
+    while_joining=False,
+    optional={"reason": str},
 )
 COMPLETE_JOB = EntryKind(
     name="complete-job",

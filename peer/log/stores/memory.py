@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from peer.log.entry import Entry
 from peer.log.replica import Replica
+from peer.log.store import encoded
 
 
 class MemoryLog:
@@ -46,9 +47,10 @@ class MemoryStore:
         self.lost_callbacks: list[Callable[[], None]] = []
 
     def append(self, entry: Entry) -> int:
+        data = encoded(entry)
         with self.log.lock:
             position = self.log.next_position
-            self.log.entries[position] = entry.encode()
+            self.log.entries[position] = data
             self.log.next_position += 1
             callbacks = list(self.log.append_callbacks)
         for callback in callbacks:

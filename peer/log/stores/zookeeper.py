@@ -34,7 +34,7 @@ from kazoo.security import make_digest_acl
 
 from peer.log.entry import Entry
 from peer.log.replica import EMPTY_VERSION, Replica
-from peer.log.store import StoreError, StoreUnreachable, path_component
+from peer.log.store import StoreError, StoreUnreachable, encoded, path_component
 
 ENTRY_PREFIX = "entry-"
 TENANCY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -142,7 +142,7 @@ class ZooKeeperStore:
 
     def append(self, entry: Entry) -> int:
         path = self._guard(
-            self.client.create, f"{self.log_path}/{ENTRY_PREFIX}", entry.encode(), sequence=True
+            self.client.create, f"{self.log_path}/{ENTRY_PREFIX}", encoded(entry), sequence=True
         )
         return int(path.rsplit(ENTRY_PREFIX, 1)[1])
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
+from prometheus_client import REGISTRY
 
 from peer.cluster.group import GroupConfig, Incarnation, PeerGroup
 from peer.cluster.local import LocalCluster
@@ -136,3 +138,34 @@ def test_work_entries_wait_in_the_outbox_until_the_group_has_joined(monkeypatch)
     me.flush()
     assert [e.fn for e in store.read(after=-1)] == [PREPARE_JOIN.name, "volunteer"]
     assert me.outbox == []
+
+
+def applied(kind: str) -> float:
+    return REGISTRY.get_sample_value("onyx_log_entries_applied_total", {"kind": kind}) or 0.0
+
+
+def test_groups_live_through_junk_in_the_log_and_count_it_as_refused(cluster):
+    """Bytes no client of ours would write, put straight into the shared log: every group refuses
+    them alike, stays in the ring, and counts them under one label, never the entry's own kind."""
+    cluster.await_ring(timeout=20)
+    before = applied("refused")
+    deep = b'{"fn": "submit-job", "args": {"id": "d", "job": ' + b"[" * 5000 + b"]" * 5000 + b"}}"
+    junk = [deep, b"not json", json.dumps({"fn": "k" * 100_000, "args": {}}).encode()]
+    with cluster.log.lock:
+        for data in junk:
+            cluster.log.entries[cluster.log.next_position] = data
+            cluster.log.next_position += 1
+    for callback in list(cluster.log.append_callbacks):
+        callback()
+    last = cluster.log.next_position - 1
+    wait_for(
+        lambda: all(g.current.replica.version >= last for g in cluster.groups),
+        20,
+        "every group to read past the junk",
+    )
+    assert applied("refused") - before == len(junk) * len(cluster.groups)
+    kinds = {s.labels["kind"] for m in REGISTRY.collect() for s in m.samples if "kind" in s.labels}
+    assert kinds <= {*KINDS, "refused"}
+    replica = ring_of(cluster, 4)
+    assert all(t.is_alive() for t in cluster.threads)
+    assert sorted(replica.groups) == sorted(g.id for g in cluster.groups)

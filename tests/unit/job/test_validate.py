@@ -112,7 +112,8 @@ def test_unknown_task_scheduler_lists_the_allowed():
 def test_unknown_job_key_lists_the_allowed():
     assert refusal(lambda d: d.update(flows=[])) == (
         "job 'wc': unknown key 'flows' (allowed: barrier_period, catalog, code, flow_conditions, "
-        "id, lifecycles, percentage, resume_from, task_scheduler, triggers, windows, workflow)"
+        "id, lifecycles, metadata, name, percentage, resume_from, task_scheduler, triggers, "
+        "windows, workflow)"
     )
 
 

@@ -72,7 +72,7 @@ def test_unknown_kind_is_a_no_op_that_advances_the_version(
     t = apply_entry(before, Entry("frobnicate", {"x": 1}).at(7))
     assert_refused(t, before, 7, effects, reactions)
     assert [r.getMessage() for r in warnings.records] == [
-        "log entry 7 ignored: unknown kind of entry 'frobnicate' (args {'x': 1})"
+        "log entry 7 ignored ('frobnicate', 38 bytes): unknown kind of entry 'frobnicate'"
     ]
 
 
@@ -100,10 +100,12 @@ def test_malformed_args_are_a_no_op_that_advances_the_version(
     make_replica, reactions, effects, warnings, case
 ):
     before = make_replica(6, ring=["a"], prepared={"a": "j"})
-    t = apply_entry(before, MALFORMED[case].at(7))
+    entry = MALFORMED[case]
+    t = apply_entry(before, entry.at(7))
     assert_refused(t, before, 7, effects, reactions)
+    size = len(entry.encode())
     assert [r.getMessage() for r in warnings.records] == [
-        f"log entry 7 ignored: {MALFORMED_MESSAGES[case]}"
+        f"log entry 7 ignored ({entry.fn!r}, {size} bytes): {MALFORMED_MESSAGES[case]}"
     ]
 
 
@@ -155,19 +157,23 @@ def test_undecodable_bytes_become_a_refused_no_op(make_replica, reactions, effec
     assert_refused(t, before, 9, effects, reactions)
     [record] = warnings.records
     assert record.levelno == logging.WARNING
-    assert record.getMessage().startswith("log entry 9 ignored: unknown kind of entry ''")
-    assert reason in record.getMessage()
+    assert record.getMessage().startswith(
+        f"log entry 9 ignored (no kind, {len(data)} bytes): undecodable: {reason}"
+    )
 
 
 @pytest.mark.parametrize("data", [b"[" * 100_000, b'{"fn": "gc", "args": {"id": ' + b"[" * 100_000])
 def test_deeply_nested_bytes_become_a_refused_no_op(make_replica, warnings, data):
     entry = Entry.decode(data, 9)
-    assert (entry.fn, entry.position) == ("", 9)
-    assert entry.args["undecodable"].startswith("RecursionError: ")
+    assert (entry.fn, entry.position, entry.size) == ("", 9, len(data))
+    assert entry.args["undecodable"] == "nests deeper than the limit of 64 levels"
     t = apply_entry(make_replica(8, ring=["a"]), entry)
     assert (t.new, t.kind, t.diff) == (make_replica(9, ring=["a"]), None, None)
     [record] = warnings.records
-    assert record.getMessage().startswith("log entry 9 ignored: unknown kind of entry ''")
+    assert record.getMessage() == (
+        f"log entry 9 ignored (no kind, {len(data):,} bytes): undecodable: nests deeper than the "
+        "limit of 64 levels"
+    )
 
 
 def test_act_fans_out_to_the_group_and_each_virtual_peer(monkeypatch):

@@ -72,6 +72,5 @@ def test_set_replica_read_from_the_log_is_refused(make_replica, reactions, effec
     assert effects(t, "a", "x") == {"a": [], "x": []}
     [record] = caplog.records
     assert record.levelno == logging.WARNING
-    assert record.getMessage().startswith(
-        "log entry 8 ignored: set-replica: argument 'replica' must be a non-empty Replica"
-    )
+    assert record.getMessage().startswith("log entry 8 ignored ('set-replica', ")
+    assert "set-replica: argument 'replica' must be a non-empty Replica" in record.getMessage()

@@ -10,7 +10,7 @@ import pytest
 
 from peer.log.apply import apply_entry
 from peer.log.entries.group_leave import GROUP_LEAVE
-from peer.log.entries.jobs import COMPLETE_JOB, KILL_JOB, SUBMIT_JOB
+from peer.log.entries.jobs import COMPLETE_JOB, KILL_JOB, MAX_REASON_CHARS, SUBMIT_JOB, kill_job
 from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER, LEAVE_CLUSTER
 from peer.log.replica import Replica
 
@@ -65,11 +65,13 @@ def test_a_job_of_the_wrong_shape_is_refused_with_its_position(make_replica, cap
     before = cluster(make_replica, a=["a1"])
     bad = job()
     bad["workflow"].append(["out", "in"])
-    t = apply_entry(before, SUBMIT_JOB.entry(id="j", job=bad).at(9))
+    entry = SUBMIT_JOB.entry(id="j", job=bad)
+    t = apply_entry(before, entry.at(9))
     assert t.new == before.evolve(version=9)
     assert caplog.messages == [
-        "log entry 9 ignored: submit-job 'j' refused: job 'j': task 'in': workflow: an input "
-        "task cannot have incoming edges, got 'out' -> 'in'"
+        f"log entry 9 ignored ('submit-job', {len(entry.encode())} bytes): submit-job 'j' "
+        "refused: job 'j': task 'in': workflow: an input task cannot have incoming edges, got "
+        "'out' -> 'in'"
     ]
 
 
@@ -186,3 +188,74 @@ def test_tags_must_be_strings(make_replica):
     before = make_replica(0, ring=["a"])
     t = apply_entry(before, ADD_VIRTUAL_PEER.entry(id="a1", group="a", tags=[3]).at(1))
     assert t.new == before.evolve(version=1)
+
+
+HASH = "ab" * 32
+
+
+def test_the_hash_and_name_are_kept_while_running_and_after_the_job_ends(make_replica):
+    named = job(name="word count", metadata={"team": "search"})
+    running = play(
+        cluster(make_replica, a=["a1", "a2", "a3"]), SUBMIT_JOB.entry(id="j", job=named, hash=HASH)
+    )
+    assert (running.hashes["j"], running.names["j"]) == (HASH, "word count")
+    assert running.jobs["j"].metadata == {"team": "search"}
+    killed = play(running, KILL_JOB.entry(id="j"))
+    assert (killed.hashes["j"], killed.names["j"]) == (HASH, "word count")
+    assert "j" not in killed.reasons
+
+
+def test_a_job_without_hash_or_name_leaves_no_trace_of_either(make_replica):
+    running = play(cluster(make_replica, a=["a1"]), SUBMIT_JOB.entry(id="j", job=job()))
+    assert "j" in running.jobs
+    assert (dict(running.hashes), dict(running.names)) == ({}, {})
+
+
+@pytest.mark.parametrize("digest", ["", "AB" * 32, "ab" * 31, "zz" * 32, 5])
+def test_a_submission_with_a_malformed_hash_is_refused(make_replica, digest):
+    before = cluster(make_replica, a=["a1"])
+    after = play(before, SUBMIT_JOB.entry(id="j", job=job(), hash=digest))
+    assert after == before.evolve(version=before.version + 1)
+
+
+def test_a_kill_keeps_its_reason_cut_to_the_bound(make_replica):
+    running = play(cluster(make_replica, a=["a1", "a2", "a3"]), SUBMIT_JOB.entry(id="j", job=job()))
+    killed = play(running, KILL_JOB.entry(id="j", reason="fn raised\n" + "x" * 5000))
+    assert killed.finished["j"] == "killed"
+    assert len(killed.reasons["j"]) == MAX_REASON_CHARS
+    assert killed.reasons["j"].startswith("fn raised\nxxx")
+    assert killed.reasons["j"].endswith("…")
+
+
+def test_kill_job_cuts_the_reason_it_carries():
+    assert kill_job("j", "y" * 5000).args["reason"] == "y" * (MAX_REASON_CHARS - 1) + "…"
+    assert kill_job("j", "short").args == {"id": "j", "reason": "short"}
+    assert kill_job("j").args == {"id": "j"}
+
+
+def test_a_kill_whose_reason_is_not_a_string_is_refused(make_replica):
+    running = play(cluster(make_replica, a=["a1", "a2", "a3"]), SUBMIT_JOB.entry(id="j", job=job()))
+    after = play(running, KILL_JOB.entry(id="j", reason=["no"]))
+    assert after == running.evolve(version=running.version + 1)
+
+
+def test_a_flux_kill_says_which_task_killed_the_job(make_replica):
+    running = play(
+        cluster(make_replica, a=["a1", "a2"], b=["b1"]), SUBMIT_JOB.entry(id="j", job=job("kill"))
+    )
+    after = play(running, GROUP_LEAVE.entry(id="b"))
+    assert after.reasons["j"] == "left without peers, and task 'f' has flux_policy kill"
+
+
+def test_every_new_job_field_round_trips_through_json(make_replica):
+    running = play(
+        cluster(make_replica, a=["a1", "a2", "a3"]),
+        SUBMIT_JOB.entry(id="j", job=job(name="n", metadata={"a": [1, {"b": None}]}), hash=HASH),
+        SUBMIT_JOB.entry(id="k", job=job(name="m"), hash="cd" * 32),
+        KILL_JOB.entry(id="k", reason="because"),
+    )
+    doc = json.loads(json.dumps(running.to_json()))
+    assert (doc["reasons"], doc["names"]) == ({"k": "because"}, {"j": "n", "k": "m"})
+    assert doc["hashes"] == {"j": HASH, "k": "cd" * 32}
+    assert doc["jobs"]["j"]["metadata"] == {"a": [1, {"b": None}]}
+    assert Replica.from_json(doc) == running

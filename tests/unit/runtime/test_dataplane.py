@@ -175,7 +175,13 @@ def test_a_task_whose_code_fails_kills_its_job():
     replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=job))
     a.sync(replica, ["a1"])
     a.step()
-    assert [(e.fn, dict(e.args)) for e in written["a"]] == [("kill-job", {"id": "j"})]
+    reason = (
+        "job 'j': task 'in' on peer a1: PluginError: task 'in', plugin 'peer.plugins.memory:input':"
+        " set exactly one of params.segments and params.count"
+    )
+    assert [(e.fn, dict(e.args)) for e in written["a"]] == [
+        ("kill-job", {"id": "j", "reason": reason})
+    ]
     assert not a.runners
 
 
@@ -186,7 +192,13 @@ def test_a_peer_with_nowhere_to_send_to_fails_its_job_instead_of_dropping():
     a.sync(replica, ["a1"])
     a.step()
     a.step()
-    assert [(e.fn, dict(e.args)) for e in written["a"]] == [("kill-job", {"id": "j"})]
+    reason = (
+        "job 'j': task 'in' on peer a1: RuntimeError: peer b1 is in a group that announced no "
+        "site to send to"
+    )
+    assert [(e.fn, dict(e.args)) for e in written["a"]] == [
+        ("kill-job", {"id": "j", "reason": reason})
+    ]
 
 
 def test_frames_of_a_finished_job_are_not_kept():
