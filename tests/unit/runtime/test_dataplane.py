@@ -28,11 +28,13 @@ class Loopback:
     """Frames offered to an address wait in its mailbox; ``open`` False refuses every offer."""
 
     boxes: dict[str, deque[bytes]] = defaultdict(deque)
+    max_frame = 4096
 
     def __init__(self, address: str) -> None:
         self.address, self.open, self.offered = address, True, 0
 
     def offer(self, address: str, frame: bytes) -> bool:
+        assert len(frame) <= self.max_frame
         if not self.open:
             return False
         self.offered += 1
