@@ -21,6 +21,10 @@ class StoreError(RuntimeError):
 
 
 class LogStore(Protocol):
+    connected: bool
+    """Whether the store can serve requests right now. While it cannot, a group does not ask
+    it (asking would wait for a server) and its data plane goes on."""
+
     def append(self, entry: Entry) -> int:
         """Write ``entry`` at the tail; its position."""
 
