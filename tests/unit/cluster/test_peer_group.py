@@ -136,3 +136,24 @@ def test_work_entries_wait_in_the_outbox_until_the_group_has_joined(monkeypatch)
     me.flush()
     assert [e.fn for e in store.read(after=-1)] == [PREPARE_JOIN.name, "volunteer"]
     assert me.outbox == []
+
+
+def test_while_the_store_is_away_the_log_waits_and_nothing_blocks():
+    """A store that is not connected is not asked: entries to write stay in the outbox and
+    entries others wrote are read once it is back."""
+    log = MemoryLog()
+    store, other = log.session(), log.session()
+    me = Incarnation(store, FAST, threading.Event())
+    me.replica = me.replica.evolve(groups=me.replica.groups.add(me.id))
+    me.outbox = [GROUP_LEAVE.entry(id="someone")]
+    other.append(PREPARE_JOIN.entry(joiner="x"))
+    store.connected = False
+    me._step(threading.Event())
+    assert me.replica.version == -1
+    assert [e.fn for e in me.outbox] == [GROUP_LEAVE.name]
+    assert [e.fn for e in store.read(after=-1)] == [PREPARE_JOIN.name]
+    store.connected = True
+    me._step(threading.Event())
+    assert me.replica.version >= 0
+    assert me.outbox == []
+    assert GROUP_LEAVE.name in [e.fn for e in store.read(after=0)]

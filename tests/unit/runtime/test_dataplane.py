@@ -16,8 +16,11 @@ from peer.log.entries.jobs import KILL_JOB, SUBMIT_JOB
 from peer.log.entries.join import PREPARE_JOIN
 from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER
 from peer.log.replica import Replica
+from peer.log.store import StoreError
 from peer.log.stores.memory import MemoryLog
+from peer.messaging.fragments import MAX_SEGMENT
 from peer.messaging.frame import Header, MessageType, encode
+from peer.runtime import coordinator
 from peer.runtime.checkpoints import CheckpointStorage, Commits
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig
 from peer.runtime.task import WINDOW
@@ -66,6 +69,8 @@ def play(replica: Replica, *entries) -> Replica:
         replica = apply_entry(replica, entry.at(replica.version + 1)).new
     return replica
 
+
+FNS = "tests.unit.runtime.runtime_fns"
 
 JOB = {
     "workflow": [["in", "out"]],
@@ -296,3 +301,115 @@ def test_a_new_job_resumes_from_the_last_commit_of_the_job_it_names(abs_planes, 
         abs_planes, play(first, KILL_JOB.entry(id="j"), SUBMIT_JOB.entry(id="k", job=second))
     )
     assert sorted(s["n"] for s in published(tmp_path / "k")) == list(range(position, 20_000))
+
+
+def sized(tmp_path, sizes: list[int], batch_size: int = 10) -> dict:
+    """JOB with segments of these sizes (in b's inflate) written to a file by group a."""
+    source = {**JOB["catalog"][0], "params": {"segments": [{"n": n, "size": s}
+                                                           for n, s in enumerate(sizes)]},
+              "batch_size": batch_size, "required_tags": ["b"]}  # fmt: skip
+    sink = {**JOB["catalog"][1], "plugin": "peer.plugins.jsonl:output",
+            "params": {"path": str(tmp_path / "out.jsonl")}, "required_tags": ["a"]}  # fmt: skip
+    inflate = {"name": "inflate", "kind": "function", "required_tags": ["b"],
+               "fn": f"{FNS}:inflate", "batch_size": batch_size}  # fmt: skip
+    return {**JOB, "workflow": [["in", "inflate"], ["inflate", "out"]],
+            "catalog": [source, inflate, sink]}  # fmt: skip
+
+
+def two_peers_of_b() -> Replica:
+    return play(cluster(), ADD_VIRTUAL_PEER.entry(id="b2", group="b", site="B", tags=["b"]))
+
+
+def test_segments_and_batches_over_one_message_cross_groups_whole(tmp_path):
+    """Loopback takes frames of 4 KiB at most: larger batches are split, larger segments go in
+    fragments, and the output gets each segment once, whole."""
+    a, b, written = planes()
+    sizes = [0, 5000, 100, 20_000, 3000, 3000, 3000, 9000, 1, 4100] * 3
+    replica = play(two_peers_of_b(), SUBMIT_JOB.entry(id="j", job=sized(tmp_path, sizes)))
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1", "b2"])
+    drive(lambda: written["a"], a, b, what="the output to complete")
+    assert [e.fn for e in written["a"]] == ["complete-job"]
+    out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert sorted((d["n"], d["blob"]) for d in out) == [(n, "x" * s) for n, s in enumerate(sizes)]
+    assert a.assembly.held() == 0
+
+
+def test_a_segment_over_the_limit_kills_its_job_naming_it_and_the_group_goes_on(tmp_path, caplog):
+    a, b, written = planes()
+    job = sized(tmp_path, [MAX_SEGMENT + 1])
+    replica = play(two_peers_of_b(), SUBMIT_JOB.entry(id="j", job=job))
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1", "b2"])
+    drive(lambda: written["b"], a, b, what="job j to be killed")
+    assert [(e.fn, dict(e.args)["id"]) for e in written["b"]] == [("kill-job", "j")]
+    [message] = [r.getMessage() for r in caplog.records if "killing the job" in r.getMessage()]
+    assert "job 'j': task 'inflate'" in message
+    assert f"over the {MAX_SEGMENT:,}-byte limit" in message
+    assert not (tmp_path / "out.jsonl").exists() or not (tmp_path / "out.jsonl").read_text()
+
+
+def test_an_unreadable_frame_is_dropped_with_a_short_warning(caplog):
+    _a, b, _written = planes()
+    Loopback.boxes["B"].append(bytes([99]) + b"x" * 100_000)
+    b.step()
+    [record] = [r for r in caplog.records if "unreadable frame" in r.getMessage()]
+    assert "100001 bytes" in record.getMessage()
+    assert len(record.getMessage()) < 300
+
+
+def test_a_coordinator_that_fails_kills_its_job_and_the_group_goes_on(abs_planes, tmp_path):
+    a, b, written = abs_planes()
+    a.store.write_commit("j", b"not a commit record", -1)
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=checkpointed(tmp_path)))
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1"])
+    drive(lambda: written["a"], a, b, what="job j to be killed")
+    assert [(e.fn, dict(e.args)["id"]) for e in written["a"]] == [("kill-job", "j")]
+    assert not a.coordinators
+
+
+class Flaky:
+    """A store that fails its first ``failures`` commit-record requests, as ZooKeeper does when
+    it is away for longer than the client's retries."""
+
+    def __init__(self, store, failures: int) -> None:
+        self.store, self.failures = store, failures
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    def _maybe_fail(self) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise StoreError("ZooKeeper at zk:2181 failed: ConnectionLoss")
+
+    def read_commit(self, job):
+        self._maybe_fail()
+        return self.store.read_commit(job)
+
+
+def test_a_claim_or_commit_the_store_cannot_serve_is_tried_again(abs_planes, tmp_path, monkeypatch):
+    monkeypatch.setattr(coordinator, "RETRY", 0.0)
+    a, b, written = abs_planes()
+    a.store = Flaky(a.store, failures=2)
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=checkpointed(tmp_path, 100)))
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1"])
+    drive(lambda: written["b"], a, b, what="the job to complete")
+    assert a.store.failures == 0
+    assert [e.fn for e in written["a"] + written["b"]] == ["complete-job"]
+
+
+def test_a_sink_that_fails_on_a_commit_kills_its_job(abs_planes, tmp_path):
+    a, b, written = abs_planes()
+    job = checkpointed(tmp_path)
+    job["catalog"][1] = {
+        **job["catalog"][1],
+        "plugin": f"{FNS}:fails_at_commit",
+    }
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=job))
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1"])
+    drive(lambda: written["b"], a, b, what="job j to be killed")
+    assert [(e.fn, dict(e.args)["id"]) for e in written["b"]] == [("kill-job", "j")]
