@@ -123,7 +123,7 @@ class DataPlane:
         for key in sorted(set(self.runners) - set(wanted)):
             self.runners.pop(key).close()
         for key in sorted(set(wanted) - set(self.runners)):
-            self.runners[key] = TaskRunner(self._context(replica, *key, wanted[key]))
+            self.runners[key] = self._runner(replica, key, wanted[key])
         self.by_short = {replica.short_ids[key[0]]: r for key, r in self.runners.items()}
         self._sync_coordinators(replica, set(mine))
         self._release_waiting(replica)
@@ -201,8 +201,26 @@ class DataPlane:
             send=send,
         )
 
+    def _runner(self, replica: Replica, key: RunnerKey, task: str) -> TaskRunner:
+        """A runner for ``key``. One whose routing code does not resolve in this process (a
+        group-by or flow-condition fn) is made without it and fails at its first step, so its
+        job is killed and the group goes on."""
+        try:
+            return TaskRunner(self._context(replica, *key, task))
+        except Exception as e:
+            runner = TaskRunner(self._context(replica, *key, task, code=False))
+            runner.broken = e
+            return runner
+
     def _context(
-        self, replica: Replica, peer: str, job_id: str, version: int, task: str
+        self,
+        replica: Replica,
+        peer: str,
+        job_id: str,
+        version: int,
+        task: str,
+        *,
+        code: bool = True,
     ) -> TaskContext:
         job, allocation = replica.jobs[job_id], replica.allocations[job_id]
         peers = allocation[task]
@@ -235,7 +253,9 @@ class DataPlane:
 
         checkpointed = self._checkpointed(replica, job_id)
         spec = job.task(task)
-        router = Router(routes(job, task, allocation), conditions(job, task))
+        router = (
+            Router(routes(job, task, allocation), conditions(job, task)) if code else Router(())
+        )
         return TaskContext(
             job=job,
             task=spec,
@@ -250,7 +270,7 @@ class DataPlane:
             grant=grant,
             congested=lambda: self._congested(router.peers()),
             complete=complete,
-            key_of=key_function(spec.group_by_key, spec.group_by_fn),
+            key_of=key_function(spec.group_by_key, spec.group_by_fn) if code else None,
             storage=self.storage if checkpointed else None,
             fetch=lambda source_job, epoch, slot: self.storage.fetch(source_job, epoch, task, slot),
         )

@@ -413,3 +413,13 @@ def test_a_sink_that_fails_on_a_commit_kills_its_job(abs_planes, tmp_path):
     b.sync(replica, ["b1"])
     drive(lambda: written["b"], a, b, what="job j to be killed")
     assert [(e.fn, dict(e.args)["id"]) for e in written["b"]] == [("kill-job", "j")]
+
+
+def test_routing_code_that_does_not_resolve_here_kills_its_job_not_the_group():
+    a, _b, written = planes()
+    job = {**JOB, "flow_conditions": [{"from": "in", "to": ["out"],
+                                       "predicate": f"{FNS}:no_such_predicate"}]}  # fmt: skip
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=job))
+    a.sync(replica, ["a1"])
+    a.step()
+    assert [(e.fn, dict(e.args)["id"]) for e in written["a"]] == [("kill-job", "j")]
