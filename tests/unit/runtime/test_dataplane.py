@@ -94,11 +94,24 @@ def cluster() -> Replica:
     ).evolve(groups=Replica().groups.update(["a", "b"]))
 
 
+OPEN: list[DataPlane] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_planes():
+    """Each plane's heartbeat thread beats into the shared mailboxes until it is closed: one
+    left running would speak for its group in the next test."""
+    yield
+    while OPEN:
+        OPEN.pop().close()
+
+
 def planes(config: DataPlaneConfig | None = None):
     Loopback.boxes.clear()
     written: dict[str, list] = {"a": [], "b": []}
     a = DataPlane("a", Loopback("A"), written["a"].append, config)
     b = DataPlane("b", Loopback("B"), written["b"].append, config)
+    OPEN.extend((a, b))
     return a, b, written
 
 
