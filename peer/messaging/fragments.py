@@ -1,12 +1,13 @@
 """Frames larger than one transport message: split by the sender, put back by the receiver.
 
-Aeron carries at most ``max_frame`` bytes in one message (peer.messaging.aeron). A larger batch
-is first split into BATCH frames of fewer segments, each small enough; the epoch field of each
-counts the parts of the batch still to come, and the receiver joins them into the one batch the
-sender's task emitted (credit between peers counts batches, so a split batch is still one). A
-frame still too large, a single large segment, is cut into FRAGMENT frames: each repeats the
-whole frame's job, source, destination and allocation version, holds the whole frame's length
-in its epoch field, and carries an 8-byte offset and the next slice of the whole frame.
+A transport carries at most ``limit`` bytes in one message (Aeron: 2 MiB, its ``max_frame``,
+peer.messaging.aeron). A larger batch is first split into BATCH frames of fewer segments, each
+small enough; the epoch field of each counts the parts of the batch still to come, and the
+receiver joins them into the one batch the sender's task emitted (credit between peers counts
+batches, so a split batch is still one). A frame still too large, a single large segment, is
+cut into FRAGMENT frames: each repeats the whole frame's job, source, destination and allocation
+version, holds the whole frame's length in its epoch field, and carries an 8-byte offset and
+the next slice of the whole frame.
 
 A group offers the pieces of one frame back to back on its one exclusive publication to the
 receiving group (one image there), and Aeron delivers an image in order, so a receiver has at
@@ -46,26 +47,28 @@ OFFSET = struct.Struct("<Q")
 """Where in the whole frame a fragment's slice starts."""
 ARRAY_PREFIX = 5
 """The most bytes msgpack spends saying a list has n elements."""
+_FRAGMENT = bytes([MessageType.FRAGMENT])
+"""The type byte of a fragment, which follows the version byte."""
 
 
 def frames(header: Header, segments: Sequence[Any], limit: int,
-           max_frame: int = MAX_FRAME) -> list[bytes]:  # fmt: skip
+           largest: int = MAX_FRAME) -> list[bytes]:  # fmt: skip
     """The frames, none over ``limit`` bytes, that carry ``segments`` under ``header``, in the
     order they must be offered; a FrameError for what cannot be encoded or is over the limit."""
     frame = encode(header, segments)
     if len(frame) <= limit:
         return [frame]
     if header.type == MessageType.BATCH and len(segments) > 1:
-        return _parts(header, segments, limit, max_frame)
-    if len(frame) > max_frame:
+        return _parts(header, segments, limit, largest)
+    if len(frame) > largest:
         what = "a segment" if header.type == MessageType.BATCH else f"a {header.type.name} frame"
         raise FrameError(f"{what} of {len(frame) - HEADER.size - 1:,} bytes (encoded) is over the "
-                         f"{max_frame - HEADER.size - ARRAY_PREFIX:,}-byte limit on what "
+                         f"{largest - HEADER.size - ARRAY_PREFIX:,}-byte limit on what "
                          "travels between groups")  # fmt: skip
     return fragment(frame, limit)
 
 
-def _parts(header: Header, segments: Sequence[Any], limit: int, max_frame: int) -> list[bytes]:
+def _parts(header: Header, segments: Sequence[Any], limit: int, largest: int) -> list[bytes]:
     """Consecutive runs of segments, each run's frame within ``limit`` where its segments allow
     (a segment too large alone is a run of its own, and goes in fragments)."""
     budget = limit - HEADER.size - ARRAY_PREFIX
@@ -80,7 +83,7 @@ def _parts(header: Header, segments: Sequence[Any], limit: int, max_frame: int) 
         used += size
     out = []
     for i, run in enumerate(runs):
-        out.extend(frames(replace(header, epoch=len(runs) - 1 - i), run, limit, max_frame))
+        out.extend(frames(replace(header, epoch=len(runs) - 1 - i), run, limit, largest))
     return out
 
 
@@ -101,15 +104,14 @@ class Assembly:
     is whole; a FrameError for a frame that is unreadable or does not fit with what came before
     (what was in assembly for that sender is dropped with it)."""
 
-    def __init__(self, max_frame: int = MAX_FRAME) -> None:
-        self.max_frame = max_frame
+    def __init__(self, largest: int = MAX_FRAME) -> None:
+        self.largest = largest
         self._pieces: dict[int, tuple[int, bytearray]] = {}
         self._parts: dict[tuple[int, int, int, int], list[Any]] = {}
 
     def add(self, frame: bytes) -> tuple[Header, list[Any]] | None:
-        header = decode_header(frame)
-        if header.type == MessageType.FRAGMENT:
-            whole = self._piece(header, frame)
+        if frame[1:2] == _FRAGMENT:
+            whole = self._piece(decode_header(frame), frame)
             if whole is None:
                 return None
             frame = whole
@@ -126,8 +128,8 @@ class Assembly:
             raise FrameError(f"a fragment of {len(frame)} bytes has no offset")
         (offset,) = OFFSET.unpack_from(frame, HEADER.size)
         piece = memoryview(frame)[HEADER.size + OFFSET.size :]
-        if total > self.max_frame:
-            raise FrameError(f"a fragment of a {total:,}-byte frame, over the {self.max_frame:,} "
+        if total > self.largest:
+            raise FrameError(f"a fragment of a {total:,}-byte frame, over the {self.largest:,} "
                              "bytes a frame may have")  # fmt: skip
         held = self._pieces.pop(sender, None)
         if offset == 0:

@@ -83,7 +83,7 @@ def test_a_segment_over_the_limit_is_refused_with_its_size():
 
 def test_a_fragment_claiming_a_frame_over_the_limit_is_refused_before_anything_is_held():
     liar = fragment(encode(batch(1), [b"x" * 1000]), LIMIT)[0]
-    assembly = Assembly(max_frame=500)
+    assembly = Assembly(largest=500)
     with pytest.raises(FrameError, match="over the 500 bytes a frame may have"):
         assembly.add(liar)
     assert assembly.held() == 0
