@@ -11,9 +11,9 @@ Moving segments needs no log. The group's one thread both plays the log and driv
 plane, and a request to ZooKeeper while it is unreachable waits for a server (kazoo retries up
 to the session timeout), which would stop every segment, heartbeat and checkpoint upload of the
 group. So while the store says it is not connected the group neither reads nor writes the log:
-entries to write stay in the outbox, the log is read again once the store is back (at the next
-poll interval), and coordinators' commits, which run in a worker pool, wait there. Only the
-session expiring ends the identity.
+entries to write stay in the outbox, the log is read again once the store is back (its
+reconnection wakes the group, the poll interval bounds the wait), and coordinators' commits,
+which run in a worker pool, wait there. Only the session expiring ends the identity.
 """
 
 from __future__ import annotations

@@ -13,10 +13,10 @@ Frames for a peer of this same group never leave the process (nor get encoded). 
 groups queue per destination and are offered in order; one over the transport's largest message
 goes as several (peer.messaging.fragments), which the receiver puts back together. A refused
 offer (back-pressure, or a publication not yet connected) leaves the frame at the head of its
-queue for the next round, and
-while queues are long the runners stop producing, so pressure travels upstream instead of into
-memory. Inboxes are bounded by credit between peers (peer.runtime.task); the group always reads
-every frame that arrives, so no group ever waits on another's reading.
+queue for the next round, and while queues are long the runners stop producing, so pressure
+travels upstream instead of into memory. Inboxes are bounded by credit between peers
+(peer.runtime.task); the group always reads every frame that arrives, so no group ever waits
+on another's reading.
 
 Nothing a job does ends the group: whatever a runner or a coordinator raises, a segment that
 cannot be encoded or is over the limit, a frame that cannot be delivered, fails that job
