@@ -9,11 +9,12 @@ incarnation and starts a new one with fresh ids.
 
 Moving segments needs no log. The group's one thread both plays the log and drives the data
 plane, and a request to ZooKeeper while it is unreachable waits for a server (kazoo retries up
-to the session timeout), which would stop every segment, heartbeat and checkpoint upload of the
-group. So while the store says it is not connected the group neither reads nor writes the log:
-entries to write stay in the outbox, the log is read again once the store is back (its
-reconnection wakes the group, the poll interval bounds the wait), and coordinators' commits,
-which run in a worker pool, wait there. Only the session expiring ends the identity.
+to the session timeout), which would stop every segment and barrier of the group (only its
+heartbeats, on a thread of their own, would go on). So while the store says it is not
+connected the group neither reads nor writes the log: entries to write stay in the outbox, the
+log is read again once the store is back (its reconnection wakes the group, the poll interval
+bounds the wait), and coordinators' commits, which run in a worker pool, wait there. Only the
+session expiring ends the identity.
 """
 
 from __future__ import annotations
