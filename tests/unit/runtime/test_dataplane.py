@@ -436,3 +436,29 @@ def test_routing_code_that_does_not_resolve_here_kills_its_job_not_the_group():
     a.sync(replica, ["a1"])
     a.step()
     assert [(e.fn, dict(e.args)["id"]) for e in written["a"]] == [("kill-job", "j")]
+
+
+class Unreachable(Loopback):
+    """A transport that cannot open a publication to ``bad`` at all."""
+
+    def __init__(self, address: str, bad: str) -> None:
+        super().__init__(address)
+        self.bad = bad
+
+    def offer(self, address: str, frame: bytes) -> bool:
+        if address == self.bad:
+            raise RuntimeError(f"cannot open a publication to {address}")
+        return super().offer(address, frame)
+
+
+def test_frames_that_cannot_be_sent_at_all_kill_their_job_naming_the_site():
+    Loopback.boxes.clear()
+    written: list = []
+    a = DataPlane("a", Unreachable("A", bad="B"), written.append)
+    OPEN.append(a)
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=JOB))
+    a.sync(replica, ["a1"])
+    drive(lambda: written, a, what="job j to be killed")
+    assert [(e.fn, dict(e.args)["id"]) for e in written] == [("kill-job", "j")]
+    assert "B" not in a.queues
+    a.step()
