@@ -451,7 +451,7 @@ class Unreachable(Loopback):
         return super().offer(address, frame)
 
 
-def test_frames_that_cannot_be_sent_at_all_kill_their_job_naming_the_site():
+def test_frames_that_cannot_be_sent_at_all_kill_their_job_naming_the_site(caplog):
     Loopback.boxes.clear()
     written: list = []
     a = DataPlane("a", Unreachable("A", bad="B"), written.append)
@@ -461,4 +461,5 @@ def test_frames_that_cannot_be_sent_at_all_kill_their_job_naming_the_site():
     drive(lambda: written, a, what="job j to be killed")
     assert [(e.fn, dict(e.args)["id"]) for e in written] == [("kill-job", "j")]
     assert "B" not in a.queues
+    assert "job 'j': frames for the group at B cannot be sent" in caplog.text
     a.step()
