@@ -40,13 +40,13 @@ MAX_SEGMENT = 64 * 1024 * 1024
 for any record a stream processor should carry whole (a document, an image); a larger one is
 refused with its size and its job is killed, because every receiver must be able to hold it
 while its fragments arrive. Segments handed over within a group are not encoded and not limited."""
-MAX_FRAME = HEADER.size + 5 + MAX_SEGMENT
-"""The largest frame that travels in fragments: one segment of MAX_SEGMENT bytes with its header
-and the (at most 5-byte) msgpack array around it. A receiver holds at most this much per sender."""
-OFFSET = struct.Struct("<Q")
-"""Where in the whole frame a fragment's slice starts."""
 ARRAY_PREFIX = 5
 """The most bytes msgpack spends saying a list has n elements."""
+MAX_FRAME = HEADER.size + ARRAY_PREFIX + MAX_SEGMENT
+"""The largest frame that travels in fragments: one segment of MAX_SEGMENT bytes with its header
+and the msgpack array around it. A receiver holds at most this much per sender."""
+OFFSET = struct.Struct("<Q")
+"""Where in the whole frame a fragment's slice starts."""
 _FRAGMENT = bytes([MessageType.FRAGMENT])
 """The type byte of a fragment, which follows the version byte."""
 
