@@ -4,6 +4,7 @@ stale frames are dropped, refused offers stay queued in order, silent groups are
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections import defaultdict, deque
 from dataclasses import dataclass
@@ -463,3 +464,39 @@ def test_frames_that_cannot_be_sent_at_all_kill_their_job_naming_the_site(caplog
     assert "B" not in a.queues
     assert "job 'j': frames for the group at B cannot be sent" in caplog.text
     a.step()
+
+
+class Stalled:
+    """A store whose commit-record writes wait until ``release`` is set, as a commit does while
+    ZooKeeper is away."""
+
+    def __init__(self, store) -> None:
+        self.store, self.release, self.writing = store, threading.Event(), threading.Event()
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    def write_commit(self, job, data, expected):
+        if expected != -1:  # the claim goes through; the first commit waits
+            self.writing.set()
+            if not self.release.wait(30):
+                raise AssertionError("the commit was never released: did it block the group?")
+        return self.store.write_commit(job, data, expected)
+
+
+def test_segments_keep_moving_while_a_commit_waits_for_the_store(abs_planes, tmp_path):
+    a, b, written = abs_planes()
+    a.store = Stalled(a.store)
+    job = {**JOB, "catalog": [{**JOB["catalog"][0], "params": {"count": 20_000}},
+                              JOB["catalog"][1]], "barrier_period": 0.01}  # fmt: skip
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=job))
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1"])
+    output = lambda: next(iter(b.runners.values())).plugin  # noqa: E731
+    drive(lambda: a.store.writing.is_set() and output(), a, b, what="a commit to begin")
+    before = output().written
+    drive(lambda: output().written >= before + 1000, a, b, what="segments to move meanwhile")
+    assert Commits(a.store.store, "j").read()[0].committed is None
+    a.store.release.set()
+    drive(lambda: written["b"], a, b, what="the job to complete")
+    assert output().written == 20_000
