@@ -6,6 +6,15 @@ protocol's own), carries out side effects, and keeps its ZooKeeper watches equal
 ``watch_targets``. Each identity is an Incarnation; a group presumed dead (its session expired,
 or the log says it left without asking) never goes on under that identity: it ends the
 incarnation and starts a new one with fresh ids.
+
+Moving segments needs no log. The group's one thread both plays the log and drives the data
+plane, and a request to ZooKeeper while it is unreachable waits for a server (kazoo retries up
+to the session timeout), which would stop every segment and barrier of the group (only its
+heartbeats, on a thread of their own, would go on). So while the store says it is not
+connected the group neither reads nor writes the log: entries to write stay in the outbox, the
+log is read again once the store is back (its reconnection wakes the group, the poll interval
+bounds the wait), and coordinators' commits, which run in a worker pool, wait there. Only the
+session expiring ends the identity.
 """
 
 from __future__ import annotations
@@ -136,12 +145,14 @@ class Incarnation:
     def _step(self, stop: threading.Event) -> None:
         if self._session_lost():
             return
-        if stop.is_set() and self.leave_position is None:
-            self._begin_leave()
         if self.leave_position is not None and time.monotonic() > self.leave_deadline:
             log.warning("group %s: its leave was not read back in time; closing", self.id)
             self.ended = "left"
             return
+        if not self.store.connected:
+            return
+        if stop.is_set() and self.leave_position is None:
+            self._begin_leave()
         self._report_gone()
         before = self.replica
         for entry in subscriber.poll(self.store, self.replica.version):
@@ -202,7 +213,7 @@ class Incarnation:
     def flush(self) -> None:
         """Write what may be written: nothing during a back-off; before the group has joined,
         only the membership protocol's own entries."""
-        if time.monotonic() < self.hold_until:
+        if time.monotonic() < self.hold_until or not self.store.connected:
             return
         joined = self.id in self.replica.groups
         held = []

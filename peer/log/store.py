@@ -27,6 +27,10 @@ class StoreUnreachable(StoreError):
 
 
 class LogStore(Protocol):
+    connected: bool
+    """Whether the store can serve requests right now. While it cannot, a group does not ask
+    it (asking would wait for a server) and its data plane goes on."""
+
     def append(self, entry: Entry) -> int:
         """Write ``entry`` at the tail; its position."""
 

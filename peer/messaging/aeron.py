@@ -81,6 +81,9 @@ class AeronTransport:
     """
 
     address: str
+    max_frame = MAX_FRAME_LENGTH
+    """The largest frame ``offer`` takes; the data plane sends larger ones in pieces
+    (peer.messaging.fragments)."""
 
     def __init__(self, *, aeron_dir: str | None = None, host: str = "127.0.0.1",
                  port: int | None = None, stream_id: int = 1001,

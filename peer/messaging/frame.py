@@ -4,7 +4,8 @@ A frame is a fixed 32-byte little-endian header and a msgpack body. The header c
 alone says where a frame goes and whether it is still wanted (its job, destination and
 allocation version), so a group routes or drops a frame without decoding its segments. The first
 byte is the format version: a peer refuses a frame of a format it does not know instead of
-misreading it.
+misreading it. Version 2 added frames too large for one message (peer.messaging.fragments):
+a BATCH's epoch field counts the parts of its batch still to come, and FRAGMENT.
 
 The body is a msgpack array of segments. msgpack was chosen by bench/codec.py: orjson is about
 twice as fast but writes NaN and infinities as ``null``, pickle runs code while it reads, and
@@ -24,7 +25,7 @@ from typing import Any, NoReturn
 
 import msgpack
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 HEADER = struct.Struct("<BBxxIIIQQ")
 """version, type, two reserved bytes (zero), job, source, destination, allocation version,
 epoch: 32 bytes, so the body starts aligned."""
@@ -41,7 +42,9 @@ class MessageType(IntEnum):
     sender's snapshot of the header's epoch is stored), DRAINED (an output has every end
     marker) and COMMITTED (the header's epoch is committed) go between a job's peers and its
     coordinator; CREDIT (the header's epoch field holds a count of batches) goes back up an edge,
-    from a receiver to a sender; HEARTBEAT between groups."""
+    from a receiver to a sender; HEARTBEAT between groups. A BATCH's epoch field counts the
+    frames of the same batch still to come (0 for a whole one); FRAGMENT carries a piece of a
+    frame too large for one message (peer.messaging.fragments)."""
 
     BATCH = 1
     DONE = 2
@@ -53,6 +56,7 @@ class MessageType(IntEnum):
     DRAINED = 8
     WATERMARK = 9
     CREDIT = 10
+    FRAGMENT = 11
 
 
 @dataclass(frozen=True, slots=True)

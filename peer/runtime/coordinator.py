@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from peer.job.spec import Job
+from peer.log.store import StoreError
 from peer.messaging.frame import MessageType
 from peer.metrics import CHECKPOINT_SECONDS
 from peer.plugins import Epoch
@@ -36,6 +37,10 @@ from peer.runtime.checkpoints import CheckpointError, CheckpointStorage, CommitR
 log = logging.getLogger(__name__)
 
 Send = Callable[[str, MessageType, int, list[Any]], None]
+
+RETRY = 1.0
+"""Seconds before a claim or commit that the store could not serve (ZooKeeper away for longer
+than its retries) is tried again: checkpoints wait for the store, the job goes on."""
 
 FIRST_EPOCH = 0.25
 """Seconds before the first barrier of an allocation, at most: after a recovery the output of
@@ -66,6 +71,7 @@ class Coordinator:
     next_barrier: float = 0.0
     barrier_sent: float = 0.0
     committed: Epoch | None = None
+    retry_at: float = 0.0
     last_commit: float = field(default_factory=time.time)
     """Wall-clock time of the last commit, or of the coordinator's start: what the metrics
     measure "time since the last commit" from."""
@@ -103,9 +109,23 @@ class Coordinator:
         if self.pending is not None:
             if not self.pending.done():
                 return False
-            result, self.pending = self.pending.result(), None
+            pending, self.pending = self.pending, None
+            try:
+                result = pending.result()
+            except StoreError as e:
+                return self._store_failed(e, now)
             return getattr(self, f"_{self.state}_done")(result, now)
+        if now < self.retry_at:
+            return False
         return getattr(self, f"_{self.state}")(now)
+
+    def _store_failed(self, error: StoreError, now: float) -> bool:
+        """Claims and commits are compare-and-sets that recognise their own earlier write, so
+        trying one again is safe."""
+        log.warning("job %s: %s; trying again in %g s", self.job.id, error, RETRY)
+        self.state = "claim" if self.state == "claiming" else "running"
+        self.retry_at = now + RETRY
+        return True
 
     def _claim(self, now: float) -> bool:
         self.pending = self.pool.submit(self._claim_and_find_source)

@@ -10,11 +10,18 @@ those of a stale allocation are dropped, those of an allocation this group has n
 wait for it.
 
 Frames for a peer of this same group never leave the process (nor get encoded). Frames for other
-groups queue per destination and are offered in order; a refused offer (back-pressure, or a
-publication not yet connected) leaves the frame at the head of its queue for the next round, and
-while queues are long the runners stop producing, so pressure travels upstream instead of into
-memory. Inboxes are bounded by credit between peers (peer.runtime.task); the group always reads
-every frame that arrives, so no group ever waits on another's reading.
+groups queue per destination and are offered in order; one over the transport's largest message
+goes as several (peer.messaging.fragments), which the receiver puts back together. A refused
+offer (back-pressure, or a publication not yet connected) leaves the frame at the head of its
+queue for the next round, and while queues are long the runners stop producing, so pressure
+travels upstream instead of into memory. Inboxes are bounded by credit between peers
+(peer.runtime.task); the group always reads every frame that arrives, so no group ever waits
+on another's reading.
+
+Nothing a job does ends the group: whatever a runner or a coordinator raises, a segment that
+cannot be encoded or is over the limit, a frame that cannot be delivered, fails that job
+(``_fail`` writes kill-job, naming the job, the task and what went wrong) and the group and its
+other jobs go on. A frame from a peer that cannot be read is dropped with a short warning.
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ from peer.log.entries.jobs import COMPLETE_JOB, kill_job
 from peer.log.entry import Entry
 from peer.log.replica import Replica
 from peer.log.store import LogStore
-from peer.messaging.frame import FrameError, Header, MessageType, decode, encode
+from peer.messaging import fragments
+from peer.messaging.frame import FrameError, Header, MessageType, decode_header, encode
 from peer.runtime.checkpoints import CheckpointStorage, Commits
 from peer.runtime.coordinator import Coordinator, coordinator_of
 from peer.runtime.inbox import END, Barrier, Watermark
@@ -49,6 +57,8 @@ HEARTBEAT = Header(MessageType.HEARTBEAT, 0, 0, 0, 0, 0)
 
 class Transport(Protocol):
     address: str
+    max_frame: int
+    """The largest frame ``offer`` takes: larger ones are sent in pieces."""
 
     def offer(self, address: str, frame: bytes) -> bool: ...
 
@@ -90,6 +100,7 @@ class DataPlane:
         self.by_short: dict[int, TaskRunner] = {}
         self.coordinator_by_job: dict[int, Coordinator] = {}
         self.waiting: dict[int, list[tuple[Header, list[Any]]]] = defaultdict(list)
+        self.assembly = fragments.Assembly()
         self.queues: dict[str, deque[bytes]] = defaultdict(deque)
         self.peer_sites: dict[str, str] = {}
         self.short_peers: dict[int, str] = {}
@@ -113,11 +124,12 @@ class DataPlane:
         for key in sorted(set(self.runners) - set(wanted)):
             self.runners.pop(key).close()
         for key in sorted(set(wanted) - set(self.runners)):
-            self.runners[key] = TaskRunner(self._context(replica, *key, wanted[key]))
+            self.runners[key] = self._runner(replica, key, wanted[key])
         self.by_short = {replica.short_ids[key[0]]: r for key, r in self.runners.items()}
         self._sync_coordinators(replica, set(mine))
         self._release_waiting(replica)
         self._drop_queues(replica)
+        self.assembly.forget(lambda s: s < replica.next_short_id and s not in self.short_peers)
         self.liveness.track(replica, self._connected(replica))
         if self.heartbeats is not None:
             self.heartbeats.targets = self.liveness.sites(replica.sites)
@@ -190,8 +202,26 @@ class DataPlane:
             send=send,
         )
 
+    def _runner(self, replica: Replica, key: RunnerKey, task: str) -> TaskRunner:
+        """A runner for ``key``. One whose routing code does not resolve in this process (a
+        group-by or flow-condition fn) is made without it and fails at its first step, so its
+        job is killed and the group goes on."""
+        try:
+            return TaskRunner(self._context(replica, *key, task))
+        except Exception as e:
+            runner = TaskRunner(self._context(replica, *key, task, code=False))
+            runner.broken = e
+            return runner
+
     def _context(
-        self, replica: Replica, peer: str, job_id: str, version: int, task: str
+        self,
+        replica: Replica,
+        peer: str,
+        job_id: str,
+        version: int,
+        task: str,
+        *,
+        code: bool = True,
     ) -> TaskContext:
         job, allocation = replica.jobs[job_id], replica.allocations[job_id]
         peers = allocation[task]
@@ -224,7 +254,9 @@ class DataPlane:
 
         checkpointed = self._checkpointed(replica, job_id)
         spec = job.task(task)
-        router = Router(routes(job, task, allocation), conditions(job, task))
+        router = (
+            Router(routes(job, task, allocation), conditions(job, task)) if code else Router(())
+        )
         return TaskContext(
             job=job,
             task=spec,
@@ -239,7 +271,7 @@ class DataPlane:
             grant=grant,
             congested=lambda: self._congested(router.peers()),
             complete=complete,
-            key_of=key_function(spec.group_by_key, spec.group_by_fn),
+            key_of=key_function(spec.group_by_key, spec.group_by_fn) if code else None,
             storage=self.storage if checkpointed else None,
             fetch=lambda source_job, epoch, slot: self.storage.fetch(source_job, epoch, task, slot),
         )
@@ -273,9 +305,11 @@ class DataPlane:
     def step(self) -> bool:
         busy = self.transport.poll(self._receive) > 0 if self.transport else False
         now = time.monotonic()
-        for coordinator in list(self.coordinators.values()):
-            busy = coordinator.step(now) or busy
+        for key, coordinator in list(self.coordinators.items()):
+            busy = self._step_coordinator(key, coordinator, now) or busy
         for key, runner in list(self.runners.items()):
+            if self.runners.get(key) is not runner:  # failed earlier in this round
+                continue
             try:
                 busy = runner.step() or busy
             except TaskFailed as e:
@@ -284,6 +318,33 @@ class DataPlane:
         if self.transport is not None:
             self.liveness.tick()
         return busy
+
+    def _step_coordinator(self, key: tuple[str, int], coordinator: Coordinator, now: float) -> bool:
+        try:
+            return coordinator.step(now)
+        except Exception as e:
+            job = coordinator.job.id
+            self.coordinators.pop(key).close()
+            self.coordinator_by_job = {
+                s: c for s, c in self.coordinator_by_job.items() if c is not coordinator
+            }
+            peer = coordinator_of(coordinator.job, coordinator.allocation)
+            error = TaskFailed(
+                f"job {job!r}: its coordinator on peer {peer} (allocation {key[1]}) failed: "
+                f"{type(e).__name__}: {e}"
+            )
+            error.__cause__ = e
+            self._fail_job(job, error)
+            return True
+
+    def _fail_job(self, job: str, error: TaskFailed) -> None:
+        """Fail ``job`` through one of its runners here; with none left, its work here is over
+        and its kill-job is on its way already."""
+        keys = sorted(k for k in self.runners if k[1] == job)
+        if keys:
+            self._fail(keys[0], error)
+        else:
+            log.error("%s (the job has no task left in this group)", error)
 
     def _fail(self, key: RunnerKey, error: TaskFailed) -> None:
         """The failure's message becomes the kill's reason, so the submitter sees it."""
@@ -299,13 +360,15 @@ class DataPlane:
     # -- frames ---------------------------------------------------------------------------------
 
     def _send(self, to: str, header: Header, body: list[Any]) -> None:
+        """Hand over in memory within the group; queue the frames for another group, a
+        FrameError for segments that cannot travel (the caller's job fails with it)."""
         if self._local(header):
             self._dispatch(header, body)
             return
         site = self.peer_sites.get(to)
         if site is None:
             raise RuntimeError(f"peer {to} is in a group that announced no site to send to")
-        self.queues[site].append(encode(header, body))
+        self.queues[site].extend(fragments.frames(header, body, self.transport.max_frame))
 
     def _local(self, header: Header) -> bool:
         if header.type in (MessageType.ACK, MessageType.DRAINED):
@@ -315,18 +378,37 @@ class DataPlane:
 
     def _flush(self) -> bool:
         sent = False
-        for site, queue in self.queues.items():
-            while queue and self.transport.offer(site, queue[0]):
-                queue.popleft()
-                sent = True
+        for site, queue in list(self.queues.items()):
+            try:
+                while queue and self.transport.offer(site, queue[0]):
+                    queue.popleft()
+                    sent = True
+            except Exception as e:
+                self._undeliverable(site, e)
         return sent
+
+    def _undeliverable(self, site: str, error: Exception) -> None:
+        """The transport cannot send to ``site`` at all (not merely not yet): the jobs with
+        frames queued for it fail, naming the site; the frames go with them."""
+        names = {short: name for name, short in self.replica.short_ids.items()}
+        jobs = {names.get(j) for j in _jobs_of(self.queues.pop(site))}
+        for job in sorted(j for j in jobs if j is not None):
+            self._fail_job(
+                job,
+                TaskFailed(f"job {job!r}: frames for the group at {site} cannot be sent: "
+                           f"{type(error).__name__}: {error}"),
+            )  # fmt: skip
 
     def _receive(self, frame: bytes) -> None:
         try:
-            header, body = decode(frame)
+            message = self.assembly.add(frame)
         except FrameError as e:
-            log.warning("group %s dropped an unreadable frame: %s", self.group, e)
+            log.warning("group %s dropped an unreadable frame of %d bytes: %.200s",
+                        self.group, len(frame), e)  # fmt: skip
             return
+        if message is None:
+            return
+        header, body = message
         if header.type == MessageType.HEARTBEAT:
             self.liveness.heard_from(body[0] if body else None)
             return
@@ -356,6 +438,20 @@ class DataPlane:
     def _hand(self, runner: TaskRunner, header: Header, body: list[Any]) -> None:
         if header.allocation_version != runner.ctx.version:
             return
+        try:
+            self._deliver(runner, header, body)
+        except Exception as e:
+            c = runner.ctx
+            key = (c.peer, c.job.id, c.version)
+            if self.runners.get(key) is runner:
+                error = TaskFailed(
+                    f"job {c.job.id!r}: task {c.task.name!r} on peer {c.peer}: taking a "
+                    f"{header.type.name} frame: {type(e).__name__}: {e}"
+                )
+                error.__cause__ = e
+                self._fail(key, error)
+
+    def _deliver(self, runner: TaskRunner, header: Header, body: list[Any]) -> None:
         kind, source = header.type, header.source
         if kind == MessageType.BATCH:
             runner.deliver(source, body)
@@ -363,7 +459,7 @@ class DataPlane:
             runner.deliver(source, END)
         elif kind == MessageType.BARRIER:
             runner.deliver(source, Barrier(header.epoch, bool(body and body[0])))
-        elif kind == MessageType.WATERMARK:
+        elif kind == MessageType.WATERMARK and body:
             runner.deliver(source, Watermark(body[0]))
         elif kind == MessageType.RECOVER:
             runner.recover_from(body)
@@ -400,3 +496,8 @@ class DataPlane:
         self.pool.shutdown(wait=False, cancel_futures=True)
         if self.heartbeats is not None:
             self.heartbeats.stop()
+
+
+def _jobs_of(queue: deque[bytes]) -> set[int]:
+    """The short ids of the jobs whose frames these are."""
+    return {decode_header(frame).job for frame in queue}

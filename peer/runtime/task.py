@@ -72,7 +72,8 @@ Spark's scheduling, so a few in flight keep Spark busy; their rows still go on i
 
 
 class TaskFailed(RuntimeError):
-    """The task's code raised: the job cannot go on. The message names job, task and peer."""
+    """The job's work on this group failed (its code, its data, its coordinator): the job cannot
+    go on. The message names the job, the task and peer (or the coordinator) and the error."""
 
 
 @dataclass
@@ -164,6 +165,8 @@ class TaskRunner:
     pending: deque[tuple[Future[list[Segment]], float | None, float]] = field(default_factory=deque)
     """A Spark task's batches in Spark, oldest first, each with the watermark read with it and
     when it was read."""
+    broken: Exception | None = None
+    """What building this runner's routing raised; its first step fails the task with it."""
 
     def __post_init__(self) -> None:
         self.inbox = Inbox(self.ctx.upstream)
@@ -214,6 +217,8 @@ class TaskRunner:
 
     def _start(self) -> bool:
         c = self.ctx
+        if self.broken is not None:
+            raise self.broken
         self.meters = task_meters(c.job.id, c.task.name)
         if c.task.engine == "spark":
             self.spark = SparkFunction(c.task)

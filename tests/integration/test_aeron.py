@@ -16,7 +16,7 @@ from pathlib import Path
 import pyaeron
 import pytest
 
-from peer.messaging import aeron
+from peer.messaging import aeron, fragments
 from peer.messaging.aeron import (
     MAX_FRAME_LENGTH,
     TERM_LENGTH,
@@ -267,3 +267,21 @@ def test_frames_cross_to_another_process_and_back(transport):
     finally:
         echo.kill()
         echo.wait()
+
+
+def test_a_12_mb_segment_and_a_batch_of_1_mb_segments_travel_in_pieces(transport):
+    """What the data plane does with frames over one message: a batch split by segment, a
+    large segment in fragments, put back together by the receiver in order."""
+    a, b = transport(), transport()
+    big = Header(MessageType.BATCH, 3, 1, 2, 0, 9)
+    large = [{"n": 0, "blob": os.urandom(12 * 1024 * 1024)}]
+    many = [{"n": n, "blob": os.urandom(1024 * 1024)} for n in range(1, 41)]
+    pieces = fragments.frames(big, large, MAX_FRAME_LENGTH) + fragments.frames(
+        big, many, MAX_FRAME_LENGTH
+    )
+    assert len(pieces) > 2
+    assert max(map(len, pieces)) <= MAX_FRAME_LENGTH
+    assembly = fragments.Assembly()
+    received, _ = transfer(a, b.address, pieces, b.poll)
+    messages = [m for m in map(assembly.add, received) if m is not None]
+    assert messages == [(big, large), (big, many)]

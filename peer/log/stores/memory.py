@@ -45,6 +45,8 @@ class MemoryStore:
     def __init__(self, log: MemoryLog) -> None:
         self.log = log
         self.lost_callbacks: list[Callable[[], None]] = []
+        self.connected = True
+        """Always, unless a test takes the server away."""
 
     def append(self, entry: Entry) -> int:
         data = encoded(entry)

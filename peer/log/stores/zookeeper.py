@@ -80,6 +80,7 @@ class ZooKeeperStore:
         self.origin_path = f"{self.root}/origin"
         self.checkpoints_path = f"{self.root}/checkpoints"
         self.lost_callbacks: list[Callable[[], None]] = []
+        self.append_callbacks: list[Callable[[], None]] = []
         self.closing = False
         self.client = self._connect(session_timeout, connect_timeout)
         if create:
@@ -115,9 +116,18 @@ class ZooKeeperStore:
         return bool(self.client.connected)
 
     def _state_changed(self, state: str) -> None:
-        if state == KazooState.LOST and not self.closing:
-            for callback in list(self.lost_callbacks):
-                callback()
+        """On a reconnection, entries written meanwhile may be there to read (a reader skips
+        the log while there is no server); when the session is lost, say so."""
+        if self.closing:
+            return
+        if state == KazooState.CONNECTED:
+            callbacks = self.append_callbacks
+        elif state == KazooState.LOST:
+            callbacks = self.lost_callbacks
+        else:
+            return
+        for callback in list(callbacks):
+            callback()
 
     def _guard(self, operation: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``operation`` with kazoo's retries for a passing disconnection; what still fails
@@ -170,6 +180,7 @@ class ZooKeeperStore:
         return entries
 
     def on_append(self, callback: Callable[[], None]) -> None:
+        self.append_callbacks.append(callback)
         ChildrenWatch(self.client, self.log_path, lambda _children: callback())
 
     def origin(self) -> Replica | None:

@@ -169,3 +169,24 @@ def test_groups_live_through_junk_in_the_log_and_count_it_as_refused(cluster):
     replica = ring_of(cluster, 4)
     assert all(t.is_alive() for t in cluster.threads)
     assert sorted(replica.groups) == sorted(g.id for g in cluster.groups)
+
+
+def test_while_the_store_is_away_the_log_waits_and_nothing_blocks():
+    """A store that is not connected is not asked: entries to write stay in the outbox and
+    entries others wrote are read once it is back."""
+    log = MemoryLog()
+    store, other = log.session(), log.session()
+    me = Incarnation(store, FAST, threading.Event())
+    me.replica = me.replica.evolve(groups=me.replica.groups.add(me.id))
+    me.outbox = [GROUP_LEAVE.entry(id="someone")]
+    other.append(PREPARE_JOIN.entry(joiner="x"))
+    store.connected = False
+    me._step(threading.Event())
+    assert me.replica.version == -1
+    assert [e.fn for e in me.outbox] == [GROUP_LEAVE.name]
+    assert [e.fn for e in store.read(after=-1)] == [PREPARE_JOIN.name]
+    store.connected = True
+    me._step(threading.Event())
+    assert me.replica.version >= 0
+    assert me.outbox == []
+    assert GROUP_LEAVE.name in [e.fn for e in store.read(after=0)]

@@ -88,3 +88,36 @@ def slow_to_sync(task: Any, slot: int, slots: int) -> SlowToSync:
 
 def event_time(segment: dict[str, Any]) -> float:
     return float(segment["n"])
+
+
+def inflate(segment: dict[str, Any]) -> dict[str, Any]:
+    return {"n": segment["n"], "blob": "x" * segment["size"]}
+
+
+class FailsAtCommit:
+    """An output whose sink refuses to publish what was committed."""
+
+    def recover(self, recovery: Recovery) -> None:
+        return None
+
+    def prepare(self, segments: list[Any]) -> None:
+        return None
+
+    def write(self) -> bool:
+        return True
+
+    def synced(self) -> bool:
+        return True
+
+    def checkpoint(self, epoch: Epoch) -> None:
+        return None
+
+    def committed(self, epoch: Epoch) -> None:
+        raise OSError("the sink's disk is full")
+
+    def close(self) -> None:
+        return None
+
+
+def fails_at_commit(task: Any, slot: int, slots: int) -> FailsAtCommit:
+    return FailsAtCommit()

@@ -4,6 +4,7 @@ stale frames are dropped, refused offers stay queued in order, silent groups are
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections import defaultdict, deque
 from dataclasses import dataclass
@@ -16,8 +17,11 @@ from peer.log.entries.jobs import KILL_JOB, SUBMIT_JOB
 from peer.log.entries.join import PREPARE_JOIN
 from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER
 from peer.log.replica import Replica
+from peer.log.store import StoreError
 from peer.log.stores.memory import MemoryLog
+from peer.messaging.fragments import MAX_SEGMENT
 from peer.messaging.frame import Header, MessageType, encode
+from peer.runtime import coordinator
 from peer.runtime.checkpoints import CheckpointStorage, Commits
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig
 from peer.runtime.task import WINDOW
@@ -28,11 +32,13 @@ class Loopback:
     """Frames offered to an address wait in its mailbox; ``open`` False refuses every offer."""
 
     boxes: dict[str, deque[bytes]] = defaultdict(deque)
+    max_frame = 4096
 
     def __init__(self, address: str) -> None:
         self.address, self.open, self.offered = address, True, 0
 
     def offer(self, address: str, frame: bytes) -> bool:
+        assert len(frame) <= self.max_frame
         if not self.open:
             return False
         self.offered += 1
@@ -65,6 +71,8 @@ def play(replica: Replica, *entries) -> Replica:
     return replica
 
 
+FNS = "tests.unit.runtime.runtime_fns"
+
 JOB = {
     "workflow": [["in", "out"]],
     "catalog": [
@@ -87,11 +95,24 @@ def cluster() -> Replica:
     ).evolve(groups=Replica().groups.update(["a", "b"]))
 
 
+OPEN: list[DataPlane] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_planes():
+    """Each plane's heartbeat thread beats into the shared mailboxes until it is closed: one
+    left running would speak for its group in the next test."""
+    yield
+    while OPEN:
+        OPEN.pop().close()
+
+
 def planes(config: DataPlaneConfig | None = None):
     Loopback.boxes.clear()
     written: dict[str, list] = {"a": [], "b": []}
     a = DataPlane("a", Loopback("A"), written["a"].append, config)
     b = DataPlane("b", Loopback("B"), written["b"].append, config)
+    OPEN.extend((a, b))
     return a, b, written
 
 
@@ -306,3 +327,188 @@ def test_a_new_job_resumes_from_the_last_commit_of_the_job_it_names(abs_planes, 
         abs_planes, play(first, KILL_JOB.entry(id="j"), SUBMIT_JOB.entry(id="k", job=second))
     )
     assert sorted(s["n"] for s in published(tmp_path / "k")) == list(range(position, 20_000))
+
+
+def sized(tmp_path, sizes: list[int], batch_size: int = 10) -> dict:
+    """JOB with segments of these sizes (in b's inflate) written to a file by group a."""
+    source = {**JOB["catalog"][0], "params": {"segments": [{"n": n, "size": s}
+                                                           for n, s in enumerate(sizes)]},
+              "batch_size": batch_size, "required_tags": ["b"]}  # fmt: skip
+    sink = {**JOB["catalog"][1], "plugin": "peer.plugins.jsonl:output",
+            "params": {"path": str(tmp_path / "out.jsonl")}, "required_tags": ["a"]}  # fmt: skip
+    inflate = {"name": "inflate", "kind": "function", "required_tags": ["b"],
+               "fn": f"{FNS}:inflate", "batch_size": batch_size}  # fmt: skip
+    return {**JOB, "workflow": [["in", "inflate"], ["inflate", "out"]],
+            "catalog": [source, inflate, sink]}  # fmt: skip
+
+
+def two_peers_of_b() -> Replica:
+    return play(cluster(), ADD_VIRTUAL_PEER.entry(id="b2", group="b", site="B", tags=["b"]))
+
+
+def test_segments_and_batches_over_one_message_cross_groups_whole(tmp_path):
+    """Loopback takes frames of 4 KiB at most: larger batches are split, larger segments go in
+    fragments, and the output gets each segment once, whole."""
+    a, b, written = planes()
+    sizes = [0, 5000, 100, 20_000, 3000, 3000, 3000, 9000, 1, 4100] * 3
+    replica = play(two_peers_of_b(), SUBMIT_JOB.entry(id="j", job=sized(tmp_path, sizes)))
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1", "b2"])
+    drive(lambda: written["a"], a, b, what="the output to complete")
+    assert [e.fn for e in written["a"]] == ["complete-job"]
+    out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert sorted((d["n"], d["blob"]) for d in out) == [(n, "x" * s) for n, s in enumerate(sizes)]
+    assert a.assembly.held() == 0
+
+
+def test_a_segment_over_the_limit_kills_its_job_naming_it_and_the_group_goes_on(tmp_path, caplog):
+    a, b, written = planes()
+    job = sized(tmp_path, [MAX_SEGMENT + 1])
+    replica = play(two_peers_of_b(), SUBMIT_JOB.entry(id="j", job=job))
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1", "b2"])
+    drive(lambda: written["b"], a, b, what="job j to be killed")
+    assert [(e.fn, dict(e.args)["id"]) for e in written["b"]] == [("kill-job", "j")]
+    [message] = [r.getMessage() for r in caplog.records if "killing the job" in r.getMessage()]
+    assert "job 'j': task 'inflate'" in message
+    assert f"over the {MAX_SEGMENT:,}-byte limit" in message
+    assert not (tmp_path / "out.jsonl").exists() or not (tmp_path / "out.jsonl").read_text()
+
+
+def test_an_unreadable_frame_is_dropped_with_a_short_warning(caplog):
+    _a, b, _written = planes()
+    Loopback.boxes["B"].append(bytes([99]) + b"x" * 100_000)
+    b.step()
+    [record] = [r for r in caplog.records if "unreadable frame" in r.getMessage()]
+    assert "100001 bytes" in record.getMessage()
+    assert len(record.getMessage()) < 300
+
+
+def test_a_coordinator_that_fails_kills_its_job_and_the_group_goes_on(abs_planes, tmp_path):
+    a, b, written = abs_planes()
+    a.store.write_commit("j", b"not a commit record", -1)
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=checkpointed(tmp_path)))
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1"])
+    drive(lambda: written["a"], a, b, what="job j to be killed")
+    assert [(e.fn, dict(e.args)["id"]) for e in written["a"]] == [("kill-job", "j")]
+    assert not a.coordinators
+
+
+class Flaky:
+    """A store that fails its first ``failures`` commit-record requests, as ZooKeeper does when
+    it is away for longer than the client's retries."""
+
+    def __init__(self, store, failures: int) -> None:
+        self.store, self.failures = store, failures
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    def _maybe_fail(self) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise StoreError("ZooKeeper at zk:2181 failed: ConnectionLoss")
+
+    def read_commit(self, job):
+        self._maybe_fail()
+        return self.store.read_commit(job)
+
+
+def test_a_claim_or_commit_the_store_cannot_serve_is_tried_again(abs_planes, tmp_path, monkeypatch):
+    monkeypatch.setattr(coordinator, "RETRY", 0.0)
+    a, b, written = abs_planes()
+    a.store = Flaky(a.store, failures=2)
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=checkpointed(tmp_path, 100)))
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1"])
+    drive(lambda: written["b"], a, b, what="the job to complete")
+    assert a.store.failures == 0
+    assert [e.fn for e in written["a"] + written["b"]] == ["complete-job"]
+
+
+def test_a_sink_that_fails_on_a_commit_kills_its_job(abs_planes, tmp_path):
+    a, b, written = abs_planes()
+    job = checkpointed(tmp_path)
+    job["catalog"][1] = {
+        **job["catalog"][1],
+        "plugin": f"{FNS}:fails_at_commit",
+    }
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=job))
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1"])
+    drive(lambda: written["b"], a, b, what="job j to be killed")
+    assert [(e.fn, dict(e.args)["id"]) for e in written["b"]] == [("kill-job", "j")]
+
+
+def test_routing_code_that_does_not_resolve_here_kills_its_job_not_the_group():
+    a, _b, written = planes()
+    job = {**JOB, "flow_conditions": [{"from": "in", "to": ["out"],
+                                       "predicate": f"{FNS}:no_such_predicate"}]}  # fmt: skip
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=job))
+    a.sync(replica, ["a1"])
+    a.step()
+    assert [(e.fn, dict(e.args)["id"]) for e in written["a"]] == [("kill-job", "j")]
+
+
+class Unreachable(Loopback):
+    """A transport that cannot open a publication to ``bad`` at all."""
+
+    def __init__(self, address: str, bad: str) -> None:
+        super().__init__(address)
+        self.bad = bad
+
+    def offer(self, address: str, frame: bytes) -> bool:
+        if address == self.bad:
+            raise RuntimeError(f"cannot open a publication to {address}")
+        return super().offer(address, frame)
+
+
+def test_frames_that_cannot_be_sent_at_all_kill_their_job_naming_the_site(caplog):
+    Loopback.boxes.clear()
+    written: list = []
+    a = DataPlane("a", Unreachable("A", bad="B"), written.append)
+    OPEN.append(a)
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=JOB))
+    a.sync(replica, ["a1"])
+    drive(lambda: written, a, what="job j to be killed")
+    assert [(e.fn, dict(e.args)["id"]) for e in written] == [("kill-job", "j")]
+    assert "B" not in a.queues
+    assert "job 'j': frames for the group at B cannot be sent" in caplog.text
+    a.step()
+
+
+class Stalled:
+    """A store whose commit-record writes wait until ``release`` is set, as a commit does while
+    ZooKeeper is away."""
+
+    def __init__(self, store) -> None:
+        self.store, self.release, self.writing = store, threading.Event(), threading.Event()
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    def write_commit(self, job, data, expected):
+        if expected != -1:  # the claim goes through; the first commit waits
+            self.writing.set()
+            if not self.release.wait(30):
+                raise AssertionError("the commit was never released: did it block the group?")
+        return self.store.write_commit(job, data, expected)
+
+
+def test_segments_keep_moving_while_a_commit_waits_for_the_store(abs_planes, tmp_path):
+    a, b, written = abs_planes()
+    a.store = Stalled(a.store)
+    job = {**JOB, "catalog": [{**JOB["catalog"][0], "params": {"count": 20_000}},
+                              JOB["catalog"][1]], "barrier_period": 0.01}  # fmt: skip
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=job))
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1"])
+    output = lambda: next(iter(b.runners.values())).plugin  # noqa: E731
+    drive(lambda: a.store.writing.is_set() and output(), a, b, what="a commit to begin")
+    before = output().written
+    drive(lambda: output().written >= before + 1000, a, b, what="segments to move meanwhile")
+    assert Commits(a.store.store, "j").read()[0].committed is None
+    a.store.release.set()
+    drive(lambda: written["b"], a, b, what="the job to complete")
+    assert output().written == 20_000
