@@ -289,6 +289,13 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
         metavar="S",
         help="report a connected group's peers after this long without a heartbeat",
     )
+    start.add_argument(
+        "--code-cache",
+        type=Path,
+        default=DataPlaneConfig().code_cache,
+        metavar="DIR",
+        help="where the code shipped with jobs is unpacked, one directory per archive",
+    )
     _spark_args(start)
     _metrics_args(start, "this peer group", " (and /healthz, /readyz, /replica, /jobs, /jobs/ID)")
     _log_args(start, "info")
@@ -514,7 +521,7 @@ def peer_start(args: argparse.Namespace) -> int:
         join_back_off=args.join_back_off,
         leave_timeout=args.session_timeout,
         tags=tuple(t for t in args.tags.split(",") if t),
-        dataplane=DataPlaneConfig(peer_timeout=args.peer_timeout),
+        dataplane=DataPlaneConfig(peer_timeout=args.peer_timeout, code_cache=args.code_cache),
     )
     with ExitStack() as stack:
         stack.callback(store.close)

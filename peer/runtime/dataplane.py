@@ -31,9 +31,14 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 from typing import Any, Protocol
 
+from peer.job.code import imports_from
+from peer.job.spec import Job
 from peer.log.entries.jobs import COMPLETE_JOB, kill_job
 from peer.log.entry import Entry
 from peer.log.replica import Replica
@@ -45,6 +50,7 @@ from peer.runtime.coordinator import Coordinator, coordinator_of
 from peer.runtime.inbox import END, Barrier, Watermark
 from peer.runtime.liveness import Heartbeats, Liveness
 from peer.runtime.routing import Router, conditions, key_function, routes
+from peer.runtime.shipped_code import CodeShelf
 from peer.runtime.task import TaskContext, TaskFailed, TaskRunner
 
 log = logging.getLogger(__name__)
@@ -77,6 +83,8 @@ class DataPlaneConfig:
     """Seconds without a heartbeat before a connected group's peers are reported gone."""
     max_queued: int = 64
     """Frames queued for one destination before this group's runners stop producing."""
+    code_cache: Path = field(default_factory=lambda: Path("~/.onyx/code").expanduser())
+    """Where the code archives shipped with jobs are unpacked, one directory per hash."""
 
 
 class DataPlane:
@@ -95,6 +103,10 @@ class DataPlane:
         self.store, self.storage = store, storage
         self.pool = ThreadPoolExecutor(2, thread_name_prefix="onyx-coordinator")
         self.replica = Replica()
+        self.mine: list[str] = []
+        self.resync = False
+        """Set from the pool when shipped code has arrived: the next step makes its runners."""
+        self.code = CodeShelf(self.config.code_cache, storage, self.pool, self._code_arrived)
         self.runners: dict[RunnerKey, TaskRunner] = {}
         self.coordinators: dict[tuple[str, int], Coordinator] = {}
         self.by_short: dict[int, TaskRunner] = {}
@@ -118,13 +130,17 @@ class DataPlane:
     # -- following the log ----------------------------------------------------------------------
 
     def sync(self, replica: Replica, mine: list[str]) -> None:
-        self.replica = replica
+        self._remove_finished_code(self.replica, replica, set(mine))
+        self.replica, self.mine = replica, mine
         self._index(replica)
         wanted = self._wanted(replica, mine)
         for key in sorted(set(self.runners) - set(wanted)):
             self.runners.pop(key).close()
         for key in sorted(set(wanted) - set(self.runners)):
-            self.runners[key] = self._runner(replica, key, wanted[key])
+            runner = self._runner(replica, key, wanted[key])
+            if runner is not None:
+                self.runners[key] = runner
+        self.code.keep_only(job.code["sha256"] for job in replica.jobs.values() if job.code)
         self.by_short = {replica.short_ids[key[0]]: r for key, r in self.runners.items()}
         self._sync_coordinators(replica, set(mine))
         self._release_waiting(replica)
@@ -133,6 +149,20 @@ class DataPlane:
         self.liveness.track(replica, self._connected(replica))
         if self.heartbeats is not None:
             self.heartbeats.targets = self.liveness.sites(replica.sites)
+
+    def _code_arrived(self) -> None:
+        self.resync = True
+
+    def _remove_finished_code(self, old: Replica, new: Replica, mine: set[str]) -> None:
+        """The code shipped with a job that has just finished goes from checkpoint storage,
+        removed by the group of the job's coordinator peer (the first peer of its first input,
+        as every group computes it), in the background."""
+        for job_id in sorted(set(new.finished) - set(old.finished)):
+            job = old.jobs.get(job_id)
+            if job is None or job.code is None or self.storage is None:
+                continue
+            if coordinator_of(job, old.allocations.get(job_id, {})) in mine:
+                self.pool.submit(self.storage.delete_code, job_id)
 
     def _index(self, replica: Replica) -> None:
         self.peer_sites, self.short_peers, self.short_groups = {}, {}, {}
@@ -202,16 +232,30 @@ class DataPlane:
             send=send,
         )
 
-    def _runner(self, replica: Replica, key: RunnerKey, task: str) -> TaskRunner:
-        """A runner for ``key``. One whose routing code does not resolve in this process (a
-        group-by or flow-condition fn) is made without it and fails at its first step, so its
+    def _runner(self, replica: Replica, key: RunnerKey, task: str) -> TaskRunner | None:
+        """A runner for ``key``, importing from the code shipped with its job if it has some;
+        None while that code is still being fetched (``sync`` runs again once it is here). One
+        whose code cannot be had, or whose routing code does not resolve in this process (a
+        group-by or flow-condition fn), is made without it and fails at its first step, so its
         job is killed and the group goes on."""
         try:
-            return TaskRunner(self._context(replica, *key, task))
+            imports = self._imports(replica.jobs[key[1]])
+            if imports is None:
+                return None
+            with imports():
+                return TaskRunner(self._context(replica, *key, task, imports=imports))
         except Exception as e:
-            runner = TaskRunner(self._context(replica, *key, task, code=False))
+            runner = TaskRunner(self._context(replica, *key, task, routing=False))
             runner.broken = e
             return runner
+
+    def _imports(self, job: Job) -> Callable[[], AbstractContextManager[None]] | None:
+        """How the job's code imports here: from the installed packages, or from its shipped
+        archive once that is unpacked (None until then)."""
+        if job.code is None:
+            return nullcontext
+        directory = self.code.directory(job.id, job.code)
+        return None if directory is None else partial(imports_from, directory)
 
     def _context(
         self,
@@ -221,7 +265,8 @@ class DataPlane:
         version: int,
         task: str,
         *,
-        code: bool = True,
+        routing: bool = True,
+        imports: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> TaskContext:
         job, allocation = replica.jobs[job_id], replica.allocations[job_id]
         peers = allocation[task]
@@ -255,7 +300,7 @@ class DataPlane:
         checkpointed = self._checkpointed(replica, job_id)
         spec = job.task(task)
         router = (
-            Router(routes(job, task, allocation), conditions(job, task)) if code else Router(())
+            Router(routes(job, task, allocation), conditions(job, task)) if routing else Router(())
         )
         return TaskContext(
             job=job,
@@ -271,7 +316,8 @@ class DataPlane:
             grant=grant,
             congested=lambda: self._congested(router.peers()),
             complete=complete,
-            key_of=key_function(spec.group_by_key, spec.group_by_fn) if code else None,
+            key_of=key_function(spec.group_by_key, spec.group_by_fn) if routing else None,
+            imports=imports,
             storage=self.storage if checkpointed else None,
             fetch=lambda source_job, epoch, slot: self.storage.fetch(source_job, epoch, task, slot),
         )
@@ -303,6 +349,9 @@ class DataPlane:
     # -- one round ------------------------------------------------------------------------------
 
     def step(self) -> bool:
+        if self.resync:
+            self.resync = False
+            self.sync(self.replica, self.mine)
         busy = self.transport.poll(self._receive) > 0 if self.transport else False
         now = time.monotonic()
         for key, coordinator in list(self.coordinators.items()):

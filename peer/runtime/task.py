@@ -42,6 +42,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,6 +102,9 @@ class TaskContext:
     storage: CheckpointStorage | None = None
     fetch: Callable[[str, Epoch, int], Future[bytes]] | None = None
     """Fetch the snapshot of (job, epoch, slot) of this task."""
+    imports: Callable[[], AbstractContextManager[None]] = nullcontext
+    """Where the job's code imports from while the task loads it: the installed packages, or
+    the archive shipped with the job (peer.job.code)."""
 
     @property
     def checkpointed(self) -> bool:
@@ -220,6 +224,16 @@ class TaskRunner:
         if self.broken is not None:
             raise self.broken
         self.meters = task_meters(c.job.id, c.task.name)
+        with c.imports():
+            self._load()
+        if not c.checkpointed:
+            return self._restore(Recovery(None, None, Epoch(c.version, 1)), [])
+        self.state = "awaiting"
+        return True
+
+    def _load(self) -> None:
+        """The task's code and plugin, resolved from the job's paths."""
+        c = self.ctx
         if c.task.engine == "spark":
             self.spark = SparkFunction(c.task)
         else:
@@ -230,10 +244,6 @@ class TaskRunner:
             self.windows = TaskState(c.job, c.task.name, c.key_of)
         if c.task.kind != "function":
             self.plugin = load(c.task, c.slot, c.slots)
-        if not c.checkpointed:
-            return self._restore(Recovery(None, None, Epoch(c.version, 1)), [])
-        self.state = "awaiting"
-        return True
 
     def _awaiting(self) -> bool:
         """Waiting for the coordinator to say where to restore from."""

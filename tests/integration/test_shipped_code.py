@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from peer import api
-from tests.support import assert_one_line_error, onyx
+from peer.job.code import pack
+from tests.support import assert_one_line_error, onyx, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -66,3 +67,58 @@ def test_a_protected_tenancy_refuses_a_client_without_its_credentials(protected,
 def test_credentials_must_be_user_and_password(protected):
     result = onyx("replica", *protected, "--zookeeper-auth", "nopassword")
     assert_one_line_error(result, 2, "--zookeeper-auth", "USER:PASSWORD")
+
+
+def submit_with_code(cluster: list[str], tmp_path: Path, job_id: str, code: Path) -> Path:
+    out = tmp_path / f"{job_id}.jsonl"
+    (tmp_path / f"{job_id}.yaml").write_text(yaml.safe_dump(tagging_job(out)))
+    result = onyx("job", "submit", str(tmp_path / f"{job_id}.yaml"), "--id", job_id,
+                  "--code", str(code), *cluster, "--zookeeper-auth", CREDENTIALS,
+                  "--checkpoints", str(tmp_path / "checkpoints"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def wait_job(cluster: list[str], job_id: str) -> str:
+    result = onyx("job", "wait", job_id, *cluster, "--zookeeper-auth", CREDENTIALS,
+                  "--timeout", "120", timeout=150)  # fmt: skip
+    return result.stdout.strip()
+
+
+def tags(out: Path) -> set[str]:
+    return {json.loads(line)["tag"] for line in out.read_text().splitlines()}
+
+
+def test_shipped_code_runs_and_new_code_needs_no_restart(protected, start_peer, tmp_path, tenancy):
+    """Two versions of one module, each shipped with its job, run on the same group one after
+    the other; each job's code is removed from storage and from the group once it completes."""
+    cache = tmp_path / "cache"
+    group = start_peer(
+        vpeers=3, extra=["--zookeeper-auth", CREDENTIALS, "--code-cache", str(cache)]
+    )
+    first = submit_with_code(protected, tmp_path, "first", shipped_module(tmp_path / "v1", "v1"))
+    assert wait_job(protected, "first") == "job first: completed"
+    second = submit_with_code(protected, tmp_path, "second", shipped_module(tmp_path / "v2", "v2"))
+    assert wait_job(protected, "second") == "job second: completed"
+
+    assert (tags(first), tags(second)) == ({"v1"}, {"v2"})
+    assert len(first.read_text().splitlines()) == 50
+    assert group.process.poll() is None
+    stored = tmp_path / "checkpoints" / tenancy
+    wait_for(lambda: not list(stored.glob("*/code/*")), 30, "the shipped code gone from storage")
+    wait_for(lambda: not [p for p in cache.iterdir() if not p.name.startswith(".")], 30,
+             "the unpacked code gone from the group")  # fmt: skip
+
+
+def test_code_that_does_not_match_its_hash_is_never_run(protected, start_peer, tmp_path, tenancy):
+    """The archive in storage is swapped after the job was submitted: the group that fetches it
+    refuses it, the job is killed naming the file, and nothing of it ran."""
+    out = submit_with_code(protected, tmp_path, "tampered", shipped_module(tmp_path / "v1", "v1"))
+    (archive,) = (tmp_path / "checkpoints" / tenancy).glob("tampered/code/*.zip")
+    archive.write_bytes(pack(shipped_module(tmp_path / "evil", "evil")).data)
+    start_peer(vpeers=3, extra=["--zookeeper-auth", CREDENTIALS])
+    status = wait_job(protected, "tampered")
+    assert status.startswith("job tampered: killed: ")
+    assert "code 'v1'" in status
+    assert "refused, never run" in status
+    assert not out.exists()
