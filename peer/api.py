@@ -119,7 +119,7 @@ def submit(
         return chosen
     _check_savepoint(store, chosen, job)
     doc = {k: v for k, v in job.to_dict().items() if k != "id"}
-    entry = SUBMIT_JOB.entry(id=chosen, job=doc, hash=digest)
+    entry = SUBMIT_JOB.entry(id=chosen, job=doc, hash=digest, at=time.time())
     size = len(entry.encode())
     if size > MAX_ENTRY_BYTES:
         raise JobError(
@@ -189,7 +189,8 @@ def kill(store: LogStore, job_id: str, reason: str = OPERATOR_KILL) -> None:
 class JobStatus:
     """``state`` is running, waiting (for ``needs`` peers), completed, killed or unknown;
     ``reason`` says why a job ended, where that was said (a kill's reason); ``name`` is the
-    job's own, if it has one."""
+    job's own, if it has one; ``submitted`` when it was submitted (seconds since the epoch, by
+    the submitter's clock)."""
 
     id: str
     state: str
@@ -198,6 +199,7 @@ class JobStatus:
     allocation_version: int | None = None
     reason: str | None = None
     name: str | None = None
+    submitted: float | None = None
 
     @property
     def finished(self) -> bool:
@@ -230,10 +232,10 @@ def jobs(current: Replica) -> list[JobStatus]:
 
 
 def status(current: Replica, job_id: str) -> JobStatus:
-    name = current.names.get(job_id)
+    name, at = current.names.get(job_id), current.submitted.get(job_id)
     if job_id in current.finished:
         outcome, reason = current.finished[job_id], current.reasons.get(job_id)
-        return JobStatus(job_id, outcome, reason=reason, name=name)
+        return JobStatus(job_id, outcome, reason=reason, name=name, submitted=at)
     job = current.jobs.get(job_id)
     if job is None:
         return JobStatus(job_id, "unknown")
@@ -241,9 +243,9 @@ def status(current: Replica, job_id: str) -> JobStatus:
     allocation = {t: list(tasks.get(t, ())) for t in job.sorted_tasks()}
     version = current.allocation_versions.get(job_id)
     if any(allocation.values()):
-        return JobStatus(job_id, "running", 0, allocation, version, name=name)
+        return JobStatus(job_id, "running", 0, allocation, version, name=name, submitted=at)
     needs = job_demand(job, started=job_id in current.started).minimum
-    return JobStatus(job_id, "waiting", needs, allocation, version, name=name)
+    return JobStatus(job_id, "waiting", needs, allocation, version, name=name, submitted=at)
 
 
 def follow(

@@ -642,15 +642,27 @@ def job_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([status.to_json(epoch) for status, epoch in listed]))
         return 0
-    rows = [("ID", "STATE", "PEERS", "COMMITTED")]
+    rows = [("ID", "NAME", "STATE", "PEERS", "COMMITTED", "AGE")]
+    now = time.time()
     for status, epoch in listed:
         committed = f"{epoch.version}/{epoch.number}" if epoch else "-"
-        rows.append((status.id, status.state, str(status.peers), committed))
+        age = "-" if status.submitted is None else age_of(now - status.submitted)
+        name, peers = status.name or "-", str(status.peers)
+        rows.append((status.id, name, status.state, peers, committed, age))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
         print("  ".join(cells).rstrip())
     return 0
+
+
+def age_of(seconds: float) -> str:
+    """An age as people read it: 42s, 7m, 3h, 12d (a clock behind the submitter's reads 0s)."""
+    seconds = max(seconds, 0.0)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
 
 
 def job_wait(args: argparse.Namespace) -> int:

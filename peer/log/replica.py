@@ -35,7 +35,10 @@ class Replica:
     resubmitted id stays a no-op, and ``reasons`` why, where it was said (a kill's reason).
     ``hashes`` holds the sha256 of every known job's content, running or finished, so that a
     submitter can tell a resubmission of the same job from another job under a known id;
-    ``names`` the name of every known job that has one. ``allocations`` gives every job's tasks
+    ``names`` the name of every known job that has one and ``submitted`` when it was submitted
+    (seconds since the epoch, by the submitter's clock). A gc drops the reasons, names and
+    submission times of finished jobs: only their outcome and hash stay, which is what a later
+    submit-job under the same id needs to remain a no-op. ``allocations`` gives every job's tasks
     their peers and ``allocation_versions`` the log position where that allocation last changed,
     which is the version the data plane stamps on its messages. ``started`` jobs have held
     peers once (flux policies apply to them); ``done`` holds the output peers that finished
@@ -60,6 +63,7 @@ class Replica:
     reasons: PMap = field(default_factory=pmap)
     hashes: PMap = field(default_factory=pmap)
     names: PMap = field(default_factory=pmap)
+    submitted: PMap = field(default_factory=pmap)
     allocations: PMap = field(default_factory=pmap)
     allocation_versions: PMap = field(default_factory=pmap)
     started: PSet = field(default_factory=pset)
@@ -122,6 +126,7 @@ class Replica:
             "reasons": dict(sorted(self.reasons.items())),
             "hashes": dict(sorted(self.hashes.items())),
             "names": dict(sorted(self.names.items())),
+            "submitted": dict(sorted(self.submitted.items())),
             "allocations": {
                 j: {t: list(ps) for t, ps in tasks.items()}
                 for j, tasks in sorted(self.allocations.items())
@@ -164,6 +169,7 @@ class Replica:
             reasons=_string_map(doc.get("reasons", {})),
             hashes=_string_map(doc.get("hashes", {})),
             names=_string_map(doc.get("names", {})),
+            submitted=pmap({str(j): float(t) for j, t in doc.get("submitted", {}).items()}),
             allocations=pmap(
                 {
                     str(j): pmap({str(t): tuple(map(str, ps)) for t, ps in tasks.items()})

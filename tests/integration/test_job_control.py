@@ -4,9 +4,11 @@ commands, the exit codes of `onyx job wait`, and `onyx run` stopped with Ctrl-C.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -52,22 +54,29 @@ def submit(tmp_path: Path, cluster: list[str], job_id: str) -> None:
 
 def test_list_shows_every_job_with_its_state(empty_cluster, tmp_path):
     submit(tmp_path, empty_cluster, "first")
-    submit(tmp_path, empty_cluster, "second")
+    named = {**ENDLESS, "name": "nightly counts"}
+    (tmp_path / "named.yaml").write_text(yaml.safe_dump(named))
+    assert onyx("job", "submit", str(tmp_path / "named.yaml"), "--id", "second",
+                *empty_cluster).returncode == 0  # fmt: skip
     assert onyx("job", "kill", "second", *empty_cluster).returncode == 0
 
     text = onyx("job", "list", *empty_cluster)
     assert text.returncode == 0, text.stderr
     header, *rows = text.stdout.splitlines()
-    assert header.split() == ["ID", "STATE", "PEERS", "COMMITTED"]
-    assert [row.split() for row in rows] == [["first", "waiting", "0", "-"],
-                                             ["second", "killed", "0", "-"]]  # fmt: skip
+    assert header.split() == ["ID", "NAME", "STATE", "PEERS", "COMMITTED", "AGE"]
+    assert rows[0].split() == ["first", "-", "waiting", "0", "-", rows[0].split()[-1]]
+    assert rows[1].split()[:1] + rows[1].split()[3:-1] == ["second", "killed", "0", "-"]
+    assert "nightly counts" in rows[1]
+    assert all(re.fullmatch(r"\d+[smhd]", row.split()[-1]) for row in rows)
 
     listed = json.loads(onyx("job", "list", *empty_cluster, "--json").stdout)
-    assert [(j["id"], j["state"], j["peers"], j["committed_epoch"]) for j in listed] == [
-        ("first", "waiting", 0, None),
-        ("second", "killed", 0, None),
+    assert [(j["id"], j["name"], j["state"], j["peers"], j["committed_epoch"]) for j in listed] == [
+        ("first", None, "waiting", 0, None),
+        ("second", "nightly counts", "killed", 0, None),
     ]
     assert listed[0]["needs"] == 2
+    assert listed[1]["reason"] == "an operator killed it"
+    assert all(time.time() - 120 < j["submitted"] <= time.time() for j in listed)
 
 
 def test_status_and_kill_answer_in_json(empty_cluster, tmp_path):

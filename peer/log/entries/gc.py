@@ -1,7 +1,8 @@
 """gc and set-replica: keeping the log and the replica from growing without bound.
 
 gc's caller, once it has applied the entry, stores that replica as the log's origin and deletes
-every entry before it; peers that start later begin from the origin. set-replica is never
+every entry before it; peers that start later begin from the origin. The entry itself drops
+what finished jobs left in the replica beyond what later entries need. set-replica is never
 written: a subscriber that finds the entry it needed trimmed away injects it with the origin's
 replica. Its argument is a Replica value, which no entry decoded from the log can carry, so a
 set-replica found in the log is refused like any malformed entry.
@@ -9,13 +10,30 @@ set-replica found in the log is refused like any malformed entry.
 
 from __future__ import annotations
 
+from pyrsistent import pmap
+
 from peer.log.entry import Diff, Effects, Entry, EntryKind, Transition
 from peer.log.replica import Replica
 
+FORGOTTEN = ("reasons", "names", "submitted")
+"""What a gc drops of finished jobs."""
+
 
 def _apply_gc(replica: Replica, entry: Entry) -> Replica:
-    """Nothing to compress until jobs exist; the next issue drops finished jobs here."""
-    return replica
+    """Finished jobs leave all but their outcome and hash: what a later submit-job under the
+    same id needs to stay a no-op (and its submitter to be told whether it was the same job).
+    Their reasons, names and submission times go, so the origin grows by a few bytes per job
+    however long the cluster runs."""
+    finished = set(replica.finished)
+    if not finished:
+        return replica
+    kept = {
+        name: pmap({j: v for j, v in getattr(replica, name).items() if j not in finished})
+        for name in FORGOTTEN
+    }
+    if all(len(kept[name]) == len(getattr(replica, name)) for name in FORGOTTEN):
+        return replica
+    return replica.evolve(**kept)
 
 
 def _diff_gc(entry: Entry, old: Replica, new: Replica) -> Diff:

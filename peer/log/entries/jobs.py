@@ -13,12 +13,14 @@ the new allocation's peers run the job again from its last checkpoint.
 
 submit-job carries the job's ``hash`` (sha256 of its canonical document, computed by the
 submitter) and the replica keeps it beyond the job's end, so a submitter can tell the same job
-from another one under a known id. kill-job carries why, if it says: an operator's kill, a task
-that failed; the replica keeps the reason, cut to MAX_REASON_CHARS, with the job's outcome.
+from another one under a known id; ``at`` is when it was submitted, by the submitter's clock.
+kill-job carries why, if it says: an operator's kill, a task that failed; the replica keeps the
+reason, cut to MAX_REASON_CHARS, with the job's outcome.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 from pyrsistent import pset
@@ -43,10 +45,13 @@ def _known(replica: Replica, job: str) -> bool:
 
 def _apply_submit(replica: Replica, entry: Entry) -> Replica:
     job_id, doc, digest = entry.args["id"], entry.args["job"], entry.args.get("hash")
+    at = entry.args.get("at")
     if _known(replica, job_id):
         return replica
     if digest is not None and not HASH.match(digest):
         raise InvalidEntry(f"submit-job {job_id!r} refused: hash is not a sha256 hex digest")
+    if at is not None and not 0 <= at < math.inf:
+        raise InvalidEntry(f"submit-job {job_id!r} refused: at is not seconds since the epoch")
     try:
         job = from_dict({**doc, "id": job_id}, imports=False)
     except (JobError, TypeError) as e:
@@ -54,6 +59,7 @@ def _apply_submit(replica: Replica, entry: Entry) -> Replica:
     return replica.evolve(
         hashes=replica.hashes.set(job_id, digest) if digest else replica.hashes,
         names=replica.names.set(job_id, job.name) if job.name else replica.names,
+        submitted=replica.submitted.set(job_id, float(at)) if at is not None else replica.submitted,
         jobs=replica.jobs.set(job_id, job),
         job_order=replica.job_order.append(job_id),
         short_ids=replica.short_ids.set(job_id, replica.next_short_id),
@@ -120,7 +126,7 @@ SUBMIT_JOB = EntryKind(
     apply=_apply_submit,
     diff=_diff_job,
     while_joining=False,
-    optional={"hash": str},
+    optional={"hash": str, "at": float},
 )
 KILL_JOB = EntryKind(
     name="kill-job",

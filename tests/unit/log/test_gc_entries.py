@@ -5,9 +5,17 @@ from __future__ import annotations
 import json
 import logging
 
+from pyrsistent import pmap
+
 from peer.log.apply import apply_entry
 from peer.log.entries.gc import GC, SET_REPLICA, set_replica
+from peer.log.entries.jobs import SUBMIT_JOB
 from peer.log.entry import Entry
+from tests.unit.job.wordcount import document
+
+
+def wordcount_doc() -> dict:
+    return {k: v for k, v in document().items() if k != "id"}
 
 
 def test_gc_keeps_the_replica_and_only_its_caller_stores_the_origin(
@@ -22,6 +30,28 @@ def test_gc_keeps_the_replica_and_only_its_caller_stores_the_origin(
     assert reactions(t, "a", "b", "j") == dict.fromkeys("abj", ())
     assert effects(t, "a", "b", "j") == {"a": [], "b": [("store_origin", t.new)], "j": []}
     assert effects(t, "b")["b"][0][1].version == 12
+
+
+def test_gc_drops_what_finished_jobs_left_but_their_outcome_and_hash(make_replica):
+    """A running job keeps everything; a finished one only what a later submit-job under its
+    id needs: its outcome (so the submit stays a no-op) and its hash."""
+    running, done = "r", "d"
+    before = make_replica(3, ring=["a"]).evolve(
+        finished=pmap({done: "killed"}),
+        reasons=pmap({done: "an operator killed it"}),
+        names=pmap({done: "nightly", running: "hourly"}),
+        submitted=pmap({done: 1.0, running: 2.0}),
+        hashes=pmap({done: "ab" * 32, running: "cd" * 32}),
+    )
+    after = apply_entry(before, GC.entry(id="client").at(4)).new
+    assert after == before.evolve(
+        version=4,
+        reasons=pmap(),
+        names=pmap({running: "hourly"}),
+        submitted=pmap({running: 2.0}),
+    )
+    resubmitted = apply_entry(after, SUBMIT_JOB.entry(id=done, job=wordcount_doc()).at(5)).new
+    assert resubmitted == after.evolve(version=5)
 
 
 def test_gc_by_a_client_that_is_no_group(make_replica, effects):

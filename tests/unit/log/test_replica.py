@@ -43,6 +43,7 @@ def test_to_json_is_plain_and_sorted(sample):
         "reasons": {},
         "hashes": {},
         "names": {},
+        "submitted": {},
         "allocations": {},
         "allocation_versions": {},
         "started": [],

@@ -5,6 +5,8 @@ ZooKeeper."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from peer import api
@@ -79,10 +81,15 @@ def test_an_operators_kill_says_so(store):
 
 
 def test_a_kill_gives_its_own_reason(store):
+    before = time.time()
     api.submit(store, job(name="n"))
+    after = time.time()
     api.kill(store, "wc", "maintenance window")
     status = api.status(api.replica(store), "wc")
-    assert status == api.JobStatus("wc", "killed", reason="maintenance window", name="n")
+    assert before <= status.submitted <= after
+    assert status == api.JobStatus(
+        "wc", "killed", reason="maintenance window", name="n", submitted=status.submitted
+    )
 
 
 def test_a_submit_job_entry_over_the_limit_is_refused_before_writing(store, monkeypatch):
