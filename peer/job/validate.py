@@ -275,9 +275,13 @@ def _check_engine(task: Task, where: str) -> None:
         )
     if task.schema is not None:
         try:
-            parse(task.schema)
+            fields = {name for name, _ in parse(task.schema)}
         except SchemaError as e:
             fail(where, f"schema {e}")
+        key = task.group_by_key
+        for name in [key] if isinstance(key, str) else key or ():
+            if name not in fields:
+                fail(where, f"group_by_key {name!r} is not a field of its schema")
 
 
 def _check_kind(task: Task, where: str) -> None:
@@ -464,6 +468,7 @@ def _check_windows(job: Job, outer: str) -> None:
         _check_window_task(job, window.task, where)
         _check_extents(window, where)
         _check_aggregation(window, where)
+        _check_window_fields(job.task(window.task), window, where)
 
 
 def _check_window_task(job: Job, task: object, where: str) -> None:
@@ -473,6 +478,18 @@ def _check_window_task(job: Job, task: object, where: str) -> None:
     kind = job.task(task).kind  # type: ignore[arg-type]
     if kind == "input":
         fail(where, f"task {task!r} is an input task: windows are for function and output tasks")
+
+
+def _check_window_fields(task: Task, window: Window, where: str) -> None:
+    """An output task's window holds the segments it receives, whose fields its schema, where
+    it declares one, names: a key or field outside it could only fail at run time."""
+    if task.kind != "output" or task.schema is None:
+        return
+    fields = {name for name, _ in parse(task.schema)}
+    for name in ("key", "field"):
+        value = getattr(window, name)
+        if value is not None and value not in fields:
+            fail(where, f"{name} {value!r} is not a field of task {task.name!r}'s schema")
 
 
 def _check_extents(window: Window, where: str) -> None:

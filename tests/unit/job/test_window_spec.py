@@ -220,6 +220,14 @@ def test_a_job_without_windows_writes_none():
             f"window 'words': aggregation '{STATE}:NO_MERGE' has no method merge",
         ),
         (
+            lambda d: d["catalog"][3].update(schema={"word": "string", "count": "bigint"}),
+            "window 'visits': key 'time' is not a field of task 'write''s schema",
+        ),
+        (
+            lambda d: d["catalog"][2].update(schema="n bigint"),
+            "task 'count': group_by_key 'word' is not a field of its schema",
+        ),
+        (
             lambda d: window(d, "words").update(aggregation=f"{STATE}:record"),
             f"window 'words': aggregation '{STATE}:record' has no method init, "
             "create_state_update, apply_state_update, merge, value",
