@@ -59,6 +59,7 @@ def test_a_protected_tenancy_refuses_a_client_without_its_credentials(protected,
     wrong = onyx(*submit, "--zookeeper-auth", "operator:guess")
     assert_one_line_error(wrong, 1, "refused tenancy", "with the credentials given")
     assert "guess" not in wrong.stderr
+    assert not list((tmp_path / "checkpoints").rglob("*.zip")), "code uploaded by a refused client"
     right = onyx(*submit, "--zookeeper-auth", CREDENTIALS, "--json")
     assert right.returncode == 0, right.stderr
     assert json.loads(right.stdout)["id"]
