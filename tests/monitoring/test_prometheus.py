@@ -29,6 +29,7 @@ SCRAPE_JOBS = {
     "spark-master",
     "spark-workers",
     "node",
+    "alertmanager",
     "prometheus",
 }
 SEVERITIES = {"critical", "warning"}
