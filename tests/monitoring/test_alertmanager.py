@@ -1,7 +1,9 @@
-"""The Alertmanager configuration: monitoring/alertmanager.yml passes `amtool check-config`, the
-alertmanager role renders the same routing from its defaults (and a receiver an operator overrides)
-into a file amtool accepts, and a real Alertmanager run on that file receives the alerts, routes
-them to the default receiver and lets ZooKeeperQuorumLost inhibit ZooKeeperServerDown."""
+"""The Alertmanager configuration: monitoring/alertmanager.yml passes `amtool check-config`; the
+alertmanager role, its tasks run here, checks its inputs (a route to a receiver not defined is
+refused), renders the same routing from its defaults (and a receiver an operator overrides) into a
+file amtool accepts, and its flags and hardened drop-in; and a real Alertmanager run on the example
+receives alerts, routes them to the default receiver and lets ZooKeeperQuorumLost inhibit
+ZooKeeperServerDown."""
 
 from __future__ import annotations
 
@@ -41,42 +43,50 @@ def check_config(path: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def render(tmp_path: Path, *extra: str) -> dict[str, Any]:
-    """The role's alertmanager.yml as its template renders it from the role's defaults and vars
-    (and ``extra`` -e arguments), on this machine."""
-    out = tmp_path / "alertmanager.yml"
-    playbook = tmp_path / "render.yml"
-    playbook.write_text(
-        yaml.safe_dump(
-            [
-                {
-                    "name": "Render the role's configuration",
-                    "hosts": "localhost",
-                    "gather_facts": False,
-                    "vars_files": [str(ROLE / "defaults/main.yml"), str(ROLE / "vars/main.yml")],
-                    "tasks": [
-                        {
-                            "name": "Render",
-                            "ansible.builtin.template": {
-                                "src": str(ROLE / "templates/alertmanager.yml.j2"),
-                                "dest": str(out),
-                                "mode": "0644",
-                            },
-                        }
-                    ],
-                }
-            ]
-        )
-    )
+def run_role(tmp_path: Path, tasks: list[dict[str, Any]], *extra: str) -> str:
+    """Runs ``tasks`` on this machine with the role's defaults and vars (and ``extra`` -e
+    arguments), as the role's own tasks see them; the playbook's output, or the test fails."""
+    playbook = tmp_path / "role.yml"
+    play = {
+        "name": "Run the alertmanager role's tasks here",
+        "hosts": "localhost",
+        "gather_facts": False,
+        "vars_files": [str(ROLE / "defaults/main.yml"), str(ROLE / "vars/main.yml")],
+        "tasks": tasks,
+    }
+    playbook.write_text(yaml.safe_dump([play]))
     env = {**os.environ, "HOME": str(tmp_path), "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
            "ANSIBLE_NOCOLOR": "1"}  # fmt: skip
     result = subprocess.run(
         [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
-         "-e", f"ansible_python_interpreter={sys.executable}",
+         "-e", f"ansible_python_interpreter={sys.executable}", "-e", f"role_path={ROLE}",
          "-e", f"alertmanager_monitoring_dir={REPO / 'monitoring'}", *extra, str(playbook)],
         capture_output=True, text=True, env=env, timeout=300, check=False,
     )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
+    return (
+        result.stdout + result.stderr
+        if result.returncode == 0
+        else pytest.fail(f"the role's tasks failed:\n{result.stdout}{result.stderr}")
+    )
+
+
+def preflight() -> list[dict[str, Any]]:
+    """The role's preflight checks of its inputs (all but the platform check, which needs a
+    Debian 13 or Ubuntu 24.04 host's facts)."""
+    tasks = yaml.safe_load((ROLE / "tasks/preflight.yml").read_text())
+    assert tasks[0]["ansible.builtin.include_role"]["tasks_from"] == "platform.yml"
+    return tasks[1:]
+
+
+def template(name: str, out: Path) -> dict[str, Any]:
+    return {"name": f"Render {name}", "ansible.builtin.template": {
+        "src": str(ROLE / "templates" / name), "dest": str(out), "mode": "0644"}}  # fmt: skip
+
+
+def render(tmp_path: Path, *extra: str) -> dict[str, Any]:
+    """The role's alertmanager.yml as it renders it here, after its preflight; amtool accepts it."""
+    out = tmp_path / "alertmanager.yml"
+    run_role(tmp_path, [*preflight(), template("alertmanager.yml.j2", out)], *extra)
     checked = check_config(out)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     return yaml.safe_load(out.read_text())
@@ -99,6 +109,36 @@ def test_an_operator_overrides_the_default_receiver(tmp_path):
     rendered = render(tmp_path, "-e", json.dumps({"alertmanager_receivers": receivers}))
     assert rendered["receivers"] == receivers
     assert rendered["route"]["receiver"] == "onyx-default"
+
+
+def test_preflight_refuses_a_route_to_a_receiver_not_defined(tmp_path):
+    route = {"receiver": "onyx-default", "routes": [{"receiver": "pager"}]}
+    with pytest.raises(pytest.fail.Exception) as failed:
+        run_role(tmp_path, preflight(), "-e", json.dumps({"alertmanager_route": route}))
+    said = " ".join(str(failed.value).split())
+    assert (
+        "every receiver it routes to (route.receiver and its routes' receivers: onyx-default, "
+        "pager) must be one of alertmanager_receivers" in said
+    )
+
+
+def test_the_flags_and_the_hardened_drop_in(tmp_path):
+    flags, dropin = tmp_path / "flags", tmp_path / "hardening.conf"
+    tasks = [template("prometheus-alertmanager.default.j2", flags),
+             template("hardening.conf.j2", dropin)]  # fmt: skip
+    run_role(tmp_path, tasks, "-e", "ansible_host=10.0.0.7")
+    args = flags.read_text()
+    for flag in ("--config.file=/etc/alertmanager/alertmanager.yml",
+                 "--storage.path=/var/lib/alertmanager", "--web.listen-address=10.0.0.7:9093",
+                 '--cluster.listen-address="'):  # fmt: skip
+        assert flag in args, args
+    run_role(tmp_path, tasks[:1], "-e", "ansible_host=10.0.0.7",
+             "-e", json.dumps({"alertmanager_cluster_peers": ["10.0.0.8:9094"]}))  # fmt: skip
+    args = flags.read_text()
+    assert "--cluster.listen-address=10.0.0.7:9094 --cluster.peer=10.0.0.8:9094" in args, args
+    shared = (REPO / "roles/common/files/hardening.conf").read_text().strip()
+    assert shared in dropin.read_text()
+    assert "User=alertmanager" in dropin.read_text()
 
 
 def test_amtool_refuses_a_route_to_an_unknown_receiver(tmp_path):
