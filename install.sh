@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what this machine lacks to run and test the project: Debian's ZooKeeper and a headless
-# JRE (for the test fixture and local clusters), promtool from Debian's prometheus package (for the
-# tests of monitoring/), what the rollout tests' test-host rig needs (tests/infra/rig.py:
+# JRE (for the test fixture and local clusters), promtool from Debian's prometheus package and
+# amtool and Alertmanager from prometheus-alertmanager (for the tests of monitoring/), what the
+# rollout tests' test-host rig needs (tests/infra/rig.py:
 # debootstrap, systemd-nspawn from systemd-container, dpkg-scanpackages from dpkg-dev, ssh), and the
-# Python environment in .venv, pinned by constraints.txt. Safe to run again: it only does what is
+# Python environment in .venv, pinned by constraints.txt, with the extras the README's main job and the
+# tests need: spark (pyspark), deploy (ansible-core, ansible-lint) and test. Safe to run again: it only does what is
 # missing. Debian packages go in without recommends (systemd-container would otherwise pull in
 # libnss-mymachines, which rewrites /etc/nsswitch.conf).
 set -euo pipefail
@@ -13,6 +15,7 @@ need_debs=()
 [ -f /usr/share/java/zookeeper.jar ] || need_debs+=(zookeeper)
 command -v java >/dev/null 2>&1 || need_debs+=(default-jre-headless)
 command -v promtool >/dev/null 2>&1 || need_debs+=(prometheus)
+command -v amtool >/dev/null 2>&1 || need_debs+=(prometheus-alertmanager)
 [ -x /usr/sbin/debootstrap ] || need_debs+=(debootstrap)
 command -v systemd-nspawn >/dev/null 2>&1 || need_debs+=(systemd-container)
 command -v dpkg-scanpackages >/dev/null 2>&1 || need_debs+=(dpkg-dev)
@@ -46,6 +49,6 @@ if [ ! -x .venv/bin/python ] || ! python_ok .venv/bin/python; then
   rm -rf .venv
   "$(find_python)" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]' 2>&1 \
+.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test,spark,deploy]' 2>&1 \
   | grep -v "^WARNING: Location" || true
 .venv/bin/onyx --version

@@ -3,7 +3,8 @@ data plane, served on ``/metrics`` by ``onyx peer start --metrics-port``.
 
 Names follow Prometheus conventions: the ``onyx_`` prefix, base units (seconds, bytes), ``_total``
 on counters (the client adds it), and labels of low cardinality only (job ids, task names, entry
-kinds; never segment values). Two kinds of metric live here:
+kinds; never segment values). A job's id is the label ``onyx_job``, which leaves Prometheus's own
+``job`` label (the scrape job) alone. Two kinds of metric live here:
 
 - events, counted where they happen (entries applied, batches, barriers, checkpoints, frames):
   module-level counters and histograms, one per process, which ``onyx run`` also reads in-process
@@ -35,7 +36,10 @@ from prometheus_client.registry import Collector
 from peer import __version__
 from peer.log.store import StoreError
 
-JOB_TASK = ("job", "task")
+JOB = "onyx_job"
+"""The label holding an onyx job's id. Not ``job``: Prometheus gives every series the ``job`` of
+its scrape config, and would rename ours ``exported_job`` unless the scrape honoured our labels."""
+JOB_TASK = (JOB, "task")
 LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 SIZES = tuple(float(4**n) for n in range(4, 16))
 """256 bytes to 256 MiB, by fours."""
@@ -101,7 +105,7 @@ ALIGNMENT_SECONDS = Histogram(
 CHECKPOINT_SECONDS = Histogram(
     "onyx_checkpoint_duration_seconds",
     "Time from an epoch's barrier to its commit, measured by the job's coordinator",
-    ["job"],
+    [JOB],
     buckets=LATENCY,
 )
 SNAPSHOT_BYTES = Histogram(
@@ -141,7 +145,7 @@ def task_meters(job: str, task: str) -> TaskMeters:
 
 def segments_in(job: str, task: str) -> float:
     """How many segments ``task`` of ``job`` has taken in, in this process."""
-    value = REGISTRY.get_sample_value("onyx_task_segments_in_total", {"job": job, "task": task})
+    value = REGISTRY.get_sample_value("onyx_task_segments_in_total", {JOB: job, "task": task})
     return value or 0.0
 
 
@@ -218,12 +222,12 @@ def _log(state: Any) -> Gauges:
 
 def _jobs(state: Any) -> Gauges:
     replica = state.replica
-    waiting = _gauge("onyx_job_waiting", "1 while a job has too few peers to run", labels=("job",))
+    waiting = _gauge("onyx_job_waiting", "1 while a job has too few peers to run", labels=(JOB,))
     version = _gauge("onyx_job_allocation_version", "The job's allocation version (the log "
-                     "position of its last reallocation)", labels=("job",))  # fmt: skip
+                     "position of its last reallocation)", labels=(JOB,))  # fmt: skip
     period = _gauge("onyx_job_barrier_period_seconds", "How often the job checkpoints",
-                    labels=("job",))  # fmt: skip
-    peers = _gauge("onyx_job_peers", "Virtual peers allocated to the job", labels=("job",))
+                    labels=(JOB,))  # fmt: skip
+    peers = _gauge("onyx_job_peers", "Virtual peers allocated to the job", labels=(JOB,))
     counts = {"running": 0, "waiting": 0}
     for job_id in sorted(replica.jobs):
         allocated = sum(len(ps) for ps in replica.allocations.get(job_id, {}).values())
@@ -243,17 +247,17 @@ def _jobs(state: Any) -> Gauges:
 
 def _epochs(state: Any) -> Gauges:
     """What this group's coordinators know; the other jobs are other groups' to report."""
-    epoch = _gauge("onyx_job_epoch", "The epoch the job's coordinator is in", labels=("job",))
+    epoch = _gauge("onyx_job_epoch", "The epoch the job's coordinator is in", labels=(JOB,))
     committed = _gauge("onyx_job_committed_epoch", "The job's last committed epoch (of the "
-                       "current allocation; 0 before its first)", labels=("job",))  # fmt: skip
+                       "current allocation; 0 before its first)", labels=(JOB,))  # fmt: skip
     at = _gauge(
         "onyx_job_last_commit_timestamp_seconds",
         "When the job's coordinator last committed (or started)",
-        labels=("job",),
+        labels=(JOB,),
     )
     since = _gauge("onyx_job_seconds_since_commit",
                    "Seconds since the job's coordinator last committed (or started)",
-                   labels=("job",))  # fmt: skip
+                   labels=(JOB,))  # fmt: skip
     now = time.time()
     for (job_id, _), coordinator in sorted(state.coordinators.items()):
         epoch.add_metric([job_id], float(coordinator.epoch))

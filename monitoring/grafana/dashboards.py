@@ -13,9 +13,8 @@ Two dashboards:
 
 The queries read the raw metrics ``peer/metrics.py`` serves (no recording rules), filtered by the
 dashboards' variables: ``$datasource`` (a Prometheus data source; by default the one provisioned
-with uid ``onyx-prometheus``), ``$job`` (an onyx job id: the metrics' own ``job`` label, which the
-``onyx-peers`` scrape keeps only with ``honor_labels: true``; otherwise Prometheus renames it
-``exported_job``) and ``$instance`` (the scraped processes).
+with uid ``onyx-prometheus``), ``$onyx_job`` (an onyx job id: the peers' ``onyx_job`` label, so
+``job`` stays the scrape job's, as on any Prometheus) and ``$instance`` (the scraped processes).
 """
 
 from __future__ import annotations
@@ -45,12 +44,14 @@ DATASOURCE = model.DataSourceRef(type_val="prometheus", uid="${datasource}")
 """What every panel and query reads: the data source the ``$datasource`` variable picks."""
 
 INSTANCE = 'instance=~"$instance"'
-JOBS = 'job=~"$job"'
+JOB_LABEL = "onyx_job"
+"""The label of an onyx job's id (``job`` is Prometheus's: the scrape job)."""
+JOBS = f'{JOB_LABEL}=~"${JOB_LABEL}"'
 """The cluster dashboard's job filter: All, or any of the jobs picked."""
-JOB = 'job="$job"'
-# The zookeeper role's exporters (mntr's figures), one per ensemble member.
-ZOOKEEPER = 'job="zookeeper"'
+JOB = f'{JOB_LABEL}="${JOB_LABEL}"'
 """The job dashboard's job filter: exactly one job."""
+ZOOKEEPER = 'job="zookeeper"'
+"""The zookeeper role's exporters (mntr's figures), one per ensemble member."""
 RATE_WINDOW = "$__rate_interval"
 QUANTILES = (0.5, 0.9, 0.99)
 TASK_QUANTILES = (0.5, 0.99)
@@ -191,9 +192,9 @@ def query_variable(
 
 def job_variable(*, multi: bool) -> dashboard.QueryVariable:
     return query_variable(
-        "job",
+        JOB_LABEL,
         "Job",
-        "label_values(onyx_job_allocation_version, job)",
+        f"label_values(onyx_job_allocation_version, {JOB_LABEL})",
         multi=multi,
         include_all=multi,
     )
@@ -366,23 +367,28 @@ def cluster() -> dict[str, Any]:
         panel(
             "Allocation versions",
             "short",
-            [(gauge("onyx_job_allocation_version", job_matchers, "max", ["job"]), "{{job}}")],
+            [
+                (
+                    gauge("onyx_job_allocation_version", job_matchers, "max", [JOB_LABEL]),
+                    "{{onyx_job}}",
+                )
+            ],
             "Each job's allocation version: the log position of its last reallocation.",
         ),
         panel(
             "Peers per job",
             "short",
-            [(gauge("onyx_job_peers", job_matchers, "max", ["job"]), "{{job}}")],
+            [(gauge("onyx_job_peers", job_matchers, "max", [JOB_LABEL]), "{{onyx_job}}")],
             "Virtual peers allocated to each job.",
         ),
         panel(
             "Epochs",
             "short",
             [
-                (gauge("onyx_job_epoch", job_matchers, "max", ["job"]), "{{job}} current"),
+                (gauge("onyx_job_epoch", job_matchers, "max", [JOB_LABEL]), "{{onyx_job}} current"),
                 (
-                    gauge("onyx_job_committed_epoch", job_matchers, "max", ["job"]),
-                    "{{job}} committed",
+                    gauge("onyx_job_committed_epoch", job_matchers, "max", [JOB_LABEL]),
+                    "{{onyx_job}} committed",
                 ),
             ],
             "Each job's current epoch and its last committed one (of the current allocation), "
@@ -392,7 +398,12 @@ def cluster() -> dict[str, Any]:
         panel(
             "Seconds since commit",
             "s",
-            [(gauge("onyx_job_seconds_since_commit", job_matchers, "max", ["job"]), "{{job}}")],
+            [
+                (
+                    gauge("onyx_job_seconds_since_commit", job_matchers, "max", [JOB_LABEL]),
+                    "{{onyx_job}}",
+                )
+            ],
             "Seconds since each job's coordinator last committed (or started): it should stay "
             "near the job's barrier period.",
             span=12,
@@ -431,6 +442,35 @@ def zookeeper() -> list[timeseries.Panel]:
             ],
             "Each member's request latency since its counters were last reset (mntr's "
             "avg_latency and max_latency, in milliseconds).",
+        ),
+        panel(
+            "Packets",
+            "ops",
+            [
+                (
+                    rate("zookeeper_packets_received_total", [ZOOKEEPER], by=["instance"]),
+                    f"{by_member} received",
+                ),
+                (
+                    rate("zookeeper_packets_sent_total", [ZOOKEEPER], by=["instance"]),
+                    f"{by_member} sent",
+                ),
+            ],
+            "Packets each member received from and sent to its clients per second (mntr's "
+            "cumulative packets_received and packets_sent, as counters).",
+        ),
+        panel(
+            "Mean fsync time",
+            "ms",
+            [
+                (
+                    f"{rate('zookeeper_fsynctime_sum', [ZOOKEEPER], by=['instance'])} / "
+                    f"{rate('zookeeper_fsynctime_count', [ZOOKEEPER], by=['instance'])}",
+                    by_member,
+                )
+            ],
+            "Each member's mean time to fsync its transaction log over the rate window (mntr's "
+            "fsynctime summary): writes to the log wait for it.",
         ),
         panel(
             "Outstanding requests",

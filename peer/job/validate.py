@@ -8,6 +8,7 @@ job and the code its dotted paths name: the same job is refused the same way on 
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections import Counter
 from collections.abc import Mapping
@@ -55,6 +56,10 @@ TRIGGER_FIELDS = {"threshold": "segment", "period": "timer", "predicate": "punct
 
 
 TASK_PATHS = ("fn", "plugin", "group_by_fn", "assign_watermark_fn")
+SPARK_PACKAGE = "peer.spark"
+"""The Spark source and sink plugins live here: a task naming one needs Spark."""
+SPARK_EXTRA = "pip install 'onyx-peer[spark]'"
+"""What installs Spark (pyspark) next to the project: it is an optional extra."""
 
 
 def validate(job: Job, *, imports: bool = True) -> Job:
@@ -156,9 +161,34 @@ def _check_path(where: str, name: str, path: object) -> None:
         fail(where, f"{name} {path!r} does not import: {e}")
 
 
+def _check_spark(job: Job, outer: str) -> None:
+    """Spark is an optional extra: a job with a Spark task, source or sink is refused where
+    pyspark is not installed, rather than killed when a peer first starts Spark for it."""
+    if _spark_installed():
+        return
+    for task in job.catalog:
+        if task.engine == "spark":
+            uses = "engine spark"
+        elif isinstance(task.plugin, str) and task.plugin.startswith(f"{SPARK_PACKAGE}."):
+            uses = f"plugin {task.plugin!r}"
+        else:
+            continue
+        fail(f"{outer}: task {task.name!r}",
+             f"{uses} needs Spark, which is not installed here: {SPARK_EXTRA}")  # fmt: skip
+
+
+def _spark_installed() -> bool:
+    """Whether pyspark would import here, without importing it (that takes a while)."""
+    try:
+        return importlib.util.find_spec("pyspark") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _check_imports(job: Job, outer: str) -> None:
     """Every dotted path must import and name something callable, or the job fails at run
     time on some peer instead of now."""
+    _check_spark(job, outer)
     named = [
         (f"{outer}: task {task.name!r}", name, getattr(task, name))
         for task in job.catalog

@@ -4,6 +4,10 @@ A group that never runs a Spark task never starts a JVM, so the session is built
 the Spark pool: its first build takes seconds, and the group's thread must keep driving its other
 peers and heartbeats meanwhile. Spark runs the jobs of several threads at once, so the pool has a
 few workers; a batch's DataFrame work spends its time in the JVM, not under Python's GIL.
+
+pyspark is an optional extra (``onyx-peer[spark]``), imported only when the session is built:
+the CLI, the peer and pure-Python jobs run without it, and a job that needs it is refused at
+submit (``peer.job.validate``).
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import SparkSession
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -66,6 +71,8 @@ def session() -> SparkSession:
         if _group.session is None:
             if _group.master.startswith("local"):
                 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            from pyspark.sql import SparkSession  # noqa: PLC0415 (optional: onyx-peer[spark])
+
             builder = SparkSession.builder.master(_group.master).appName(_group.app)
             for key, value in {**_DEFAULTS, **_group.conf}.items():
                 builder = builder.config(key, value)

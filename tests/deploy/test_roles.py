@@ -22,8 +22,12 @@ ROLES_DIR = REPO / "roles"
 BIN = Path(sys.executable).parent
 ROLES = sorted(p.name for p in ROLES_DIR.iterdir() if p.is_dir()) if ROLES_DIR.is_dir() else []
 EXPECTED_ROLES = (
-    "zookeeper", "aeron_media_driver", "spark", "peer", "prometheus", "grafana", "node_exporter",
+    "common", "zookeeper", "aeron_media_driver", "spark", "peer", "prometheus", "alertmanager",
+    "grafana", "node_exporter",
 )  # fmt: skip
+SHARED = "common"
+"""The role the others include for what they share; it runs no service of its own."""
+SERVICE_ROLES = [role for role in ROLES if role != SHARED]
 PHASES = ("preflight", "install", "configure", "service")
 REQUIRED_FILES = (
     "defaults/main.yml", "meta/main.yml", "meta/argument_specs.yml", "handlers/main.yml",
@@ -40,7 +44,13 @@ HARDENING = (
     "LockPersonality=yes", "Restart=on-failure", "RestartSec=",
 )  # fmt: skip
 TEMPLATES = sorted(ROLES_DIR.glob("*/templates/**/*.j2")) if ROLES_DIR.is_dir() else []
-UNITS = [t for t in TEMPLATES if t.name.endswith(".service.j2")]
+# Unit templates, and drop-ins over a package's unit (templates with a [Service] section).
+UNITS = [t for t in TEMPLATES if t.name.endswith(".service.j2") or "[Service]" in t.read_text()]
+SHARED_HARDENING = ROLES_DIR / SHARED / "files" / "hardening.conf"
+SHARED_LOOKUP = (
+    "{{ lookup('ansible.builtin.file', role_path ~ '/../common/files/hardening.conf') }}"
+)
+"""How a unit reads the shared hardening into its [Service] section."""
 # Keys whose values Ansible evaluates as Jinja expressions without braces.
 CONDITIONALS = {"when", "that", "until", "changed_when", "failed_when"}
 JINJA = re.compile(r"\{\{(.*?)\}\}|\{%(.*?)%\}", re.S)
@@ -101,7 +111,7 @@ def test_every_role_is_there():
     assert not missing, f"roles missing under roles/: {missing}"
 
 
-@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("role", SERVICE_ROLES)
 def test_role_has_the_required_files(role):
     missing = [name for name in REQUIRED_FILES if not (ROLES_DIR / role / name).is_file()]
     assert not missing, f"roles/{role} lacks {missing}"
@@ -145,7 +155,7 @@ def test_meta_follows_the_conventions(role):
     assert meta.get("dependencies") == [], f"roles/{role}: dependencies must be []"
 
 
-@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("role", SERVICE_ROLES)
 def test_tasks_main_includes_the_phases_in_order_with_tags(role):
     tasks = load(ROLES_DIR / role / "tasks/main.yml") or []
     found = []
@@ -172,11 +182,62 @@ def test_template_starts_with_ansible_managed(template):
     assert MANAGED.fullmatch(lines[0].strip()), f"{rel(template)} starts with {lines[0]!r}"
 
 
+def _directives(lines: list[str]) -> list[str]:
+    return [line.split("=", 1)[0] for line in lines if "=" in line and not line.startswith("#")]
+
+
+def _service_section(unit: Path) -> list[str]:
+    """The lines of a unit template's [Service] section, the shared hardening read in."""
+    section, lines = "", []
+    for line in (raw.strip() for raw in unit.read_text().splitlines()):
+        if line.startswith("["):
+            section = line
+        elif section == "[Service]":
+            lines += SHARED_HARDENING.read_text().splitlines() if line == SHARED_LOOKUP else [line]
+    return lines
+
+
 @pytest.mark.parametrize("unit", UNITS, ids=rel)
 def test_unit_template_is_hardened(unit):
-    lines = [line.strip() for line in unit.read_text().splitlines()]
+    lines = _service_section(unit)
     missing = [d for d in HARDENING if not any(line.startswith(d) for line in lines)]
     assert not missing, f"{rel(unit)} lacks {missing}"
+
+
+def test_the_shared_hardening_is_at_least_the_conventions():
+    lines = SHARED_HARDENING.read_text().splitlines()
+    own = ("User=", "Group=", "PrivateDevices=", "Restart=on-failure", "RestartSec=")
+    missing = [d for d in HARDENING if d not in own and not any(x.startswith(d) for x in lines)]
+    assert not missing, f"{rel(SHARED_HARDENING)} lacks {missing}"
+    assert len(_directives(lines)) == len(set(_directives(lines)))
+
+
+@pytest.mark.parametrize("unit", UNITS, ids=rel)
+def test_every_unit_carries_the_shared_hardening_unweakened(unit):
+    """Every unit (and every drop-in over a package's unit) reads the one shared hardening into
+    its [Service] section and sets none of its directives itself, so none is weaker than another."""
+    text = [line.strip() for line in unit.read_text().splitlines()]
+    assert text.count(SHARED_LOOKUP) == 1, f"{rel(unit)} does not read {rel(SHARED_HARDENING)}"
+    section = ""
+    for line in text:
+        section = line if line.startswith("[") else section
+        if line == SHARED_LOOKUP:
+            assert section == "[Service]", f"{rel(unit)} reads the hardening into {section}"
+    shared = set(_directives(SHARED_HARDENING.read_text().splitlines()))
+    own = set(_directives([line for line in text if line != SHARED_LOOKUP]))
+    assert not own & shared, f"{rel(unit)} sets {sorted(own & shared)} itself"
+
+
+@pytest.mark.parametrize("role", SERVICE_ROLES)
+def test_platform_checks_and_system_users_are_the_shared_roles(role):
+    """The platform check and the creation of system accounts are written once, in the shared
+    role: every role includes its platform check first, and creates no account of its own."""
+    preflight = load(ROLES_DIR / role / "tasks/preflight.yml")
+    first = preflight[0].get("ansible.builtin.include_role", {})
+    assert first == {"name": SHARED, "tasks_from": "platform.yml"}, f"roles/{role}: {preflight[0]}"
+    tasks = [t for path in (ROLES_DIR / role / "tasks").glob("*.yml") for t in load(path) or []]
+    own = [t["name"] for t in tasks if {"ansible.builtin.user", "ansible.builtin.group"} & set(t)]
+    assert own == [], f"roles/{role} creates accounts itself: {own}"
 
 
 def _conditionals(node: Any) -> Iterator[str]:

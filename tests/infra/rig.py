@@ -78,6 +78,7 @@ REPO_PACKAGES = (
     "python3-setuptools",
     "python3-packaging",
     "prometheus",
+    "prometheus-alertmanager",
     "prometheus-node-exporter",
     "python3-prometheus-client",
     "acl",
@@ -212,12 +213,10 @@ def machine_mirror() -> str:
 
 
 def runtime_requirements() -> list[str]:
-    """The project's runtime requirements (pyproject.toml), with pyspark."""
+    """The project's runtime requirements (pyproject.toml) and its spark extra's (pyspark), which
+    the peer role installs where a node runs Spark work and the spark role always."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    requirements = list(project["dependencies"])
-    if not any(_requirement_name(r) == "pyspark" for r in requirements):
-        requirements.append("pyspark")
-    return requirements
+    return [*project["dependencies"], *project["optional-dependencies"]["spark"]]
 
 
 def _requirement_name(requirement: str) -> str:

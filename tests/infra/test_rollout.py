@@ -1,8 +1,8 @@
 """The whole cluster rolled out to the rig's three test hosts with deploy/site.yml: the testinfra
 node tests (tests/infra/nodes) pass on every host, deploy/rolling_restart.yml replaces every peer
 group one host at a time, a job then runs across the three hosts and writes exactly its input, a
-second rollout changes nothing, losing the ZooKeeper quorum raises its alerts in Prometheus, and
-the zookeeper role turns a member's exporter off and on again.
+second rollout changes nothing, losing the ZooKeeper quorum raises its alerts in Prometheus and the
+firing one reaches Alertmanager, and the zookeeper role turns a member's exporter off and on again.
 
 Grafana is NOT rolled out: the hosts reach only this machine, and this machine cannot download a
 Grafana release (it reaches only PyPI, Debian and npm), so the inventory's `grafana` group is empty
@@ -112,13 +112,16 @@ def write_inventory(rig: Rig, directory: Path, grafana: Sequence[str] = ()) -> P
     }
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copytree(GROUP_VARS, directory / "group_vars", dirs_exist_ok=True)
+    # The last host's groups run no Spark work: it gets the project without its spark extra.
+    peers = {n: dict(peer_vars, peer_spark_enabled=n != names[-1]) for n in names}
     groups: dict[str, Any] = {
         "test_hosts": {n: dict(test_host_vars) for n in names},
         "zookeeper": {n: {"zookeeper_id": i} for i, n in enumerate(names, 1)},
-        "peers": {n: dict(peer_vars) for n in names},
+        "peers": peers,
         "spark_master": [first],
         "spark_workers": {n: dict(worker_vars) for n in others},
         "prometheus": [first],
+        "alertmanager": [first],
         "grafana": list(grafana),  # none but in the refusal test: see the module docstring
         "node_exporter": names,
     }
@@ -330,6 +333,19 @@ def _zookeeper_alerts(rig: Rig) -> dict[str, set[tuple[str, str]]]:
     return found
 
 
+def _alertmanager_alerts(rig: Rig) -> dict[str, set[tuple[str, str]]]:
+    """The alerts Alertmanager (on the first host) holds: their names, each with its (instance,
+    state) pairs."""
+    url = f"http://{rig.hosts[0].address}:9093/api/v2/alerts"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        alerts = json.load(response)
+    found: dict[str, set[tuple[str, str]]] = {}
+    for alert in alerts:
+        pair = (alert["labels"].get("instance", ""), alert["status"]["state"])
+        found.setdefault(alert["labels"]["alertname"], set()).add(pair)
+    return found
+
+
 def _serving(rig: Rig) -> dict[str, float]:
     """zookeeper_up per member's exporter, as Prometheus last scraped it."""
     result = _prometheus(rig, "/api/v1/query?query=zookeeper_up")["result"]
@@ -339,7 +355,9 @@ def _serving(rig: Rig) -> dict[str, float]:
 def test_losing_the_zookeeper_quorum_raises_its_alerts(rollout: Rollout) -> None:
     """Two of the three members stopped: the survivor no longer serves, its exporter says so,
     and Prometheus raises ZooKeeperQuorumLost and ZooKeeperServerDown for every member (pending
-    until their `for`); once the members are back, the alerts clear and the ring is whole."""
+    until their `for`); once ZooKeeperQuorumLost fires, Prometheus sends it to Alertmanager, which
+    holds it as active, routed to the default receiver; once the members are back, the alerts
+    clear and the ring is whole."""
     rig, onyx = rollout.rig, Onyx(rollout.rig)
     exporters = {f"{h.address}:9141" for h in rig.hosts}
     stopped = rig.hosts[1:]
@@ -358,6 +376,12 @@ def test_losing_the_zookeeper_quorum_raises_its_alerts(rollout: Rollout) -> None
             )
             assert alerts["ZooKeeperServerDown"] == {(e, "pending") for e in exporters}
             assert _serving(rig) == dict.fromkeys(exporters, 0.0)
+            # ZooKeeperQuorumLost fires after its `for` (1m) and goes to Alertmanager at once.
+            held = _wait(lambda: _alertmanager_alerts(rig),
+                         lambda a: "ZooKeeperQuorumLost" in a, 240,
+                         "ZooKeeperQuorumLost to reach Alertmanager")  # fmt: skip
+            assert {state for _, state in held["ZooKeeperQuorumLost"]} == {"active"}
+            assert "ZooKeeperServerDown" not in held, "a pending alert reached Alertmanager"
         finally:
             for host in stopped:
                 rig.ssh(host, "systemctl start onyx-zookeeper.service")

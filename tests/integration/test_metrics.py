@@ -104,16 +104,16 @@ def test_every_metric_is_served_with_the_cluster_s_own_values(groups, zookeeper,
 
 def check_running(s: Scrape, running, job_id: str) -> None:
     """The job's gauges, and its epochs from the group running its coordinator."""
-    assert s("onyx_job_allocation_version", job=job_id) == running.allocation_versions[job_id]
-    assert s("onyx_job_barrier_period_seconds", job=job_id) == 0.2
-    assert s("onyx_job_peers", job=job_id) == 4
-    assert s("onyx_job_waiting", job=job_id) == 0
+    assert s("onyx_job_allocation_version", onyx_job=job_id) == running.allocation_versions[job_id]
+    assert s("onyx_job_barrier_period_seconds", onyx_job=job_id) == 0.2
+    assert s("onyx_job_peers", onyx_job=job_id) == 4
+    assert s("onyx_job_waiting", onyx_job=job_id) == 0
     assert s("onyx_jobs", state="running") == 1
-    assert s("onyx_job_committed_epoch", job=job_id) >= 1
-    assert s("onyx_job_epoch", job=job_id) >= s("onyx_job_committed_epoch", job=job_id)
-    assert 0 <= s("onyx_job_seconds_since_commit", job=job_id) < 60
-    assert s("onyx_job_last_commit_timestamp_seconds", job=job_id) > 1.7e9
-    assert s("onyx_checkpoint_duration_seconds_count", job=job_id) >= 1
+    assert s("onyx_job_committed_epoch", onyx_job=job_id) >= 1
+    assert s("onyx_job_epoch", onyx_job=job_id) >= s("onyx_job_committed_epoch", onyx_job=job_id)
+    assert 0 <= s("onyx_job_seconds_since_commit", onyx_job=job_id) < 60
+    assert s("onyx_job_last_commit_timestamp_seconds", onyx_job=job_id) > 1.7e9
+    assert s("onyx_checkpoint_duration_seconds_count", onyx_job=job_id) >= 1
 
 
 def check_settled(s: Scrape, final) -> None:
@@ -156,11 +156,11 @@ def check_data_plane(scrapes: list[Scrape], job_id: str) -> None:
         "onyx_aeron_received_bytes_total",
     ):
         assert total(name) > 0, name  # fmt: skip
-    assert total("onyx_task_segments_in_total", job=job_id, task="read") == COUNT
-    assert total("onyx_task_segments_in_total", job=job_id, task="write") == COUNT
+    assert total("onyx_task_segments_in_total", onyx_job=job_id, task="read") == COUNT
+    assert total("onyx_task_segments_in_total", onyx_job=job_id, task="write") == COUNT
     for task in ("read", "pace", "write"):
-        assert total("onyx_task_batch_seconds_count", job=job_id, task=task) > 0
-        assert total("onyx_checkpoint_size_bytes_count", job=job_id, task=task) > 0
-    assert total("onyx_barrier_alignment_seconds_count", job=job_id, task="write") > 0
+        assert total("onyx_task_batch_seconds_count", onyx_job=job_id, task=task) > 0
+        assert total("onyx_checkpoint_size_bytes_count", onyx_job=job_id, task=task) > 0
+    assert total("onyx_barrier_alignment_seconds_count", onyx_job=job_id, task="write") > 0
     series = [k for s in scrapes for k in s.samples.get("onyx_task_backpressure_events_total", {})]
-    assert {("job", job_id), ("task", "pace")} <= set().union(*series)
+    assert {("onyx_job", job_id), ("task", "pace")} <= set().union(*series)

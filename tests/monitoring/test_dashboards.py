@@ -67,14 +67,14 @@ def test_generation_is_deterministic():
 
 def test_variables(board):
     found = variables(board)
-    assert list(found) == ["datasource", "job", "instance"]
+    assert list(found) == ["datasource", "onyx_job", "instance"]
     datasource = found["datasource"]
     assert datasource["type"] == "datasource"
     assert datasource["query"] == "prometheus"
     assert datasource["current"]["value"] == dashboards.DATASOURCE_UID
-    job, instance = found["job"], found["instance"]
+    job, instance = found["onyx_job"], found["instance"]
     assert job["type"] == instance["type"] == "query"
-    assert job["query"] == "label_values(onyx_job_allocation_version, job)"
+    assert job["query"] == "label_values(onyx_job_allocation_version, onyx_job)"
     assert instance["query"] == "label_values(onyx_build_info, instance)"
     assert instance["multi"]
     assert instance["includeAll"]
@@ -83,10 +83,10 @@ def test_variables(board):
 
 
 def test_job_variable_is_one_job_on_the_job_dashboard():
-    job = variables(committed("onyx-job.json"))["job"]
+    job = variables(committed("onyx-job.json"))["onyx_job"]
     assert not job.get("multi")
     assert not job.get("includeAll")
-    job = variables(committed("onyx-cluster.json"))["job"]
+    job = variables(committed("onyx-cluster.json"))["onyx_job"]
     assert job["multi"]
     assert job["includeAll"]
 
@@ -115,8 +115,9 @@ def test_queries_are_filtered_by_the_variables(board):
             panel["title"],
             expr,
         )
-        assert "job=~" not in expr or board["uid"] == "onyx-cluster", (panel["title"], expr)
-    job_filtered = [target["expr"] for _, target in queries(board) if "$job" in target["expr"]]
+        assert "onyx_job=~" not in expr or board["uid"] == "onyx-cluster", (panel["title"], expr)
+    job_filtered = [t["expr"] for _, t in queries(board) if 'onyx_job="$onyx_job"' in t["expr"]
+                    or 'onyx_job=~"$onyx_job"' in t["expr"]]  # fmt: skip
     assert job_filtered
 
 

@@ -18,15 +18,20 @@ from monitoring.grafana.dashboards import expressions
 from peer.log.replica import Replica
 from peer.log.stores.memory import MemoryLog
 from peer.messaging.counters import DriverCollector
-from peer.metrics import GroupCollector
+from peer.metrics import CHECKPOINT_SECONDS, GroupCollector, task_meters
 from tests.support import REPO, ZooKeeperServer, wait_for, zookeeper_exporter
 
 RULES = sorted((REPO / "monitoring" / "rules").glob("*.yml"))
-OTHER_EXPORTERS = {"up"}
+OTHER_EXPORTERS = {"up", "prometheus_notifications_errors_total"}
 """Metrics of exporters this project does not write, that its rules and dashboards may use."""
 GRAFANA = {"$__rate_interval": "1m", "$__interval": "1m", "$__range": "1h"}
 NAMED = re.compile(r'name:\s*Some\(\s*"([^"]+)"')
-SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "info": ("_info",)}
+SUFFIXES = {
+    "counter": ("_total",),
+    "histogram": ("_bucket", "_sum", "_count"),
+    "summary": ("", "_sum", "_count"),
+    "info": ("_info",),
+}
 
 
 def series(families) -> set[str]:
@@ -113,3 +118,29 @@ def test_rules_and_dashboards_have_expressions():
 def test_every_metric_an_expression_names_is_served(expression, known):
     unknown = named(expression) - known
     assert not unknown, f"{sorted(unknown)} in {expression!r}: no exporter serves it"
+
+
+def test_a_job_id_is_the_onyx_job_label_never_prometheus_job():
+    """Prometheus sets `job` (the scrape job) and `instance` on every series: a metric of ours
+    carrying either would be renamed `exported_job` unless the scrape honoured our labels."""
+    task_meters("labels-job", "labels-task").segments_in.inc()
+    CHECKPOINT_SECONDS.labels("labels-job").observe(1)
+    labels = [s.labels for f in REGISTRY.collect() for s in f.samples]
+    assert not [ls for ls in labels if {"job", "instance"} & set(ls)]
+    by_job = [ls for ls in labels if ls.get("onyx_job") == "labels-job"]
+    assert {"onyx_task_segments_in_total", "onyx_checkpoint_duration_seconds_count"} <= {
+        s.name for f in REGISTRY.collect() for s in f.samples if s.labels in by_job
+    }
+
+
+@pytest.mark.parametrize("expression", EXPRESSIONS)
+def test_job_matchers_name_scrape_jobs(expression):
+    """`job` in a rule or a panel is the scrape job (of monitoring/prometheus.yml), never an onyx
+    job id: those are `onyx_job`."""
+    config = yaml.safe_load((REPO / "monitoring" / "prometheus.yml").read_text())
+    scrape_jobs = {job["job_name"] for job in config["scrape_configs"]}
+    for placeholder, value in GRAFANA.items():
+        expression = expression.replace(placeholder, value)
+    parsed = repr(promql_parser.parse(expression))
+    named = set(re.findall(r'name: "job",\s*value: "([^"]*)"', parsed))
+    assert named <= scrape_jobs, f"job matchers {sorted(named - scrape_jobs)} in {expression!r}"

@@ -4,6 +4,7 @@ not firing, and every recording rule's value is tested."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -28,9 +29,13 @@ SCRAPE_JOBS = {
     "spark-master",
     "spark-workers",
     "node",
+    "alertmanager",
     "prometheus",
 }
 SEVERITIES = {"critical", "warning"}
+README = MONITORING / "README.md"
+RUNBOOKS = "https://github.com/onyx-peer/onyx-peer/blob/main/monitoring/README.md#"
+"""Where every alert's runbook_url points: a section of monitoring/README.md."""
 
 
 def relative(path: Path) -> str:
@@ -115,18 +120,39 @@ def test_scrape_jobs_read_their_target_files() -> None:
             assert all(isinstance(target, str) for target in group["targets"]), name
     assert jobs["spark-master"]["metrics_path"] == "/metrics/master/prometheus"
     assert jobs["spark-workers"]["metrics_path"] == "/metrics/prometheus"
-    assert jobs["onyx-peers"]["honor_labels"] is True, "the onyx job id must stay in `job`"
+    honoring = [name for name, job in jobs.items() if "honor_labels" in job]
+    assert honoring == [], "the onyx job id is `onyx_job`: no scrape needs honor_labels"
 
 
-def test_every_alert_has_runbook_annotations() -> None:
+def sections(markdown: str) -> dict[str, str]:
+    """The text under each heading, by the anchor a Markdown renderer gives it (GitHub's: lower
+    case, punctuation dropped, spaces as hyphens)."""
+    found: dict[str, str] = {}
+    anchor = ""
+    for line in markdown.splitlines():
+        if heading := re.match(r"#{1,6} (.+)", line):
+            title = heading.group(1).strip().lower()
+            anchor = re.sub(r"[^\w\- ]", "", title).replace(" ", "-")
+            found[anchor] = ""
+        elif anchor:
+            found[anchor] += line + "\n"
+    return found
+
+
+def test_every_alert_has_its_annotations_and_a_runbook_section() -> None:
     assert alerts()
+    runbooks = sections(README.read_text(encoding="utf-8"))
     for name, alert in alerts().items():
         annotations = alert.get("annotations", {})
         assert annotations.get("summary", "").strip(), f"{name} has no summary"
-        description = annotations.get("description", "")
-        for part in ("What it means:", "What to check:", "What to do:"):
-            assert part in description, f"{name}'s description lacks {part!r}"
+        assert annotations.get("description", "").strip(), f"{name} has no description"
         assert alert.get("labels", {}).get("severity") in SEVERITIES, name
+        url = annotations.get("runbook_url", "")
+        assert url.startswith(RUNBOOKS), f"{name}'s runbook_url {url!r} is not under {RUNBOOKS}"
+        anchor = url.removeprefix(RUNBOOKS)
+        assert anchor in runbooks, f"{name}: monitoring/README.md has no section #{anchor}"
+        for part in ("What it means:", "What to check:", "What to do:"):
+            assert part in runbooks[anchor], f"{name}'s runbook (#{anchor}) lacks {part!r}"
 
 
 def test_every_alert_is_tested_firing_and_not_firing() -> None:

@@ -31,6 +31,11 @@ ANSWER = (
     "zk_znode_count\t42\n"
     "zk_avg_latency\t0.5\n"
     "zk_outstanding_requests\t0\n"
+    "zk_packets_received\t7\n"
+    "zk_avg_fsynctime\t4.0\n"
+    "zk_cnt_fsynctime\t3\n"
+    "zk_sum_fsynctime\t12\n"
+    "zk_p99_fsynctime\t9\n"
 )
 
 
@@ -51,6 +56,21 @@ def test_a_serving_member_gives_its_state_version_and_figures():
         ("zookeeper_znode_count", ()): 42,
         ("zookeeper_avg_latency", ()): 0.5,
         ("zookeeper_outstanding_requests", ()): 0,
+        ("zookeeper_packets_received_total", ()): 7,
+        ("zookeeper_avg_fsynctime", ()): 4,
+        ("zookeeper_fsynctime_count", ()): 3,
+        ("zookeeper_fsynctime_sum", ()): 12,
+        ("zookeeper_fsynctime", (("quantile", "0.99"),)): 9,
+    }  # fmt: skip
+
+
+def test_cumulative_counts_are_counters_and_summaries_the_rest_gauges():
+    types = {f.name: f.type for f in exporter.families(exporter.parse_mntr(ANSWER))}
+    assert types == {
+        "zookeeper_up": "gauge", "zookeeper_server_state": "gauge", "zookeeper_build": "info",
+        "zookeeper_znode_count": "gauge", "zookeeper_avg_latency": "gauge",
+        "zookeeper_outstanding_requests": "gauge", "zookeeper_packets_received": "counter",
+        "zookeeper_avg_fsynctime": "gauge", "zookeeper_fsynctime": "summary",
     }  # fmt: skip
 
 
@@ -66,9 +86,14 @@ def test_a_member_that_does_not_serve_is_down(answer):
     assert samples(exporter.families(exporter.parse_mntr(answer))) == {("zookeeper_up", ()): 0}
 
 
-KEYS = st.from_regex(r"zk_[a-z][a-z0-9_.-]{0,20}", fullmatch=True).filter(
-    lambda k: k not in (exporter.STATE, exporter.VERSION)
-)
+KEYS = st.one_of(
+    st.from_regex(r"zk_[a-z][a-z0-9_.-]{0,20}", fullmatch=True),
+    st.sampled_from(sorted(exporter.COUNTERS)).map("zk_{}".format),
+    st.tuples(
+        st.sampled_from(["avg", "min", "max", "cnt", "sum", "p50", "p999"]),
+        st.sampled_from(["fsynctime", "x_y", "packets_sent"]),
+    ).map("zk_{0[0]}_{0[1]}".format),
+).filter(lambda k: k not in (exporter.STATE, exporter.VERSION))
 VALUES = st.one_of(
     st.integers(-(2**40), 2**40).map(str),
     st.floats(allow_nan=False, allow_infinity=False).map(repr),
@@ -76,18 +101,44 @@ VALUES = st.one_of(
 )
 
 
+def served_names(family) -> set[str]:
+    return {family.name} | {s.name for s in family.samples}
+
+
 @given(st.dictionaries(KEYS, VALUES, max_size=30))
-def test_every_numeric_key_becomes_one_gauge_of_a_valid_unique_name(pairs):
+def test_every_numeric_key_is_served_once_under_a_valid_unique_name(pairs):
     answer = "".join(f"{k}\t{v}\n" for k, v in pairs.items())
     assert exporter.parse_mntr(answer) == pairs
     families = list(exporter.families(pairs))
-    names = [f.name for f in families]
-    assert len(names) == len(set(names))
+    assert families[0].name == "zookeeper_up"
+    assert families[0].samples[0].value == int(bool(pairs))
+    names = [n for f in families for n in served_names(f)]
+    assert len(names) == len(set(names)), "two metrics serve one name"
     assert all(exporter._UNSAFE.search(n) is None and n.startswith("zookeeper_") for n in names)
-    got = samples(families)
-    assert got.pop(("zookeeper_up", ())) == int(bool(pairs))
-    numeric = {k for k, v in pairs.items() if exporter._number(v) is not None}
-    assert len(got) == len({exporter._UNSAFE.sub("_", k[3:]) for k in numeric} - exporter.RESERVED)
+    numeric = {
+        exporter._UNSAFE.sub("_", k[3:])
+        for k, v in pairs.items()
+        if exporter._number(v) is not None
+    }
+    covered = set()
+    for family in families[1:]:
+        base = family.name.removeprefix("zookeeper_")
+        if family.type in ("gauge", "counter") and base not in exporter.RESERVED:
+            assert (family.type == "counter") == (base in exporter.COUNTERS), family.name
+        if family.type == "summary":
+            covered |= {f"{part}_{base}" for part in ("cnt", "sum", "p50", "p999")} & numeric
+            assert {f"cnt_{base}", f"sum_{base}"} <= numeric
+        elif family.type in ("gauge", "counter"):
+            covered.add(base)
+    assert covered <= numeric
+    # A numeric key not served is a summary's part, or its name was another metric's already.
+    for name in numeric - covered - exporter.RESERVED:
+        clash = {f"zookeeper_{name}", f"zookeeper_{name}_total"} & set(names)
+        in_summary = any(
+            f.type == "summary" and name.endswith("_" + f.name.removeprefix("zookeeper_"))
+            for f in families
+        )
+        assert clash or in_summary, f"{name} is not served"
 
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -124,6 +175,8 @@ def test_the_script_serves_a_real_servers_mntr_and_reports_it_gone(server, tmp_p
         got = wait_for(serving, 30, "the exporter to report a serving ZooKeeper")
         assert got[("zookeeper_server_state", (("state", "standalone"),))] == 1
         assert got[("zookeeper_znode_count", ())] >= 1
+        assert got[("zookeeper_packets_received_total", ())] >= 1
+        assert got[("zookeeper_fsynctime_count", ())] >= 0
         assert any(name == "zookeeper_build_info" for name, _ in got)
         assert len(got) > 20, sorted(got)
 

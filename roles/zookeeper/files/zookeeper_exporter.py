@@ -21,13 +21,49 @@ import threading
 from collections.abc import Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
+from prometheus_client.samples import Sample
 
 PREFIX = "zookeeper_"
 # mntr's keys that are not numbers: each becomes a metric of its own below.
 STATE, VERSION = "zk_server_state", "zk_version"
 # Names the metrics above take: a numeric key that would become one of them is left out.
 RESERVED = frozenset({"up", "server_state", "build", "build_info"})
+# mntr's cumulative counts (ZooKeeper's ServerMetrics counters and ServerStats' counts), without
+# the zk_ prefix: each becomes a counter, `zk_packets_sent` becoming `zookeeper_packets_sent_total`.
+# Every other number (sizes, queues, connections, latencies since the last reset) is a gauge.
+COUNTERS = frozenset({
+    "add_dead_watcher_stall_time", "auth_failed_count", "bytes_received_count",
+    "cnxn_closed_without_zk_server_running", "commit_count", "connection_drop_count",
+    "connection_rejected", "connection_request_count", "connection_revalidate_count",
+    "dead_watchers_cleared", "dead_watchers_queued", "diff_count", "digest_mismatches_count",
+    "ensemble_auth_fail", "ensemble_auth_skip", "ensemble_auth_success",
+    "fsync_threshold_exceed_count", "insecure_admin_count", "large_requests_rejected",
+    "learner_commit_received_count", "learner_proposal_received_count", "looking_count",
+    "non_mtls_local_conn_count", "non_mtls_remote_conn_count", "outstanding_changes_queued",
+    "outstanding_changes_removed", "packets_received", "packets_sent",
+    "prep_processor_request_queued", "proposal_count", "quit_leading_due_to_disloyal_voter",
+    "request_commit_queued", "request_throttle_wait_count",
+    "requests_not_forwarded_to_commit_processor", "response_bytes", "response_packet_cache_hits",
+    "response_packet_cache_misses", "response_packet_get_children_cache_hits",
+    "response_packet_get_children_cache_misses", "revalidate_count",
+    "sessionless_connections_expired", "skip_learner_request_to_next_processor_count",
+    "snap_count", "stale_replies", "stale_requests", "stale_requests_dropped",
+    "stale_sessions_expired", "sync_processor_request_queued", "throttled_ops",
+    "tls_handshake_exceeded", "unsuccessful_handshake", "watch_bytes",
+})  # fmt: skip
+# A ZooKeeper summary X is mntr's zk_{avg,min,max,cnt,sum}_X (and zk_p50_X ... for the detailed
+# ones): its cnt and sum are cumulative, so X becomes a Prometheus summary (`zookeeper_X_count`,
+# `zookeeper_X_sum`, and `zookeeper_X{quantile}` from the p-values); avg, min and max since the
+# last reset stay gauges (`zookeeper_max_X`).
+SUMMARY_PART = re.compile(r"(cnt|sum|p50|p95|p99|p999)_(.+)")
+QUANTILES = {"p50": "0.5", "p95": "0.95", "p99": "0.99", "p999": "0.999"}
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
 log = logging.getLogger("zookeeper_exporter")
 
@@ -44,8 +80,10 @@ def parse_mntr(answer: str) -> dict[str, str]:
 
 
 def families(pairs: Mapping[str, str]) -> Iterator[Metric]:
-    """The metrics one mntr answer gives: zookeeper_up, the server's state and version, and a
-    gauge per numeric key (`zk_znode_count` becomes `zookeeper_znode_count`)."""
+    """The metrics one mntr answer gives: zookeeper_up, the server's state and version, a counter
+    per cumulative count, a summary per ZooKeeper summary and a gauge per other numeric key
+    (`zk_znode_count` becomes `zookeeper_znode_count`). A metric whose names another already
+    took is left out, so every name is served once."""
     yield _gauge(
         "up", "1 if the server answered mntr and serves requests, else 0.", int(bool(pairs))
     )
@@ -60,14 +98,57 @@ def families(pairs: Mapping[str, str]) -> Iterator[Metric]:
         yield InfoMetricFamily(
             PREFIX + "build", "The server's version.", {"version": pairs[VERSION]}
         )
-    named: set[str] = set()
+    numbers: dict[str, tuple[str, float]] = {}
     for key, value in sorted(pairs.items()):
-        name = _UNSAFE.sub("_", key.removeprefix("zk_"))
         number = _number(value)
-        if key in (STATE, VERSION) or number is None or name in named or name in RESERVED:
+        if key not in (STATE, VERSION) and number is not None:
+            numbers.setdefault(_UNSAFE.sub("_", key.removeprefix("zk_")), (key, number))
+    bases = _summary_bases(numbers)
+    taken = {PREFIX + name for name in RESERVED} | {PREFIX + "build_info"}
+    for metric in [*_summaries(numbers, bases), *_counts(numbers, bases)]:
+        names = {metric.name} | {sample.name for sample in metric.samples}
+        if not names & taken:
+            taken |= names
+            yield metric
+
+
+Numbers = Mapping[str, tuple[str, float]]
+"""mntr's numeric keys by metric name (without the prefix): (the key, its value)."""
+
+
+def _summary_bases(numbers: Numbers) -> set[str]:
+    """The names X of ZooKeeper's summaries: both cnt_X and sum_X are there."""
+    return {n[4:] for n in numbers if n.startswith("cnt_")} & {
+        n[4:] for n in numbers if n.startswith("sum_")
+    }
+
+
+def _summaries(numbers: Numbers, bases: set[str]) -> Iterator[Metric]:
+    parts: dict[str, dict[str, float]] = {}
+    for name, (_, number) in numbers.items():
+        if (match := SUMMARY_PART.fullmatch(name)) and match.group(2) in bases:
+            parts.setdefault(match.group(2), {})[match.group(1)] = number
+    for base, found in sorted(parts.items()):
+        summary = SummaryMetricFamily(
+            PREFIX + base, f"mntr's zk_cnt_{base}, zk_sum_{base} and their quantiles.",
+            count_value=found["cnt"], sum_value=found["sum"],
+        )  # fmt: skip
+        for part, quantile in QUANTILES.items():
+            if part in found:
+                summary.samples.append(Sample(PREFIX + base, {"quantile": quantile}, found[part]))
+        yield summary
+
+
+def _counts(numbers: Numbers, bases: set[str]) -> Iterator[Metric]:
+    """A counter or a gauge per numeric key that is no part of a summary."""
+    for name, (key, number) in sorted(numbers.items()):
+        match = SUMMARY_PART.fullmatch(name)
+        if match and match.group(2) in bases:
             continue
-        named.add(name)
-        yield _gauge(name, f"mntr's {key}.", number)
+        if name in COUNTERS:
+            yield CounterMetricFamily(PREFIX + name, f"mntr's {key}.", value=number)
+        else:
+            yield _gauge(name, f"mntr's {key}.", number)
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

@@ -50,10 +50,12 @@ ROLE_GROUPS = {
     "aeron_media_driver": ("peers",),
     "peer": ("peers",),
     "prometheus": ("prometheus",),
+    "alertmanager": ("alertmanager",),
     "grafana": ("grafana",),
 }
 
-# The hardening of every onyx unit's [Service] (deploy conventions), as `systemctl show` reports it.
+# The hardening of every onyx unit's [Service] (roles/common/files/hardening.conf and the restart
+# policy), as `systemctl show` reports it.
 HARDENING = {
     "NoNewPrivileges": "yes",
     "ProtectSystem": "strict",
@@ -62,6 +64,9 @@ HARDENING = {
     "ProtectKernelTunables": "yes",
     "ProtectKernelModules": "yes",
     "ProtectControlGroups": "yes",
+    "ProtectKernelLogs": "yes",
+    "ProtectHostname": "yes",
+    "RestrictRealtime": "yes",
     "RestrictSUIDSGID": "yes",
     "LockPersonality": "yes",
     "Restart": "on-failure",

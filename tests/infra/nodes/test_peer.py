@@ -87,6 +87,10 @@ def test_installed(node: Node):
     assert_system_user(node.host, node.var("__peer_user"), node.var("__peer_group"))
     version = node.host.check_output("%s --version", onyx(node))
     assert Version(version.split()[-1]) == Version(node.var("peer_version")), version
+    # pyspark (the spark extra) only where the node runs Spark work.
+    python = f"{node.var('peer_venv')}/bin/python"
+    spark = node.host.run("%s -c %s", python, "import pyspark").rc == 0
+    assert spark == bool(node.var("peer_spark_enabled")), f"pyspark installed: {spark}"
 
 
 def test_configuration(node: Node):
