@@ -314,6 +314,18 @@ def resolve(
 # -- showing --------------------------------------------------------------------------------------
 
 
+SECRETS = frozenset({"zookeeper_auth"})
+"""Options whose values are credentials: shown as USER:*** (a config check's output lands in
+logs, such as a deployment's)."""
+
+
+def _displayed(setting: Setting) -> Any:
+    value = _plain(setting.value)
+    if setting.option in SECRETS and isinstance(value, str):
+        return f"{value.partition(':')[0]}:***"
+    return value
+
+
 def _plain(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | float | str):
         return value
@@ -325,7 +337,7 @@ def _plain(value: Any) -> Any:
 def to_json(shown: Mapping[tuple[str, ...], Sequence[Setting]]) -> str:
     doc = {
         " ".join(words): {
-            s.option: {"value": _plain(s.value), "source": s.source, "from": s.origin}
+            s.option: {"value": _displayed(s), "source": s.source, "from": s.origin}
             for s in found
         }
         for words, found in shown.items()
@@ -347,7 +359,7 @@ def describe(shown: Mapping[tuple[str, ...], Sequence[Setting]], path: str | Non
 def _shown(setting: Setting) -> str:
     if setting.source == "unset":
         return "(required, not set)"
-    value = _plain(setting.value)
+    value = _displayed(setting)
     if isinstance(value, list):
         return json.dumps(value, ensure_ascii=False)
     return "(none)" if value is None else str(value)

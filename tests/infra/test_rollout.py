@@ -3,6 +3,8 @@ node tests (tests/infra/nodes) pass on every host, deploy/rolling_restart.yml re
 group one host at a time, a job then runs across the three hosts and writes exactly its input, a
 second rollout changes nothing, losing the ZooKeeper quorum raises its alerts in Prometheus and the
 firing one reaches Alertmanager, and the zookeeper role turns a member's exporter off and on again.
+The tenancy is protected by a digest ACL: every client here passes its credentials, a job's code
+shipped with it runs on the hosts, and a client without the credentials is refused.
 
 Grafana is NOT rolled out: the hosts reach only this machine, and this machine cannot download a
 Grafana release (it reaches only PyPI, Debian and npm), so the inventory's `grafana` group is empty
@@ -48,6 +50,7 @@ DEPLOY = REPO / "deploy"
 GROUP_VARS = DEPLOY / "inventories/example/group_vars"
 BIN = Path(sys.executable).parent
 COUNT = 100_000  # segments of the job; with batch_size 1 it runs for seconds (8 s here)
+CREDENTIALS = "onyx-rollout:rollout-secret"  # the tenancy's ZooKeeper digest credentials
 RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
@@ -99,9 +102,12 @@ class Rollout:
 def write_inventory(rig: Rig, directory: Path, grafana: Sequence[str] = ()) -> Path:
     names = [h.name for h in rig.hosts]
     first, *others = names
+    user, _, password = CREDENTIALS.partition(":")
     test_host_vars = {
         "aeron_media_driver_apply_sysctl": False,  # the hosts share this machine's kernel
         "onyx_pip_extra_args": shlex.join(rig.pip_args),  # the rig's wheels, no index
+        "onyx_zookeeper_digest_user": user,
+        "onyx_zookeeper_digest_password": password,
     }
     worker_vars = {"spark_worker_cores": 1, "spark_worker_memory": "1g"}
     peer_vars = {
@@ -171,7 +177,8 @@ class Onyx:
     def __init__(self, rig: Rig) -> None:
         self.tenancy = yaml.safe_load((GROUP_VARS / "all.yml").read_text())["onyx_tenancy"]
         self.zookeeper = ",".join(f"{h.address}:2181" for h in rig.hosts)
-        self.cluster = ["--zookeeper", self.zookeeper, "--tenancy", self.tenancy]
+        self.cluster = ["--zookeeper", self.zookeeper, "--tenancy", self.tenancy,
+                        "--zookeeper-auth", CREDENTIALS]  # fmt: skip
 
     def __call__(self, *args: str, timeout: float = 60) -> str:
         command = [sys.executable, "-m", "peer.cli", *args, *self.cluster]
@@ -218,7 +225,7 @@ def _ring_changes(store: api.ZooKeeperStore, start: Replica) -> tuple[list[tuple
 def test_a_rolling_restart_replaces_the_groups_one_host_at_a_time(rollout: Rollout) -> None:
     rig, onyx = rollout.rig, Onyx(rollout.rig)
     hosts = [h.address for h in rig.hosts]
-    store = api.connect(onyx.zookeeper, onyx.tenancy, connect_timeout=30)
+    store = api.connect(onyx.zookeeper, onyx.tenancy, connect_timeout=30, auth=CREDENTIALS)
     try:
         before = api.replica(store)
         assert _hosts(before.sites, set(before.groups)) == set(hosts), before.sites
@@ -289,6 +296,58 @@ def test_a_job_runs_across_the_three_hosts(rollout: Rollout) -> None:
     ]
     print(f"job {job_id}: {len(written)} segments written on the hosts")
     assert set(written) == set(range(COUNT))
+
+
+SHIPPED = "def tag(segment):\n    return {**segment, 'shipped': True}\n"
+
+
+def test_code_shipped_with_a_job_runs_on_a_host_and_is_removed(rollout: Rollout) -> None:
+    """A job whose fn is installed on no host ships with it. It is submitted on the first host
+    with that host's configuration (the credentials, and its checkpoint storage, which its groups
+    read: the rig's hosts share none) and pinned there by the host's tag; it runs, and its code
+    leaves storage and the host's cache. A client without the credentials is refused."""
+    rig, onyx = rollout.rig, Onyx(rollout.rig)
+    host = rig.hosts[0]
+    job_id = f"shipped-{uuid.uuid4().hex[:8]}"
+    work = f"/var/lib/onyx/{job_id}"
+    pinned = {"required_tags": [host.name], "n_peers": 1}
+    job = {
+        "workflow": [["numbers", "tag"], ["tag", "write"]],
+        "catalog": [
+            {"name": "numbers", "kind": "input", "plugin": "peer.plugins.memory:input",
+             "params": {"count": 100}, **pinned},
+            {"name": "tag", "kind": "function", "fn": "shipped_rollout:tag", **pinned},
+            {"name": "write", "kind": "output", "plugin": "peer.plugins.jsonl:output",
+             "params": {"path": f"{work}/out.jsonl"}, **pinned},
+        ],
+        "barrier_period": None,
+    }  # fmt: skip
+    rig.ssh(host, f"mkdir -p {work}/src/shipped_rollout && cat > {work}/src/shipped_rollout/"
+                  f"__init__.py <<'EOF'\n{SHIPPED}EOF\ncat > {work}/job.json <<'EOF'\n"
+                  f"{json.dumps(job)}\nEOF\nchown -R onyx: {work}")  # fmt: skip
+    refused = subprocess.run(
+        [sys.executable, "-m", "peer.cli", "replica", *onyx.cluster[:4]],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "refused tenancy" in refused.stderr
+
+    with rollout.phase("shipped code"):
+        submit = (f"runuser -u onyx -- /opt/onyx/venv/bin/onyx job submit {work}/job.json "
+                  f"--id {job_id} --code {work}/src --config /etc/onyx/peer-0.toml")  # fmt: skip
+        rig.ssh(host, submit, timeout=120)
+        assert f"job {job_id}: completed" in onyx("job", "wait", job_id, "--timeout", "300",
+                                                  timeout=330)  # fmt: skip
+        places = f"/var/lib/onyx/checkpoints/{onyx.tenancy}/{job_id}/code /var/lib/onyx/.onyx/code"
+
+        def leftovers() -> list[str]:
+            find = f"find {places} -mindepth 1 -maxdepth 1 -not -name '.*' 2>/dev/null || true"
+            return rig.ssh(host, find).stdout.split()
+
+        _wait(leftovers, lambda left: not left, 60, "the code gone from storage and the cache")
+    written = [json.loads(line) for line in rig.ssh(host, f"cat {work}/out.jsonl").stdout.split()]
+    assert sorted(s["n"] for s in written) == list(range(100))
+    assert all(s["shipped"] for s in written)
 
 
 def test_a_second_rollout_changes_nothing(rollout: Rollout) -> None:

@@ -102,6 +102,7 @@ def test_configuration(node: Node):
         assert doc["zookeeper"] == node.var("peer_zookeeper_connect")
         assert doc["tenancy"] == node.var("peer_tenancy")
         assert doc["checkpoints"] == node.var("peer_checkpoints")
+        assert doc.get("zookeeper_auth", "") == node.var("peer_zookeeper_auth")
         group = doc["peer"]["start"]
         assert group["vpeers"] == int(node.var("peer_vpeers"))
         assert group["aeron_dir"] == node.var("peer_aeron_dir")
@@ -117,6 +118,9 @@ def test_configuration(node: Node):
         options = json.loads(shown)["peer start"]
         assert options["vpeers"]["source"] == "file", options["vpeers"]
         assert options["metrics_port"]["value"] == metrics_port(node, i)
+        if node.var("peer_zookeeper_auth"):
+            user = node.var("peer_zookeeper_auth").partition(":")[0]
+            assert options["zookeeper_auth"]["value"] == f"{user}:***", "a password shown"
     # No group above peer_groups is left configured, and nothing of earlier releases is left.
     config_dir = node.var("peer_config_dir")
     assert not node.host.file(config_file(node, len(instances(node)))).exists

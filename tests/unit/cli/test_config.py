@@ -234,3 +234,15 @@ def test_every_command_takes_a_config_file(tmp_path: Path):
     parser = cli.build_parser()
     for leaf in config.commands(parser).values():
         assert "--config" in leaf._option_string_actions
+
+
+def test_config_show_never_prints_a_password(capsys, monkeypatch):
+    """Credentials come from a file or the environment and a config check's output lands in
+    deployment logs: `config show` names the user and hides the password."""
+    monkeypatch.setenv("ONYX_ZOOKEEPER_AUTH", "operator:s3cret")
+    for extra in ([], ["--json"]):
+        assert cli.main(["config", "show", *extra, "replica", "--zookeeper", "h:1",
+                         "--tenancy", "t"]) == 0  # fmt: skip
+        shown = capsys.readouterr().out
+        assert "operator:***" in shown
+        assert "s3cret" not in shown
