@@ -302,6 +302,15 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
     start.set_defaults(handler=peer_start)
 
 
+def _timeout_arg(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        metavar="S",
+        help=f"{what} after this long, exit 3; none waits as long as it takes",
+    )
+
+
 def _json_arg(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--json", action="store_true", help=f"{what} as JSON")
 
@@ -342,13 +351,7 @@ def _job_parser(commands: argparse._SubParsersAction) -> None:
         _cluster_args(command)
         _json_arg(command, "the answer")
         command.set_defaults(handler=handler)
-    wait = job_commands.choices["wait"]
-    wait.add_argument(
-        "--timeout",
-        type=positive_seconds,
-        metavar="S",
-        help="give up after this long, exit 3; none waits as long as it takes",
-    )
+    _timeout_arg(job_commands.choices["wait"], "give up")
     _checkpoints_arg(job_commands.choices["checkpoints"])
     _savepoint_parser(job_commands)
 
@@ -367,13 +370,7 @@ def _savepoint_parser(job_commands: argparse._SubParsersAction) -> None:
     savepoint.add_argument(
         "--dispose", metavar="NAME", help="delete savepoint NAME instead of taking one"
     )
-    savepoint.add_argument(
-        "--timeout",
-        type=positive_seconds,
-        metavar="S",
-        help="give up waiting for the commit after this long, exit 3; none waits as long as it "
-        "takes",
-    )
+    _timeout_arg(savepoint, "give up waiting for the commit")
     _cluster_args(savepoint)
     _checkpoints_arg(savepoint)
     _json_arg(savepoint, "the savepoint")

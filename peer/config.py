@@ -337,8 +337,7 @@ def _plain(value: Any) -> Any:
 def to_json(shown: Mapping[tuple[str, ...], Sequence[Setting]]) -> str:
     doc = {
         " ".join(words): {
-            s.option: {"value": _displayed(s), "source": s.source, "from": s.origin}
-            for s in found
+            s.option: {"value": _displayed(s), "source": s.source, "from": s.origin} for s in found
         }
         for words, found in shown.items()
     }
