@@ -57,6 +57,11 @@ class Held:
     extents: dict[Extent, Slot]
 
 
+def _shown(segment: Any) -> str:
+    text = repr(segment)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
 def canonical(key: Any) -> str:
     """A key as the text its state is held under (and routing hashes)."""
     return json.dumps(key, sort_keys=True, separators=(",", ":"))
@@ -75,8 +80,17 @@ class WindowState:
         """When each timer trigger, by index, fires next."""
 
     def time(self, segment: Any) -> float | None:
-        """The segment's event time; None in a global window, which has none."""
-        return None if self.window.type == "global" else segment[self.window.key]
+        """The segment's event time; None in a global window, which has none. A segment
+        without the window's key fails its task naming the window and the field."""
+        if self.window.type == "global":
+            return None
+        try:
+            return segment[self.window.key]
+        except (KeyError, TypeError, IndexError):
+            raise ValueError(
+                f"window {self.window.id!r}: a segment has no time field {self.window.key!r}: "
+                f"{_shown(segment)}"
+            ) from None
 
     def add(self, segment: Any, t: Any, key: Any, name: str) -> list[Any]:
         """Take ``segment``, at event time ``t``, into its extents for ``key``."""

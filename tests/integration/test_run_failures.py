@@ -1,0 +1,76 @@
+"""What a job met at run time reaches whoever runs it: `onyx run` of a job whose input file is
+missing, whose sink cannot write, whose fn returns what cannot be written or whose segments lack
+a window's time field ends with the job killed, the reason in one line naming what is wrong, and
+exit 1; never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support import onyx
+
+pytestmark = pytest.mark.integration
+
+
+def job(tmp_path: Path, *, source: Path, sink: Path, fn: str | None = None,
+        windows: list | None = None) -> Path:  # fmt: skip
+    catalog = [
+        {"name": "read", "kind": "input", "plugin": "peer.plugins.jsonl:input",
+         "params": {"path": str(source)}, "n_peers": 1},
+        {"name": "step", "kind": "function", "fn": fn or "tests.integration.pacing:pass_slowly"},
+        {"name": "write", "kind": "output", "plugin": "peer.plugins.jsonl:output",
+         "params": {"path": str(sink)}, "n_peers": 1},
+    ]  # fmt: skip
+    doc = {"workflow": [["read", "step"], ["step", "write"]], "catalog": catalog,
+           "barrier_period": None, "windows": windows or []}  # fmt: skip
+    if windows:
+        doc["triggers"] = [{"window": w["id"], "on": "segment", "threshold": 1} for w in windows]
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def lines(tmp_path: Path, count: int = 5) -> Path:
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps({"n": i}) + "\n" for i in range(count)))
+    return path
+
+
+def killed(result, *words: str) -> None:
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if ": killed: " in line]
+    for word in words:
+        assert word in line, line
+
+
+def test_a_missing_input_file_is_named(tmp_path):
+    missing = tmp_path / "no-such.jsonl"
+    result = onyx("run", str(job(tmp_path, source=missing, sink=tmp_path / "out.jsonl")))
+    killed(result, "task 'read'", str(missing), "No such file")
+
+
+def test_a_sink_that_cannot_write_is_named(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    sink = blocker / "out.jsonl"
+    result = onyx("run", str(job(tmp_path, source=lines(tmp_path), sink=sink)))
+    killed(result, "task 'write'", str(sink))
+
+
+def test_a_segment_that_cannot_be_written_is_named(tmp_path):
+    result = onyx("run", str(job(tmp_path, source=lines(tmp_path), sink=tmp_path / "out.jsonl",
+                                 fn="tests.integration.bulky:unencodable")))  # fmt: skip
+    killed(result, "task 'write'", "not JSON-serialisable")
+
+
+def test_segments_without_a_window_s_time_field_are_named(tmp_path):
+    window = {"id": "per-minute", "task": "step", "type": "fixed", "aggregation": "count",
+              "key": "at", "range": 60}  # fmt: skip
+    result = onyx("run", str(job(tmp_path, source=lines(tmp_path), sink=tmp_path / "out.jsonl",
+                                 windows=[window])))  # fmt: skip
+    killed(result, "task 'step'", "window 'per-minute'", "no time field 'at'")
