@@ -34,7 +34,7 @@ SCRAPE_JOBS = {
 }
 SEVERITIES = {"critical", "warning"}
 README = MONITORING / "README.md"
-RUNBOOKS = "https://github.com/onyx-peer/onyx-peer/blob/main/monitoring/README.md#"
+RUNBOOKS = "monitoring/README.md#"
 """Where every alert's runbook_url points: a section of monitoring/README.md."""
 
 
