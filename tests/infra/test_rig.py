@@ -70,9 +70,10 @@ def test_hosts_install_wheels_from_the_rig_wheel_directory(rig: Rig) -> None:
         host, "/tmp/rig-venv/bin/python -c 'import pyrsistent, sys; print(sys.version)'"
     )
     assert version.stdout.startswith("3.13")
-    # The project and all its runtime requirements resolve from the directory for Python 3.13.
+    # The project and all its runtime requirements, Spark's extra included, resolve from the
+    # directory for Python 3.13.
     report = rig.ssh(
-        host, f"/tmp/rig-venv/bin/pip install --dry-run -q --report - {pip_args} onyx-peer"
+        host, f"/tmp/rig-venv/bin/pip install --dry-run -q --report - {pip_args} 'onyx-peer[spark]'"
     )
     names = {item["metadata"]["name"].lower() for item in json.loads(report.stdout)["install"]}
     assert {"onyx-peer", "pyspark", "pyaeron", "pyarrow", "msgpack", "kazoo"} <= names
