@@ -333,11 +333,18 @@ def test_code_shipped_with_a_job_runs_on_a_host_and_is_removed(rollout: Rollout)
     assert "refused tenancy" in refused.stderr
 
     with rollout.phase("shipped code"):
-        submit = (f"runuser -u onyx -- /opt/onyx/venv/bin/onyx job submit {work}/job.json "
-                  f"--id {job_id} --code {work}/src --config /etc/onyx/peer-0.toml")  # fmt: skip
+        submit = (f"cd {work} && runuser -u onyx -- /opt/onyx/venv/bin/onyx job submit job.json "
+                  f"--id {job_id} --code src --config /etc/onyx/peer-0.toml")  # fmt: skip
         rig.ssh(host, submit, timeout=120)
-        assert f"job {job_id}: completed" in onyx("job", "wait", job_id, "--timeout", "300",
-                                                  timeout=330)  # fmt: skip
+        deadline = time.monotonic() + 300
+        while (status := json.loads(onyx("job", "status", job_id, "--json")))["state"] not in (
+            "completed", "killed"
+        ):  # fmt: skip
+            if time.monotonic() > deadline:
+                log = rig.ssh(host, "journalctl -u 'onyx-peer@*' -n 80 --no-pager").stdout
+                raise AssertionError(f"job {job_id} did not end: {status}\n{log}")
+            time.sleep(2)
+        assert status["state"] == "completed", status
         places = f"/var/lib/onyx/checkpoints/{onyx.tenancy}/{job_id}/code /var/lib/onyx/.onyx/code"
 
         def leftovers() -> list[str]:
