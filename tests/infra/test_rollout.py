@@ -118,8 +118,14 @@ def write_inventory(rig: Rig, directory: Path, grafana: Sequence[str] = ()) -> P
     }
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copytree(GROUP_VARS, directory / "group_vars", dirs_exist_ok=True)
-    # The last host's groups run no Spark work: it gets the project without its spark extra.
-    peers = {n: dict(peer_vars, peer_spark_enabled=n != names[-1]) for n in names}
+    # The last host's groups run no Spark work: it gets the project without its spark extra. Each
+    # host's groups offer its name as a tag; the first host has a peer more, for the shipped
+    # code's job pinned to it.
+    peers = {
+        n: dict(peer_vars, peer_spark_enabled=n != names[-1], peer_tags=[n],
+                peer_vpeers=3 if n == first else 2)
+        for n in names
+    }  # fmt: skip
     groups: dict[str, Any] = {
         "test_hosts": {n: dict(test_host_vars) for n in names},
         "zookeeper": {n: {"zookeeper_id": i} for i, n in enumerate(names, 1)},
