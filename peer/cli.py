@@ -588,12 +588,15 @@ def _client(args: argparse.Namespace) -> Iterator[api.ZooKeeperStore]:
 
 
 def job_submit(args: argparse.Namespace) -> int:
+    """Without --code the job is checked before ZooKeeper is asked anything; with it, against
+    its code, which goes to the checkpoint storage (opened only then)."""
     if args.code is None:
-        job, code = api.load(args.file), None
+        with _client(args) as store:
+            job_id = api.submit(store, api.load(args.file), args.id)
     else:
-        job, code = args.file, pack(args.code)
-    with _client(args) as store, closing(_storage(args)) as storage:
-        job_id = api.submit(store, job, args.id, code=code, storage=storage)
+        code = pack(args.code)
+        with _client(args) as store, closing(_storage(args)) as storage:
+            job_id = api.submit(store, args.file, args.id, code=code, storage=storage)
     print(json.dumps({"id": job_id}) if args.json else job_id)
     return 0
 
