@@ -11,7 +11,7 @@ import yaml
 
 from peer import api
 from peer.job.code import pack
-from tests.support import assert_one_line_error, onyx, wait_for
+from tests.support import ZooKeeperServer, assert_one_line_error, onyx, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -123,3 +123,17 @@ def test_code_that_does_not_match_its_hash_is_never_run(protected, start_peer, t
     assert "code 'v1'" in status
     assert "refused, never run" in status
     assert not out.exists()
+
+
+def test_a_protected_tenancy_leaves_the_others_open():
+    """On a server where it is the first, a tenancy made with credentials protects its own
+    znodes, not /onyx, which every tenancy shares: another client still makes its tenancy."""
+    server = ZooKeeperServer()
+    server.start()
+    try:
+        api.connect(server.address, "guarded", create=True, auth=CREDENTIALS).close()
+        api.connect(server.address, "open", create=True).close()
+        result = onyx("replica", "--zookeeper", server.address, "--tenancy", "guarded")
+        assert_one_line_error(result, 1, "refused tenancy 'guarded'", "without credentials")
+    finally:
+        server.stop()

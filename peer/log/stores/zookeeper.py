@@ -30,12 +30,14 @@ from kazoo.exceptions import (
 )
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
-from kazoo.security import make_digest_acl
+from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
 
 from peer.log.entry import Entry
 from peer.log.replica import EMPTY_VERSION, Replica
 from peer.log.store import StoreError, StoreUnreachable, encoded, path_component
 
+ROOT = "/onyx"
+"""The parent of every tenancy's znodes."""
 ENTRY_PREFIX = "entry-"
 TENANCY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -51,7 +53,7 @@ def tenancy_root(tenancy: str) -> str:
         raise StoreError(
             f"tenancy {tenancy!r} is not a valid name (letters, digits, '_', '.', '-')"
         )
-    return f"/onyx/{tenancy}"
+    return f"{ROOT}/{tenancy}"
 
 
 class ZooKeeperStore:
@@ -84,6 +86,9 @@ class ZooKeeperStore:
         self.closing = False
         self.client = self._connect(session_timeout, connect_timeout)
         if create:
+            # /onyx is shared by every tenancy: a client never puts its own ACL on it (an
+            # operator may, roles/zookeeper); the tenancy's own znodes get this session's.
+            self._guard(self.client.ensure_path, ROOT, acl=OPEN_ACL_UNSAFE)
             self._guard(self.client.ensure_path, self.log_path)
             self._guard(self.client.ensure_path, self.pulse_path)
         elif self._guard(self.client.exists, self.log_path) is None:
