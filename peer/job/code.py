@@ -36,6 +36,9 @@ from peer.job.spec import JobError
 
 ARCHIVE_LIMIT = 256 * 1024 * 1024
 """The largest code archive, packed, that a client uploads: code, not data."""
+UNPACKED_LIMIT = 1024 * 1024 * 1024
+"""The most an archive may unpack to on a peer, as its members declare (zipfile stops reading a
+member at its declared size): a small archive of highly compressed bytes fills no disk."""
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 RUNTIME = "peer"
 """The runtime's own package, which no archive may replace."""
@@ -152,6 +155,12 @@ def _extract(data: bytes, name: str, into: Path) -> None:
                 parts = Path(member).parts
                 if Path(member).is_absolute() or ".." in parts:
                     raise CodeError(f"code {name!r}: member {member!r} would land outside it")
+            unpacked = sum(member.file_size for member in archive.infolist())
+            if unpacked > UNPACKED_LIMIT:
+                raise CodeError(
+                    f"code {name!r} unpacks to {unpacked:,} bytes, over the limit of "
+                    f"{UNPACKED_LIMIT:,} by {unpacked - UNPACKED_LIMIT:,}"
+                )
             archive.extractall(into)
     except zipfile.BadZipFile as e:
         raise CodeError(f"code {name!r} is not a zip archive: {e}") from e

@@ -129,3 +129,12 @@ def test_a_job_names_its_code_by_name_and_hash():
     assert job.to_dict()["code"] == reference
     with pytest.raises(JobError, match=r"job 'wc': code must be \{name, sha256\}"):
         from_dict({**wordcount.document(), "code": {**reference, "sha256": "x"}}, imports=False)
+
+
+def test_an_archive_that_unpacks_to_too_much_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr("peer.job.code.UNPACKED_LIMIT", 1000)
+    archive = pack(write_tree(tmp_path / "src", {"big.py": "x" * 2000}))
+    assert len(archive.data) < 1000
+    with pytest.raises(CodeError, match="code 'src' unpacks to 2,000 bytes, over the limit of"):
+        unpack(archive.data, archive.reference(), tmp_path / "cache")
+    assert list((tmp_path / "cache").iterdir()) == []
