@@ -591,8 +591,9 @@ def job_submit(args: argparse.Namespace) -> int:
     """Without --code the job is checked before ZooKeeper is asked anything; with it, against
     its code, which goes to the checkpoint storage (opened only then)."""
     if args.code is None:
+        job = api.load(args.file)
         with _client(args) as store:
-            job_id = api.submit(store, api.load(args.file), args.id)
+            job_id = api.submit(store, job, args.id)
     else:
         code = pack(args.code)
         with _client(args) as store, closing(_storage(args)) as storage:
