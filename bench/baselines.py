@@ -18,7 +18,7 @@ sys.path), so every run applies the very same code.
   (see its docstring for the configuration), with --workers worker threads in this process.
   Best of --repeat runs.
 
-Run: .venv/bin/python bench/baselines.py [--segments 200000] [--batch-size 100]
+Run: .venv-bench/bin/python bench/baselines.py [--segments 200000] [--batch-size 100]
      [--snapshot-interval 1.0] [--workers 1]
 The last line of output is one JSON document holding every figure. Bytewax is a benchmark-only
 dependency: without it the Bytewax figure is null.

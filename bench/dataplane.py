@@ -18,7 +18,7 @@ The engine's figures are end to end: from the submit-job entry to the job's comp
 back from the log, best of --repeat runs. The body codec figures of bench/codec.py are printed
 too, since they decided the wire format.
 
-Run: .venv/bin/python bench/dataplane.py [--segments 200000] [--batch-size 100] [--repeat 3]
+Run: .venv-bench/bin/python bench/dataplane.py [--segments 200000] [--batch-size 100] [--repeat 3]
 The last line of output is one JSON document holding every figure.
 """
 
