@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from peer.job.spec import Job, Trigger, Window
+from peer.log.limits import cut
 from peer.state.aggregations import aggregation
 from peer.state.triggers import Armed, arm
 from peer.state.windows import Extent, absorb, extents
@@ -55,11 +56,6 @@ class Held:
 
     key: Any
     extents: dict[Extent, Slot]
-
-
-def _shown(segment: Any) -> str:
-    text = repr(segment)
-    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def canonical(key: Any) -> str:
@@ -89,7 +85,7 @@ class WindowState:
         except (KeyError, TypeError, IndexError):
             raise ValueError(
                 f"window {self.window.id!r}: a segment has no time field {self.window.key!r}: "
-                f"{_shown(segment)}"
+                f"{cut(repr(segment), 200)}"
             ) from None
 
     def add(self, segment: Any, t: Any, key: Any, name: str) -> list[Any]:
