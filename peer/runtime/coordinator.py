@@ -1,7 +1,7 @@
 """A job's coordinator for one allocation: it decides where the job recovers from, paces the
 epochs and commits them.
 
-It runs in the group of the job's coordinator peer (``coordinator_of``: the first peer of the
+It runs in the group of the job's coordinator peer (the placement's: the first peer of the
 job's first input task, a pure function of the replica, so every group agrees on it). Its life,
 one non-blocking ``step`` at a time, with every ZooKeeper call in the group's worker pool:
 
@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from peer.job.spec import Job
@@ -33,6 +34,7 @@ from peer.messaging.frame import MessageType
 from peer.metrics import CHECKPOINT_SECONDS
 from peer.plugins import Epoch
 from peer.runtime.checkpoints import CheckpointError, CheckpointStorage, CommitRecord, Commits
+from peer.runtime.placement import Placement
 
 log = logging.getLogger(__name__)
 
@@ -47,22 +49,27 @@ FIRST_EPOCH = 0.25
 the replayed segments is published this soon, not a whole barrier period later."""
 
 
-def coordinator_of(job: Job, allocation: Mapping[str, Sequence[str]]) -> str | None:
-    first_input = next((t for t in job.sorted_tasks() if job.task(t).kind == "input"), None)
-    peers = sorted(allocation.get(first_input, ())) if first_input else []
-    return peers[0] if peers else None
+class State(Enum):
+    CLAIM = "claim"
+    """To claim the commit record."""
+    CLAIMING = "claiming"
+    """The claim is in the pool."""
+    RUNNING = "running"
+    """Pacing epochs: sending barriers, gathering acks."""
+    COMMITTING = "committing"
+    """A commit is in the pool."""
+    STALE = "stale"
+    """A newer allocation owns the job's checkpoints: nothing more to do."""
 
 
 @dataclass
 class Coordinator:
-    job: Job
-    version: int
-    allocation: Mapping[str, Sequence[str]]
+    placement: Placement
     commits: Commits
     storage: CheckpointStorage
     pool: Executor
     send: Send
-    state: str = "claim"
+    state: State = State.CLAIM
     epoch: int = 0
     final: int | None = None
     acks: set[str] = field(default_factory=set)
@@ -75,24 +82,30 @@ class Coordinator:
     last_commit: float = field(default_factory=time.time)
     """Wall-clock time of the last commit, or of the coordinator's start: what the metrics
     measure "time since the last commit" from."""
-    peers: list[str] = field(init=False)
+    job: Job = field(init=False)
+    version: int = field(init=False)
     members: frozenset[str] = field(init=False)
-    inputs: list[str] = field(init=False)
+    inputs: tuple[str, ...] = field(init=False)
     outputs: frozenset[str] = field(init=False)
     slots: dict[str, int] = field(init=False)
+    _steps: dict[State, Callable[[float], bool]] = field(init=False, repr=False)
+    _results: dict[State, Callable[[Any, float], bool]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        """The allocation is fixed for a coordinator's life, so who it hears from is too."""
-        self.peers = sorted(p for ps in self.allocation.values() for p in ps)
-        self.members = frozenset(self.peers)
-        self.inputs = self._peers_of("input")
-        self.outputs = frozenset(self._peers_of("output"))
-        self.slots = {t: len(ps) for t, ps in sorted(self.allocation.items())}
-
-    def _peers_of(self, kind: str) -> list[str]:
-        return sorted(
-            p for t, ps in self.allocation.items() if self.job.task(t).kind == kind for p in ps
-        )
+        """The placement is fixed for a coordinator's life, so who it hears from is too."""
+        placement = self.placement
+        self.job, self.version = placement.job, placement.version
+        self.members = frozenset(placement.members)
+        self.inputs = placement.peers_of_kind("input")
+        self.outputs = frozenset(placement.peers_of_kind("output"))
+        self.slots = placement.task_slots()
+        self._steps = {
+            State.CLAIM: self._claim,
+            State.RUNNING: self._running,
+            State.STALE: self._stale,
+        }
+        # claiming and committing wait on a call in the pool, whose result moves them on
+        self._results = {State.CLAIMING: self._claimed, State.COMMITTING: self._commit_done}
 
     # -- messages from the job's peers ----------------------------------------------------------
 
@@ -114,22 +127,22 @@ class Coordinator:
                 result = pending.result()
             except StoreError as e:
                 return self._store_failed(e, now)
-            return getattr(self, f"_{self.state}_done")(result, now)
+            return self._results[self.state](result, now)
         if now < self.retry_at:
             return False
-        return getattr(self, f"_{self.state}")(now)
+        return self._steps[self.state](now)
 
     def _store_failed(self, error: StoreError, now: float) -> bool:
         """Claims and commits are compare-and-sets that recognise their own earlier write, so
         trying one again is safe."""
         log.warning("job %s: %s; trying again in %g s", self.job.id, error, RETRY)
-        self.state = "claim" if self.state == "claiming" else "running"
+        self.state = State.CLAIM if self.state is State.CLAIMING else State.RUNNING
         self.retry_at = now + RETRY
         return True
 
     def _claim(self, now: float) -> bool:
         self.pending = self.pool.submit(self._claim_and_find_source)
-        self.state = "claiming"
+        self.state = State.CLAIMING
         return True
 
     def _claim_and_find_source(self) -> tuple[CommitRecord | None, list[Any]]:
@@ -159,16 +172,16 @@ class Coordinator:
             )
         return [source_job, *kept.epoch, dict(kept.slots)]
 
-    def _claiming_done(self, result: Any, now: float) -> bool:
+    def _claimed(self, result: Any, now: float) -> bool:
         claimed, body = result
         if claimed is None:
             log.info("job %s: a newer allocation owns its checkpoints", self.job.id)
-            self.state = "stale"
+            self.state = State.STALE
             return True
         self.committed = claimed.committed
-        for peer in self.peers:
+        for peer in self.placement.members:
             self.send(peer, MessageType.RECOVER, 0, body)
-        self.state = "running"
+        self.state = State.RUNNING
         self.next_barrier = now + min(self.job.barrier_period, FIRST_EPOCH)
         return True
 
@@ -180,7 +193,7 @@ class Coordinator:
             self.pending = self.pool.submit(
                 self.commits.commit, self.version, Epoch(self.version, self.epoch), self.slots
             )
-            self.state = "committing"
+            self.state = State.COMMITTING
             return True
         if self.epoch != self.committed_number() or self.final is not None:
             return False
@@ -201,10 +214,10 @@ class Coordinator:
         committed = self.committed
         return committed.number if committed and committed.version == self.version else 0
 
-    def _committing_done(self, record: CommitRecord | None, now: float) -> bool:
+    def _commit_done(self, record: CommitRecord | None, now: float) -> bool:
         if record is None:
             log.info("job %s: a newer allocation claimed its checkpoints", self.job.id)
-            self.state = "stale"
+            self.state = State.STALE
             return True
         previous, self.committed = self.committed, Epoch(self.version, self.epoch)
         self.last_commit = time.time()
@@ -213,11 +226,11 @@ class Coordinator:
             "job %s: epoch %d of allocation %d committed; its checkpoint took %.3f s",
             self.job.id, self.epoch, self.version, now - self.barrier_sent,
         )  # fmt: skip
-        for peer in self.peers:
+        for peer in self.placement.members:
             self.send(peer, MessageType.COMMITTED, self.epoch, [])
         if previous is not None:
             self.storage.collect_later(self.job.id, previous, record.retained)
-        self.state = "running"
+        self.state = State.RUNNING
         return True
 
     def close(self) -> None:

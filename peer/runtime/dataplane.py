@@ -46,9 +46,10 @@ from peer.log.store import LogStore
 from peer.messaging import fragments
 from peer.messaging.frame import FrameError, Header, MessageType, decode_header, encode
 from peer.runtime.checkpoints import CheckpointStorage, Commits
-from peer.runtime.coordinator import Coordinator, coordinator_of
+from peer.runtime.coordinator import Coordinator
 from peer.runtime.inbox import END, Barrier, Watermark
 from peer.runtime.liveness import Heartbeats, Liveness
+from peer.runtime.placement import Placement, placements
 from peer.runtime.routing import Router, conditions, key_function, routes
 from peer.runtime.shipped_code import CodeShelf
 from peer.runtime.task import TaskContext, TaskFailed, TaskRunner
@@ -103,6 +104,8 @@ class DataPlane:
         self.store, self.storage = store, storage
         self.pool = ThreadPoolExecutor(2, thread_name_prefix="onyx-coordinator")
         self.replica = Replica()
+        self.placements: dict[str, Placement] = {}
+        """Every allocated job's, as of the replica last synced."""
         self.mine: list[str] = []
         self.resync = False
         """Set from the pool when shipped code has arrived: the next step makes its runners."""
@@ -130,19 +133,20 @@ class DataPlane:
     # -- following the log ----------------------------------------------------------------------
 
     def sync(self, replica: Replica, mine: list[str]) -> None:
-        self._remove_finished_code(self.replica, replica, set(mine))
+        self._remove_finished_code(replica, set(mine))
         self.replica, self.mine = replica, mine
+        self.placements = placements(replica, self.placements)
         self._index(replica)
-        wanted = self._wanted(replica, mine)
-        for key in sorted(set(self.runners) - set(wanted)):
+        wanted = self._wanted(mine)
+        for key in sorted(set(self.runners) - wanted):
             self.runners.pop(key).close()
-        for key in sorted(set(wanted) - set(self.runners)):
-            runner = self._runner(replica, key, wanted[key])
+        for key in sorted(wanted - set(self.runners)):
+            runner = self._runner(self.placements[key[1]], key[0])
             if runner is not None:
                 self.runners[key] = runner
         self.code.keep_only(job.code["sha256"] for job in replica.jobs.values() if job.code)
         self.by_short = {replica.short_ids[key[0]]: r for key, r in self.runners.items()}
-        self._sync_coordinators(replica, set(mine))
+        self._sync_coordinators(set(mine))
         self._release_waiting(replica)
         self._drop_queues(replica)
         self.assembly.forget(lambda s: s < replica.next_short_id and s not in self.short_peers)
@@ -153,15 +157,15 @@ class DataPlane:
     def _code_arrived(self) -> None:
         self.resync = True
 
-    def _remove_finished_code(self, old: Replica, new: Replica, mine: set[str]) -> None:
+    def _remove_finished_code(self, new: Replica, mine: set[str]) -> None:
         """The code shipped with a job that has just finished goes from checkpoint storage,
-        removed by the group of the job's coordinator peer (the first peer of its first input,
-        as every group computes it), in the background."""
-        for job_id in sorted(set(new.finished) - set(old.finished)):
-            job = old.jobs.get(job_id)
-            if job is None or job.code is None or self.storage is None:
+        removed by the group of the job's coordinator peer as of its last placement (every
+        group agrees on it), in the background."""
+        for job_id in sorted(set(new.finished) - set(self.replica.finished)):
+            placement = self.placements.get(job_id)
+            if placement is None or placement.job.code is None or self.storage is None:
                 continue
-            if coordinator_of(job, old.allocations.get(job_id, {})) in mine:
+            if placement.coordinator in mine:
                 self.pool.submit(self.storage.delete_code, job_id)
 
     def _index(self, replica: Replica) -> None:
@@ -175,79 +179,72 @@ class DataPlane:
                     self.short_peers[replica.short_ids[peer]] = peer
                     self.short_groups[replica.short_ids[peer]] = group
 
-    @staticmethod
-    def _wanted(replica: Replica, mine: list[str]) -> dict[RunnerKey, str]:
-        wanted = {}
-        for peer in mine:
-            placed = replica.task_of(peer)
-            if placed is not None and peer in replica.short_ids:
-                job, task = placed
-                wanted[(peer, job, replica.allocation_versions[job])] = task
-        return wanted
+    def _wanted(self, mine: list[str]) -> set[RunnerKey]:
+        """The runners this group's peers should have: one per allocated peer."""
+        return {
+            (peer, job_id, placement.version)
+            for job_id, placement in self.placements.items()
+            for peer in mine
+            if peer in placement.tasks and peer in placement.short_ids
+        }
 
-    def _checkpointed(self, replica: Replica, job_id: str) -> bool:
-        return self.storage is not None and replica.jobs[job_id].barrier_period is not None
+    def _checkpointed(self, job: Job) -> bool:
+        return self.storage is not None and job.barrier_period is not None
 
-    def _sync_coordinators(self, replica: Replica, mine: set[str]) -> None:
+    def _sync_coordinators(self, mine: set[str]) -> None:
         wanted = {
-            (job_id, replica.allocation_versions[job_id])
-            for job_id, allocation in replica.allocations.items()
-            if self._checkpointed(replica, job_id)
-            and coordinator_of(replica.jobs[job_id], allocation) in mine
+            (job_id, placement.version)
+            for job_id, placement in self.placements.items()
+            if self._checkpointed(placement.job) and placement.coordinator in mine
         }
         for key in sorted(set(self.coordinators) - wanted):
             self.coordinators.pop(key).close()
-        for job_id, version in sorted(wanted - set(self.coordinators)):
-            self.coordinators[(job_id, version)] = self._coordinator(replica, job_id, version)
+        for job_id, _ in sorted(wanted - set(self.coordinators)):
+            placement = self.placements[job_id]
+            self.coordinators[(job_id, placement.version)] = self._coordinator(placement)
         self.coordinator_by_job = {
-            replica.short_ids[job_id]: c for (job_id, _), c in self.coordinators.items()
+            c.placement.job_short: c for (job_id, _), c in self.coordinators.items()
         }
 
     @staticmethod
-    def _headers(
-        replica: Replica, job_id: str, version: int, sender: str
-    ) -> Callable[[MessageType, str, int], Header]:
-        """Headers of frames that ``sender`` sends for the job's allocation ``version``."""
-        source, job_short = replica.short_ids[sender], replica.short_ids[job_id]
+    def _headers(placement: Placement, sender: str) -> Callable[[MessageType, str, int], Header]:
+        """Headers of frames that ``sender`` sends for the job under ``placement``."""
+        version, short_ids = placement.version, placement.short_ids
+        source, job_short = short_ids[sender], placement.job_short
 
         def header(kind: MessageType, to: str, epoch: int = 0) -> Header:
-            return Header(kind, version, source, replica.short_ids[to], epoch, job_short)
+            return Header(kind, version, source, short_ids[to], epoch, job_short)
 
         return header
 
-    def _coordinator(self, replica: Replica, job_id: str, version: int) -> Coordinator:
-        job, allocation = replica.jobs[job_id], replica.allocations[job_id]
-        header = self._headers(replica, job_id, version, coordinator_of(job, allocation))
+    def _coordinator(self, placement: Placement) -> Coordinator:
+        header = self._headers(placement, placement.coordinator)
 
         def send(to: str, kind: MessageType, epoch: int, body: list[Any]) -> None:
             self._send(to, header(kind, to, epoch), body)
 
         return Coordinator(
-            job=job,
-            version=version,
-            allocation=allocation,
-            commits=Commits(self.store, job_id),
+            placement=placement,
+            commits=Commits(self.store, placement.job.id),
             storage=self.storage,
             pool=self.pool,
             send=send,
         )
 
-    def _runner(self, replica: Replica, key: RunnerKey, task: str) -> TaskRunner | None:
-        """A runner for ``key``, importing from the code shipped with its job if it has some;
+    def _runner(self, placement: Placement, peer: str) -> TaskRunner | None:
+        """A runner for ``peer``, importing from the code shipped with its job if it has some;
         None while that code is still being fetched (``sync`` runs again once it is here). One
         whose code cannot be had, or whose routing code does not resolve in this process (a
         group-by or flow-condition fn), is made without it and fails at its first step, so its
         job is killed and the group goes on."""
         try:
-            imports = self._imports(replica.jobs[key[1]])
+            imports = self._imports(placement.job)
             if imports is None:
                 return None
             with imports():
-                return TaskRunner(self._context(replica, *key, task, imports=imports))
+                return TaskRunner(self._context(placement, peer, imports=imports))
         except Exception as e:
-            runner = TaskRunner(self._context(replica, *key, task, routing=False))
-            runner.broken = e
-            return runner
+            return TaskRunner(self._context(placement, peer, routing=False), broken=e)
 
     def _imports(self, job: Job) -> Callable[[], AbstractContextManager[None]] | None:
         """How the job's code imports here: from the installed packages, or from its shipped
@@ -259,22 +256,15 @@ class DataPlane:
 
     def _context(
         self,
-        replica: Replica,
+        placement: Placement,
         peer: str,
-        job_id: str,
-        version: int,
-        task: str,
         *,
         routing: bool = True,
         imports: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> TaskContext:
-        job, allocation = replica.jobs[job_id], replica.allocations[job_id]
-        peers = allocation[task]
-        upstream = [
-            p for parent, child in job.workflow if child == task for p in allocation[parent]
-        ]
-        coordinator = coordinator_of(job, allocation)
-        header = self._headers(replica, job_id, version, peer)
+        job, version, task = placement.job, placement.version, placement.tasks[peer]
+        coordinator = placement.coordinator
+        header = self._headers(placement, peer)
 
         def send(to: str, item: Any) -> None:
             if isinstance(item, list):
@@ -295,21 +285,15 @@ class DataPlane:
             self._send(coordinator, header(kind, coordinator, epoch), [])
 
         def complete() -> None:
-            self.write(COMPLETE_JOB.entry(id=job_id, peer=peer, version=version))
+            self.write(COMPLETE_JOB.entry(id=job.id, peer=peer, version=version))
 
-        checkpointed = self._checkpointed(replica, job_id)
         spec = job.task(task)
         router = (
-            Router(routes(job, task, allocation), conditions(job, task)) if routing else Router(())
+            Router(routes(placement, task), conditions(placement, task)) if routing else Router(())
         )
         return TaskContext(
-            job=job,
-            task=spec,
+            placement=placement,
             peer=peer,
-            version=version,
-            slot=peers.index(peer),
-            slots=len(peers),
-            upstream=frozenset(replica.short_ids[p] for p in upstream),
             router=router,
             send=send,
             report=report,
@@ -318,7 +302,7 @@ class DataPlane:
             complete=complete,
             key_of=key_function(spec.group_by_key, spec.group_by_fn) if routing else None,
             imports=imports,
-            storage=self.storage if checkpointed else None,
+            storage=self.storage if self._checkpointed(job) else None,
             fetch=lambda source_job, epoch, slot: self.storage.fetch(source_job, epoch, task, slot),
         )
 
@@ -326,7 +310,7 @@ class DataPlane:
         """Frames that arrived before this group read their allocation: hand over those of a
         current runner, keep those still ahead of the log, drop the stale and those of jobs
         that have finished (short ids are never reused, so a smaller unknown one is gone)."""
-        versions = {replica.short_ids[j]: v for j, v in replica.allocation_versions.items()}
+        versions = {p.job_short: p.version for p in self.placements.values()}
         held, self.waiting = self.waiting, defaultdict(list)
         for short, frames in held.items():
             runner = self.by_short.get(short)
@@ -377,7 +361,7 @@ class DataPlane:
             self.coordinator_by_job = {
                 s: c for s, c in self.coordinator_by_job.items() if c is not coordinator
             }
-            peer = coordinator_of(coordinator.job, coordinator.allocation)
+            peer = coordinator.placement.coordinator
             error = TaskFailed(
                 f"job {job!r}: its coordinator on peer {peer} (allocation {key[1]}) failed: "
                 f"{type(e).__name__}: {e}"

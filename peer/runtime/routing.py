@@ -1,4 +1,4 @@
-"""Where each segment a task emits goes next: a pure function of the job and its allocation.
+"""Where each segment a task emits goes next: a pure function of the job and its placement.
 
 Every peer routes alike, so grouping holds across peers and across recoveries: a segment's
 group key is hashed with crc32 over its canonical JSON (never Python's ``hash``, which is salted
@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from peer.job.imports import resolve
-from peer.job.spec import ALL, Job
+from peer.job.spec import ALL
+from peer.runtime.placement import Placement
 
 Segment = Any
 
@@ -54,25 +55,26 @@ def key_function(fields: str | tuple[str, ...] | None, fn: str | None) -> Any:
     return lambda segment: [segment.get(f) for f in fields]
 
 
-def routes(job: Job, task: str, allocation: Mapping[str, Sequence[str]]) -> tuple[Route, ...]:
-    downstream = sorted(child for parent, child in job.workflow if parent == task)
+def routes(placement: Placement, task: str) -> tuple[Route, ...]:
+    """One route per downstream task of ``task``, by name."""
+    job = placement.job
     return tuple(
         Route(
-            name,
-            tuple(sorted(allocation.get(name, ()))),
-            key_function(job.task(name).group_by_key, job.task(name).group_by_fn),
+            down.task,
+            down.peers,
+            key_function(job.task(down.task).group_by_key, job.task(down.task).group_by_fn),
         )
-        for name in downstream
+        for down in placement.downstream.get(task, ())
     )
 
 
-def conditions(job: Job, task: str) -> tuple[Condition, ...]:
-    children = frozenset(child for parent, child in job.workflow if parent == task)
+def conditions(placement: Placement, task: str) -> tuple[Condition, ...]:
+    children = frozenset(down.task for down in placement.downstream.get(task, ()))
     return tuple(
         Condition(
             children if c.to == ALL else frozenset(c.to), resolve(c.predicate), c.short_circuit
         )
-        for c in job.flow_conditions
+        for c in placement.job.flow_conditions
         if c.from_task == task
     )
 

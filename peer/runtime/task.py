@@ -1,46 +1,46 @@
-"""One virtual peer's work on one task, as a state machine that never waits.
+"""One virtual peer's work on one task: a runner assembled once from parts its task chooses,
+stepping through named phases, never waiting.
 
 A peer group drives all its virtual peers from one thread, so each ``step`` does at most one
-batch of work and returns whether it did any. The states:
+batch of work and returns whether it did any. The parts, chosen once when the runner is made
+(the intake and the emitter) or when its code loads (the apply step):
 
-- ``start``: load the code and the plugin. A job with checkpoints then waits for its
-  coordinator's RECOVER, fetches the snapshots it names (in the group's pool, without blocking)
-  and restores the plugin, the window state and a stateful fn from them; a job without starts
-  from the beginning at once.
-- ``run``: read a batch (an input polls its plugin; other tasks take from their inbox, one
-  queue per upstream peer), apply the fn, then either assign the segments to the task's windows
-  (only what triggers emit goes on) or route them downstream; an output prepares and writes
-  them. Barriers: an input snapshots at the barrier its coordinator sends between two batches;
-  other tasks once the same barrier has come from every upstream peer (see peer.runtime.inbox).
-  Batches flow on credit: a peer sends at most WINDOW batches down an edge beyond what the
-  receiver has taken, and the receiver gives credit back as it takes them.
-  The snapshot is uploaded in the pool and ACKed to the coordinator when stored; the barrier goes
-  on downstream at once. An input's watermark comes from its plugin's ``watermark()`` or, failing
-  that, is the largest its task's ``assign_watermark_fn`` gave over the segments read; other
-  tasks take the smallest over their upstream peers; each passes it on when it rises.
-- the end: when the input side is over (an input's plugin completed and synced; every upstream
-  peer's end marker taken), a stateful fn is flushed and the windows finished, and the end marker
-  goes downstream. An output then reports: with checkpoints it tells the coordinator it is
-  DRAINED and completes the job once the final epoch is committed (so its output is published);
-  without, it completes once its plugin is synced.
+- intake (peer.runtime.intake): an input polls its plugin, every other task takes from its
+  inbox, one queue per upstream peer;
+- apply (peer.runtime.apply): the task's engine: a Python fn per segment, or a Spark fn over a
+  DataFrame of the batch, run in the group's Spark pool while the runner goes on;
+- emitter (peer.runtime.emit): an input or a function routes its batches downstream on credit,
+  an output prepares and writes them with its plugin.
 
-A Spark task's (``engine: spark``) fn takes a DataFrame of a batch and returns one; the batch
-runs in the group's Spark pool while the peer waits for it without blocking (peer.spark.function).
+The phases (peer.runtime.phases), as in Onyx's task lifecycle:
 
-A task's ``fn`` takes one segment and returns a segment, a list of them, or None. When the path
-names a class, each start makes a fresh instance, whose state lives as long as the allocation;
-``flush()`` (if any) runs when the input ends, ``snapshot()`` and ``restore(snapshots, keep)``
-(if any) let its state survive failures like window state does. Functions must not change the
-segments they are given.
+- LOAD: resolve the code, the plugin, the windows and the hooks. A job with checkpoints then
+  waits for its coordinator's RECOVER (AWAIT_RECOVERY), fetches the snapshots it names in the
+  group's pool (RESTORE) and restores the plugin, the window state and a stateful fn from them;
+  a job without starts from the beginning at once.
+- RUN: read a batch, apply, then either assign the segments to the task's windows (only what
+  triggers emit goes on) or emit them. Barriers: an input snapshots at the barrier its
+  coordinator sends between two batches; other tasks once the same barrier has come from every
+  upstream peer (see peer.runtime.inbox). The snapshot is uploaded in the pool and ACKed to the
+  coordinator when stored; the barrier goes on downstream at once. Watermarks (the intake's
+  mark) go on when they rise. A Spark task keeps up to SPARK_IN_FLIGHT batches in Spark; their
+  rows go on in the order read, each batch's with the watermark read with it.
+- ENDED: the input side is over (an input's plugin completed and synced; every upstream peer's
+  end marker taken): a stateful fn has been flushed, the windows finished, and the end marker
+  sent. Barriers still pass. An output then reports: with checkpoints it tells the coordinator
+  it is DRAINED and completes the job once the final epoch is committed (so its output is
+  published); without, it completes once its plugin is synced (COMPLETED).
+
+Whatever a step raises fails the task (FAILED) with a TaskFailed naming the job, the task and
+the peer; the data plane kills the job and closes the runner (CLOSED).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -48,24 +48,23 @@ from typing import Any
 
 import msgpack
 
-from peer.job.imports import resolve
-from peer.job.spec import ALL, HOOKS, Job, Task
-from peer.metrics import TaskMeters, task_meters
+from peer.job.spec import Job, Task
+from peer.metrics import task_meters
 from peer.plugins import Epoch, Recovery, load
+from peer.runtime.apply import Apply, AsyncApply, apply_for, function
 from peer.runtime.checkpoints import CheckpointStorage
-from peer.runtime.inbox import END, Barrier, Inbox, Watermark
+from peer.runtime.emit import Emitter, PluginEmitter, emitter_for
+from peer.runtime.hooks import Hooks, call, hooks_for
+from peer.runtime.inbox import END, Barrier, Watermark
+from peer.runtime.intake import Intake, PluginIntake, intake_for
+from peer.runtime.phases import Phase, advance
+from peer.runtime.placement import Placement
 from peer.runtime.routing import Router, key_hash
-from peer.spark.function import SparkFunction
 from peer.state import TaskState
 
 log = logging.getLogger(__name__)
 
 Segment = Any
-
-WINDOW = 64
-"""Batches a peer may have in flight to one downstream peer before it waits for credit: what
-bounds every inbox, so a barrier never queues behind more than a window of batches per edge."""
-
 
 SPARK_IN_FLIGHT = 3
 """Batches a Spark task may have in Spark at once: a batch spends most of its time waiting on
@@ -81,17 +80,11 @@ class TaskFailed(RuntimeError):
 class TaskContext:
     """What a runner needs from its group: where it stands and how to reach the world."""
 
-    job: Job
-    task: Task
+    placement: Placement
     peer: str
-    version: int
-    slot: int
-    slots: int
-    upstream: frozenset[int]
-    """Short ids of every peer that sends to this one."""
     router: Router
     send: Callable[[str, Any], None]
-    """Send a batch (a list) or a Barrier, Watermark or END to a downstream peer."""
+    """Send a batch or a Barrier, Watermark or END to a downstream peer."""
     report: Callable[[str, int], None]
     """Tell the coordinator: "ack" (with the epoch) or "drained"."""
     grant: Callable[[int, int], None]
@@ -105,98 +98,82 @@ class TaskContext:
     imports: Callable[[], AbstractContextManager[None]] = nullcontext
     """Where the job's code imports from while the task loads it: the installed packages, or
     the archive shipped with the job (peer.job.code)."""
+    job: Job = field(init=False)
+    task: Task = field(init=False)
+    version: int = field(init=False)
+    slot: int = field(init=False)
+    slots: int = field(init=False)
+    upstream: frozenset[int] = field(init=False)
+    """Short ids of every peer that sends to this one."""
+
+    def __post_init__(self) -> None:
+        """Read from the placement once: the frames path asks for the version of every frame."""
+        placement = self.placement
+        self.job, self.version = placement.job, placement.version
+        self.task = placement.job.task(placement.tasks[self.peer])
+        self.slot = placement.slots[self.peer]
+        self.slots = len(placement.peers[self.task.name])
+        self.upstream = placement.upstream_ids(self.task.name)
 
     @property
     def checkpointed(self) -> bool:
         return self.storage is not None
 
 
-def _hooks(job: Job, task: str, name: str) -> list[Callable[[dict[str, Any]], Any]]:
-    return [
-        resolve(getattr(lc, name))
-        for lc in job.lifecycles
-        if lc.task in (ALL, task) and getattr(lc, name)
-    ]
-
-
-def _function(path: str | None) -> Callable[[Segment], Any] | None:
-    if path is None:
-        return None
-    target = resolve(path)
-    return target() if isinstance(target, type) else target
-
-
-def _collect(results: Iterable[Any]) -> list[Segment]:
-    """What fns returned, flattened: a segment, a list of segments, or None for none."""
-    out: list[Segment] = []
-    append, extend = out.append, out.extend
-    for result in results:
-        if isinstance(result, list):
-            extend(result)
-        elif result is not None:
-            append(result)
-    return out
-
-
-@dataclass
 class TaskRunner:
-    ctx: TaskContext
-    state: str = "start"
-    inbox: Inbox = field(init=False)
-    plugin: Any = None
-    fn: Callable[[Segment], Any] | None = None
-    windows: TaskState | None = None
-    staged: bool = False
-    hooks: dict[str, list[Callable[[dict[str, Any]], Any]]] = field(default_factory=dict)
-    barriers: deque[Barrier] = field(default_factory=deque)
-    """Barriers from the coordinator, for an input."""
-    recovery: list[Any] | None = None
-    fetching: list[Future[bytes]] = field(default_factory=list)
-    uploads: deque[tuple[int, Future[Any]]] = field(default_factory=deque)
-    watermark: float | None = None
-    assign: Callable[[Segment], float] | None = None
-    assigned: float | None = None
-    ended: bool = False
-    final: int | None = None
-    completed: bool = False
-    credits: dict[str, int] = field(init=False)
-    meters: TaskMeters | None = None
-    blocked: bool = False
-    """Whether the last step found downstream congested or out of credit."""
-    barrier_since: float | None = None
-    """When the first upstream peer's barrier of the epoch being aligned arrived."""
-    spark: SparkFunction | None = None
-    pending: deque[tuple[Future[list[Segment]], float | None, float]] = field(default_factory=deque)
-    """A Spark task's batches in Spark, oldest first, each with the watermark read with it and
-    when it was read."""
-    broken: Exception | None = None
-    """What building this runner's routing raised; its first step fails the task with it."""
+    def __init__(self, ctx: TaskContext, broken: Exception | None = None) -> None:
+        self.ctx = ctx
+        self.broken = broken
+        """What building this runner's routing raised; its first step fails the task with it."""
+        task = ctx.task
+        self.meters = task_meters(ctx.job.id, task.name)
+        self.intake: Intake = intake_for(task, ctx.upstream, ctx.grant, self.meters)
+        self.emitter: Emitter = emitter_for(task, ctx.router, ctx.send, ctx.congested)
+        self.apply: Apply = Apply()
+        self.plugin: Any = None
+        self.windows: TaskState | None = None
+        self.hooks = Hooks()
+        self.event = {"job": ctx.job.id, "task": task.name, "peer": ctx.peer}
+        """What every hook is told, besides the batch."""
+        self.output = task.kind == "output"
+        self.recovery: list[Any] | None = None
+        self.fetching: list[Future[bytes]] = []
+        self.uploads: deque[tuple[int, Future[Any]]] = deque()
+        self.in_flight: deque[tuple[Future[Any], float | None, float]] = deque()
+        """An asynchronous apply's batches, oldest first, each with the watermark read with it
+        and when it was read."""
+        self.watermark: float | None = None
+        self.final: int | None = None
+        self.completed = False
+        self.blocked = False
+        """Whether the last step found downstream congested or out of credit."""
+        self._take: Callable[[Any, float], None] = self._apply_now
+        self.phase = Phase.LOAD
+        self._steps: dict[Phase, Callable[[], bool]] = {
+            Phase.LOAD: self._load,
+            Phase.AWAIT_RECOVERY: self._await_recovery,
+            Phase.RESTORE: self._restore,
+            Phase.RUN: self._run,
+            Phase.ENDED: self._run,
+            Phase.COMPLETED: self._nothing,
+            Phase.FAILED: self._nothing,
+            Phase.CLOSED: self._nothing,
+        }
+        self._step = self._load
 
-    def __post_init__(self) -> None:
-        self.inbox = Inbox(self.ctx.upstream)
-        self.credits = dict.fromkeys(self.ctx.router.peers(), WINDOW)
+    def _enter(self, phase: Phase) -> None:
+        self.phase = advance(self.phase, phase)
+        self._step = self._steps[phase]
 
     # -- what the group hands in ----------------------------------------------------------------
 
     def deliver(self, source: int, item: Any) -> None:
         """A batch, Barrier, Watermark or END from an upstream peer; a Barrier for an input
         comes from the coordinator."""
-        if self.ctx.task.kind == "input" and isinstance(item, Barrier):
-            self.barriers.append(item)
-            return
-        if isinstance(item, Barrier) and self.barrier_since is None:
-            self.barrier_since = time.perf_counter()
-        self.inbox.put(source, item)
-
-    def _aligned(self) -> None:
-        """The barrier has come from every upstream peer: how long the first one waited."""
-        if self.barrier_since is not None and self.meters is not None:
-            self.meters.alignment_seconds.observe(time.perf_counter() - self.barrier_since)
-        self.barrier_since = None
+        self.intake.deliver(source, item)
 
     def credit(self, peer: str, batches: int) -> None:
-        if peer in self.credits:
-            self.credits[peer] += batches
+        self.emitter.credit(peer, batches)
 
     def recover_from(self, body: list[Any]) -> None:
         self.recovery = body
@@ -208,62 +185,66 @@ class TaskRunner:
             self.final = None
             self.completed = True
 
-    # -- the state machine ----------------------------------------------------------------------
+    # -- the phases -----------------------------------------------------------------------------
 
     def step(self) -> bool:
         try:
-            return getattr(self, f"_{self.state}")()
+            return self._step()
         except Exception as e:
+            self._enter(Phase.FAILED)
             c = self.ctx
             raise TaskFailed(
                 f"job {c.job.id!r}: task {c.task.name!r} on peer {c.peer}: {type(e).__name__}: {e}"
             ) from e
 
-    def _start(self) -> bool:
+    def _load(self) -> bool:
         c = self.ctx
         if self.broken is not None:
             raise self.broken
-        self.meters = task_meters(c.job.id, c.task.name)
         with c.imports():
-            self._load()
+            self._assemble()
         if not c.checkpointed:
-            return self._restore(Recovery(None, None, Epoch(c.version, 1)), [])
-        self.state = "awaiting"
+            return self._begin(Recovery(None, None, Epoch(c.version, 1)), [])
+        self._enter(Phase.AWAIT_RECOVERY)
         return True
 
-    def _load(self) -> None:
-        """The task's code and plugin, resolved from the job's paths."""
-        c = self.ctx
-        if c.task.engine == "spark":
-            self.spark = SparkFunction(c.task)
-        else:
-            self.fn = _function(c.task.fn)
-        self.assign = _function(c.task.assign_watermark_fn)
-        self.hooks = {name: _hooks(c.job, c.task.name, name) for name in HOOKS}
-        if any(w.task == c.task.name for w in c.job.windows):
-            self.windows = TaskState(c.job, c.task.name, c.key_of)
-        if c.task.kind != "function":
-            self.plugin = load(c.task, c.slot, c.slots)
+    def _assemble(self) -> None:
+        """The task's code and plugin, resolved from the job's paths, and the parts that use
+        them."""
+        c, task = self.ctx, self.ctx.task
+        self.apply = apply_for(task)
+        self._take = self._submit if isinstance(self.apply, AsyncApply) else self._apply_now
+        assign = function(task.assign_watermark_fn)
+        self.hooks = hooks_for(c.job, task.name)
+        if any(w.task == task.name for w in c.job.windows):
+            self.windows = TaskState(c.job, task.name, c.key_of)
+        if task.kind != "function":
+            self.plugin = load(task, c.slot, c.slots)
+        if isinstance(self.intake, PluginIntake):
+            self.intake.attach(self.plugin, assign)
+        if isinstance(self.emitter, PluginEmitter):
+            self.emitter.attach(self.plugin)
 
-    def _awaiting(self) -> bool:
+    def _await_recovery(self) -> bool:
         """Waiting for the coordinator to say where to restore from."""
+        c = self.ctx
         if self.recovery is None:
             return False
         if not self.recovery:
-            return self._restore(Recovery(None, None, Epoch(self.ctx.version, 1)), [])
+            return self._begin(Recovery(None, None, Epoch(c.version, 1)), [])
         source, version, number, slots = self.recovery
-        old = slots.get(self.ctx.task.name, 0)
-        if self.ctx.task.kind == "input" and old != self.ctx.slots:
+        old = slots.get(c.task.name, 0)
+        if c.task.kind == "input" and old != c.slots:
             raise ValueError(
-                f"its checkpoint was taken by {old} peers and it now runs on {self.ctx.slots}: "
+                f"its checkpoint was taken by {old} peers and it now runs on {c.slots}: "
                 "an input task needs n_peers for its positions to be restored"
             )
         epoch = Epoch(version, number)
-        self.fetching = [self.ctx.fetch(source, epoch, slot) for slot in range(old)]
-        self.state = "restoring"
+        self.fetching = [c.fetch(source, epoch, slot) for slot in range(old)]
+        self._enter(Phase.RESTORE)
         return True
 
-    def _restoring(self) -> bool:
+    def _restore(self) -> bool:
         if not all(f.done() for f in self.fetching):
             return False
         snapshots = [msgpack.unpackb(f.result(), strict_map_key=False) for f in self.fetching]
@@ -271,20 +252,20 @@ class TaskRunner:
         own = snapshots[self.ctx.slot] if self.ctx.slot < len(snapshots) else None
         committed = Epoch(version, number)
         recovery = Recovery(own["plugin"] if own else None, committed, Epoch(self.ctx.version, 1))
-        return self._restore(recovery, snapshots)
+        return self._begin(recovery, snapshots)
 
-    def _restore(self, recovery: Recovery, snapshots: list[dict[str, Any]]) -> bool:
+    def _begin(self, recovery: Recovery, snapshots: list[dict[str, Any]]) -> bool:
+        """Restore from the snapshots (none: start afresh) and run."""
         c = self.ctx
         if self.plugin is not None:
             self.plugin.recover(recovery)
         if snapshots and self.windows is not None:
             self.windows.restore([s["windows"] for s in snapshots], self._mine)
-        restore = getattr(self.fn, "restore", None)
-        if snapshots and restore is not None:
-            restore([s["fn"] for s in snapshots], self._mine)
+        if snapshots:
+            self.apply.restore([s["fn"] for s in snapshots], self._mine)
         self.fetching = []
-        self._call_hooks("before_task")
-        self.state = "run"
+        call(self.hooks.before_task, self.event)
+        self._enter(Phase.RUN)
         log.debug("peer %s runs task %r of job %s", c.peer, c.task.name, c.job.id)
         return True
 
@@ -293,113 +274,92 @@ class TaskRunner:
         return key_hash(key) % self.ctx.slots == self.ctx.slot
 
     def _run(self) -> bool:
+        """One round of RUN (and of ENDED, where the intake has nothing more to read)."""
         busy = self._acknowledge()
         if self.windows is not None:
             self._emit(self.windows.tick(time.time()))
-        if self.pending and self.pending[0][0].done():
-            return self._spark_done()
-        if self.staged:
-            return self._write() or busy
-        if self.ctx.task.kind == "input" and self.barriers:
-            return self._pass_barrier(self.barriers.popleft())
-        if len(self.pending) >= SPARK_IN_FLIGHT:
+        in_flight = self.in_flight
+        if in_flight and in_flight[0][0].done():
+            return self._returned()
+        emitter = self.emitter
+        if emitter.staged:
+            return emitter.write() or busy
+        barrier = self.intake.next_barrier()
+        if barrier is not None:
+            return self._pass_barrier(barrier)
+        if len(in_flight) >= SPARK_IN_FLIGHT:
             return busy
-        if self.ctx.congested() or min(self.credits.values(), default=1) <= 0:
+        if emitter.blocked():
             if not self.blocked:
                 self.blocked = True
                 self.meters.backpressure.inc()
             return busy
         self.blocked = False
-        batch = self._read()
+        batch = self.intake.read()
         if batch:
             self.meters.segments_in.inc(len(batch))
-            self._process(batch, time.perf_counter())
+            self._take(batch, time.perf_counter())
             return True
-        if self.pending:
+        if in_flight:
             return busy
         return self._between_batches() or busy
 
     def _between_batches(self) -> bool:
-        """Nothing to read: pass an aligned barrier, a new watermark, or the end."""
-        if self.ctx.task.kind != "input":
-            barrier = self.inbox.aligned()
-            if barrier is not None:
-                self.inbox.release()
-                self._aligned()
-                return self._pass_barrier(barrier)
-        if self._advance_watermark(self._mark()):
+        """Nothing to read: pass an aligned barrier, a new watermark, the end, or complete."""
+        barrier = self.intake.aligned()
+        if barrier is not None:
+            return self._pass_barrier(barrier)
+        if self._advance_watermark(self.intake.mark()):
             return True
-        if not self.ended and self._input_finished():
+        if self.phase is Phase.RUN and self.intake.finished():
             self._end()
             return True
         if self.completed and (self.plugin is None or self.plugin.synced()):
             self.completed = False
             self.ctx.complete()
+            self._enter(Phase.COMPLETED)
             return True
+        return False
+
+    def _nothing(self) -> bool:
+        """Completed, failed or closed: nothing is left to do."""
         return False
 
     # -- batches --------------------------------------------------------------------------------
 
-    def _read(self) -> list[Segment]:
-        if self.ctx.task.kind != "input":
-            batch = self.inbox.take(self.ctx.task.batch_size)
-            for source, batches in self.inbox.returned(WINDOW // 2).items():
-                self.ctx.grant(source, batches)
-            return batch
-        batch = [] if self.ended else self.plugin.poll(self.ctx.task.batch_size)
-        if batch and self.assign is not None:
-            self.assigned = max(self.assigned or -math.inf, *map(self.assign, batch))
-        return batch
+    def _apply_now(self, batch: Any, started: float) -> None:
+        if self.hooks.before_batch:
+            call(self.hooks.before_batch, self.event, batch)
+        out = self.apply.apply(batch)
+        self._processed(out, self.intake.mark(), started)
 
-    def _input_finished(self) -> bool:
-        if self.ctx.task.kind == "input":
-            return self.plugin.completed() and self.plugin.synced()
-        return self.inbox.drained()
+    def _submit(self, batch: Any, started: float) -> None:
+        if self.hooks.before_batch:
+            call(self.hooks.before_batch, self.event, batch)
+        self.in_flight.append((self.apply.submit(batch), self.intake.mark(), started))
 
-    def _process(self, batch: list[Segment], started: float) -> None:
-        self._call_hooks("before_batch", batch)
-        if self.spark is not None:
-            self.pending.append((self.spark.submit(batch), self._mark(), started))
-        else:
-            self._processed(self._apply(batch), self._mark(), started)
-
-    def _spark_done(self) -> bool:
-        """The oldest batch in Spark is back: pass its rows on, then the watermark that came
-        with it (not a later one, which batches still in Spark may not have reached)."""
-        future, mark, started = self.pending.popleft()
+    def _returned(self) -> bool:
+        """The oldest batch submitted is back: pass its rows on, then the watermark that came
+        with it (not a later one, which batches still in flight may not have reached)."""
+        future, mark, started = self.in_flight.popleft()
         self._processed(future.result(), mark, started)
         return True
 
-    def _processed(self, out: list[Segment], mark: float | None, started: float) -> None:
+    def _processed(self, out: Any, mark: float | None, started: float) -> None:
         if self.windows is not None:
             self._emit(self.windows.apply(out, time.time()))
         else:
             self._emit(out)
         self.meters.batch_seconds.observe(time.perf_counter() - started)
         self._advance_watermark(mark)
-        self._call_hooks("after_batch", out)
+        if self.hooks.after_batch:
+            call(self.hooks.after_batch, self.event, out)
 
-    def _emit(self, segments: list[Segment]) -> None:
+    def _emit(self, segments: Any) -> None:
         if not segments:
             return
         self.meters.segments_out.inc(len(segments))
-        if self.ctx.task.kind == "output":
-            self.plugin.prepare(segments)
-            self.staged = True
-            self._write()
-            return
-        for peer, batch in self.ctx.router.split(segments).items():
-            self.credits[peer] -= 1
-            self.ctx.send(peer, batch)
-
-    def _apply(self, batch: list[Segment]) -> list[Segment]:
-        return batch if self.fn is None else _collect(map(self.fn, batch))
-
-    def _write(self) -> bool:
-        if self.plugin.write():
-            self.staged = False
-            return True
-        return False
+        self.emitter.emit(segments)
 
     # -- barriers, watermarks, the end ----------------------------------------------------------
 
@@ -410,15 +370,14 @@ class TaskRunner:
         snapshot = {
             "plugin": self.plugin.checkpoint(epoch) if self.plugin is not None else None,
             "windows": self.windows.snapshot() if self.windows is not None else None,
-            "fn": self.fn.snapshot() if hasattr(self.fn, "snapshot") else None,
+            "fn": self.apply.snapshot(),
         }
         blob = msgpack.packb(snapshot)
         self.meters.snapshot_bytes.observe(len(blob))
         upload = c.storage.put(c.job.id, epoch, c.task.name, c.slot, blob)
         self.uploads.append((barrier.epoch, upload))
-        for peer in c.router.peers():
-            c.send(peer, barrier)
-        if barrier.final and c.task.kind == "output":
+        self.emitter.broadcast(barrier)
+        if barrier.final and self.output:
             self.final = barrier.epoch
         return True
 
@@ -431,50 +390,34 @@ class TaskRunner:
             acked = True
         return acked
 
-    def _mark(self) -> float | None:
-        """The watermark as of what this peer has read so far."""
-        if self.ctx.task.kind == "input":
-            source = getattr(self.plugin, "watermark", None)
-            return source() if source is not None else self.assigned
-        return self.inbox.watermark()
-
     def _advance_watermark(self, mark: float | None) -> bool:
         if mark is None or (self.watermark is not None and mark <= self.watermark):
             return False
         self.watermark = mark
         if self.windows is not None:
             self._emit(self.windows.watermark(mark))
-        for peer in self.ctx.router.peers():
-            self.ctx.send(peer, Watermark(mark))
+        self.emitter.broadcast(Watermark(mark))
         return True
 
     def _end(self) -> None:
         c = self.ctx
-        self.ended = True
-        flush = getattr(self.fn, "flush", None)
-        if flush is not None:
-            self._emit(_collect([flush()]))
+        self._enter(Phase.ENDED)
+        self.intake.end()
+        self._emit(self.apply.flush())
         if self.windows is not None:
             self._emit(self.windows.finish())
-        for peer in c.router.peers():
-            c.send(peer, END)
-        self._call_hooks("after_task")
-        if c.task.kind == "output":
+        self.emitter.broadcast(END)
+        call(self.hooks.after_task, self.event)
+        if self.output:
             if c.checkpointed:
                 c.report("drained", 0)
             else:
                 self.completed = True
 
-    def _call_hooks(self, name: str, batch: list[Segment] | None = None) -> None:
-        hooks = self.hooks.get(name)
-        if hooks:
-            event = {"job": self.ctx.job.id, "task": self.ctx.task.name, "peer": self.ctx.peer}
-            if batch is not None:
-                event["batch"] = batch
-            for hook in hooks:
-                hook(event)
-
     def close(self) -> None:
+        if self.phase is Phase.CLOSED:
+            return
+        self._enter(Phase.CLOSED)
         if self.plugin is not None:
             try:
                 self.plugin.close()
@@ -485,5 +428,5 @@ class TaskRunner:
             upload.cancel()
         for fetch in self.fetching:
             fetch.cancel()
-        for future, *_ in self.pending:
+        for future, *_ in self.in_flight:
             future.cancel()

@@ -15,7 +15,7 @@ import yaml
 
 from peer import api
 from peer.runtime.checkpoints import Commits
-from peer.runtime.coordinator import coordinator_of
+from peer.runtime.placement import placements
 from tests.support import onyx, wait_for
 
 pytestmark = pytest.mark.integration
@@ -123,6 +123,6 @@ def progressed(store, commits: Commits, job_id: str) -> None:
 def pick(replica, job_id: str, victims: str, rng: random.Random) -> str:
     allocation = replica.allocations[job_id]
     if victims == "coordinator":
-        return replica.group_of(coordinator_of(replica.jobs[job_id], allocation))
+        return replica.group_of(placements(replica, {})[job_id].coordinator)
     working = sorted({replica.group_of(p) for ps in allocation.values() for p in ps})
     return rng.choice(working)

@@ -24,7 +24,7 @@ from peer.messaging.frame import Header, MessageType, encode
 from peer.runtime import coordinator
 from peer.runtime.checkpoints import CheckpointStorage, Commits
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig
-from peer.runtime.task import WINDOW
+from peer.runtime.emit import WINDOW
 from tests.support import wait_for
 
 
@@ -144,7 +144,7 @@ def test_frames_ahead_of_the_log_wait_for_it():
     a.sync(replica, ["a1"])
     b.sync(cluster(), ["b1"])
     reader = next(iter(a.runners.values()))
-    drive(lambda: not any(reader.credits.values()), a, what="the input to use its credit")
+    drive(lambda: not any(reader.emitter.credits.values()), a, what="the input to use its credit")
     while Loopback.boxes["B"]:
         b.step()
     assert sum(len(frames) for frames in b.waiting.values()) == WINDOW
@@ -161,7 +161,7 @@ def test_frames_of_a_stale_allocation_are_dropped():
                    replica.short_ids["b1"], 0, replica.short_ids["j"])  # fmt: skip
     Loopback.boxes["B"].append(encode(stale))
     b.step()
-    assert not next(iter(b.runners.values())).inbox.ended
+    assert not next(iter(b.runners.values())).intake.inbox.ended
 
 
 def test_refused_offers_stay_queued_and_stop_the_producer():

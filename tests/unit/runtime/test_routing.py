@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from peer.job.spec import FlowCondition, Job, Task
+from peer.runtime.placement import place
 from peer.runtime.routing import Route, Router, conditions, key_hash, routes
 
 FNS = "tests.unit.runtime.runtime_fns"
@@ -27,12 +28,21 @@ def job(*conditions: FlowCondition, group_by: str | None = "word") -> Job:
     )
 
 
+def placed(j: Job, allocation: dict[str, tuple[str, ...]]):
+    return place(j, 1, {"in": ("i",), **allocation}, {}, {})
+
+
+def router_of(j: Job, allocation: dict[str, tuple[str, ...]]) -> Router:
+    placement = placed(j, allocation)
+    return Router(routes(placement, "in"), conditions(placement, "in"))
+
+
 def test_key_hash_is_stable_across_processes_and_orders():
     assert key_hash({"b": 1, "a": 2}) == key_hash({"a": 2, "b": 1}) == zlib.crc32(b'{"a":2,"b":1}')
 
 
 def test_routes_list_downstream_tasks_with_sorted_peers():
-    found = routes(job(), "in", {"a": ("p2", "p1"), "b": ("p3",)})
+    found = routes(placed(job(), {"a": ("p2", "p1"), "b": ("p3",)}), "in")
     assert [(r.task, r.peers) for r in found] == [("a", ("p1", "p2")), ("b", ("p3",))]
     assert found[0].key({"word": "x"}) == "x"
     assert found[1].key is None
@@ -60,7 +70,7 @@ def test_ungrouped_batches_go_whole_to_one_peer_in_turn():
 
 def test_flow_conditions_guard_only_the_tasks_they_name():
     j = job(FlowCondition("in", ("a",), f"{FNS}:is_long"), group_by=None)
-    router = Router(routes(j, "in", {"a": ("pa",), "b": ("pb",)}), conditions(j, "in"))
+    router = router_of(j, {"a": ("pa",), "b": ("pb",)})
     out = router.split([{"word": "hello"}, {"word": "hi"}])
     assert out == {"pa": [{"word": "hello"}], "pb": [{"word": "hello"}, {"word": "hi"}]}
 
@@ -71,13 +81,13 @@ def test_a_short_circuit_condition_that_holds_ends_the_evaluation():
         FlowCondition("in", ("a",), f"{FNS}:always"),
         group_by=None,
     )
-    router = Router(routes(j, "in", {"a": ("pa",), "b": ("pb",)}), conditions(j, "in"))
+    router = router_of(j, {"a": ("pa",), "b": ("pb",)})
     out = router.split([{"word": "hello"}, {"word": "hi"}])
     assert out == {"pa": [{"word": "hi"}], "pb": [{"word": "hello"}]}
 
 
 def test_all_names_every_child_and_tasks_without_peers_are_skipped():
     j = job(FlowCondition("in", "all", f"{FNS}:is_long"), group_by=None)
-    router = Router(routes(j, "in", {"a": (), "b": ("pb",)}), conditions(j, "in"))
+    router = router_of(j, {"a": (), "b": ("pb",)})
     assert router.split([{"word": "hello"}, {"word": "hi"}]) == {"pb": [{"word": "hello"}]}
     assert router.peers() == ["pb"]

@@ -13,9 +13,11 @@ import pytest
 from peer.job.spec import Job, Lifecycle, Task, Trigger, Window
 from peer.plugins import Epoch
 from peer.runtime.checkpoints import CheckpointStorage
+from peer.runtime.emit import WINDOW
 from peer.runtime.inbox import END, Barrier, Watermark
-from peer.runtime.routing import Route, Router
-from peer.runtime.task import WINDOW, TaskContext, TaskFailed, TaskRunner
+from peer.runtime.placement import place
+from peer.runtime.routing import Router, routes
+from peer.runtime.task import TaskContext, TaskFailed, TaskRunner
 from tests.support import wait_for
 from tests.unit.runtime import runtime_fns
 
@@ -55,25 +57,36 @@ def runner(
     windows=(),
     triggers=(),
 ) -> TaskRunner:
+    """A runner of ``task`` on peer p (allocation version 7), after the peers whose short ids
+    are ``upstream`` and before d1 and d2 (unless it is an output)."""
     if batch is not None:
         task = replace(task, batch_size=batch)
+    ups = {f"u{n}": n for n in upstream}
+    workflow = ((("up", task.name),) if ups else ()) + (
+        () if task.kind == "output" else ((task.name, "next"),)
+    )
     job = Job(
-        workflow=(("x", "y"),),
-        catalog=(task,),
+        workflow=workflow,
+        catalog=(
+            task,
+            Task("up", "input", plugin="peer.plugins.memory:input"),
+            Task("next", "output", plugin="peer.plugins.null:output"),
+        ),
         lifecycles=tuple(lifecycles),
         windows=tuple(windows),
         triggers=tuple(triggers),
         id="j",
     )
-    downstream = () if task.kind == "output" else (Route("next", ("d1", "d2")),)
+    allocation = {task.name: ("p",), "up": tuple(ups), "next": ("d1", "d2")}
+    short_ids = {"j": 100, "p": 0, "d1": 50, "d2": 51, **ups}
+    placement = place(job, 7, allocation, short_ids, {})
 
     def complete() -> None:
         world.completed += 1
 
     return TaskRunner(
         TaskContext(
-            job=job, task=task, peer="p", version=7, slot=0, slots=1,
-            upstream=frozenset(upstream), router=Router(downstream),
+            placement=placement, peer="p", router=Router(routes(placement, task.name)),
             send=lambda to, item: world.sent.append((to, item)),
             report=lambda what, epoch: world.reports.append((what, epoch)),
             grant=lambda source, batches: world.grants.append((source, batches)),
@@ -308,12 +321,12 @@ def test_a_peer_sends_a_window_of_batches_then_waits_for_credit():
     r = runner(memory(10 * WINDOW), world, batch=1)
     run(r, 4 * WINDOW)
     assert len(world.batches()) == 2 * WINDOW - 1
-    assert r.credits == {"d1": 0, "d2": 1}
+    assert r.emitter.credits == {"d1": 0, "d2": 1}
     r.credit("d1", 2)
     r.credit("d2", 2)
     run(r, 4 * WINDOW)
     assert len(world.batches()) == 2 * WINDOW + 3
-    assert r.credits == {"d1": 0, "d2": 1}
+    assert r.emitter.credits == {"d1": 0, "d2": 1}
 
 
 def test_a_receiver_gives_credit_back_as_it_takes_batches():

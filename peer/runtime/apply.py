@@ -1,0 +1,126 @@
+"""What a task does to each batch: the apply part of its runner, chosen once by its engine.
+
+A synchronous part's ``apply(batch)`` returns the batch to emit; an asynchronous one's
+``submit(batch)`` returns a future of it, which the runner polls so the group's thread never
+waits (a Spark task's batch runs in the group's Spark pool, peer.spark.function). Each engine
+of peer.job.spec.ENGINES has its part in ``ENGINE_APPLIES``.
+
+A Python task's ``fn`` takes one segment and returns a segment, a list of them, or None. When
+the path names a class, each start makes a fresh instance, whose state lives as long as the
+allocation; ``flush()`` (if any) runs when the input ends, ``snapshot()`` and
+``restore(snapshots, keep)`` (if any) let its state survive failures like window state does.
+Functions must not change the segments they are given.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from typing import Any
+
+from peer.job.imports import resolve
+from peer.job.spec import Task
+from peer.spark.function import SparkFunction
+
+Segment = Any
+
+
+def function(path: str | None) -> Callable[[Segment], Any] | None:
+    """The code a dotted path names: a fresh instance when it names a class."""
+    if path is None:
+        return None
+    target = resolve(path)
+    return target() if isinstance(target, type) else target
+
+
+def collect(results: Iterable[Any]) -> list[Segment]:
+    """What fns returned, flattened: a segment, a list of segments, or None for none."""
+    out: list[Segment] = []
+    append, extend = out.append, out.extend
+    for result in results:
+        if isinstance(result, list):
+            extend(result)
+        elif result is not None:
+            append(result)
+    return out
+
+
+class Apply:
+    """A synchronous apply part without state of its own: the batch as it came, by default."""
+
+    def apply(self, batch: Any) -> Any:
+        return batch
+
+    def snapshot(self) -> Any:
+        """What a checkpoint keeps of the part's state (None: it has none)."""
+        return None
+
+    def restore(self, snapshots: list[Any], mine: Callable[[Any], bool]) -> None:
+        """Take back the state of every slot's snapshot, keeping the keys ``mine`` holds."""
+
+    def flush(self) -> list[Segment]:
+        """What the part still holds when the input ends."""
+        return []
+
+
+class PythonApply(Apply):
+    """A Python fn applied to each segment; its state (if it keeps any) checkpointed."""
+
+    def __init__(self, fn: Callable[[Segment], Any]) -> None:
+        self.fn = fn
+        self._snapshot = getattr(fn, "snapshot", None)
+        self._restore = getattr(fn, "restore", None)
+        self._flush = getattr(fn, "flush", None)
+
+    def apply(self, batch: Any) -> list[Segment]:
+        return collect(map(self.fn, batch))
+
+    def snapshot(self) -> Any:
+        return self._snapshot() if self._snapshot is not None else None
+
+    def restore(self, snapshots: list[Any], mine: Callable[[Any], bool]) -> None:
+        if self._restore is not None:
+            self._restore(snapshots, mine)
+
+    def flush(self) -> list[Segment]:
+        return collect([self._flush()]) if self._flush is not None else []
+
+
+class AsyncApply(Apply, ABC):
+    """An apply part whose batches run elsewhere: ``submit`` replaces ``apply``."""
+
+    @abstractmethod
+    def submit(self, batch: Any) -> Future[Any]:
+        """The batch to emit, computed elsewhere."""
+
+
+class SparkApply(AsyncApply):
+    """A Spark task's fn, run on a DataFrame of the batch in the group's Spark pool."""
+
+    def __init__(self, task: Task) -> None:
+        self.function = SparkFunction(task)
+
+    def submit(self, batch: Any) -> Future[Any]:
+        return self.function.submit(batch)
+
+
+def python_apply(task: Task) -> Apply:
+    fn = function(task.fn)
+    return Apply() if fn is None else PythonApply(fn)
+
+
+ENGINE_APPLIES: dict[str, Callable[[Task], Apply]] = {
+    "python": python_apply,
+    "spark": SparkApply,
+}
+"""Each engine's apply part, made from its task. An ``engine: arrow`` task's part (whole
+record batches through one fn, ``apply(batch) -> batch``) goes here too."""
+
+
+def apply_for(task: Task) -> Apply:
+    """The task's apply part; an engine without one is refused, naming the task."""
+    make = ENGINE_APPLIES.get(task.engine)
+    if make is None:
+        raise ValueError(f"task {task.name!r}: engine {task.engine!r} has no apply step here")
+    return make(task)

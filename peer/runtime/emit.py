@@ -1,0 +1,117 @@
+"""Where a task's output goes: the emitter part of its runner, chosen once by the task's kind.
+
+An input or a function routes its batches to the downstream peers its router picks, on credit:
+it sends at most WINDOW batches down an edge beyond what the receiver has taken, and the
+receiver gives credit back as it takes them. An output hands its batches to its plugin, which
+may take several steps to write one (``staged`` until it has).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from peer.job.spec import Task
+from peer.runtime.routing import Router
+
+WINDOW = 64
+"""Batches a peer may have in flight to one downstream peer before it waits for credit: what
+bounds every inbox, so a barrier never queues behind more than a window of batches per edge."""
+
+
+class Emitter(Protocol):
+    staged: bool
+    """Whether a batch is still being written (an output's plugin): nothing else goes first."""
+
+    def emit(self, segments: Any) -> None:
+        """Send a batch on (it is not empty)."""
+
+    def broadcast(self, item: Any) -> None:
+        """Send a Barrier, Watermark or END to every downstream peer."""
+
+    def credit(self, peer: str, batches: int) -> None:
+        """A downstream peer has taken this many more batches."""
+
+    def blocked(self) -> bool:
+        """Whether downstream cannot take another batch now."""
+
+    def write(self) -> bool:
+        """Go on writing the staged batch; whether it is written."""
+
+
+class RouterEmitter:
+    """An input's or a function's: batches to the peers the router picks, on credit."""
+
+    staged = False
+
+    def __init__(
+        self, router: Router, send: Callable[[str, Any], None], congested: Callable[[], bool]
+    ) -> None:
+        self.router, self.send, self.congested = router, send, congested
+        self.peers = router.peers()
+        self.credits = dict.fromkeys(self.peers, WINDOW)
+        self.exhausted: set[str] = set()
+        """The peers with no credit left: kept as credit changes, so ``blocked`` costs little."""
+
+    def emit(self, segments: Any) -> None:
+        credits = self.credits
+        for peer, batch in self.router.split(segments).items():
+            left = credits[peer] - 1
+            credits[peer] = left
+            if left <= 0:
+                self.exhausted.add(peer)
+            self.send(peer, batch)
+
+    def broadcast(self, item: Any) -> None:
+        for peer in self.peers:
+            self.send(peer, item)
+
+    def credit(self, peer: str, batches: int) -> None:
+        if peer in self.credits:
+            left = self.credits[peer] + batches
+            self.credits[peer] = left
+            if left > 0:
+                self.exhausted.discard(peer)
+
+    def blocked(self) -> bool:
+        return bool(self.exhausted) or self.congested()
+
+    def write(self) -> bool:
+        return False
+
+
+class PluginEmitter:
+    """An output's: batches prepared and written by its plugin, attached when it loads."""
+
+    def __init__(self) -> None:
+        self.plugin: Any = None
+        self.staged = False
+
+    def attach(self, plugin: Any) -> None:
+        self.plugin = plugin
+
+    def emit(self, segments: Any) -> None:
+        self.plugin.prepare(segments)
+        self.staged = True
+        self.write()
+
+    def broadcast(self, item: Any) -> None:
+        """An output has no downstream peers."""
+
+    def credit(self, peer: str, batches: int) -> None:
+        """An output has no downstream peers."""
+
+    def blocked(self) -> bool:
+        return False
+
+    def write(self) -> bool:
+        if self.plugin.write():
+            self.staged = False
+            return True
+        return False
+
+
+def emitter_for(
+    task: Task, router: Router, send: Callable[[str, Any], None], congested: Callable[[], bool]
+) -> RouterEmitter | PluginEmitter:
+    return PluginEmitter() if task.kind == "output" else RouterEmitter(router, send, congested)

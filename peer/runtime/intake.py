@@ -1,0 +1,152 @@
+"""Where a task's batches come from: the intake part of its runner, chosen once by its kind.
+
+An input polls its plugin, and takes its barriers from the coordinator, passing each between
+two batches; its watermark is the plugin's ``watermark()`` or, failing that, the largest its
+``assign_watermark_fn`` gave over the segments read. Every other task takes from its inbox, one
+queue per upstream peer (peer.runtime.inbox): a barrier passes once it has come from every
+upstream peer and nothing before it is left to read, the watermark is the smallest over the
+upstream peers, and the batches taken go back to their senders as credit.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from peer.job.spec import Task
+from peer.metrics import TaskMeters
+from peer.runtime.emit import WINDOW
+from peer.runtime.inbox import Barrier, Inbox
+
+Segment = Any
+
+
+class Intake(Protocol):
+    def deliver(self, source: int, item: Any) -> None:
+        """A batch, Barrier, Watermark or END from an upstream peer (for an input, a Barrier
+        from the coordinator)."""
+
+    def next_barrier(self) -> Barrier | None:
+        """A barrier to pass before reading on: an input's, from its coordinator."""
+
+    def read(self) -> Any:
+        """The next batch, empty when there is none now."""
+
+    def aligned(self) -> Barrier | None:
+        """A barrier every upstream peer has reached, released, once nothing is left to read."""
+
+    def mark(self) -> float | None:
+        """The watermark as of what has been read."""
+
+    def finished(self) -> bool:
+        """Whether the input side is over: nothing more will come."""
+
+    def end(self) -> None:
+        """The runner has ended its input: read no more."""
+
+
+class PluginIntake:
+    """An input's: its plugin (attached when it loads) polled, barriers from the coordinator."""
+
+    def __init__(self, task: Task) -> None:
+        self.limit = task.batch_size
+        self.plugin: Any = None
+        self.assign: Callable[[Segment], float] | None = None
+        self.source: Callable[[], float | None] | None = None
+        self.assigned: float | None = None
+        self.barriers: deque[Barrier] = deque()
+        self.over = False
+
+    def attach(self, plugin: Any, assign: Callable[[Segment], float] | None) -> None:
+        self.plugin, self.assign = plugin, assign
+        self.source = getattr(plugin, "watermark", None)
+
+    def deliver(self, source: int, item: Any) -> None:
+        """Only barriers come to an input: it has no upstream peers."""
+        if isinstance(item, Barrier):
+            self.barriers.append(item)
+
+    def next_barrier(self) -> Barrier | None:
+        return self.barriers.popleft() if self.barriers else None
+
+    def read(self) -> Any:
+        if self.over:
+            return []
+        batch = self.plugin.poll(self.limit)
+        if batch and self.assign is not None:
+            self.assigned = max(self.assigned or -math.inf, *map(self.assign, batch))
+        return batch
+
+    def aligned(self) -> Barrier | None:
+        return None
+
+    def mark(self) -> float | None:
+        return self.source() if self.source is not None else self.assigned
+
+    def finished(self) -> bool:
+        return self.plugin.completed() and self.plugin.synced()
+
+    def end(self) -> None:
+        self.over = True
+
+
+class InboxIntake:
+    """A function's or an output's: what its upstream peers sent, aligned at barriers."""
+
+    def __init__(
+        self,
+        task: Task,
+        upstream: frozenset[int],
+        grant: Callable[[int, int], None],
+        meters: TaskMeters,
+    ) -> None:
+        self.limit = task.batch_size
+        self.inbox = Inbox(upstream)
+        self.grant, self.meters = grant, meters
+        self.barrier_since: float | None = None
+        """When the first upstream peer's barrier of the epoch being aligned arrived."""
+
+    def deliver(self, source: int, item: Any) -> None:
+        if self.barrier_since is None and isinstance(item, Barrier):
+            self.barrier_since = time.perf_counter()
+        self.inbox.put(source, item)
+
+    def next_barrier(self) -> Barrier | None:
+        return None
+
+    def read(self) -> Any:
+        batch = self.inbox.take(self.limit)
+        for source, batches in self.inbox.returned(WINDOW // 2).items():
+            self.grant(source, batches)
+        return batch
+
+    def aligned(self) -> Barrier | None:
+        """The aligned barrier, and how long the first of its copies waited for the others."""
+        barrier = self.inbox.aligned()
+        if barrier is None:
+            return None
+        self.inbox.release()
+        if self.barrier_since is not None:
+            self.meters.alignment_seconds.observe(time.perf_counter() - self.barrier_since)
+        self.barrier_since = None
+        return barrier
+
+    def mark(self) -> float | None:
+        return self.inbox.watermark()
+
+    def finished(self) -> bool:
+        return self.inbox.drained()
+
+    def end(self) -> None:
+        """Markers (a late watermark) may still follow the end: the inbox goes on taking."""
+
+
+def intake_for(
+    task: Task, upstream: frozenset[int], grant: Callable[[int, int], None], meters: TaskMeters
+) -> PluginIntake | InboxIntake:
+    if task.kind == "input":
+        return PluginIntake(task)
+    return InboxIntake(task, upstream, grant, meters)

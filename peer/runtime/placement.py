@@ -1,0 +1,133 @@
+"""Where a job's work sits under one allocation version: a pure value, built once per version.
+
+Every group derives it from the same replica, so every group agrees on it: each task's peers
+(sorted, so a peer's slot is the same everywhere), the peers each task hears from and the tasks
+(with their peers) it sends to, the job's coordinator peer (the first peer of its first input
+task), the short ids the wire knows the job and its peers by, and each peer's group. The task
+runners, their routers and the job's coordinator all read it, instead of each working the
+topology out from the allocation for itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from peer.job.spec import Job
+from peer.log.replica import Replica
+
+
+@dataclass(frozen=True, slots=True)
+class Downstream:
+    """A task that another task sends to, and its peers, sorted."""
+
+    task: str
+    peers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Placement:
+    job: Job
+    version: int
+    """The allocation version: what the job's frames are stamped with."""
+    peers: Mapping[str, tuple[str, ...]]
+    """Each allocated task's peers, sorted."""
+    slots: Mapping[str, int]
+    """Each peer's index among its task's peers."""
+    tasks: Mapping[str, str]
+    """Each peer's task."""
+    upstream: Mapping[str, tuple[str, ...]]
+    """Each task's upstream peers (the peers of its upstream tasks), sorted."""
+    downstream: Mapping[str, tuple[Downstream, ...]]
+    """Each task's downstream tasks, by name, with their peers."""
+    coordinator: str | None
+    """The peer whose group runs the job's coordinator; None while its first input has none."""
+    short_ids: Mapping[str, int]
+    """The short ids of the job and of its peers."""
+    groups: Mapping[str, str]
+    """Each peer's group."""
+    members: tuple[str, ...] = field(init=False)
+    """Every peer of the job, sorted."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "members", tuple(sorted(self.tasks)))
+
+    @property
+    def job_short(self) -> int:
+        return self.short_ids[self.job.id]
+
+    def upstream_ids(self, task: str) -> frozenset[int]:
+        """The short ids of the peers ``task`` hears from: what its inbox is keyed by."""
+        return frozenset(self.short_ids[p] for p in self.upstream.get(task, ()))
+
+    def peers_of_kind(self, kind: str) -> tuple[str, ...]:
+        """Every peer of the tasks of this kind ("input", "function", "output"), sorted."""
+        return tuple(sorted(p for p, t in self.tasks.items() if self.job.task(t).kind == kind))
+
+    def task_slots(self) -> dict[str, int]:
+        """How many peers each task has: what a commit records, so a restore knows how many
+        snapshots each task left."""
+        return {task: len(peers) for task, peers in sorted(self.peers.items())}
+
+
+def place(
+    job: Job,
+    version: int,
+    allocation: Mapping[str, Sequence[str]],
+    short_ids: Mapping[str, int],
+    group_of: Mapping[str, str],
+) -> Placement:
+    """The placement of ``job`` under ``allocation``; ``short_ids`` and ``group_of`` may cover
+    more than the job (the replica's), the placement keeps what is the job's."""
+    peers = {task: tuple(sorted(ps)) for task, ps in sorted(allocation.items())}
+    tasks = {p: task for task, ps in peers.items() for p in ps}
+    parents: dict[str, set[str]] = {}
+    children: dict[str, set[str]] = {}
+    for parent, child in job.workflow:
+        parents.setdefault(child, set()).add(parent)
+        children.setdefault(parent, set()).add(child)
+    first_input = next((t for t in job.sorted_tasks() if job.task(t).kind == "input"), None)
+    leaders = peers.get(first_input, ()) if first_input is not None else ()
+    known = [job.id, *tasks]
+    return Placement(
+        job=job,
+        version=version,
+        peers=MappingProxyType(peers),
+        slots=MappingProxyType({p: ps.index(p) for ps in peers.values() for p in ps}),
+        tasks=MappingProxyType(tasks),
+        upstream=MappingProxyType(
+            {
+                task: tuple(sorted(p for up in ups for p in peers.get(up, ())))
+                for task, ups in sorted(parents.items())
+            }
+        ),
+        downstream=MappingProxyType(
+            {
+                task: tuple(Downstream(c, peers.get(c, ())) for c in sorted(downs))
+                for task, downs in sorted(children.items())
+            }
+        ),
+        coordinator=leaders[0] if leaders else None,
+        short_ids=MappingProxyType({k: short_ids[k] for k in known if k in short_ids}),
+        groups=MappingProxyType({p: group_of[p] for p in tasks if p in group_of}),
+    )
+
+
+def placements(replica: Replica, previous: Mapping[str, Placement]) -> dict[str, Placement]:
+    """The placement of every allocated job of ``replica``, reusing those of ``previous`` whose
+    allocation version has not changed (a peer's short id and group are fixed while it is
+    allocated: a new peer or a departed group means a new allocation)."""
+    out: dict[str, Placement] = {}
+    group_of: dict[str, str] | None = None
+    for job_id, allocation in sorted(replica.allocations.items()):
+        version = replica.allocation_versions[job_id]
+        kept = previous.get(job_id)
+        if kept is not None and kept.version == version:
+            out[job_id] = kept
+            continue
+        if group_of is None:
+            group_of = {p: g for g, ps in replica.group_peers.items() for p in ps}
+        job = replica.jobs[job_id]
+        out[job_id] = place(job, version, allocation, replica.short_ids, group_of)
+    return out
