@@ -1,0 +1,161 @@
+"""The runner's parts: each task gets the intake, apply step and emitter its kind and engine
+choose, and each part keeps the accounts the runner relies on (credit, alignment, marks)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from peer.job.spec import Task, Window
+from peer.metrics import task_meters
+from peer.runtime.apply import Apply, PythonApply, SparkApply, apply_for, collect
+from peer.runtime.emit import WINDOW, PluginEmitter, RouterEmitter, emitter_for
+from peer.runtime.inbox import END, Barrier, Watermark
+from peer.runtime.intake import InboxIntake, PluginIntake, intake_for
+from peer.runtime.routing import Route, Router
+from peer.state import TaskState
+from tests.unit.runtime.test_task import FNS, World, run, runner
+
+METERS = task_meters("j", "t")
+
+
+def kind(name: str, **fields) -> Task:
+    return Task("t", name, **fields)
+
+
+@pytest.mark.parametrize(
+    ("task", "intake", "emitter"),
+    [
+        (kind("input"), PluginIntake, RouterEmitter),
+        (kind("function"), InboxIntake, RouterEmitter),
+        (kind("output"), InboxIntake, PluginEmitter),
+    ],
+)
+def test_the_kind_chooses_the_intake_and_the_emitter(task, intake, emitter):
+    assert type(intake_for(task, frozenset({1}), print, METERS)) is intake
+    assert type(emitter_for(task, Router(()), print, lambda: False)) is emitter
+
+
+@pytest.mark.parametrize(
+    ("task", "part"),
+    [
+        (kind("function", fn=f"{FNS}:double"), PythonApply),
+        (kind("input"), Apply),
+        (kind("function", fn="tests.integration.spark_fns:identity", engine="spark"), SparkApply),
+    ],
+)
+def test_the_engine_chooses_the_apply_step(task, part):
+    assert type(apply_for(task)) is part
+
+
+def test_an_engine_without_an_apply_step_is_refused_naming_the_task():
+    with pytest.raises(ValueError, match="task 't': engine 'cobol' has no apply step"):
+        apply_for(kind("function", fn=f"{FNS}:double", engine="cobol"))
+
+
+def test_a_stateful_fn_is_flushed_and_a_stateless_one_has_nothing_to_keep():
+    total = apply_for(kind("function", fn=f"{FNS}:Total"))
+    assert total.apply([{"n": 2}, {"n": 3}]) == []
+    assert total.flush() == [{"total": 5}]
+    double = apply_for(kind("function", fn=f"{FNS}:double"))
+    assert (double.snapshot(), double.flush()) == (None, [])
+
+
+@given(st.lists(st.one_of(st.none(), st.integers(), st.lists(st.integers(), max_size=3))))
+def test_what_fns_return_is_flattened_in_order(results):
+    expected = []
+    for r in results:
+        expected += r if isinstance(r, list) else [] if r is None else [r]
+    assert collect(results) == expected
+
+
+@given(
+    st.lists(st.one_of(st.just("emit"), st.tuples(st.sampled_from(["a", "b"]), st.integers(1, 40))))
+)
+def test_a_router_emitter_is_blocked_exactly_when_a_peer_has_no_credit_left(actions):
+    """Each batch costs its peer one credit, each grant gives some back."""
+    expected = dict.fromkeys(("a", "b"), WINDOW)
+
+    def send(peer: str, batch: list) -> None:
+        expected[peer] -= 1
+
+    emitter = RouterEmitter(Router([Route("next", ("a", "b"))]), send, lambda: False)
+    for action in actions:
+        if action == "emit":
+            emitter.emit([{"n": 1}])
+        else:
+            emitter.credit(*action)
+            expected[action[0]] += action[1]
+        assert emitter.credits == expected
+        assert emitter.blocked() == (min(expected.values()) <= 0)
+
+
+def test_a_congested_downstream_blocks_a_router_emitter():
+    congested = [False]
+    emitter = RouterEmitter(Router([Route("next", ("a",))]), print, lambda: congested[0])
+    assert not emitter.blocked()
+    congested[0] = True
+    assert emitter.blocked()
+
+
+def test_an_input_takes_barriers_from_its_coordinator_and_marks_from_its_assigned_times():
+    intake = intake_for(kind("input", batch_size=2), frozenset(), print, METERS)
+
+    class Source:
+        def poll(self, limit):
+            return [{"t": 3.0}, {"t": 1.0}][:limit]
+
+    intake.attach(Source(), lambda s: s["t"])
+    intake.deliver(0, [{"t": 9.0}])
+    intake.deliver(0, Barrier(1))
+    assert (intake.next_barrier(), intake.next_barrier()) == (Barrier(1), None)
+    assert intake.read() == [{"t": 3.0}, {"t": 1.0}]
+    assert intake.mark() == 3.0
+    intake.end()
+    assert intake.read() == []
+
+
+def test_an_inbox_intake_grants_credit_aligns_barriers_and_marks_the_slowest_sender():
+    grants = []
+    intake = intake_for(
+        kind("function", batch_size=1), frozenset({1, 2}), lambda *g: grants.append(g), METERS
+    )
+    for n in range(WINDOW // 2):
+        intake.deliver(1, [{"n": n}])
+    intake.deliver(1, Watermark(5.0))
+    intake.deliver(2, Watermark(3.0))
+    while intake.read():
+        pass
+    assert grants == [(1, WINDOW // 2)]
+    assert intake.mark() == 3.0
+    intake.deliver(1, Barrier(1))
+    assert intake.aligned() is None
+    intake.deliver(2, Barrier(1))
+    assert intake.aligned() == Barrier(1)
+    assert intake.aligned() is None
+    intake.deliver(1, END)
+    intake.deliver(2, END)
+    intake.read()
+    assert intake.finished()
+
+
+def test_an_output_writes_through_its_plugin_until_it_has_written():
+    world = World()
+    r = runner(Task("out", "output", plugin="peer.plugins.null:output"), world, upstream={1})
+    r.deliver(1, [{"n": 1}])
+    run(r)
+    assert isinstance(r.emitter, PluginEmitter)
+    assert r.emitter.plugin is r.plugin
+    assert (r.plugin.written, r.emitter.staged) == (1, False)
+
+
+def test_a_windowed_task_loads_its_window_state():
+    r = runner(
+        kind("function", fn=f"{FNS}:double"),
+        World(),
+        upstream={1},
+        windows=[Window("w", "t", "global", "count")],
+    )
+    run(r, 1)
+    assert isinstance(r.windows, TaskState)

@@ -1,0 +1,219 @@
+"""The runner's phases: only the transitions of the table are allowed, and each allowed one is
+what a real runner does in some situation (loading, recovering, running, ending, completing,
+failing, being closed)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+
+from peer.job.spec import Lifecycle, Task
+from peer.runtime import task as task_module
+from peer.runtime.checkpoints import CheckpointStorage
+from peer.runtime.inbox import END, Barrier
+from peer.runtime.phases import TRANSITIONS, Phase, PhaseError, advance
+from peer.runtime.task import TaskFailed, TaskRunner
+from tests.unit.runtime.test_task import FNS, World, memory, run, run_until, runner
+
+P = Phase
+
+
+@pytest.fixture
+def storage():
+    store = CheckpointStorage("memory://phase-tests", uuid.uuid4().hex)
+    yield store
+    store.close()
+
+
+@pytest.mark.parametrize("current", list(Phase))
+@pytest.mark.parametrize("to", list(Phase))
+def test_only_the_transitions_of_the_table_are_allowed(current, to):
+    if to in TRANSITIONS[current]:
+        assert advance(current, to) is to
+    else:
+        with pytest.raises(PhaseError, match=f"phase {current.value!r} cannot go to {to.value!r}"):
+            advance(current, to)
+
+
+def test_every_phase_is_reached_from_load_and_every_phase_can_be_closed():
+    reached, frontier = {P.LOAD}, [P.LOAD]
+    while frontier:
+        for to in TRANSITIONS[frontier.pop()] - reached:
+            reached.add(to)
+            frontier.append(to)
+    assert reached == set(Phase)
+    assert all(P.CLOSED in TRANSITIONS[p] for p in Phase if p is not P.CLOSED)
+
+
+# -- what a runner does, one situation per transition ------------------------------------------
+
+
+def output(world: World, **kwargs) -> TaskRunner:
+    return runner(Task("out", "output", plugin="peer.plugins.null:output"), world, **kwargs)
+
+
+def fails(r: TaskRunner, steps: int = 50) -> None:
+    with pytest.raises(TaskFailed):
+        run(r, steps)
+
+
+def completes(storage) -> TaskRunner:
+    """An output without checkpoints: loads, runs, ends and completes."""
+    world = World()
+    r = output(world, upstream={1})
+    r.deliver(1, [{"n": 1}])
+    r.deliver(1, END)
+    run(r)
+    assert world.completed == 1
+    return r
+
+
+def awaits(storage) -> TaskRunner:
+    r = output(World(), upstream={1}, storage=storage)
+    run(r)
+    return r
+
+
+def starts_afresh(storage) -> TaskRunner:
+    r = awaits(storage)
+    r.recover_from([])
+    run(r)
+    return r
+
+
+def restoring(storage) -> TaskRunner:
+    """A function told to restore from an epoch: it fetches the snapshot (which is not there)."""
+    r = runner(Task("f", "function", fn=f"{FNS}:double"), World(), upstream={1}, storage=storage)
+    r.recover_from(["j", 7, 5, {"f": 1}])
+    run(r, 2)
+    return r
+
+
+def restores(storage) -> TaskRunner:
+    first = World()
+    r = runner(memory(4), first, batch=2, storage=storage)
+    r.recover_from([])
+    run(r, 2)
+    r.deliver(0, Barrier(1))
+    run_until(r, lambda: first.reports)
+    again = runner(memory(4), World(), batch=2, storage=storage)
+    again.recover_from(["j", 7, 1, {"in": 1}])
+    run_until(again, lambda: again.phase is P.RUN)
+    return again
+
+
+def ends(storage) -> TaskRunner:
+    """An input that has read everything: it stays ended, passing barriers."""
+    r = runner(memory(2), World())
+    run(r)
+    return r
+
+
+def broken(storage) -> TaskRunner:
+    r = output(World(), upstream={1})
+    r.broken = ValueError("its group-by fn does not resolve")
+    fails(r, 1)
+    return r
+
+
+def cannot_restore_its_positions(storage) -> TaskRunner:
+    r = runner(memory(4), World(), storage=storage)
+    r.recover_from(["j", 7, 1, {"in": 2}])
+    fails(r)
+    return r
+
+
+def cannot_fetch(storage) -> TaskRunner:
+    r = restoring(storage)
+    with pytest.raises(TaskFailed, match="CheckpointError"):
+        run_until(r, lambda: False)
+    return r
+
+
+def raises_in_its_fn(storage) -> TaskRunner:
+    r = runner(Task("f", "function", fn=f"{FNS}:explode"), World(), upstream={1})
+    r.deliver(1, [{"n": 1}])
+    fails(r)
+    return r
+
+
+def raises_after_its_input_ended(storage) -> TaskRunner:
+    hook = Lifecycle("in", after_task=f"{FNS}:explode")
+    r = runner(memory(1), World(), lifecycles=[hook])
+    fails(r)
+    return r
+
+
+def closed(situation: Callable[[CheckpointStorage], TaskRunner]):
+    def close(storage) -> TaskRunner:
+        r = situation(storage)
+        r.close()
+        return r
+
+    return close
+
+
+def fresh(storage) -> TaskRunner:
+    return output(World())
+
+
+SITUATIONS: dict[tuple[Phase, Phase], Callable[[CheckpointStorage], TaskRunner]] = {
+    (P.LOAD, P.RUN): completes,
+    (P.LOAD, P.AWAIT_RECOVERY): awaits,
+    (P.LOAD, P.FAILED): broken,
+    (P.LOAD, P.CLOSED): closed(fresh),
+    (P.AWAIT_RECOVERY, P.RUN): starts_afresh,
+    (P.AWAIT_RECOVERY, P.RESTORE): restoring,
+    (P.AWAIT_RECOVERY, P.FAILED): cannot_restore_its_positions,
+    (P.AWAIT_RECOVERY, P.CLOSED): closed(awaits),
+    (P.RESTORE, P.RUN): restores,
+    (P.RESTORE, P.FAILED): cannot_fetch,
+    (P.RESTORE, P.CLOSED): closed(restoring),
+    (P.RUN, P.ENDED): completes,
+    (P.RUN, P.FAILED): raises_in_its_fn,
+    (P.RUN, P.CLOSED): closed(starts_afresh),
+    (P.ENDED, P.COMPLETED): completes,
+    (P.ENDED, P.FAILED): raises_after_its_input_ended,
+    (P.ENDED, P.CLOSED): closed(ends),
+    (P.COMPLETED, P.CLOSED): closed(completes),
+    (P.FAILED, P.CLOSED): closed(raises_in_its_fn),
+}
+
+
+def test_every_allowed_transition_has_a_situation():
+    assert set(SITUATIONS) == {(a, b) for a, tos in TRANSITIONS.items() for b in tos}
+
+
+@pytest.mark.parametrize(("current", "to"), list(SITUATIONS), ids=lambda p: p.name)
+def test_a_runner_makes_the_transition_in_its_situation(current, to, storage, monkeypatch):
+    taken: list[tuple[Phase, Phase]] = []
+
+    def recorded(a: Phase, b: Phase) -> Phase:
+        taken.append((a, b))
+        return advance(a, b)
+
+    monkeypatch.setattr(task_module, "advance", recorded)
+    r = SITUATIONS[(current, to)](storage)
+    assert (current, to) in taken
+    assert r.phase is taken[-1][1]
+
+
+def test_a_closed_runner_stays_closed_and_does_nothing():
+    r = output(World())
+    r.close()
+    r.close()
+    assert (r.phase, r.step()) == (P.CLOSED, False)
+
+
+def test_an_ended_input_still_passes_barriers(storage):
+    world = World()
+    r = runner(replace(memory(2), batch_size=5), world, storage=storage)
+    r.recover_from([])
+    run(r)
+    assert r.phase is P.ENDED
+    r.deliver(0, Barrier(1, final=True))
+    run_until(r, lambda: world.reports)
+    assert world.markers()[-2:] == [("d1", Barrier(1, final=True)), ("d2", Barrier(1, final=True))]

@@ -1,0 +1,125 @@
+"""Placement: a job's topology under one allocation, as every group derives it, agrees with the
+allocation for any job and any allocation, and is rebuilt only when the allocation changes."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+from pyrsistent import pmap
+
+from peer.job.spec import Job, Task
+from peer.log.replica import Replica
+from peer.runtime.placement import Downstream, place, placements
+
+
+def job(workflow, kinds: dict[str, str]) -> Job:
+    plugins = {"input": "peer.plugins.memory:input", "output": "peer.plugins.null:output"}
+    catalog = tuple(Task(name, kind, plugin=plugins.get(kind)) for name, kind in kinds.items())
+    return Job(workflow=tuple(workflow), catalog=catalog, id="j")
+
+
+def test_a_placement_reads_the_allocation_once_for_every_part_of_the_runtime():
+    j = job(
+        [("in", "f"), ("f", "out")],
+        {"in": "input", "f": "function", "out": "output"},
+    )
+    allocation = {"in": ("i2", "i1"), "f": ("f1",), "out": ("o2", "o1")}
+    short_ids = {"j": 9, "i1": 1, "i2": 2, "f1": 3, "o1": 4, "o2": 5, "elsewhere": 6}
+    groups = {"i1": "a", "i2": "b", "f1": "a", "o1": "b", "o2": "b", "elsewhere": "c"}
+    p = place(j, 7, allocation, short_ids, groups)
+    assert p.peers == {"in": ("i1", "i2"), "f": ("f1",), "out": ("o1", "o2")}
+    assert p.slots == {"i1": 0, "i2": 1, "f1": 0, "o1": 0, "o2": 1}
+    assert p.upstream == {"f": ("i1", "i2"), "out": ("f1",)}
+    assert p.downstream == {
+        "in": (Downstream("f", ("f1",)),),
+        "f": (Downstream("out", ("o1", "o2")),),
+    }
+    assert (p.coordinator, p.job_short, p.version) == ("i1", 9, 7)
+    assert "elsewhere" not in p.short_ids
+    assert "elsewhere" not in p.groups
+    assert p.upstream_ids("f") == {1, 2}
+    assert p.upstream_ids("in") == frozenset()
+    assert p.peers_of_kind("output") == ("o1", "o2")
+    assert p.task_slots() == {"f": 1, "in": 2, "out": 2}
+    assert p.members == ("f1", "i1", "i2", "o1", "o2")
+
+
+def test_a_job_whose_first_input_has_no_peers_has_no_coordinator():
+    j = job([("in", "out")], {"in": "input", "out": "output"})
+    assert place(j, 1, {"in": (), "out": ("o",)}, {"j": 0, "o": 1}, {}).coordinator is None
+
+
+@st.composite
+def jobs_and_allocations(draw):
+    """A connected workflow of 2..6 tasks (sources are inputs, sinks outputs), and an
+    allocation of distinct peers, in any order, some tasks without any."""
+    n = draw(st.integers(2, 6))
+    names = [f"t{i}" for i in range(n)]
+    edges = {(draw(st.integers(0, i - 1)), i) for i in range(1, n)}
+    edges |= draw(st.sets(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1))))
+    workflow = sorted((names[a], names[b]) for a, b in edges if a < b)
+    parents = {b for _, b in workflow}
+    children = {a for a, _ in workflow}
+    kinds = {
+        name: "input" if name not in parents else "function" if name in children else "output"
+        for name in names
+    }
+    pool = draw(st.permutations([f"p{i}" for i in range(3 * n)]))
+    counts = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+    allocation, start = {}, 0
+    for name, count in zip(names, counts, strict=True):
+        allocation[name] = tuple(pool[start : start + count])
+        start += count
+    ids = draw(st.permutations(range(len(pool) + 1)))
+    short_ids = {"j": ids[0], **dict(zip(pool, ids[1:], strict=True))}
+    groups = {p: draw(st.sampled_from(["g0", "g1", "g2"])) for p in pool}
+    return job(workflow, kinds), allocation, short_ids, groups
+
+
+@given(jobs_and_allocations(), st.integers(0, 1000))
+def test_a_placement_agrees_with_its_allocation(case, version):
+    j, allocation, short_ids, groups = case
+    p = place(j, version, allocation, short_ids, groups)
+    allocated = sorted(peer for ps in allocation.values() for peer in ps)
+    assert p.members == tuple(allocated)
+    assert p.short_ids == {k: short_ids[k] for k in ["j", *allocated]}
+    assert p.groups == {peer: groups[peer] for peer in allocated}
+    for task, peers in allocation.items():
+        assert p.peers[task] == tuple(sorted(peers))
+        for peer in peers:
+            assert (p.tasks[peer], p.slots[peer]) == (task, sorted(peers).index(peer))
+        ups = {peer for a, b in j.workflow if b == task for peer in allocation[a]}
+        assert p.upstream.get(task, ()) == tuple(sorted(ups))
+        assert p.upstream_ids(task) == {short_ids[peer] for peer in ups}
+        downs = sorted(b for a, b in j.workflow if a == task)
+        expected = tuple(Downstream(b, tuple(sorted(allocation[b]))) for b in downs)
+        assert p.downstream.get(task, ()) == expected
+    first_input = next(t for t in j.sorted_tasks() if j.task(t).kind == "input")
+    leaders = sorted(allocation[first_input])
+    assert p.coordinator == (leaders[0] if leaders else None)
+    inputs = sorted(
+        peer for t, ps in allocation.items() if j.task(t).kind == "input" for peer in ps
+    )
+    assert p.peers_of_kind("input") == tuple(inputs)
+
+
+def replica(version: int, allocation: dict[str, tuple[str, ...]]) -> Replica:
+    j = job([("in", "out")], {"in": "input", "out": "output"})
+    peers = sorted(p for ps in allocation.values() for p in ps)
+    return Replica().evolve(
+        jobs=pmap({"j": j}),
+        allocations=pmap({"j": pmap(allocation)}),
+        allocation_versions=pmap({"j": version}),
+        short_ids=pmap({"j": 0, **{p: i + 1 for i, p in enumerate(peers)}}),
+        group_peers=pmap({"g": frozenset(peers)}),
+    )
+
+
+def test_placements_are_rebuilt_only_when_the_allocation_version_changes():
+    first = placements(replica(3, {"in": ("a",), "out": ("b",)}), {})
+    assert first["j"].groups == {"a": "g", "b": "g"}
+    same = placements(replica(3, {"in": ("a",), "out": ("b",)}), first)
+    assert same["j"] is first["j"]
+    moved = placements(replica(5, {"in": ("a",), "out": ("c",)}), first)
+    assert (moved["j"].version, moved["j"].peers["out"]) == (5, ("c",))
+    assert placements(Replica(), moved) == {}
