@@ -15,7 +15,7 @@ goes as several (peer.messaging.fragments), which the receiver puts back togethe
 offer (back-pressure, or a publication not yet connected) leaves the frame at the head of its
 queue for the next round, and while queues are long the runners stop producing, so pressure
 travels upstream instead of into memory. Inboxes are bounded by credit between peers
-(peer.runtime.task); the group always reads every frame that arrives, so no group ever waits
+(peer.runtime.emit); the group always reads every frame that arrives, so no group ever waits
 on another's reading.
 
 Nothing a job does ends the group: whatever a runner or a coordinator raises, a segment that
