@@ -52,7 +52,9 @@ from peer.job.imports import resolve
 from peer.job.spec import ALL, HOOKS, Job, Task
 from peer.metrics import TaskMeters, task_meters
 from peer.plugins import Epoch, Recovery, load
+from peer.runtime.arrow_apply import ArrowApply
 from peer.runtime.checkpoints import CheckpointStorage
+from peer.runtime.columnar import rows
 from peer.runtime.inbox import END, Barrier, Inbox, Watermark
 from peer.runtime.routing import Router, key_hash
 from peer.spark.function import SparkFunction
@@ -166,6 +168,7 @@ class TaskRunner:
     barrier_since: float | None = None
     """When the first upstream peer's barrier of the epoch being aligned arrived."""
     spark: SparkFunction | None = None
+    arrow: ArrowApply | None = None
     pending: deque[tuple[Future[list[Segment]], float | None, float]] = field(default_factory=deque)
     """A Spark task's batches in Spark, oldest first, each with the watermark read with it and
     when it was read."""
@@ -236,6 +239,8 @@ class TaskRunner:
         c = self.ctx
         if c.task.engine == "spark":
             self.spark = SparkFunction(c.task)
+        elif c.task.engine == "arrow":
+            self.arrow = ArrowApply(c.task)
         else:
             self.fn = _function(c.task.fn)
         self.assign = _function(c.task.assign_watermark_fn)
@@ -348,7 +353,7 @@ class TaskRunner:
             return batch
         batch = [] if self.ended else self.plugin.poll(self.ctx.task.batch_size)
         if batch and self.assign is not None:
-            self.assigned = max(self.assigned or -math.inf, *map(self.assign, batch))
+            self.assigned = max(self.assigned or -math.inf, *map(self.assign, rows(batch)))
         return batch
 
     def _input_finished(self) -> bool:
@@ -384,7 +389,7 @@ class TaskRunner:
             return
         self.meters.segments_out.inc(len(segments))
         if self.ctx.task.kind == "output":
-            self.plugin.prepare(segments)
+            self.plugin.prepare(rows(segments))
             self.staged = True
             self._write()
             return
@@ -393,7 +398,9 @@ class TaskRunner:
             self.ctx.send(peer, batch)
 
     def _apply(self, batch: list[Segment]) -> list[Segment]:
-        return batch if self.fn is None else _collect(map(self.fn, batch))
+        if self.arrow is not None:
+            return self.arrow.apply(batch)
+        return batch if self.fn is None else _collect(map(self.fn, rows(batch)))
 
     def _write(self) -> bool:
         if self.plugin.write():
@@ -470,7 +477,7 @@ class TaskRunner:
         if hooks:
             event = {"job": self.ctx.job.id, "task": self.ctx.task.name, "peer": self.ctx.peer}
             if batch is not None:
-                event["batch"] = batch
+                event["batch"] = rows(batch)
             for hook in hooks:
                 hook(event)
 
