@@ -125,7 +125,8 @@ class Router:
             chosen = batch
             if route.task in self.guarded:
                 segments = rows(batch) if segments is None else segments
-                chosen = batch.filter([self._allowed(route.task, s) for s in segments])
+                allowed = [self._allowed(route.task, s) for s in segments]
+                chosen = batch.filter(pa.array(allowed, pa.bool_()))
             if not chosen.num_rows:
                 continue
             if route.key is None:
