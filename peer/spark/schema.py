@@ -5,8 +5,8 @@ A schema is declared in a catalog entry as a mapping of field to Spark type name
 DDL string of flat fields, ``"user string, ts timestamp"``), or inferred from the first batch and
 kept (``BatchSchema``). Segments travel between peers as msgpack, so a row's values there are
 plain: a timestamp is seconds since the epoch (a float, UTC) and a date is an ISO string; Arrow
-and Spark see the real types. A segment with a field the schema lacks, or a value of the wrong type, is an error naming
-the field: a batch never loses a field silently.
+and Spark see the real types. A segment with a field the schema lacks, or a value of the wrong
+type, is an error naming the field: a batch never loses a field silently.
 """
 
 from __future__ import annotations

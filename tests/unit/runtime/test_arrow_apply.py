@@ -89,7 +89,7 @@ def test_an_arrow_task_sends_arrow_and_a_python_task_after_it_gets_rows():
     r.deliver(1, [{"n": 1}, {"n": 2}])
     r.deliver(1, END)
     run(r)
-    ((to, batch),) = [(to, item) for to, item in world.sent if isinstance(item, pa.RecordBatch)]
+    (batch,) = [item for _, item in world.sent if isinstance(item, pa.RecordBatch)]
     assert rows(batch) == [{"n": 2}, {"n": 4}]
 
     after = World()
