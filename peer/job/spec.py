@@ -22,7 +22,7 @@ from peer.job.graph import topological_order
 
 ALL = "all"
 KINDS = ("input", "function", "output")
-ENGINES = ("python", "spark")
+ENGINES = ("python", "arrow", "spark")
 FLUX_POLICIES = ("kill", "continue", "recover")
 TASK_SCHEDULERS = ("balanced", "percentage", "colocated")
 HOOKS = ("before_task", "after_task", "before_batch", "after_batch")
@@ -80,8 +80,8 @@ class Task:
     percentage: float | None = None
     engine: str = "python"
     schema: str | tuple[tuple[str, str], ...] | None = None
-    """Spark tasks' rows: a mapping of field to Spark type, kept as pairs in order, or a DDL
-    string (see peer.job.schema); None infers it from the first batch."""
+    """Spark and Arrow tasks' batches: a mapping of field to Spark type, kept as pairs in order,
+    or a DDL string (see peer.job.schema); None infers it from the first batch."""
     params: Mapping[str, Any] = field(default_factory=pmap)
 
     def __post_init__(self) -> None:

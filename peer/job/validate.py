@@ -303,6 +303,12 @@ def _check_engine(task: Task, where: str) -> None:
             "engine spark is for function tasks; Spark inputs and outputs are plugins "
             "(peer.spark.source:input, peer.spark.sink:output)",
         )
+    if task.engine == "arrow" and task.kind != "function":
+        fail(
+            where,
+            "engine arrow is for function tasks; an input's or output's plugin takes and "
+            "gives Arrow batches itself",
+        )
     if task.schema is not None:
         try:
             fields = {name for name, _ in parse(task.schema)}

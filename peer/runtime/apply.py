@@ -9,7 +9,18 @@ A Python task's ``fn`` takes one segment and returns a segment, a list of them, 
 the path names a class, each start makes a fresh instance, whose state lives as long as the
 allocation; ``flush()`` (if any) runs when the input ends, ``snapshot()`` and
 ``restore(snapshots, keep)`` (if any) let its state survive failures like window state does.
-Functions must not change the segments they are given.
+Functions must not change the segments they are given. Segments that arrive as an Arrow record
+batch are made into rows once, for the fn.
+
+An Arrow task's fn (``engine: arrow``) takes a whole batch as Arrow: ``fn(batch)``, or ``fn(batch,
+params)`` to be told the task's params, like a Spark task's. It takes a ``pyarrow.RecordBatch`` and
+returns a RecordBatch, a Table, or a frame that has ``to_arrow()`` or exports the Arrow C stream
+interface (``__arrow_c_stream__``), such as a polars DataFrame (``pl.from_arrow(batch)`` in, the
+frame out: no copy either way). ``to_arrow()`` comes first, as it gives the common Arrow types
+(polars' stream gives string views, which Spark and older readers do not take). Rows that arrive are
+made into a RecordBatch once, in the task's declared schema or the one its first batch fixed
+(peer.spark.schema.BatchSchema); Arrow that arrives goes in as it is. What the fn returns goes on as
+one record batch, so routing, windows and the next Arrow or Spark task take it without making rows.
 """
 
 from __future__ import annotations
@@ -19,9 +30,13 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
+import pyarrow as pa
+
 from peer.job.imports import resolve
 from peer.job.spec import Task
-from peer.spark.function import SparkFunction
+from peer.runtime.columnar import Batch, from_table, rows
+from peer.spark.function import SparkFunction, with_params
+from peer.spark.schema import BatchSchema
 
 Segment = Any
 
@@ -73,8 +88,8 @@ class PythonApply(Apply):
         self._restore = getattr(fn, "restore", None)
         self._flush = getattr(fn, "flush", None)
 
-    def apply(self, batch: Any) -> list[Segment]:
-        return collect(map(self.fn, batch))
+    def apply(self, batch: Batch) -> list[Segment]:
+        return collect(map(self.fn, rows(batch)))
 
     def snapshot(self) -> Any:
         return self._snapshot() if self._snapshot is not None else None
@@ -85,6 +100,35 @@ class PythonApply(Apply):
 
     def flush(self) -> list[Segment]:
         return collect([self._flush()]) if self._flush is not None else []
+
+
+class ArrowApply(Apply):
+    """One start of an Arrow task on a peer; holds the schema its first batch fixed."""
+
+    def __init__(self, task: Task) -> None:
+        self._task = task
+        self._fn = with_params(resolve(task.fn), task)
+        self._schema = BatchSchema(task.schema)
+
+    def apply(self, batch: Batch) -> pa.RecordBatch:
+        """The fn's output for ``batch``, as one record batch."""
+        return self._record_batch(self._fn(self._schema.batch(batch)))
+
+    def _record_batch(self, result: Any) -> pa.RecordBatch:
+        if isinstance(result, pa.RecordBatch):
+            return result
+        if isinstance(result, pa.Table):
+            return from_table(result)
+        if hasattr(result, "to_arrow"):
+            result = result.to_arrow()
+            if isinstance(result, pa.RecordBatch | pa.Table):
+                return self._record_batch(result)
+        if hasattr(result, "__arrow_c_stream__"):
+            return from_table(pa.RecordBatchReader.from_stream(result).read_all())
+        raise TypeError(
+            f"fn {self._task.fn!r} returned {type(result).__name__}, not a RecordBatch, a "
+            "Table or a frame that converts to Arrow"
+        )
 
 
 class AsyncApply(Apply, ABC):
@@ -112,10 +156,10 @@ def python_apply(task: Task) -> Apply:
 
 ENGINE_APPLIES: dict[str, Callable[[Task], Apply]] = {
     "python": python_apply,
+    "arrow": ArrowApply,
     "spark": SparkApply,
 }
-"""Each engine's apply part, made from its task. An ``engine: arrow`` task's part (whole
-record batches through one fn, ``apply(batch) -> batch``) goes here too."""
+"""Each engine's apply part, made from its task."""
 
 
 def apply_for(task: Task) -> Apply:

@@ -37,6 +37,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
+import pyarrow as pa
+
 from peer.job.code import imports_from
 from peer.job.spec import Job
 from peer.log.entries.jobs import COMPLETE_JOB, kill_job
@@ -46,6 +48,7 @@ from peer.log.store import LogStore
 from peer.messaging import fragments
 from peer.messaging.frame import FrameError, Header, MessageType, decode_header, encode
 from peer.runtime.checkpoints import CheckpointStorage, Commits
+from peer.runtime.columnar import rows
 from peer.runtime.coordinator import Coordinator
 from peer.runtime.inbox import END, Barrier, Watermark
 from peer.runtime.liveness import Heartbeats, Liveness
@@ -267,7 +270,7 @@ class DataPlane:
         header = self._headers(placement, peer)
 
         def send(to: str, item: Any) -> None:
-            if isinstance(item, list):
+            if isinstance(item, list | pa.RecordBatch):
                 self._send(to, header(MessageType.BATCH, to), item)
             elif isinstance(item, Barrier):
                 self._send(to, header(MessageType.BARRIER, to, item.epoch), [item.final])
@@ -401,7 +404,7 @@ class DataPlane:
         site = self.peer_sites.get(to)
         if site is None:
             raise RuntimeError(f"peer {to} is in a group that announced no site to send to")
-        self.queues[site].extend(fragments.frames(header, body, self.transport.max_frame))
+        self.queues[site].extend(fragments.frames(header, rows(body), self.transport.max_frame))
 
     def _local(self, header: Header) -> bool:
         if header.type in (MessageType.ACK, MessageType.DRAINED):

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from peer.job.spec import Task
+from peer.runtime.columnar import rows
 from peer.runtime.routing import Router
 
 WINDOW = 64
@@ -91,7 +92,7 @@ class PluginEmitter:
         self.plugin = plugin
 
     def emit(self, segments: Any) -> None:
-        self.plugin.prepare(segments)
+        self.plugin.prepare(rows(segments))
         self.staged = True
         self.write()
 

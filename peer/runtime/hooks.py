@@ -12,6 +12,7 @@ from typing import Any
 
 from peer.job.imports import resolve
 from peer.job.spec import ALL, Job
+from peer.runtime.columnar import rows
 
 Hook = Callable[[dict[str, Any]], Any]
 
@@ -40,6 +41,6 @@ def call(hooks: tuple[Hook, ...], event: dict[str, Any], batch: Any = None) -> N
     between them."""
     fresh = dict(event)
     if batch is not None:
-        fresh["batch"] = batch
+        fresh["batch"] = rows(batch)
     for hook in hooks:
         hook(fresh)

@@ -16,6 +16,10 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+
+from peer.runtime.columnar import Batch, concat
+
 Segment = Any
 
 
@@ -49,32 +53,36 @@ class Inbox:
         if queue is not None:
             queue.append(item)
 
-    def take(self, limit: int) -> list[Segment]:
-        """Up to ``limit`` segments, round-robin over the senders not held at a barrier;
-        watermarks and end markers met on the way are recorded."""
-        batch: list[Segment] = []
+    def take(self, limit: int) -> Batch:
+        """Up to ``limit`` segments (or more, as batches are taken whole), round-robin over the
+        senders not held at a barrier, as one batch (peer.runtime.columnar.concat); watermarks
+        and end markers met on the way are recorded."""
+        batches: list[Batch] = []
         order = list(self.queues)
         self.turn = (self.turn + 1) % max(len(order), 1)
+        taken = 0
         for source in order[self.turn :] + order[: self.turn]:
-            self._drain(source, batch, limit)
-            if len(batch) >= limit:
+            taken = self._drain(source, batches, taken, limit)
+            if taken >= limit:
                 break
-        return batch
+        return concat(batches)
 
-    def _drain(self, source: int, batch: list[Segment], limit: int) -> None:
+    def _drain(self, source: int, batches: list[Batch], taken: int, limit: int) -> int:
         queue = self.queues[source]
-        while queue and len(batch) < limit:
+        while queue and taken < limit:
             item = queue[0]
             if isinstance(item, Barrier):
-                return
+                break
             queue.popleft()
-            if isinstance(item, list):
-                batch.extend(item)
+            if isinstance(item, list | pa.RecordBatch):
+                batches.append(item)
+                taken += len(item)
                 self.consumed[source] += 1
             elif isinstance(item, Watermark):
                 self.watermarks[source] = max(item.value, self.watermarks.get(source, item.value))
             else:
                 self.ended.add(source)
+        return taken
 
     def aligned(self) -> Barrier | None:
         """The barrier every sender has reached, once they all have reached the same one."""

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from peer.job.spec import Task
 from peer.metrics import TaskMeters
+from peer.runtime.columnar import rows
 from peer.runtime.emit import WINDOW
 from peer.runtime.inbox import Barrier, Inbox
 
@@ -77,7 +78,7 @@ class PluginIntake:
             return []
         batch = self.plugin.poll(self.limit)
         if batch and self.assign is not None:
-            self.assigned = max(self.assigned or -math.inf, *map(self.assign, batch))
+            self.assigned = max(self.assigned or -math.inf, *map(self.assign, rows(batch)))
         return batch
 
     def aligned(self) -> Barrier | None:

@@ -5,6 +5,11 @@ group key is hashed with crc32 over its canonical JSON (never Python's ``hash``,
 per process) and the hash picks one of the downstream task's sorted peers. Ungrouped batches go
 whole to one peer, the next batch to the next peer, which keeps batches large.
 
+An Arrow batch stays Arrow: grouped by fields, only its key columns are read, each distinct key
+hashed once, and every row goes to the peer its row would (``peer.runtime.columnar.FieldKey``);
+grouped by a fn, its rows are made for the fn. A flow condition's predicate reads rows, and the
+rows it keeps are taken from the Arrow batch.
+
 Flow conditions restrict the tasks they name: a segment reaches such a task only when a
 condition naming it holds for the segment; a condition marked ``short_circuit`` that holds ends
 the evaluation. Tasks no condition names always receive.
@@ -18,8 +23,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from peer.job.imports import resolve
 from peer.job.spec import ALL
+from peer.runtime.columnar import Batch, FieldKey, rows, take
 from peer.runtime.placement import Placement
 
 Segment = Any
@@ -50,9 +59,7 @@ def key_function(fields: str | tuple[str, ...] | None, fn: str | None) -> Any:
         return resolve(fn)
     if fields is None:
         return None
-    if isinstance(fields, str):
-        return lambda segment: segment.get(fields)
-    return lambda segment: [segment.get(f) for f in fields]
+    return FieldKey(fields)
 
 
 def routes(placement: Placement, task: str) -> tuple[Route, ...]:
@@ -89,7 +96,10 @@ class Router:
         self.turn = 0
         self._peers = sorted({p for route in self.routes for p in route.peers})
 
-    def split(self, segments: Sequence[Segment]) -> dict[str, list[Segment]]:
+    def split(self, segments: Batch) -> dict[str, Batch]:
+        """Each peer's part of ``segments``, in their order; an Arrow batch's parts are Arrow."""
+        if isinstance(segments, pa.RecordBatch):
+            return self._split_arrow(segments)
         out: dict[str, list[Segment]] = {}
         turn = self.turn
         self.turn += 1
@@ -108,6 +118,28 @@ class Router:
                 out.setdefault(peer, []).append(segment)
         return out
 
+    def _split_arrow(self, batch: pa.RecordBatch) -> dict[str, Batch]:
+        out: dict[str, Batch] = {}
+        turn = self.turn
+        self.turn += 1
+        segments: list[Segment] | None = None
+        for route in self.routes:
+            chosen = batch
+            if route.task in self.guarded:
+                segments = rows(batch) if segments is None else segments
+                allowed = [self._allowed(route.task, s) for s in segments]
+                chosen = batch.filter(pa.array(allowed, pa.bool_()))
+            if not chosen.num_rows:
+                continue
+            if route.key is None:
+                out[route.peers[turn % len(route.peers)]] = chosen
+            elif isinstance(route.key, FieldKey):
+                out.update(_by_key_columns(route.peers, route.key, chosen))
+            else:
+                owners = [key_hash(route.key(s)) % len(route.peers) for s in rows(chosen)]
+                out.update(_parts(route.peers, chosen, pa.array(owners, pa.int64())))
+        return out
+
     def _allowed(self, task: str, segment: Segment) -> bool:
         for condition in self.conditions:
             if condition.predicate(segment):
@@ -120,3 +152,27 @@ class Router:
     def peers(self) -> list[str]:
         """Every peer this task sends to, which is every peer owed its end-of-input marker."""
         return self._peers
+
+
+def _by_key_columns(
+    peers: tuple[str, ...], key: FieldKey, batch: pa.RecordBatch
+) -> dict[str, pa.RecordBatch]:
+    """Each peer's rows of ``batch`` by the hash of their key, each distinct key hashed once."""
+    if len(peers) == 1:
+        return {peers[0]: batch}
+    keys, index = key.distinct(batch)
+    owners = pa.array([key_hash(k) % len(peers) for k in keys], pa.int64())
+    return _parts(peers, batch, owners.take(index))
+
+
+def _parts(
+    peers: tuple[str, ...], batch: pa.RecordBatch, owners: pa.Array
+) -> dict[str, pa.RecordBatch]:
+    """The rows of ``batch`` whose owner is each peer's index, in their order."""
+    present = pc.unique(owners).to_pylist()
+    if len(present) == 1:
+        return {peers[present[0]]: batch}
+    return {
+        peers[owner]: take(batch, pc.indices_nonzero(pc.equal(owners, owner)))
+        for owner in sorted(present)
+    }

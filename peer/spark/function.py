@@ -1,8 +1,9 @@
-"""A Spark task's fn applied to one batch: segments in, a DataFrame through the fn, segments out.
+"""A Spark task's fn applied to one batch: a batch in, a DataFrame through the fn, Arrow out.
 
 The batch crosses into Spark as an Arrow table of the task's schema (declared in the catalog, or
-inferred from the first batch and kept, so every batch of a task has the same columns), the fn
-runs on Spark, and its result comes back through Arrow. The fn is ``fn(df)``, or
+fixed by the first batch and kept, so every batch of a task has the same columns; an Arrow batch
+needs no conversion), the fn runs on Spark, and its result comes back as one Arrow record batch,
+never as rows: what comes next takes Arrow (peer.runtime.columnar). The fn is ``fn(df)``, or
 ``fn(df, params)`` (a parameter named ``params``) to be told the task's params (a table to join
 with, say), so one fn serves jobs that differ only in their data. All of it runs in the group's
 Spark pool: ``submit`` returns a future the task's state machine polls, so a batch that takes
@@ -21,9 +22,9 @@ import pyarrow as pa
 from pyrsistent import thaw
 
 from peer.job.imports import resolve
-from peer.job.schema import SchemaError, parse
 from peer.job.spec import Task
-from peer.spark import schema as rows
+from peer.runtime.columnar import Batch, from_table
+from peer.spark.schema import BatchSchema
 from peer.spark.session import session, submit
 
 
@@ -32,31 +33,26 @@ class SparkFunction:
 
     def __init__(self, task: Task) -> None:
         self._task = task
-        fn = resolve(task.fn)
-        self._fn: Callable[[Any], Any] = (
-            functools.partial(fn, params=thaw(task.params)) if _takes_params(fn) else fn
-        )
-        self._schema: pa.Schema | None = (
-            None if task.schema is None else rows.arrow_schema(parse(task.schema))
-        )
+        self._fn = with_params(resolve(task.fn), task)
+        self._schema = BatchSchema(task.schema)
 
-    def submit(self, batch: list[dict[str, Any]]) -> Future[list[dict[str, Any]]]:
-        """The fn's output rows for ``batch``, computed in the Spark pool."""
+    def submit(self, batch: Batch) -> Future[pa.RecordBatch]:
+        """The fn's output for ``batch``, computed in the Spark pool."""
         return submit(self._apply, batch)
 
-    def _apply(self, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if self._schema is None:
-            self._schema = _inferred(batch)
-        try:
-            table = rows.to_table(batch, self._schema)
-        except SchemaError as e:
-            raise SchemaError(f"a segment does not fit the schema: {e}") from e
+    def _apply(self, batch: Batch) -> pa.RecordBatch:
+        table = pa.Table.from_batches([self._schema.batch(batch)])
         result = self._fn(session().createDataFrame(table))
         if not hasattr(result, "toArrow"):
             raise TypeError(
                 f"fn {self._task.fn!r} returned {type(result).__name__}, not a DataFrame"
             )
-        return rows.to_rows(result.toArrow())
+        return from_table(result.toArrow())
+
+
+def with_params(fn: Callable[..., Any], task: Task) -> Callable[[Any], Any]:
+    """``fn`` told the task's params when it has a parameter named ``params``."""
+    return functools.partial(fn, params=thaw(task.params)) if _takes_params(fn) else fn
 
 
 def _takes_params(fn: Callable[..., Any]) -> bool:
@@ -64,10 +60,3 @@ def _takes_params(fn: Callable[..., Any]) -> bool:
         return "params" in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
-
-
-def _inferred(batch: list[dict[str, Any]]) -> pa.Schema:
-    try:
-        return rows.infer(batch)
-    except SchemaError as e:
-        raise SchemaError(f"no schema declared and {e}") from e

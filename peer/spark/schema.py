@@ -1,11 +1,12 @@
-"""Rows as segments and as Arrow tables: the bridge every Spark batch crosses twice.
+"""Rows as segments and as Arrow tables: the bridge a batch of rows crosses into a Spark or Arrow
+task, and a Spark source's or task's Arrow crosses where something needs rows.
 
 A schema is declared in a catalog entry as a mapping of field to Spark type name (or as a Spark
 DDL string of flat fields, ``"user string, ts timestamp"``), or inferred from the first batch and
-kept. Segments travel between peers as msgpack, so a row's values there are plain: a timestamp is
-seconds since the epoch (a float, UTC) and a date is an ISO string; Arrow and Spark see the real
-types. A segment with a field the schema lacks, or a value of the wrong type, is an error naming
-the field: a batch never loses a field silently.
+kept (``BatchSchema``). Segments travel between peers as msgpack, so a row's values there are
+plain: a timestamp is seconds since the epoch (a float, UTC) and a date is an ISO string; Arrow
+and Spark see the real types. A segment with a field the schema lacks, or a value of the wrong
+type, is an error naming the field: a batch never loses a field silently.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from peer.job.schema import Schema, SchemaError
+from peer.job.schema import Schema, SchemaError, parse
+from peer.runtime.columnar import Batch, from_table, rows
 
 _ARROW = {
     "string": pa.string(),
@@ -118,16 +120,51 @@ def _refuse_floats(field: pa.Field, values: list[Any]) -> None:
 
 def to_rows(table: pa.Table) -> list[dict[str, Any]]:
     """The table's rows as plain segments (see the module's note on timestamps and dates)."""
-    columns = [_plain(f, column) for f, column in zip(table.schema, table.columns, strict=True)]
-    return pa.table(columns, names=table.schema.names).to_pylist()
+    return [row for batch in table.to_batches() for row in rows(batch)]
 
 
-def _plain(f: pa.Field, column: pa.ChunkedArray) -> pa.ChunkedArray:
-    if pa.types.is_timestamp(f.type):
-        micros = pc.cast(pc.cast(column, pa.timestamp("us", tz="UTC")), pa.int64())
-        return pc.divide(pc.cast(micros, pa.float64()), float(_MICROS))
-    if pa.types.is_date(f.type):
-        return pc.cast(column, pa.string())
-    if pa.types.is_decimal(f.type):
-        return pc.cast(column, pa.float64())
-    return column
+class BatchSchema:
+    """The schema a task's batches are given as Arrow: the declared one, or the first batch's
+    (inferred from its rows, or an Arrow batch's own), kept so every batch has its columns."""
+
+    def __init__(self, declared: object | None) -> None:
+        self.declared = None if declared is None else arrow_schema(parse(declared))
+        self.kept = self.declared
+
+    def batch(self, batch: Batch) -> pa.RecordBatch:
+        """``batch`` as Arrow: rows in the kept schema; an Arrow batch as it is, or in the
+        declared schema when there is one. A SchemaError names the field that does not fit."""
+        if isinstance(batch, pa.RecordBatch):
+            self.kept = self.kept or batch.schema
+            return batch if self.declared is None else conform(batch, self.declared)
+        if self.kept is None:
+            try:
+                self.kept = infer(batch)
+            except SchemaError as e:
+                raise SchemaError(f"no schema declared and {e}") from e
+        try:
+            return from_table(to_table(batch, self.kept))
+        except SchemaError as e:
+            raise SchemaError(f"a segment does not fit the schema: {e}") from e
+
+
+def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """An Arrow batch in ``schema``: its columns in the schema's order and types, a missing one
+    null; a column the schema lacks, or one that does not cast, is a SchemaError naming it."""
+    if batch.schema.equals(schema):
+        return batch
+    extra = [name for name in batch.schema.names if name not in schema.names]
+    if extra:
+        raise SchemaError(f"field {extra[0]!r} is not in the schema ({', '.join(schema.names)})")
+    columns = []
+    for f in schema:
+        index = batch.schema.get_field_index(f.name)
+        if index < 0:
+            columns.append(pa.nulls(batch.num_rows, f.type))
+            continue
+        try:
+            columns.append(pc.cast(batch.column(index), f.type))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            kind = batch.schema.field(index).type
+            raise SchemaError(f"field {f.name!r} holds {kind}, which is not {f.type}: {e}") from e
+    return pa.RecordBatch.from_arrays(columns, schema=schema)

@@ -7,8 +7,9 @@ time it is read: so a position is a file and a count of rows handed out of it, a
 only its own files. Spark reads a whole file at once, in the group's Spark pool
 (``peer.spark.session.submit``); ``poll`` never waits for it, returning ``[]`` while a file loads
 and then handing out its rows, while the next file loads behind it. So a slot holds at most two
-files' rows in memory, as Arrow, and turns only what it hands out into plain segments
-(``peer.spark.schema.to_rows``: timestamps become seconds, dates ISO strings, decimals floats).
+files' rows in memory, as Arrow, and hands them out as Arrow record batches, slices of what Spark
+read: whatever needs rows makes them (``peer.runtime.columnar.rows``: timestamps become seconds,
+dates ISO strings, decimals floats).
 
 ``input`` reads ``params.path`` (a file, directory or glob) or ``params.table`` (a catalog table
 of files), in ``params.format`` (parquet by default; orc, json, csv, text) with
@@ -54,7 +55,8 @@ from typing import TYPE_CHECKING, Any
 from peer.job.schema import SchemaError, parse
 from peer.job.spec import Task
 from peer.plugins import Epoch, PluginError, Recovery, error, natural, param
-from peer.spark.schema import arrow_schema, spark_ddl, to_rows
+from peer.runtime.columnar import Batch, concat, from_table
+from peer.spark.schema import arrow_schema, spark_ddl
 from peer.spark.session import session, submit
 
 if TYPE_CHECKING:
@@ -154,7 +156,7 @@ class SparkInput:
             self._splits.close()
             self._splits = None
 
-    def poll(self, limit: int) -> list[Any]:
+    def poll(self, limit: int) -> Batch:
         splits = self._ready()
         return [] if splits is None else splits.poll(limit)
 
@@ -222,7 +224,7 @@ class SparkStream:
         names, offset = ([], 0) if current is None else ([current[0]], current[1])
         self._splits = self._start(names, offset)
 
-    def poll(self, limit: int) -> list[Any]:
+    def poll(self, limit: int) -> Batch:
         self._list()
         return self._splits.poll(limit)
 
@@ -304,17 +306,21 @@ class _Splits:
         self._table: pa.Table | None = None
         self._loads: dict[str, Future[tuple[StructType, pa.Table]]] = {}
 
-    def poll(self, limit: int) -> list[dict[str, Any]]:
-        """Up to ``limit`` rows from the loaded files, going on to the next file if it is ready."""
-        rows: list[dict[str, Any]] = []
-        while self.names and len(rows) < limit and (table := self._loaded()) is not None:
-            part = table.slice(self.offset, limit - len(rows))
-            rows += to_rows(part)
+    def poll(self, limit: int) -> Batch:
+        """Up to ``limit`` rows from the loaded files, going on to the next file if it is ready:
+        one record batch, or ``[]`` for none yet."""
+        parts: list[pa.RecordBatch] = []
+        count = 0
+        while self.names and count < limit and (table := self._loaded()) is not None:
+            part = from_table(table.slice(self.offset, limit - count))
+            if part.num_rows:
+                parts.append(part)
+            count += part.num_rows
             self.offset += part.num_rows
             if self.offset >= table.num_rows:
                 self._finish()
         self._load_ahead()
-        return rows
+        return concat(parts)
 
     def add(self, names: Iterable[str]) -> None:
         """Queue newly listed files in name order, behind the one being handed out."""

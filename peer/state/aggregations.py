@@ -160,6 +160,16 @@ BUILT_INS: dict[str, Aggregation] = {
 }
 
 
+def fields_read(window: Window) -> list[str] | None:
+    """The fields of a segment the window's aggregation reads; None when it may read any (it
+    keeps whole segments, or it is the user's)."""
+    if window.aggregation == "count":
+        return []
+    if window.aggregation in ("sum", "min", "max", "average"):
+        return [window.field]
+    return None
+
+
 def aggregation(window: Window) -> Aggregation:
     """The built-in ``window.aggregation`` names, or the object its dotted path names."""
     built_in = BUILT_INS.get(window.aggregation)

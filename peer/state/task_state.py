@@ -7,6 +7,10 @@ returns the segments its triggers emitted, to be sent on like any other output. 
 a clock or does I/O, and nothing iterates a set: the same calls give the same segments and the
 same state on every peer.
 
+An Arrow batch is taken as rows of only the columns the windows read: the group key's fields
+(all of them for a key fn), each window's time field and aggregated field (every field for an
+aggregation that takes whole segments, such as collect, or for a punctuation trigger).
+
 Keys are held under their canonical JSON, the text ``peer.runtime.routing`` hashes, so a key made
 of several fields (a list) works, and a key reads the same after a snapshot has turned its tuples
 into lists.
@@ -36,7 +40,8 @@ from typing import Any
 
 from peer.job.spec import Job, Trigger, Window
 from peer.log.limits import cut
-from peer.state.aggregations import aggregation
+from peer.runtime.columnar import Batch, FieldKey, rows, select
+from peer.state.aggregations import aggregation, fields_read
 from peer.state.triggers import Armed, arm
 from peer.state.windows import Extent, absorb, extents
 
@@ -237,10 +242,14 @@ class TaskState:
         """The highest watermark seen: event times below it are late."""
         self.late = 0
         """Segments dropped as late, once per window they missed."""
+        self.reads = _fields_read(key_of, self.windows)
+        """The fields the windows read of a segment; None for all of them."""
 
-    def apply(self, segments: list[Any], now: float) -> list[Any]:
+    def apply(self, segments: Batch, now: float) -> list[Any]:
         """Take ``segments`` into every window; segment and punctuation triggers fire as they
         go, then timer triggers that are due (as ``tick``)."""
+        if not isinstance(segments, list):
+            segments = rows(segments if self.reads is None else select(segments, self.reads))
         out: list[Any] = []
         for segment in segments:
             key = None if self.key_of is None else self.key_of(segment)
@@ -282,3 +291,21 @@ class TaskState:
             self.mark = max(self.mark, snapshot["watermark"])
             for window in self.windows:
                 window.restore(snapshot["windows"][window.window.id], keep)
+
+
+def _fields_read(
+    key_of: Callable[[Any], Any] | None, windows: list[WindowState]
+) -> list[str] | None:
+    """What the key and every window read of a segment, in order; None when one of them may
+    read any field."""
+    if key_of is not None and not isinstance(key_of, FieldKey):
+        return None
+    reads = list(key_of.names) if key_of is not None else []
+    for window in windows:
+        if window.window.type != "global":
+            reads.append(window.window.key)
+        needed = fields_read(window.window)
+        if needed is None or any(t.spec.on == "punctuation" for t in window.triggers):
+            return None
+        reads += needed
+    return list(dict.fromkeys(reads))

@@ -26,6 +26,7 @@ from peer.cluster.local import LocalCluster
 from peer.job.load import from_dict
 from peer.job.spec import Task
 from peer.plugins import Epoch, PluginError, Recovery, load
+from peer.runtime.columnar import rows as rows_of
 
 pytestmark = pytest.mark.integration
 
@@ -126,7 +127,7 @@ def take(plugin: Any, count: int, limit: int = 4) -> list[dict[str, Any]]:
     deadline = time.monotonic() + DEADLINE
     while len(rows) < count:
         assert time.monotonic() < deadline, f"{len(rows)} of {count} rows in {DEADLINE} s"
-        batch = plugin.poll(min(limit, count - len(rows)))
+        batch = polled(plugin.poll(min(limit, count - len(rows))))
         rows += batch
         if not batch:
             time.sleep(0.01)
@@ -139,12 +140,18 @@ def drain(plugin: Any, limit: int = 4) -> list[dict[str, Any]]:
     deadline = time.monotonic() + DEADLINE
     while not plugin.completed():
         assert time.monotonic() < deadline, f"not completed in {DEADLINE} s, {len(rows)} rows"
-        batch = plugin.poll(limit)
+        batch = polled(plugin.poll(limit))
         rows += batch
         if not batch:
             time.sleep(0.01)
     assert plugin.poll(limit) == []
     return rows
+
+
+def polled(batch: Any) -> list[dict[str, Any]]:
+    """The rows of what a poll gave: a record batch, or ``[]`` while nothing is ready."""
+    assert isinstance(batch, pa.RecordBatch) or batch == [], batch
+    return rows_of(batch)
 
 
 def failure(plugin: Any) -> str:

@@ -7,12 +7,14 @@ import json
 import logging
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from peer import api
 from peer.cluster.local import LocalCluster
 from peer.job.load import from_dict
 from peer.job.spec import Task
+from peer.runtime.columnar import rows as rows_of
 from peer.runtime.inbox import END, Watermark
 from tests.unit.runtime.test_task import World, run_until, runner
 
@@ -140,9 +142,25 @@ def test_batches_in_spark_at_once_go_on_in_order_each_with_its_own_watermark(spa
     for _, item in world.sent:
         if isinstance(item, Watermark):
             mark = item.value
-        elif isinstance(item, list):
-            rows += [s["n"] for s in item]
-            late += [s["n"] for s in item if s["n"] < mark]
+        elif isinstance(item, pa.RecordBatch):
+            rows += [s["n"] for s in rows_of(item)]
+            late += [s["n"] for s in rows_of(item) if s["n"] < mark]
     assert rows == list(range(120))
     assert late == []
     assert mark == 119
+
+
+def test_a_spark_task_takes_arrow_as_it_is_and_gives_arrow(spark):
+    """No rows either way: an Arrow batch goes into Spark in its own types, and the DataFrame
+    comes back as one record batch."""
+    world = World()
+    task = Task("clean", "function", fn="tests.integration.spark_fns:adults", engine="spark")
+    r = runner(task, world, upstream=[1])
+    people = pa.RecordBatch.from_pylist(PEOPLE[:40])
+    r.deliver(1, people)
+    r.deliver(1, END)
+    run_until(r, lambda: any(item == END for _, item in world.sent))
+    (batch,) = [item for _, item in world.sent if isinstance(item, pa.RecordBatch)]
+    assert batch.schema == people.schema
+    adults = [{**p, "name": p["name"].upper()} for p in PEOPLE[:40] if p["age"] >= 18]
+    assert batch.to_pylist() == adults

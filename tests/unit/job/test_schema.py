@@ -56,7 +56,15 @@ def test_a_job_keeps_its_schema_in_order_through_the_log():
 @pytest.mark.parametrize(
     ("task", "message"),
     [
-        ({"engine": "flink"}, "task 'clean': engine 'flink' is not one of 'python', 'spark'"),
+        (
+            {"engine": "flink"},
+            "job 'clicks': task 'clean': engine 'flink' is not one of 'python', 'arrow', 'spark'",
+        ),
+        ({"engine": "arrow", "schema": {"a": "map"}}, "task 'clean': schema field 'a' has type"),
+        (
+            {"engine": "arrow", "schema": "a string", "group_by_key": "b"},
+            "task 'clean': group_by_key 'b' is not a field of its schema",
+        ),
         ({"engine": "spark", "schema": {"a": "map"}}, "task 'clean': schema field 'a' has type"),
     ],
 )
@@ -65,9 +73,17 @@ def test_a_bad_engine_or_schema_is_refused_at_submit(task, message):
         from_dict(spark_job(**task))
 
 
-def test_spark_is_an_engine_for_function_tasks_only():
+@pytest.mark.parametrize("engine", ["spark", "arrow"])
+def test_spark_and_arrow_are_engines_for_function_tasks_only(engine):
     job = from_dict(spark_job())
-    source = Task(name="in", kind="input", plugin="peer.plugins.memory:input", engine="spark")
+    source = Task(name="in", kind="input", plugin="peer.plugins.memory:input", engine=engine)
     bad = job.__class__(job.workflow, (source, *job.catalog[1:]), id="clicks")
-    with pytest.raises(JobError, match="task 'in': engine spark is for function tasks"):
+    message = f"job 'clicks': task 'in': engine {engine} is for function tasks"
+    with pytest.raises(JobError, match=message):
         validate(bad)
+
+
+def test_an_arrow_task_with_a_schema_is_accepted_and_kept():
+    job = from_dict(spark_job(engine="arrow", schema="a string, n bigint", group_by_key="a"))
+    assert job.task("clean").engine == "arrow"
+    assert from_dict(job.to_dict()) == job
