@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from peer.job.spec import FlowCondition, Job, Task
 from peer.runtime.columnar import FieldKey, rows
+from peer.runtime.placement import place
 from peer.runtime.routing import Route, Router, conditions, routes
 from tests.unit.runtime.test_columnar import batches
 
@@ -77,7 +78,8 @@ def test_flow_conditions_keep_an_arrow_batch_as_arrow():
         flow_conditions=(FlowCondition("in", ("a",), f"{FNS}:is_long"),),
         id="j",
     )
-    router = Router(routes(job, "in", {"a": ("pa",), "b": ("pb",)}), conditions(job, "in"))
+    placement = place(job, 1, {"in": ("pi",), "a": ("pa",), "b": ("pb",)}, {}, {})
+    router = Router(routes(placement, "in"), conditions(placement, "in"))
     batch = pa.RecordBatch.from_pylist([{"word": "hello"}, {"word": "hi"}])
     out = router.split(batch)
     assert all(isinstance(part, pa.RecordBatch) for part in out.values())
@@ -97,6 +99,6 @@ def test_routes_read_group_by_keys_as_field_keys():
         ),
         id="j",
     )
-    (route,) = routes(job, "in", {"a": ("p",)})
+    (route,) = routes(place(job, 1, {"in": ("i",), "a": ("p",)}, {}, {}), "in")
     assert route.key == FieldKey(("x", "y"))
     assert route.key({"x": 1}) == [1, None]
