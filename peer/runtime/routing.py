@@ -147,7 +147,7 @@ class Router:
             if not chosen.num_rows:
                 continue
             if route.key is None:
-                out[route.peers[turn % len(route.peers)]] = chosen
+                out[route.in_turn(turn)] = chosen
             elif isinstance(route.key, FieldKey):
                 out.update(_by_key_columns(route.peers, route.key, chosen))
             else:

@@ -4,6 +4,7 @@ grouped segments, and every other job's batches, go where they went before."""
 
 from __future__ import annotations
 
+import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -47,6 +48,15 @@ def test_colocated_batches_take_turns_among_the_local_peers_when_there_are_any(g
     among = sorted(p for p, g in groups.items() if g == "g0") or sorted(groups)
     assert destinations(r, batches) == [among[i % len(among)] for i in range(batches)]
     assert r.peers() == sorted(groups)  # end and barriers still reach every peer
+
+
+@given(GROUPS, st.integers(1, 12))
+def test_colocated_arrow_batches_keep_to_the_local_peers_too(groups, batches):
+    arrow = Router(router(job("colocated"), groups).routes)
+    rows = router(job("colocated"), groups)
+    batch = pa.RecordBatch.from_pylist(BATCH)
+    for _ in range(batches):
+        assert list(arrow.split(batch)) == list(rows.split(BATCH))
 
 
 @given(GROUPS, st.integers(1, 12))
