@@ -1,27 +1,27 @@
 """Baselines for the data plane: the machine's own limit and the same job on Bytewax.
 
-The job is linear: an input of --segments small segments (``make_segment``), three function
-tasks that each change one field (``f1``: count + 1, ``f2``: word upper-cased, ``f3``: ts + 1.0)
-and an output that discards. bench/dataplane.py runs it through the engine and compares it with
-the two figures made here; it imports ``make_segment``, ``f1``, ``f2`` and ``f3`` from this
-module (a job names them as ``bench.baselines:f1`` and so on, with the repository root on
-sys.path), so every run applies the very same code.
+The workload is bench/workload.py's (its docstring says what the job does); every contender's
+input makes its segments as it is read, so making them is timed everywhere alike.
 
-- ``python_limit``: a plain Python loop over pre-encoded batches of --batch-size segments that
-  decodes each batch, applies f1, f2 and f3 to every segment and encodes the batch again: the
-  least work any engine that moves encoded batches between tasks must do, with no transport,
-  no scheduling and no recovery. Best of --repeat runs. The codec is msgpack's packb/unpackb
-  when msgpack is installed, else JSON. The same loop with no codec at all (the batches stay
-  Python lists) is printed too, as ``functions_only_segments_per_s``: the ceiling for an engine
-  that keeps segments in one process, as Bytewax does with one worker.
-- ``bytewax_rate``: the same job on Bytewax with its recovery enabled at --snapshot-interval
-  (see its docstring for the configuration), with --workers worker threads in this process.
-  Best of --repeat runs.
+- ``python_limit``: a plain Python loop over batches of --batch-size segments that makes each
+  batch (the input's work), encodes it, decodes it, applies f1, f2 and f3 to every segment and
+  encodes it again: the least work any engine that moves encoded batches from its input to its
+  functions and on to its output must do, with no transport, no scheduling and no recovery.
+  bench/dataplane.py passes the engine's own frame codec; alone, this script uses msgpack's
+  packb/unpackb. The same loop with no codec at all (the batches stay Python lists) is printed
+  too, as ``functions_only_segments_per_s``: the ceiling for one process.
+- ``bytewax_rate``: the job on Bytewax 0.21 in this process, one worker, recovery on at
+  --snapshot-interval; ``bytewax_cluster_rate``: the same in separate processes of one worker
+  each (bench/bytewax_process.py, one OS process per Bytewax process, over Bytewax's own TCP
+  between them), as ``python -m bytewax.testing -p N`` runs it. Either runs one of three flows:
+  ``rows`` (per-segment ``op.map`` steps of f1, f2, f3), ``arrow`` (each item one record batch of
+  --arrow-batch-size rows through arrow_f1, arrow_f2, arrow_f3: the best Bytewax can do with
+  the columnar computation), and ``paced`` (rows made at a steady rate, for latency).
 
 Run: .venv-bench/bin/python bench/baselines.py [--segments 200000] [--batch-size 100]
-     [--snapshot-interval 1.0] [--workers 1]
+     [--snapshot-interval 1.0] [--repeat 3]
 The last line of output is one JSON document holding every figure. Bytewax is a benchmark-only
-dependency: without it the Bytewax figure is null.
+dependency (wheels up to Python 3.12): without it the Bytewax figures are null.
 """
 
 from __future__ import annotations
@@ -29,103 +29,42 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # the engine's types, for the input plugin's hints only: the baselines run alone
-    from peer.plugins import Epoch, Recovery
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 
-Segment = dict[str, Any]
+from bench.workload import (  # noqa: E402
+    Segment,
+    arrow_f1,
+    arrow_f2,
+    arrow_f3,
+    expected,
+    f1,
+    f2,
+    f3,
+    make_record_batch,
+    make_segment,
+)
+
 Encode = Callable[[list[Segment]], bytes]
 Decode = Callable[[bytes], list[Segment]]
-
-
-def make_segment(i: int) -> Segment:
-    """The i-th input segment: four small fields."""
-    return {"id": i, "word": f"w{i % 1000}", "count": 0, "ts": 1700000000.0 + i}
-
-
-# The three functions are pure: each returns a new segment and leaves its argument as it was, as
-# a task's function must for a batch to be replayed after a failure.
-
-
-def f1(segment: Segment) -> Segment:
-    """count + 1."""
-    return {**segment, "count": segment["count"] + 1}
-
-
-def f2(segment: Segment) -> Segment:
-    """word upper-cased."""
-    return {**segment, "word": segment["word"].upper()}
-
-
-def f3(segment: Segment) -> Segment:
-    """ts + 1.0."""
-    return {**segment, "ts": segment["ts"] + 1.0}
-
-
-def expected(i: int) -> Segment:
-    """The i-th segment as the output must see it."""
-    return f3(f2(f1(make_segment(i))))
-
-
-class SegmentInput:
-    """The engine's input for this job: ``make_segment(i)`` for this slot's share of
-    ``params.count``, made as it is polled, as a generator source would."""
-
-    def __init__(self, count: int, slot: int, slots: int) -> None:
-        self.next, self.stop, self.step = slot, count, slots
-
-    def recover(self, recovery: Recovery) -> None:
-        if recovery.checkpoint is not None:
-            self.next = recovery.checkpoint
-
-    def poll(self, limit: int) -> list[Segment]:
-        end = min(self.next + limit * self.step, self.stop)
-        batch = [make_segment(i) for i in range(self.next, end, self.step)]
-        self.next += len(batch) * self.step
-        return batch
-
-    def checkpoint(self, epoch: Epoch) -> int:
-        return self.next
-
-    def completed(self) -> bool:
-        return self.next >= self.stop
-
-    def synced(self) -> bool:
-        return True
-
-    def committed(self, epoch: Epoch) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
-
-
-def segment_input(task: Any, slot: int, slots: int) -> SegmentInput:
-    """Plugin factory, named in jobs as ``bench.baselines:segment_input``."""
-    return SegmentInput(int(task.params["count"]), slot, slots)
+KINDS = ("rows", "arrow", "paced")
 
 
 def default_codec() -> tuple[str, Encode, Decode]:
-    """msgpack's packb/unpackb when msgpack is installed, else JSON as UTF-8 bytes."""
-    try:
-        import msgpack  # noqa: PLC0415
-    except ImportError:
-        return "json", _json_encode, _json_decode
+    """msgpack's packb/unpackb (a dependency of the engine)."""
+    import msgpack  # noqa: PLC0415
+
     return "msgpack", msgpack.packb, msgpack.unpackb
-
-
-def _json_encode(batch: list[Segment]) -> bytes:
-    return json.dumps(batch, separators=(",", ":")).encode()
-
-
-def _json_decode(blob: bytes) -> list[Segment]:
-    return json.loads(blob)
 
 
 def _same(batch: Any) -> Any:
@@ -134,25 +73,17 @@ def _same(batch: Any) -> Any:
 
 
 def python_limit(n: int, batch_size: int, encode: Encode, decode: Decode) -> float:
-    """Segments per second of a plain loop: decode a batch, f1, f2, f3 on each segment, encode.
-
-    The n segments are made and encoded into batches of batch_size before the clock starts;
-    the timed loop decodes each batch, applies the three functions to every segment and
-    encodes the batch again, keeping only the encoded size (the output discards). The first
-    and last segments are checked against ``expected`` after the clock stops.
-    """
+    """Segments per second of a plain loop: make a batch, encode and decode it, f1, f2, f3 on
+    each segment, encode it. The last segment is checked against ``expected`` after the clock
+    stops."""
     if n <= 0 or batch_size <= 0:
         raise ValueError("n and batch_size must be positive")
-    blobs = [
-        encode([make_segment(i) for i in range(start, min(start + batch_size, n))])
-        for start in range(0, n, batch_size)
-    ]
-    done = 0
-    size = 0
+    done = size = 0
     last: bytes = b""
     start = time.perf_counter()
-    for blob in blobs:
-        segments = [f3(f2(f1(segment))) for segment in decode(blob)]
+    for first in range(0, n, batch_size):
+        made = encode([make_segment(i) for i in range(first, min(first + batch_size, n))])
+        segments = [f3(f2(f1(segment))) for segment in decode(made)]
         done += len(segments)
         last = encode(segments)
         size += len(last)
@@ -162,122 +93,238 @@ def python_limit(n: int, batch_size: int, encode: Encode, decode: Decode) -> flo
     return n / elapsed
 
 
-def bytewax_rate(
-    n: int, snapshot_interval_s: float, workers: int = 1, input_batch_size: int = 1000
-) -> float:
-    """Segments per second of the same job on Bytewax with recovery enabled.
+# -- Bytewax --------------------------------------------------------------------------------------
 
-    Configuration, the best honest one found for this job on Bytewax 0.21:
 
-    - Recovery on: a fresh temporary recovery directory initialised with ``workers`` partitions
-      (``bytewax.recovery.init_db_dir``, what ``python -m bytewax.recovery DIR N`` does), a
-      ``RecoveryConfig(dir)`` with the default zero backup interval, and the epoch (snapshot)
-      interval ``epoch_interval=timedelta(seconds=snapshot_interval_s)`` passed to the runner,
-      which is how ``python -m bytewax.run -s`` sets it in 0.21. The directory is removed after.
-    - Input: a ``FixedPartitionedSource`` of ``workers`` partitions, each a contiguous share of
-      the ids, emitting ``input_batch_size`` segments per ``next_batch`` and snapshotting its
-      read position (so it resumes exactly). The segments are made with ``make_segment`` before
-      the clock starts, as python_limit encodes its batches beforehand; the source only slices.
-    - Three ``op.map`` steps applying f1, f2 and f3, the same functions as python_limit.
-    - Output: a ``DynamicSink`` (stateless, no routing between workers) whose partitions only
-      count the items and note when they last wrote; the total is checked to be n.
-    - ``bytewax.testing.run_main`` for one worker; ``cli_main(workers_per_process=workers)`` for
-      more, all threads of this process (they share one GIL).
+@dataclass
+class Tally:
+    """What one sink partition saw: rows, wall time of its first and last write, the last row,
+    and with latency on, the seconds from each row's ``created`` to its write."""
 
-    Wall time runs from just before the runner is called to the sink's last write.
-    """
-    if n <= 0 or workers <= 0 or input_batch_size <= 0:
-        raise ValueError("n, workers and input_batch_size must be positive")
+    rows: int = 0
+    first: float = 0.0
+    last: float = 0.0
+    last_row: Segment | None = None
+    latencies: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Seen:
+    """What a flow's partitions note as it runs: the wall time of each input partition's first
+    read, and one tally per sink partition."""
+
+    reads: list[float] = field(default_factory=list)
+    tallies: list[Tally] = field(default_factory=list)
+
+    def check(self, n: int, who: str) -> None:
+        """Every row arrived, and each sink partition's last one is right."""
+        total = sum(t.rows for t in self.tallies)
+        lasts = [t.last_row for t in self.tallies if t.last_row is not None]
+        if total != n or any(
+            {**row, "created": None} != {**expected(row["id"]), "created": None} for row in lasts
+        ):
+            raise AssertionError(f"{who} delivered {total} of {n} segments or got them wrong")
+
+    def rate(self) -> float:
+        """Rows per second from the first read of any input partition to the last write: the
+        cluster is formed by then, so Bytewax's start-up is left out."""
+        rows = sum(t.rows for t in self.tallies)
+        return rows / (max(t.last for t in self.tallies) - min(self.reads))
+
+
+def bytewax_flow(kind: str, n: int, parts: int, batch: int, rate: float = 0.0) -> tuple[Any, Seen]:
+    """A Bytewax dataflow of the workload and what its partitions will note.
+
+    Input: a ``FixedPartitionedSource`` of ``parts`` partitions, each a contiguous share of the
+    ids, made as read: ``batch`` segments per ``next_batch`` (``rows``, ``paced``), or one record
+    batch of ``batch`` rows (``arrow``); its snapshot is its read position, so it resumes exactly.
+    ``paced`` hands out only the rows due at ``rate`` per second since its first read, each
+    carrying when it was due in ``created``. Three ``op.map`` steps. Output: a ``DynamicSink``
+    (no routing between workers) whose partitions count rows and note the times."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
     import bytewax.operators as op  # noqa: PLC0415
-    from bytewax._bytewax import cli_main  # noqa: PLC0415
     from bytewax.dataflow import Dataflow  # noqa: PLC0415
     from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition  # noqa: PLC0415
     from bytewax.outputs import DynamicSink, StatelessSinkPartition  # noqa: PLC0415
-    from bytewax.recovery import RecoveryConfig, init_db_dir  # noqa: PLC0415
-    from bytewax.testing import run_main  # noqa: PLC0415
 
-    segments = [make_segment(i) for i in range(n)]
-    bounds = [(n * part // workers, n * (part + 1) // workers) for part in range(workers)]
+    bounds = [(n * part // parts, n * (part + 1) // parts) for part in range(parts)]
+    per_second = rate * (bounds[0][1] - bounds[0][0]) / n if kind == "paced" else 0.0
 
-    class SlicePartition(StatefulSourcePartition):
-        def __init__(self, end: int, resume: int) -> None:
-            self.position, self.end = resume, end
+    class Partition(StatefulSourcePartition):
+        def __init__(self, first: int, end: int, resume: int) -> None:
+            self.first, self.position, self.end, self.start = first, resume, end, 0.0
 
-        def next_batch(self) -> list[Segment]:
+        def next_batch(self) -> list[Any]:
             if self.position >= self.end:
                 raise StopIteration
-            stop = min(self.position + input_batch_size, self.end)
-            batch = segments[self.position : stop]
+            if not self.start:
+                self.start = time.time()
+                seen.reads.append(self.start)
+            stop = min(self.position + batch, self.end)
+            if kind == "paced":
+                now = time.time()
+                due = self.first + int((now - self.start) * per_second) + 1
+                stop = min(stop, due)
+            ids = range(self.position, stop)
             self.position = stop
-            return batch
+            if kind == "arrow":
+                return [make_record_batch(ids)]
+            if kind == "paced":
+                return [{**make_segment(i), "created": self._due(i)} for i in ids]
+            return [make_segment(i) for i in ids]
+
+        def _due(self, i: int) -> float:
+            return self.start + (i - self.first) / per_second
 
         def snapshot(self) -> int:
             return self.position
 
-    class SegmentSource(FixedPartitionedSource):
+    class Source(FixedPartitionedSource):
         def list_parts(self) -> list[str]:
-            return [f"part-{part}" for part in range(workers)]
+            return [f"part-{part}" for part in range(parts)]
 
         def build_part(self, step_id: str, for_part: str, resume_state: int | None):
             first, end = bounds[int(for_part.removeprefix("part-"))]
-            return SlicePartition(end, first if resume_state is None else resume_state)
+            return Partition(first, end, first if resume_state is None else resume_state)
 
-    tallies: list[list[Any]] = []  # one [count, time of last write, last segment] per worker
+    seen = Seen()
 
-    class CountingPartition(StatelessSinkPartition):
+    class Counting(StatelessSinkPartition):
         def __init__(self) -> None:
-            self.tally: list[Any] = [0, 0.0, None]
-            tallies.append(self.tally)
+            self.tally = Tally()
+            seen.tallies.append(self.tally)
 
-        def write_batch(self, items: list[Segment]) -> None:
-            if items:
-                self.tally[0] += len(items)
-                self.tally[1] = time.perf_counter()
-                self.tally[2] = items[-1]
+        def write_batch(self, items: list[Any]) -> None:
+            if not items:
+                return
+            now, tally = time.time(), self.tally
+            tally.first = tally.first or now
+            tally.last = now
+            if kind == "arrow":
+                tally.rows += sum(len(item) for item in items)
+                tally.last_row = items[-1].slice(len(items[-1]) - 1).to_pylist()[0]
+                return
+            tally.rows += len(items)
+            tally.last_row = items[-1]
+            if kind == "paced":
+                tally.latencies.extend(now - item["created"] for item in items)
 
-    class CountingSink(DynamicSink):
+    class Sink(DynamicSink):
         def build(self, step_id: str, worker_index: int, worker_count: int):
-            return CountingPartition()
+            return Counting()
 
-    flow = Dataflow("baseline")
-    stream = op.input("inp", flow, SegmentSource())
-    stream = op.map("f1", stream, f1)
-    stream = op.map("f2", stream, f2)
-    stream = op.map("f3", stream, f3)
-    op.output("out", stream, CountingSink())
+    fns = (arrow_f1, arrow_f2, arrow_f3) if kind == "arrow" else (f1, f2, f3)
+    flow = Dataflow(f"baseline-{kind}")
+    stream = op.input("inp", flow, Source())
+    for fn in fns:
+        stream = op.map(fn.__name__, stream, fn)
+    op.output("out", stream, Sink())
+    return flow, seen
 
+
+@dataclass(frozen=True)
+class BytewaxRun:
+    """A Bytewax run's rows per second (first read to last write, wall clock) and latencies."""
+
+    rate: float
+    latencies: list[float]
+
+
+def bytewax_rate(
+    n: int, snapshot_interval_s: float, kind: str = "rows", batch: int = 1000, rate: float = 0.0
+) -> BytewaxRun:
+    """The workload on Bytewax in this process, one worker, recovery on.
+
+    Recovery: a fresh recovery directory of one partition (``bytewax.recovery.init_db_dir``,
+    what ``python -m bytewax.recovery DIR 1`` does), ``RecoveryConfig(dir)`` with the default
+    zero backup interval, and the epoch (snapshot) interval passed to the runner, as
+    ``python -m bytewax.run -s`` sets it in 0.21. Timed as ``Seen.rate`` says."""
+    from bytewax.recovery import RecoveryConfig, init_db_dir  # noqa: PLC0415
+    from bytewax.testing import run_main  # noqa: PLC0415
+
+    flow, seen = bytewax_flow(kind, n, 1, batch, rate)
     directory = Path(tempfile.mkdtemp(prefix="bytewax-recovery-"))
     try:
-        init_db_dir(directory, workers)
-        recovery = RecoveryConfig(directory)
-        interval = timedelta(seconds=snapshot_interval_s)
-        start = time.perf_counter()
-        if workers == 1:
-            run_main(flow, epoch_interval=interval, recovery_config=recovery)
-        else:
-            cli_main(
-                flow, workers_per_process=workers, epoch_interval=interval, recovery_config=recovery
-            )
+        init_db_dir(directory, 1)
+        run_main(
+            flow,
+            epoch_interval=timedelta(seconds=snapshot_interval_s),
+            recovery_config=RecoveryConfig(directory),
+        )
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    total = sum(tally[0] for tally in tallies)
-    lasts = {tally[2]["id"]: tally[2] for tally in tallies if tally[2] is not None}
-    if total != n or any(segment != expected(i) for i, segment in lasts.items()):
-        raise AssertionError(f"bytewax delivered {total} of {n} segments or got them wrong")
-    return n / (max(tally[1] for tally in tallies) - start)
+    seen.check(n, f"bytewax ({kind})")
+    return BytewaxRun(seen.rate(), [s for t in seen.tallies for s in t.latencies])
 
 
-def _best(run: Callable[[], float], repeat: int) -> float:
-    return max(run() for _ in range(repeat))
+def bytewax_cluster_rate(
+    n: int, snapshot_interval_s: float, kind: str = "rows", batch: int = 1000, processes: int = 2
+) -> float:
+    """Rows per second of the workload on ``processes`` Bytewax processes of one worker each
+    (bench/bytewax_process.py, as ``python -m bytewax.testing -p`` would start them), recovery
+    on with a shared recovery directory of one partition per process, timed as ``Seen.rate``
+    says across the processes (their wall clocks are this machine's)."""
+    from bytewax.recovery import init_db_dir  # noqa: PLC0415
+
+    from tests.support import free_port  # noqa: PLC0415
+
+    addresses = ";".join(f"localhost:{free_port()}" for _ in range(processes))
+    directory = Path(tempfile.mkdtemp(prefix="bytewax-recovery-"))
+    children = []
+    try:
+        init_db_dir(directory, processes)
+        for index in range(processes):
+            command = [sys.executable, str(REPO / "bench" / "bytewax_process.py"),
+                       "--process-id", str(index), "--addresses", addresses, "--kind", kind,
+                       "--segments", str(n), "--batch", str(batch), "--recovery", str(directory),
+                       "--snapshot-interval", str(snapshot_interval_s)]  # fmt: skip
+            children.append(
+                subprocess.Popen(
+                    command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO
+                )
+            )
+        for child in children:
+            if child.stdout.readline().strip() != "ready":
+                raise RuntimeError("a Bytewax process did not get ready")
+        for child in children:
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        for child in children:
+            child.stdin.close()
+        # Bytewax prints its connection retries on stdout too: the report is the last line.
+        reports = [json.loads(child.stdout.read().splitlines()[-1]) for child in children]
+        for child in children:
+            child.wait(60)
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+        shutil.rmtree(directory, ignore_errors=True)
+    if any(child.returncode for child in children):
+        raise RuntimeError(f"a Bytewax process exited {[c.returncode for c in children]}")
+    seen = Seen(
+        [read for r in reports for read in r["reads"]],
+        [Tally(**t) for r in reports for t in r["tallies"]],
+    )
+    seen.check(n, f"bytewax in {processes} processes ({kind})")
+    return seen.rate()
 
 
-def _bytewax_version() -> str | None:
+def bytewax_version() -> str | None:
     try:
         from importlib.metadata import version  # noqa: PLC0415
 
         return version("bytewax")
     except Exception:
         return None
+
+
+# -- alone ----------------------------------------------------------------------------------------
+
+
+def _best(run: Callable[[], float], repeat: int) -> float:
+    return max(run() for _ in range(repeat))
 
 
 def _rows(figures: dict[str, Any]) -> Iterator[str]:
@@ -298,23 +345,21 @@ def main() -> None:
     parser.add_argument("--segments", type=int, default=200_000)
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--snapshot-interval", type=float, default=1.0)
-    parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     codec, encode, decode = default_codec()
     n = args.segments
     limit = _best(lambda: python_limit(n, args.batch_size, encode, decode), args.repeat)
     bare = _best(lambda: python_limit(n, args.batch_size, _same, _same), args.repeat)
-    version = _bytewax_version()
+    version = bytewax_version()
     rate = None
     if version is not None:
-        rate = _best(lambda: bytewax_rate(n, args.snapshot_interval, args.workers), args.repeat)
+        rate = _best(lambda: bytewax_rate(n, args.snapshot_interval).rate, args.repeat)
     figures: dict[str, Any] = {
         "segments": n,
         "batch_size": args.batch_size,
         "codec": codec,
         "bytewax_version": version,
-        "workers": args.workers,
         "snapshot_interval_s": args.snapshot_interval,
         "functions_only_segments_per_s": round(bare),
         "limit_segments_per_s": round(limit),
@@ -329,8 +374,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-
-
-def sample(segment: Segment) -> Segment | None:
-    """Every 1000th segment: keeps an output small while the job still does all the work."""
-    return segment if segment["id"] % 1000 == 0 else None

@@ -72,7 +72,7 @@ def sampled_job(segments: int, out: Path) -> dict[str, Any]:
     doc["catalog"] = [
         doc["catalog"][0],
         doc["catalog"][1],
-        {"name": "sample", "kind": "function", "fn": "bench.baselines:sample", "n_peers": 1},
+        {"name": "sample", "kind": "function", "fn": "bench.workload:sample", "n_peers": 1},
         {"name": "write", "kind": "output", "plugin": "peer.plugins.jsonl:exactly_once_output",
          "params": {"path": str(out)}, "n_peers": 1},
     ]  # fmt: skip

@@ -1,25 +1,45 @@
-"""Segments per second through the engine, against the machine's limit and against Bytewax.
+"""Segments per second and latency through the engine, against Bytewax and the machine's limit.
 
-The job is linear: an input of --segments small segments, three function tasks that each change
-one field, and an output that discards (bench/baselines.py holds the code every run shares).
-It runs three ways in one invocation:
+The workload is bench/workload.py's: an input of small segments, three functions that each
+change one field, an output that discards; and the same computation as Arrow fns on record
+batches. Every contender's input makes its segments as it is read (none is made beforehand), so
+making them is timed alike everywhere. Checkpoints are on everywhere at --snapshot-interval:
+the engine's barrier period, Bytewax's epoch interval with its recovery on. Each figure is
+printed with its unit next to the same run's baseline; throughputs are best of --repeat.
 
-- one process: a local cluster of one peer group with one virtual peer per task, on the
-  embedded log; segments move between tasks in memory;
-- two processes: two `onyx peer start` processes on a real ZooKeeper (Debian's, started here on
-  a free port), each with its own embedded media driver and an Aeron MTU of 8192 bytes (the
-  two are on one machine, so loopback's MTU applies); the tasks are pinned by tags so that every
-  edge of the workflow crosses between the processes over Aeron UDP;
-- the baselines of the same run: the plain Python loop that decodes, applies the functions and
-  encodes the same batches (the limit), and Bytewax with recovery at the same snapshot interval
-  (when the `bench` extra is installed).
+- one process: a local cluster of one peer group, segments between tasks in memory, against
+  Bytewax 0.21 with one worker in this process (``one_process_ratio_to_bytewax``). The engine's
+  share of time that is neither making the input nor the functions is
+  ``one_process_runtime_share`` (1 - engine / ``functions_only``, the same work in a bare loop).
+- two processes: two `onyx peer start` processes on a real ZooKeeper (started here), each with
+  its embedded media driver, 5 virtual peers and an Aeron MTU of 8192 bytes (loopback's):
+  - colocated: the job with ``task_scheduler: colocated`` and 2 peers per task, so each process
+    runs a whole pipeline and batches never cross; against Bytewax in two processes of one
+    worker each (``two_process_colocated_ratio_to_bytewax_2p``) and the engine in one process
+    (``two_process_colocated_ratio_to_one_process``);
+  - crossing: the tasks pinned by tags to alternate processes, so every edge crosses over Aeron
+    UDP, against the limit loop (bench/baselines.py ``python_limit``) with the engine's own frame
+    codec (``two_process_ratio_to_limit``).
+- Arrow: the job with ``engine: arrow`` fns on record batches of --arrow-batch-size rows, in
+  one process and colocated in two, against Bytewax's per-segment maps (``arrow_ratio_to_bytewax``)
+  and against Bytewax carrying the same record batches through the same pyarrow fns
+  (``arrow_ratio_to_bytewax_arrow``), each with as many processes. An engine that refuses
+  ``engine: arrow`` at submit gets null engine figures and a note.
+- latency: the job in one process and Bytewax with one worker, each fed at the same steady rate,
+  half the engine's one-process throughput of this run (or --latency-rate), for
+  --latency-seconds; p50 and p99 of the time from each segment's due time (when the input was
+  to make it) to its write by the output.
 
-The engine's figures are end to end: from the submit-job entry to the job's completion read
-back from the log, best of --repeat runs. The body codec figures of bench/codec.py are printed
-too, since they decided the wire format.
+The engine's throughputs are end to end: from the submit-job entry to the job's completion read
+back from the log. Bytewax's run from its first input read to its last output write, so its
+start-up and the forming of its cluster are left out (generous to Bytewax).
 
-Run: .venv-bench/bin/python bench/dataplane.py [--segments 200000] [--batch-size 100] [--repeat 3]
-The last line of output is one JSON document holding every figure.
+Run: .venv-bench/bin/python bench/dataplane.py [--segments 1000000] [--batch-size 100]
+     [--arrow-segments 2000000] [--arrow-batch-size 10000] [--snapshot-interval 1.0]
+     [--latency-seconds 10] [--latency-rate R] [--repeat 3] [--quick]
+``--quick`` is --segments 100000 --arrow-segments 1000000 --latency-seconds 3 --repeat 1.
+Without Bytewax (Python 3.13: no wheels) its figures and ratios are null. The last line of output
+is one JSON document holding every figure.
 """
 
 from __future__ import annotations
@@ -29,81 +49,121 @@ import contextlib
 import itertools
 import json
 import logging
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-
-from bench import baselines, codec  # noqa: E402
+from bench import baselines, workload  # noqa: E402
 from peer import api  # noqa: E402
 from peer.cluster.local import LocalCluster  # noqa: E402
+from peer.job.spec import JobError  # noqa: E402
 from peer.log.store import LogStore  # noqa: E402
 from peer.messaging.frame import Header, MessageType, decode, encode  # noqa: E402
 from tests.support import ZooKeeperServer, wait_for  # noqa: E402
 
 TASKS = ("read", "f1", "f2", "f3", "write")
+VPEERS = len(TASKS)
+"""Virtual peers per group: a whole pipeline."""
 
 
-def job(segments: int, batch_size: int, tags: bool) -> dict[str, Any]:
-    """With ``tags``, tasks alternate between peers tagged a and b, so each edge crosses."""
+def job(
+    segments: int,
+    batch_size: int,
+    tags: bool,
+    *,
+    colocated: bool = False,
+    arrow: bool = False,
+    barrier_period: float | None = 1.0,
+) -> dict[str, Any]:
+    """The workload as a job. With ``tags``, tasks alternate between peers tagged a and b, so
+    each edge crosses; ``colocated`` runs a whole pipeline in each of two groups; ``arrow`` makes
+    the input record batches and the fns Arrow ones."""
+    source = "arrow_input" if arrow else "segment_input"
+    prefix = "arrow_" if arrow else ""
+    fns = [{"name": f, "kind": "function", "fn": f"bench.workload:{prefix}{f}"} for f in TASKS[1:4]]
+    if arrow:
+        for fn in fns:
+            fn["engine"] = "arrow"
     catalog = [
-        {"name": "read", "kind": "input", "plugin": "bench.baselines:segment_input",
+        {"name": "read", "kind": "input", "plugin": f"bench.workload:{source}",
          "params": {"count": segments}},
-        *({"name": f, "kind": "function", "fn": f"bench.baselines:{f}"} for f in TASKS[1:4]),
+        *fns,
         {"name": "write", "kind": "output", "plugin": "peer.plugins.null:output"},
     ]  # fmt: skip
     for i, task in enumerate(catalog):
-        task.update(n_peers=1, batch_size=batch_size)
+        task.update(n_peers=2 if colocated else 1, batch_size=batch_size)
         if tags:
             task["required_tags"] = ["a" if i % 2 == 0 else "b"]
-    return {"workflow": [list(e) for e in itertools.pairwise(TASKS)], "catalog": catalog}
+    doc = {
+        "workflow": [list(e) for e in itertools.pairwise(TASKS)],
+        "catalog": catalog,
+        "barrier_period": barrier_period,
+    }
+    if colocated:
+        doc["task_scheduler"] = "colocated"
+    return doc
+
+
+def paced_job(count: int, rate: float, batch_size: int, run: str, period: float) -> dict[str, Any]:
+    """The workload fed at ``rate`` segments per second into the latency output."""
+    doc = job(count, batch_size, tags=False, barrier_period=period)
+    doc["catalog"][0].update(
+        plugin="bench.workload:paced_input", params={"count": count, "rate": rate}
+    )
+    doc["catalog"][-1].update(plugin="bench.workload:latency_output", params={"run": run})
+    return doc
 
 
 def timed_run(store: LogStore, doc: dict[str, Any], segments: int) -> float:
     start = time.perf_counter()
     job_id = api.submit(store, doc)
-    final = api.wait(store, job_id, timeout=600)
+    final = api.wait(store, job_id, timeout=900)
     elapsed = time.perf_counter() - start
     if final.state != "completed":
         raise RuntimeError(f"the benchmark job ended {final.state}")
     return segments / elapsed
 
 
-def one_process(segments: int, batch_size: int, repeat: int) -> float:
-    cluster = LocalCluster(1, len(TASKS))
-    cluster.start()
+def best(store: LogStore, doc: dict[str, Any], segments: int, repeat: int) -> float:
+    return max(timed_run(store, doc, segments) for _ in range(repeat))
+
+
+def arrow_best(store: LogStore, doc: dict[str, Any], segments: int, repeat: int) -> float | None:
+    """``best``, or None with a note when the engine refuses ``engine: arrow``."""
     try:
-        cluster.await_ring(30)
-        doc = job(segments, batch_size, tags=False)
-        return max(timed_run(cluster.reader, doc, segments) for _ in range(repeat))
-    finally:
-        cluster.stop()
+        return best(store, doc, segments, repeat)
+    except JobError as e:
+        print(f"note: the engine refused the Arrow job, so its Arrow figures are null: {e}")
+        return None
 
 
 @contextlib.contextmanager
-def peer_processes(logs: Path, tags: Sequence[str]) -> Iterator[tuple[LogStore, list]]:
-    """A ZooKeeper server and one `onyx peer start` of 3 peers per tag ("" for none); every
-    group's stderr goes to logs/peer-N.log, checkpoints to logs/checkpoints."""
+def peer_processes(
+    logs: Path, tags: Sequence[str], vpeers: int = 3
+) -> Iterator[tuple[LogStore, list]]:
+    """A ZooKeeper server and one `onyx peer start` of ``vpeers`` peers per tag ("" for none);
+    every group's stderr goes to logs/peer-N.log, checkpoints to logs/checkpoints."""
     server = ZooKeeperServer().start()
     processes = []
     try:
         for number, tag in enumerate(tags):
             command = [
                 sys.executable, "-m", "peer.cli", "peer", "start", "--zookeeper", server.address,
-                "--tenancy", "bench", "--vpeers", "3", "--tags", tag, "--mtu", "8192",
+                "--tenancy", "bench", "--vpeers", str(vpeers), "--tags", tag, "--mtu", "8192",
                 "--checkpoints", str(logs / "checkpoints"),
             ]  # fmt: skip
             log = (logs / f"peer-{number}.log").open("wb")
             processes.append(subprocess.Popen(command, cwd=REPO, stderr=log))
         store = api.connect(server.address, "bench", create=True)
-        count = 3 * len(tags)
+        count = vpeers * len(tags)
         wait_for(lambda: len(api.replica(store).peers) == count, 60, f"{count} peers")
         yield store, processes
         store.close()
@@ -116,56 +176,262 @@ def peer_processes(logs: Path, tags: Sequence[str]) -> Iterator[tuple[LogStore, 
         server.stop()
 
 
-def two_processes(segments: int, batch_size: int, repeat: int) -> float:
-    with (
-        tempfile.TemporaryDirectory() as logs,
-        peer_processes(Path(logs), ("a", "b")) as (store, _),
-    ):
-        doc = job(segments, batch_size, tags=True)
-        return max(timed_run(store, doc, segments) for _ in range(repeat))
-
-
-def frame_codec() -> tuple[Any, Any]:
+def frame_codec() -> tuple[Callable[[list[Any]], bytes], Callable[[bytes], list[Any]]]:
     """The engine's own wire format, header included, for the limit loop."""
     header = Header(MessageType.BATCH, 1, 1, 2, 0, 1)
     return (lambda batch: encode(header, batch)), (lambda blob: decode(blob)[1])
 
 
+def percentile(values: list[float], p: int) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[p - 1]
+
+
+class Run:
+    """One invocation's options and figures; each part adds its figures."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args, self.figures = args, {}
+        self.bytewax = baselines.bytewax_version() is not None
+        self.figures.update(
+            segments=args.segments,
+            batch_size=args.batch_size,
+            arrow_segments=args.arrow_segments,
+            arrow_batch_size=args.arrow_batch_size,
+            snapshot_interval_s=args.snapshot_interval,
+            repeat=args.repeat,
+            bytewax_version=baselines.bytewax_version(),
+        )
+
+    def repeat(self, run: Callable[[], float]) -> float:
+        return max(run() for _ in range(self.args.repeat))
+
+    def bytewax_rate(self, n: int, kind: str, batch: int, processes: int = 1) -> float | None:
+        if not self.bytewax:
+            return None
+        interval = self.args.snapshot_interval
+        if processes == 1:
+            return self.repeat(lambda: baselines.bytewax_rate(n, interval, kind, batch).rate)
+        return self.repeat(
+            lambda: baselines.bytewax_cluster_rate(n, interval, kind, batch, processes)
+        )
+
+    def limits(self) -> None:
+        a, f = self.args, self.figures
+        encode_batch, decode_batch = frame_codec()
+        f["limit_segments_per_s"] = self.repeat(
+            lambda: baselines.python_limit(a.segments, a.batch_size, encode_batch, decode_batch)
+        )
+        same = baselines._same
+        f["functions_only_segments_per_s"] = self.repeat(
+            lambda: baselines.python_limit(a.segments, a.batch_size, same, same)
+        )
+
+    def one_process(self, cluster: LocalCluster) -> None:
+        a, f = self.args, self.figures
+        period = a.snapshot_interval
+        rows = job(a.segments, a.batch_size, tags=False, barrier_period=period)
+        f["one_process_segments_per_s"] = best(cluster.reader, rows, a.segments, a.repeat)
+        f["bytewax_segments_per_s"] = self.bytewax_rate(a.segments, "rows", 1000)
+        arrow = job(
+            a.arrow_segments, a.arrow_batch_size, tags=False, arrow=True, barrier_period=period
+        )
+        f["one_process_arrow_segments_per_s"] = arrow_best(
+            cluster.reader, arrow, a.arrow_segments, a.repeat
+        )
+        f["bytewax_arrow_segments_per_s"] = self.bytewax_rate(
+            a.arrow_segments, "arrow", a.arrow_batch_size
+        )
+
+    def two_processes(self) -> None:
+        a, f = self.args, self.figures
+        period = a.snapshot_interval
+        with (
+            tempfile.TemporaryDirectory() as logs,
+            peer_processes(Path(logs), ("a", "b"), VPEERS) as (store, _),
+        ):
+            colocated = job(
+                a.segments, a.batch_size, tags=False, colocated=True, barrier_period=period
+            )
+            f["two_process_colocated_segments_per_s"] = best(store, colocated, a.segments, a.repeat)
+            crossing = job(a.segments, a.batch_size, tags=True, barrier_period=period)
+            f["two_process_segments_per_s"] = best(store, crossing, a.segments, a.repeat)
+            arrow = job(
+                a.arrow_segments,
+                a.arrow_batch_size,
+                tags=False,
+                colocated=True,
+                arrow=True,
+                barrier_period=period,
+            )
+            f["two_process_arrow_segments_per_s"] = arrow_best(
+                store, arrow, a.arrow_segments, a.repeat
+            )
+        f["bytewax_2p_segments_per_s"] = self.bytewax_rate(a.segments, "rows", 1000, 2)
+        f["bytewax_arrow_2p_segments_per_s"] = self.bytewax_rate(
+            a.arrow_segments, "arrow", a.arrow_batch_size, 2
+        )
+
+    def latency(self, cluster: LocalCluster) -> None:
+        a, f = self.args, self.figures
+        rate = a.latency_rate or f["one_process_segments_per_s"] / 2
+        count = max(int(rate * a.latency_seconds), 200)
+        f["latency_offered_segments_per_s"] = rate
+        f["latency_segments"] = count
+        doc = paced_job(count, rate, a.batch_size, "engine", a.snapshot_interval)
+        timed_run(cluster.reader, doc, count)
+        ours = workload.LATENCIES.pop("engine")
+        if len(ours) != count:
+            raise AssertionError(f"the latency job wrote {len(ours)} of {count} segments")
+        f["p50_latency_ms"] = percentile(ours, 50) * 1000
+        f["p99_latency_ms"] = percentile(ours, 99) * 1000
+        f["bytewax_p50_latency_ms"] = f["bytewax_p99_latency_ms"] = None
+        if self.bytewax:
+            theirs = baselines.bytewax_rate(
+                count, a.snapshot_interval, "paced", a.batch_size, rate
+            ).latencies
+            f["bytewax_p50_latency_ms"] = percentile(theirs, 50) * 1000
+            f["bytewax_p99_latency_ms"] = percentile(theirs, 99) * 1000
+
+    def ratios(self) -> None:
+        f = self.figures
+
+        def ratio(name: str, top: str, bottom: str) -> None:
+            up, down = f.get(top), f.get(bottom)
+            f[name] = None if up is None or down is None else round(up / down, 3)
+
+        ratio(
+            "one_process_ratio_to_bytewax", "one_process_segments_per_s", "bytewax_segments_per_s"
+        )
+        f["one_process_runtime_share"] = round(
+            1 - f["one_process_segments_per_s"] / f["functions_only_segments_per_s"], 3
+        )
+        ratio(
+            "two_process_colocated_ratio_to_bytewax_2p",
+            "two_process_colocated_segments_per_s",
+            "bytewax_2p_segments_per_s",
+        )
+        ratio(
+            "two_process_colocated_ratio_to_one_process",
+            "two_process_colocated_segments_per_s",
+            "one_process_segments_per_s",
+        )
+        ratio("two_process_ratio_to_limit", "two_process_segments_per_s", "limit_segments_per_s")
+        ratio(
+            "arrow_ratio_to_bytewax", "one_process_arrow_segments_per_s", "bytewax_segments_per_s"
+        )
+        ratio(
+            "arrow_ratio_to_bytewax_arrow",
+            "one_process_arrow_segments_per_s",
+            "bytewax_arrow_segments_per_s",
+        )
+        ratio(
+            "two_process_arrow_ratio_to_bytewax_2p",
+            "two_process_arrow_segments_per_s",
+            "bytewax_2p_segments_per_s",
+        )
+        ratio(
+            "two_process_arrow_ratio_to_bytewax_arrow_2p",
+            "two_process_arrow_segments_per_s",
+            "bytewax_arrow_2p_segments_per_s",
+        )
+        ratio("p99_latency_ratio_to_bytewax", "p99_latency_ms", "bytewax_p99_latency_ms")
+        for key, value in f.items():
+            if value is not None and key.endswith("segments_per_s"):
+                f[key] = round(value)
+            elif value is not None and key.endswith("_ms"):
+                f[key] = round(value, 3)
+
+
+LINES = (
+    ("one process", "one_process_segments_per_s", "bytewax_segments_per_s",
+     "one_process_ratio_to_bytewax"),
+    ("  runtime's share", "one_process_segments_per_s", "functions_only_segments_per_s",
+     "one_process_runtime_share"),
+    ("two processes, colocated", "two_process_colocated_segments_per_s",
+     "bytewax_2p_segments_per_s", "two_process_colocated_ratio_to_bytewax_2p"),
+    ("  against one process", "two_process_colocated_segments_per_s",
+     "one_process_segments_per_s", "two_process_colocated_ratio_to_one_process"),
+    ("two processes, every edge crossing", "two_process_segments_per_s", "limit_segments_per_s",
+     "two_process_ratio_to_limit"),
+    ("Arrow, one process", "one_process_arrow_segments_per_s", "bytewax_segments_per_s",
+     "arrow_ratio_to_bytewax"),
+    ("  against Bytewax on record batches", "one_process_arrow_segments_per_s",
+     "bytewax_arrow_segments_per_s", "arrow_ratio_to_bytewax_arrow"),
+    ("Arrow, two processes, colocated", "two_process_arrow_segments_per_s",
+     "bytewax_2p_segments_per_s", "two_process_arrow_ratio_to_bytewax_2p"),
+    ("  against Bytewax on record batches", "two_process_arrow_segments_per_s",
+     "bytewax_arrow_2p_segments_per_s", "two_process_arrow_ratio_to_bytewax_arrow_2p"),
+    ("latency p50", "p50_latency_ms", "bytewax_p50_latency_ms", None),
+    ("latency p99", "p99_latency_ms", "bytewax_p99_latency_ms", "p99_latency_ratio_to_bytewax"),
+)  # fmt: skip
+
+
+def shown(figures: dict[str, Any], key: str) -> str:
+    value = figures.get(key)
+    if value is None:
+        return f"{key} n/a"
+    if key.endswith("segments_per_s"):
+        return f"{key} {value:,} segments/s"
+    if key.endswith("_ms"):
+        return f"{key} {value} ms"
+    return f"{key} {value}"
+
+
+def report(figures: dict[str, Any]) -> None:
+    """Each figure with its unit, next to the same run's baseline and their ratio."""
+    print(
+        f"{figures['segments']:,} segments in batches of {figures['batch_size']} "
+        f"({figures['arrow_segments']:,} in record batches of {figures['arrow_batch_size']:,} "
+        f"for Arrow); checkpoints every {figures['snapshot_interval_s']} s; "
+        f"Bytewax {figures['bytewax_version'] or 'not installed'}"
+    )
+    for title, ours, theirs, ratio in LINES:
+        line = f"{title}: {shown(figures, ours)}; baseline: {shown(figures, theirs)}"
+        print(line + (f"; {ratio} = {figures.get(ratio)}" if ratio else ""))
+    print(
+        f"latency offered rate: {figures['latency_offered_segments_per_s']:,.0f} segments/s "
+        f"({figures['latency_segments']:,} segments)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--segments", type=int, default=200_000)
+    parser.add_argument("--segments", type=int, default=1_000_000)
     parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--arrow-segments", type=int, default=2_000_000)
+    parser.add_argument("--arrow-batch-size", type=int, default=10_000)
     parser.add_argument("--snapshot-interval", type=float, default=1.0)
+    parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--latency-rate", type=float, default=None)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
+    if args.quick:
+        args.segments, args.arrow_segments, args.latency_seconds, args.repeat = (
+            100_000, 1_000_000, 3.0, 1,
+        )  # fmt: skip
     logging.basicConfig(level=logging.ERROR)
-    n, size, repeat = args.segments, args.batch_size, args.repeat
-    encode_batch, decode_batch = frame_codec()
-    figures: dict[str, Any] = {"segments": n, "batch_size": size}
-    figures["limit_segments_per_s"] = round(
-        max(baselines.python_limit(n, size, encode_batch, decode_batch) for _ in range(repeat))
-    )
-    figures["one_process_segments_per_s"] = round(one_process(n, size, repeat))
-    figures["two_process_segments_per_s"] = round(two_processes(n, size, repeat))
-    bytewax = None
-    if baselines._bytewax_version() is not None:
-        bytewax = max(baselines.bytewax_rate(n, args.snapshot_interval) for _ in range(repeat))
-    figures["bytewax_segments_per_s"] = None if bytewax is None else round(bytewax)
-    figures["snapshot_interval_s"] = args.snapshot_interval
-    figures["two_process_ratio_to_limit"] = round(
-        figures["two_process_segments_per_s"] / figures["limit_segments_per_s"], 3
-    )
-    if bytewax is not None:
-        figures["two_process_ratio_to_bytewax"] = round(
-            figures["two_process_segments_per_s"] / bytewax, 3
+    began = time.perf_counter()
+    run = Run(args)
+    if not run.bytewax:
+        print(
+            "note: Bytewax is not installed here (wheels up to Python 3.12): its figures are "
+            "null; see bench/README.md"
         )
-    for name, rate in codec.measure(batches=500, repeat=repeat).items():
-        figures[f"codec_{name}_segments_per_s"] = round(rate)
-    for key, value in figures.items():
-        unit = " segments/s" if key.endswith("segments_per_s") else ""
-        unit = " s" if key.endswith("_s") and not unit else unit
-        print(f"{key}: {value:,}{unit}" if isinstance(value, int) else f"{key}: {value}{unit}")
-    print(json.dumps(figures, sort_keys=True))
+    run.limits()
+    cluster = LocalCluster(1, VPEERS)
+    cluster.start()
+    try:
+        cluster.await_ring(30)
+        run.one_process(cluster)
+        run.latency(cluster)
+    finally:
+        cluster.stop()
+    run.two_processes()
+    run.ratios()
+    run.figures["total_s"] = round(time.perf_counter() - began, 1)
+    report(run.figures)
+    print(json.dumps(run.figures, sort_keys=True))
 
 
 if __name__ == "__main__":

@@ -27,10 +27,25 @@ Streaming, and what a Spark task costs per batch.
    DataFrame fn, against the same batches through a plain Python identity fn applied per segment
    as a Python task does; mean seconds per batch over --batches batches after 2 warm-up batches.
 
+6. Latency from a file's arrival to its rows being queryable in a table. Files of --file-rows
+   rows (columns ``file``, ``row``) arrive in a watched directory one every --file-period
+   seconds, --latency-files of them, each written under a hidden name and renamed in whole (the
+   arrival time is the rename's). The engine: a job of the streaming Spark source
+   (``peer.spark.source:stream``, listing every --trigger seconds) into the exactly-once Parquet
+   table sink, with a barrier period of --trigger seconds (the sink publishes an epoch when it
+   commits). The baseline: a Structured Streaming query, ``readStream`` Parquet from the same kind
+   of directory into a Parquet table, ``trigger(processingTime=--trigger seconds)``. Each gets
+   its own directories and one warm-up file before the timed ones. A watcher polls each table's
+   directory every 20 ms and reads every new Parquet file outside ``_``/``.`` names; a file's
+   rows are queryable once all of them can be read there (for Spark's file sink that is as soon
+   as its part files are written, before its ``_spark_metadata`` commit: generous to Spark).
+   p50 and p99 in seconds, over the timed files.
+
 Both throughputs are best of --repeat. Spark writes warnings to stderr; they are harmless.
 
 Run: .venv/bin/python bench/spark_pipeline.py [--events 200000] [--master local[2]]
      [--shuffle-partitions 4] [--batch 1000] [--batches 20] [--repeat 2]
+     [--latency-files 30] [--file-rows 1000] [--file-period 0.5] [--trigger 1.0]
 The last line of output is one JSON document holding every figure.
 """
 
@@ -39,6 +54,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import statistics
 import sys
 import tempfile
@@ -50,6 +66,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -238,6 +255,135 @@ def batch_overhead(data: Path, size: int, count: int) -> tuple[float, float]:
     return mean_batch_seconds(through_spark, batches), mean_batch_seconds(through_python, batches)
 
 
+# -- latency from a file's arrival to its rows in the table --------------------------------------
+
+FILE_SCHEMA = {"file": "bigint", "row": "bigint"}
+POLL = 0.02
+"""Seconds between two looks at a table's directory."""
+
+
+def latency_job(incoming: Path, table: Path, trigger: float) -> dict[str, Any]:
+    """The watched directory ``incoming`` into the Parquet table ``table``."""
+    return {
+        "workflow": [["files", "table"]],
+        "catalog": [
+            {"name": "files", "kind": "input", "plugin": "peer.spark.source:stream",
+             "n_peers": 1, "batch_size": 10_000, "schema": FILE_SCHEMA,
+             "params": {"path": str(incoming), "format": "parquet", "interval": trigger}},
+            {"name": "table", "kind": "output", "plugin": "peer.spark.sink:output",
+             "n_peers": 1, "schema": FILE_SCHEMA, "params": {"path": str(table)}},
+        ],
+        "barrier_period": trigger,
+    }  # fmt: skip
+
+
+class TableWatch:
+    """The rows per ``file`` readable so far from a table's Parquet files."""
+
+    def __init__(self, table: Path) -> None:
+        self.table, self.read, self.rows = table, set(), {}
+
+    def look(self) -> None:
+        for path in self._files():
+            try:
+                column = pq.read_table(path, columns=["file"])["file"].to_pylist()
+            except Exception:  # still being written: read it next time
+                continue
+            self.read.add(path)
+            for number in column:
+                self.rows[number] = self.rows.get(number, 0) + 1
+
+    def _files(self) -> list[Path]:
+        found = []
+        for root, directories, files in os.walk(self.table):
+            directories[:] = [d for d in directories if not d.startswith(("_", "."))]
+            found += [Path(root) / f for f in files
+                      if f.endswith(".parquet") and not f.startswith(("_", "."))]  # fmt: skip
+        return [path for path in sorted(found) if path not in self.read]
+
+
+def arrive(incoming: Path, number: int, rows: int) -> float:
+    """Write file ``number`` under a hidden name, rename it in whole; the time it arrived."""
+    table = pa.table({"file": pa.array([number] * rows, pa.int64()),
+                      "row": pa.array(range(rows), pa.int64())})  # fmt: skip
+    hidden = incoming / f".{number:06d}.parquet"
+    pq.write_table(table, hidden)
+    os.rename(hidden, incoming / f"{number:06d}.parquet")
+    return time.time()
+
+
+def file_latencies(
+    incoming: Path, table: Path, files: int, rows: int, period: float
+) -> list[float]:
+    """Seconds from each timed file's arrival to all its rows being readable in ``table``: a
+    warm-up file (number 0) first, then files 1..files every ``period`` seconds."""
+    watch = TableWatch(table)
+    arrive(incoming, 0, rows)
+    deadline = time.monotonic() + 300
+    while watch.rows.get(0, 0) < rows:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the warm-up file never reached the table {table}")
+        time.sleep(POLL)
+        watch.look()
+    arrived, seen = {}, {}
+    due = time.monotonic()
+    deadline = due + files * period + 300
+    while len(seen) < files:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{files - len(seen)} files never reached the table {table}")
+        if len(arrived) < files and time.monotonic() >= due:
+            number = len(arrived) + 1
+            arrived[number] = arrive(incoming, number, rows)
+            due += period
+            continue
+        time.sleep(POLL)
+        watch.look()
+        now = time.time()
+        for number in arrived:
+            if number not in seen and watch.rows.get(number, 0) >= rows:
+                seen[number] = now
+    if any(watch.rows[number] != rows for number in seen):
+        raise AssertionError(f"a file's rows reached the table {table} more than once")
+    return [seen[number] - arrived[number] for number in sorted(arrived)]
+
+
+def engine_latencies(cluster: LocalCluster, tmp: Path, args: argparse.Namespace) -> list[float]:
+    incoming, table = tmp / "engine-incoming", tmp / "engine-table"
+    incoming.mkdir()
+    job_id = api.submit(cluster.reader, latency_job(incoming, table, args.trigger))
+    try:
+        return file_latencies(incoming, table, args.latency_files, args.file_rows,
+                              args.file_period)  # fmt: skip
+    finally:
+        api.kill(cluster.reader, job_id)
+
+
+def structured_streaming_latencies(tmp: Path, args: argparse.Namespace) -> list[float]:
+    incoming, table = tmp / "streaming-incoming", tmp / "streaming-table"
+    incoming.mkdir()
+    spark = spark_session.session()
+    query = (
+        spark.readStream.schema("file BIGINT, row BIGINT")
+        .parquet(str(incoming))
+        .writeStream.format("parquet")
+        .option("path", str(table))
+        .option("checkpointLocation", str(tmp / "streaming-checkpoint"))
+        .trigger(processingTime=f"{args.trigger} seconds")
+        .start()
+    )
+    try:
+        latencies = file_latencies(incoming, table, args.latency_files, args.file_rows,
+                                   args.file_period)  # fmt: skip
+        query.processAllAvailable()  # so that stopping interrupts no write
+        return latencies
+    finally:
+        query.stop()
+
+
+def quantile(values: list[float], p: int) -> float:
+    return round(statistics.quantiles(values, n=100, method="inclusive")[p - 1], 3)
+
+
 # -- the run --------------------------------------------------------------------------------------
 
 
@@ -272,6 +418,16 @@ def report(f: dict[str, Any]) -> None:
         f"{f['python_batch_s']} s per batch"
     )
     print(f"  Spark task overhead: {f['spark_task_overhead_s_per_batch']} s per batch")
+    print(
+        f"file to table ({f['latency_files']} files of {f['file_rows']} rows, one every "
+        f"{f['file_period_s']} s; listing, barrier and trigger every {f['trigger_s']} s): engine "
+        f"p50 {f['p50_file_to_table_s']} s, p99 {f['p99_file_to_table_s']} s"
+    )
+    print(
+        f"  baseline, same run: Structured Streaming, processing-time trigger: "
+        f"p50 {f['structured_streaming_p50_file_to_table_s']} s, "
+        f"p99 {f['structured_streaming_p99_file_to_table_s']} s"
+    )
     print(f"took {f['total_s']} s in all (throughputs best of {f['repeat']})")
 
 
@@ -283,6 +439,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--latency-files", type=int, default=30)
+    parser.add_argument("--file-rows", type=int, default=1000)
+    parser.add_argument("--file-period", type=float, default=0.5)
+    parser.add_argument("--trigger", type=float, default=1.0)
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     began = time.perf_counter()
@@ -305,6 +465,8 @@ def main() -> None:
                 out = Path(tmp) / f"structured-{run}"
                 theirs.append(structured_streaming_run(data, out, args.events))
             spark_batch, python_batch = batch_overhead(data, args.batch, args.batches)
+            ours_latency = engine_latencies(cluster, Path(tmp), args)
+            theirs_latency = structured_streaming_latencies(Path(tmp), args)
         finally:
             cluster.stop()
             spark_session.stop()
@@ -329,6 +491,14 @@ def main() -> None:
         "python_batch_s": round(python_batch, 7),
         "spark_task_overhead_s_per_batch": round(spark_batch - python_batch, 5),
         "repeat": args.repeat,
+        "latency_files": args.latency_files,
+        "file_rows": args.file_rows,
+        "file_period_s": args.file_period,
+        "trigger_s": args.trigger,
+        "p50_file_to_table_s": quantile(ours_latency, 50),
+        "p99_file_to_table_s": quantile(ours_latency, 99),
+        "structured_streaming_p50_file_to_table_s": quantile(theirs_latency, 50),
+        "structured_streaming_p99_file_to_table_s": quantile(theirs_latency, 99),
     }
     figures["total_s"] = round(time.perf_counter() - began, 1)
     report(figures)

@@ -292,7 +292,9 @@ class DataPlane:
 
         spec = job.task(task)
         router = (
-            Router(routes(placement, task), conditions(placement, task)) if routing else Router(())
+            Router(routes(placement, task, peer), conditions(placement, task))
+            if routing
+            else Router(())
         )
         return TaskContext(
             placement=placement,

@@ -3,7 +3,10 @@
 Every peer routes alike, so grouping holds across peers and across recoveries: a segment's
 group key is hashed with crc32 over its canonical JSON (never Python's ``hash``, which is salted
 per process) and the hash picks one of the downstream task's sorted peers. Ungrouped batches go
-whole to one peer, the next batch to the next peer, which keeps batches large.
+whole to one peer, the next batch to the next peer, which keeps batches large. A colocated job
+runs a whole pipeline in each peer group, so its ungrouped batches take turns only among the
+downstream peers in the sender's own group when it has any: they never leave the process.
+Grouped segments still go to their key's peer wherever it is, since a key has one owner.
 
 An Arrow batch stays Arrow: grouped by fields, only its key columns are read, each distinct key
 hashed once, and every row goes to the peer its row would (``peer.runtime.columnar.FieldKey``);
@@ -45,6 +48,14 @@ class Route:
     task: str
     peers: tuple[str, ...]
     key: Callable[[Segment], Any] | None = None
+    local: tuple[str, ...] = ()
+    """The peers ungrouped batches keep to (a colocated job's downstream peers in the sender's
+    group); empty: every peer takes its turn."""
+
+    def in_turn(self, turn: int) -> str:
+        """The peer that the sender's ``turn``-th ungrouped batch goes to."""
+        among = self.local or self.peers
+        return among[turn % len(among)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,17 +73,21 @@ def key_function(fields: str | tuple[str, ...] | None, fn: str | None) -> Any:
     return FieldKey(fields)
 
 
-def routes(placement: Placement, task: str) -> tuple[Route, ...]:
-    """One route per downstream task of ``task``, by name."""
+def routes(placement: Placement, task: str, sender: str | None = None) -> tuple[Route, ...]:
+    """One route per downstream task of ``task``, by name, as peer ``sender`` routes: a colocated
+    job's ungrouped routes keep to the peers of the sender's group."""
     job = placement.job
-    return tuple(
-        Route(
-            down.task,
-            down.peers,
-            key_function(job.task(down.task).group_by_key, job.task(down.task).group_by_fn),
-        )
-        for down in placement.downstream.get(task, ())
-    )
+    group = placement.groups.get(sender) if sender is not None else None
+    colocated = job.task_scheduler == "colocated" and group is not None
+    found = []
+    for down in placement.downstream.get(task, ()):
+        spec = job.task(down.task)
+        key = key_function(spec.group_by_key, spec.group_by_fn)
+        local = ()
+        if colocated and key is None:
+            local = tuple(p for p in down.peers if placement.groups.get(p) == group)
+        found.append(Route(down.task, down.peers, key, local))
+    return tuple(found)
 
 
 def conditions(placement: Placement, task: str) -> tuple[Condition, ...]:
@@ -111,7 +126,7 @@ class Router:
             if not chosen:
                 continue
             if route.key is None:
-                out.setdefault(route.peers[turn % len(route.peers)], []).extend(chosen)
+                out.setdefault(route.in_turn(turn), []).extend(chosen)
                 continue
             for segment in chosen:
                 peer = route.peers[key_hash(route.key(segment)) % len(route.peers)]
@@ -132,7 +147,7 @@ class Router:
             if not chosen.num_rows:
                 continue
             if route.key is None:
-                out[route.peers[turn % len(route.peers)]] = chosen
+                out[route.in_turn(turn)] = chosen
             elif isinstance(route.key, FieldKey):
                 out.update(_by_key_columns(route.peers, route.key, chosen))
             else:
