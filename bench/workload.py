@@ -22,7 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 if TYPE_CHECKING:  # the engine's types, for the plugins' hints only: Bytewax's runs import this
-    from peer.plugins import Epoch, Recovery
+    from peer.plugins import Recovery
+    from peer.runtime.checkpoints import Epoch
 
 Segment = dict[str, Any]
 BASE_TS = 1700000000.0

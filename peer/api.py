@@ -27,8 +27,7 @@ from peer.log.limits import MAX_ENTRY_BYTES
 from peer.log.replica import Replica
 from peer.log.store import LogStore, StoreError, store_origin_and_trim
 from peer.log.stores.zookeeper import ZooKeeperStore
-from peer.plugins import Epoch
-from peer.runtime.checkpoints import CheckpointStorage, Commits, Savepoint
+from peer.runtime.checkpoints import CheckpointStorage, Commits, Epoch, Savepoint
 
 
 def connect(

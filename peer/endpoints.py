@@ -33,8 +33,7 @@ from peer.cluster.readiness import readiness
 from peer.log.replica import Replica
 from peer.log.store import LogStore, StoreError
 from peer.metrics import GroupCollector, MetricsError
-from peer.plugins import Epoch
-from peer.runtime.checkpoints import CheckpointError
+from peer.runtime.checkpoints import CheckpointError, Epoch
 
 log = logging.getLogger(__name__)
 

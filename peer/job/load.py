@@ -30,6 +30,7 @@ from peer.job.validate import (
     validate,
     window_label,
 )
+from peer.job.values import is_int
 
 JOB_KEYS = frozenset(f.name for f in fields(Job))
 TASK_KEYS = frozenset(f.name for f in fields(Task))
@@ -158,7 +159,7 @@ def _task(outer: str, index: int, raw: Any) -> Task:
     )
     _check_keys(where, raw, TASK_KEYS, required=("name", "kind"))
     n_peers = raw.get("n_peers")
-    if isinstance(n_peers, int) and not isinstance(n_peers, bool):
+    if is_int(n_peers):
         check_n_peers(where, n_peers, raw.get("min_peers"), raw.get("max_peers"))
     return Task(**raw)
 

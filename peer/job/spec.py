@@ -24,7 +24,6 @@ ALL = "all"
 KINDS = ("input", "function", "output")
 ENGINES = ("python", "arrow", "spark")
 FLUX_POLICIES = ("kill", "continue", "recover")
-TASK_SCHEDULERS = ("balanced", "percentage", "colocated")
 HOOKS = ("before_task", "after_task", "before_batch", "after_batch")
 WINDOW_TYPES = ("fixed", "sliding", "global", "session")
 AGGREGATIONS = ("count", "sum", "min", "max", "average", "collect", "collect_by_key")

@@ -30,7 +30,6 @@ from peer.job.spec import (
     HOOKS,
     KINDS,
     REFINEMENTS,
-    TASK_SCHEDULERS,
     TRIGGER_ONS,
     WINDOW_TYPES,
     FlowCondition,
@@ -41,6 +40,8 @@ from peer.job.spec import (
     Trigger,
     Window,
 )
+from peer.job.values import is_int
+from peer.scheduling.demand import TASK_SCHEDULERS
 
 EXTENT_FIELDS = {
     "fixed": ("key", "range"),
@@ -126,16 +127,12 @@ def _one_of(where: str, name: str, value: object, allowed: tuple[str, ...]) -> N
         fail(where, f"{name} {value!r} is not one of {', '.join(map(repr, allowed))}")
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _is_number(value: object) -> bool:
-    return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
+    return is_int(value) or (isinstance(value, float) and math.isfinite(value))
 
 
 def _count(where: str, name: str, value: object, optional: bool = False) -> None:
-    if (value is None and optional) or (_is_int(value) and value >= 1):  # type: ignore[operator]
+    if (value is None and optional) or (is_int(value) and value >= 1):  # type: ignore[operator]
         return
     fail(where, f"{name} must be an int >= 1, got {value!r}")
 

@@ -24,26 +24,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from peer.job.imports import ImportPathError, resolve
 from peer.job.spec import Task
+from peer.job.values import is_int
+from peer.runtime.checkpoints import Epoch
 
 
 class PluginError(ValueError):
     """A plugin that cannot be loaded, or cannot go on; the message names the task and plugin."""
-
-
-class Epoch(NamedTuple):
-    """An epoch of a job, ordered as a tuple: every epoch of a later allocation comes after all
-    of an earlier one's."""
-
-    version: int
-    number: int
-
-    def describe(self) -> str:
-        """How messages name an epoch."""
-        return f"epoch {self.number} of allocation {self.version}"
 
 
 @dataclass(frozen=True)
@@ -134,7 +124,7 @@ def param(task: Task, name: str, what: str, ok: Callable[[Any], bool]) -> Any:
 
 def natural(value: object) -> bool:
     """An int >= 0 and not a bool: a count, an index or an offset."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return is_int(value) and value >= 0  # type: ignore[operator]
 
 
 def load(task: Task, slot: int, slots: int) -> Input | Output:

@@ -25,7 +25,8 @@ from typing import Any
 from pyrsistent import thaw
 
 from peer.job.spec import Task
-from peer.plugins import Epoch, Recovery, error, natural, param
+from peer.plugins import Recovery, error, natural, param
+from peer.runtime.checkpoints import Epoch
 
 
 def input(task: Task, slot: int, slots: int) -> MemoryInput:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from peer.job.spec import Task
-from peer.plugins import Epoch, Recovery, error, natural
+from peer.plugins import Recovery, error, natural
+from peer.runtime.checkpoints import Epoch
 
 
 def output(task: Task, slot: int, slots: int) -> NullOutput:

@@ -29,18 +29,30 @@ import uuid
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import fsspec
 
+from peer.job.values import is_int
 from peer.log.store import LogStore, path_component
-from peer.plugins import Epoch
 
 log = logging.getLogger(__name__)
 
 SUFFIX = ".snap"
 EPOCH_NAME = re.compile(r"^(\d{12,})-(\d{8,})$")
 FIELDS = ("committed", "owner", "slots")
+
+
+class Epoch(NamedTuple):
+    """An epoch of a job, ordered as a tuple: every epoch of a later allocation comes after all
+    of an earlier one's."""
+
+    version: int
+    number: int
+
+    def describe(self) -> str:
+        """How messages name an epoch."""
+        return f"epoch {self.number} of allocation {self.version}"
 
 
 class CheckpointError(RuntimeError):
@@ -111,9 +123,9 @@ class CommitRecord:
         committed, owner, slots = (doc[f] for f in FIELDS)
         if not (committed is None or _is_epoch(committed)):
             raise _undecodable(data, "committed is neither null nor [version, number]")
-        if not _is_int(owner):
+        if not is_int(owner):
             raise _undecodable(data, "owner is not an integer")
-        if not (isinstance(slots, dict) and all(_is_int(n) for n in slots.values())):
+        if not (isinstance(slots, dict) and all(is_int(n) for n in slots.values())):
             raise _undecodable(data, "slots is not an object of integers")
         history = doc.get("history", [])
         if not (isinstance(history, list) and all(_is_epoch(e) for e in history)):
@@ -136,19 +148,15 @@ def _decode_savepoints(data: bytes, raw: Any) -> dict[str, Savepoint]:
             isinstance(item, dict)
             and _is_epoch(item.get("epoch"))
             and isinstance(item.get("slots"), dict)
-            and all(_is_int(n) for n in item["slots"].values())
+            and all(is_int(n) for n in item["slots"].values())
         ):
             raise _undecodable(data, f"savepoint {name!r} is not an epoch with its slots")
         savepoints[name] = Savepoint(Epoch(*item["epoch"]), item["slots"])
     return savepoints
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _is_epoch(value: Any) -> bool:
-    return isinstance(value, list) and len(value) == 2 and all(_is_int(v) for v in value)
+    return isinstance(value, list) and len(value) == 2 and all(is_int(v) for v in value)
 
 
 def _undecodable(data: bytes, why: str) -> CheckpointError:

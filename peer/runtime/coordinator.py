@@ -32,8 +32,13 @@ from peer.job.spec import Job
 from peer.log.store import StoreError
 from peer.messaging.frame import MessageType
 from peer.metrics import CHECKPOINT_SECONDS
-from peer.plugins import Epoch
-from peer.runtime.checkpoints import CheckpointError, CheckpointStorage, CommitRecord, Commits
+from peer.runtime.checkpoints import (
+    CheckpointError,
+    CheckpointStorage,
+    CommitRecord,
+    Commits,
+    Epoch,
+)
 from peer.runtime.placement import Placement
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,6 @@ the evaluation. Tasks no condition names always receive.
 
 from __future__ import annotations
 
-import json
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ import pyarrow.compute as pc
 
 from peer.job.imports import resolve
 from peer.job.spec import ALL
+from peer.job.values import canonical
 from peer.runtime.columnar import Batch, FieldKey, rows, take
 from peer.runtime.placement import Placement
 
@@ -38,7 +38,9 @@ Segment = Any
 
 
 def key_hash(key: Any) -> int:
-    return zlib.crc32(json.dumps(key, sort_keys=True, separators=(",", ":")).encode())
+    """crc32 of the key's canonical text: the same on every peer, and the text window state
+    holds the key under."""
+    return zlib.crc32(canonical(key).encode())
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,9 +50,9 @@ import msgpack
 
 from peer.job.spec import Job, Task
 from peer.metrics import task_meters
-from peer.plugins import Epoch, Recovery, load
+from peer.plugins import Recovery, load
 from peer.runtime.apply import Apply, AsyncApply, apply_for, function
-from peer.runtime.checkpoints import CheckpointStorage
+from peer.runtime.checkpoints import CheckpointStorage, Epoch
 from peer.runtime.emit import Emitter, PluginEmitter, emitter_for
 from peer.runtime.hooks import Hooks, call, hooks_for
 from peer.runtime.inbox import END, Barrier, Watermark

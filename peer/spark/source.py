@@ -54,7 +54,8 @@ from typing import TYPE_CHECKING, Any
 
 from peer.job.schema import SchemaError, parse
 from peer.job.spec import Task
-from peer.plugins import Epoch, PluginError, Recovery, error, natural, param
+from peer.plugins import PluginError, Recovery, error, natural, param
+from peer.runtime.checkpoints import Epoch
 from peer.runtime.columnar import Batch, concat, from_table
 from peer.spark.schema import arrow_schema, spark_ddl
 from peer.spark.session import session, submit

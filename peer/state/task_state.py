@@ -32,13 +32,13 @@ fire and the extent's next segment starts it afresh (a session starts a new sess
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from peer.job.spec import Job, Trigger, Window
+from peer.job.values import canonical
 from peer.log.limits import cut
 from peer.runtime.columnar import Batch, FieldKey, rows, select
 from peer.state.aggregations import aggregation, fields_read
@@ -61,11 +61,6 @@ class Held:
 
     key: Any
     extents: dict[Extent, Slot]
-
-
-def canonical(key: Any) -> str:
-    """A key as the text its state is held under (and routing hashes)."""
-    return json.dumps(key, sort_keys=True, separators=(",", ":"))
 
 
 class WindowState:

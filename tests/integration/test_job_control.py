@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from peer import api
-from peer.plugins import Epoch
 from peer.plugins.jsonl import epoch_of
+from peer.runtime.checkpoints import Epoch
 from tests.support import REPO, assert_one_line_error, free_port, onyx, wait_for
 
 pytestmark = pytest.mark.integration

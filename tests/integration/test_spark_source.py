@@ -25,7 +25,8 @@ from peer import api
 from peer.cluster.local import LocalCluster
 from peer.job.load import from_dict
 from peer.job.spec import Task
-from peer.plugins import Epoch, PluginError, Recovery, load
+from peer.plugins import PluginError, Recovery, load
+from peer.runtime.checkpoints import Epoch
 from peer.runtime.columnar import rows as rows_of
 
 pytestmark = pytest.mark.integration

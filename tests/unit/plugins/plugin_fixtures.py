@@ -9,7 +9,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from peer.job.spec import Task
-from peer.plugins import Epoch, PluginError, Recovery, jsonl
+from peer.plugins import PluginError, Recovery, jsonl
+from peer.runtime.checkpoints import Epoch
 
 EPOCH = Epoch(1, 1)
 

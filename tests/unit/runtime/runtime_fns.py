@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from peer.plugins import Epoch, Recovery
+from peer.plugins import Recovery
+from peer.runtime.checkpoints import Epoch
 
 EVENTS: list[tuple[str, dict[str, Any]]] = []
 

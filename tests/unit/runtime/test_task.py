@@ -11,8 +11,7 @@ import msgpack
 import pytest
 
 from peer.job.spec import Job, Lifecycle, Task, Trigger, Window
-from peer.plugins import Epoch
-from peer.runtime.checkpoints import CheckpointStorage
+from peer.runtime.checkpoints import CheckpointStorage, Epoch
 from peer.runtime.emit import WINDOW
 from peer.runtime.inbox import END, Barrier, Watermark
 from peer.runtime.placement import place
