@@ -58,7 +58,7 @@ TRIGGER_FIELDS = {"threshold": "segment", "period": "timer", "predicate": "punct
 
 TASK_PATHS = ("fn", "plugin", "group_by_fn", "assign_watermark_fn")
 SPARK_PACKAGE = "peer.spark"
-"""The Spark source and sink plugins live here: a task naming one needs Spark."""
+"""The Spark source plugins live here: a task naming one needs Spark."""
 SPARK_EXTRA = "pip install 'onyx-peer[spark]'"
 """What installs Spark (pyspark) next to the project: it is an optional extra."""
 
@@ -298,7 +298,7 @@ def _check_engine(task: Task, where: str) -> None:
         fail(
             where,
             "engine spark is for function tasks; Spark inputs and outputs are plugins "
-            "(peer.spark.source:input, peer.spark.sink:output)",
+            "(peer.spark.source:input; the Parquet table sink, peer.plugins.parquet:output)",
         )
     if task.engine == "arrow" and task.kind != "function":
         fail(

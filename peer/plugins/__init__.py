@@ -11,7 +11,11 @@ Recovery follows the job's epochs (Asynchronous Barrier Snapshotting). Within an
 coordinator numbers epochs from 1; at the barrier that ends an epoch every plugin is asked for a
 ``checkpoint(epoch)``, and once every peer of the job has stored its snapshot the epoch is
 committed and each plugin hears ``committed(epoch)``: the moment an input may acknowledge its
-source for good and a two-phase-commit output may publish what it staged. After a failure each
+source for good and a two-phase-commit output may publish what it staged. A plugin whose epoch
+becomes durable in the background (an exactly-once sink sealing its files, peer.plugins.staged)
+returns a ``Sealing`` from ``checkpoint``: the peer acknowledges the epoch only once both its
+snapshot is stored and the sealing is done, so the coordinator never commits an epoch a crash
+could still lose. After a failure each
 task starts again from the last committed epoch and its plugin gets a ``Recovery``: an input
 rewinds to its position, an output finishes or discards what the failure interrupted.
 
@@ -22,7 +26,9 @@ message starts with the task's name and plugin path, so the reader knows what fa
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -30,6 +36,7 @@ from peer.job.imports import ImportPathError, resolve
 from peer.job.spec import Task
 from peer.job.values import is_int
 from peer.runtime.checkpoints import Epoch
+from peer.runtime.columnar import Batch
 
 
 class PluginError(ValueError):
@@ -46,6 +53,49 @@ class Recovery:
     """The last epoch committed for the job; None when there is none."""
     start: Epoch
     """The epoch this start's first writes belong to: epoch 1 of the current allocation."""
+
+
+@dataclass(frozen=True)
+class Sealing:
+    """What ``checkpoint`` returns when its epoch becomes durable in the background."""
+
+    position: Any
+    """The JSON-ready position, as a plain ``checkpoint`` returns it."""
+    durable: Future[None]
+    """Done once the epoch's output survives a crash; failed if it never will."""
+
+
+def position(checkpoint: Any) -> tuple[Any, Future[None] | None]:
+    """A ``checkpoint``'s position, and the future its epoch is durable by (None: it is now)."""
+    if isinstance(checkpoint, Sealing):
+        return checkpoint.position, checkpoint.durable
+    return checkpoint, None
+
+
+def joined(first: Future[Any], second: Future[Any] | None) -> Future[Any]:
+    """A future done once both are: with ``first``'s result, or the first failure of either."""
+    if second is None:
+        return first
+    both: Future[Any] = Future()
+    lock = threading.Lock()
+
+    def done(_: Future[Any]) -> None:
+        with lock:
+            if both.done():
+                return
+            failed = next((f for f in (first, second) if f.done() and _failed(f)), None)
+            if failed is not None:
+                both.set_exception(CancelledError() if failed.cancelled() else failed.exception())
+            elif first.done() and second.done():
+                both.set_result(first.result())
+
+    first.add_done_callback(done)
+    second.add_done_callback(done)
+    return both
+
+
+def _failed(future: Future[Any]) -> bool:
+    return future.cancelled() or future.exception() is not None
 
 
 class Input(Protocol):
@@ -79,8 +129,8 @@ class Output(Protocol):
     def recover(self, recovery: Recovery) -> None:
         """Resume at ``recovery.checkpoint`` and settle what a failure left half done."""
 
-    def prepare(self, segments: list[Any]) -> None:
-        """Stage a batch for ``write``."""
+    def prepare(self, segments: Batch) -> None:
+        """Stage a batch (rows, or an Arrow record batch) for ``write``."""
 
     def write(self) -> bool:
         """Try to write what is staged; False means not yet, call again."""
@@ -90,7 +140,8 @@ class Output(Protocol):
 
     def checkpoint(self, epoch: Epoch) -> Any:
         """A JSON-ready position at the barrier that ends ``epoch``: every segment written so
-        far belongs to it or to an earlier epoch."""
+        far belongs to it or to an earlier epoch. Or a ``Sealing`` of that position, for an
+        output that makes the epoch durable in the background; it must not wait."""
 
     def committed(self, epoch: Epoch) -> None:
         """``epoch``, and so every earlier one, is committed cluster-wide: a two-phase-commit

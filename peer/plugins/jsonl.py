@@ -18,30 +18,12 @@ path). What was written after the last committed epoch is written again after a 
 reader may see a segment twice.
 
 ``exactly_once_output`` is a two-phase-commit sink: a reader sees every segment once, and only
-once its epoch is committed. ``params.path`` is a directory, and it belongs to one job: its file
-names are its allocation versions and epochs.
+once its epoch is committed. ``params.path`` is a directory, and it belongs to one job; readers
+look only at ``<path>/*.jsonl``. The commit is peer.plugins.staged's: each slot writes an epoch's
+segments, as they come, to ``<stem>.jsonl`` in the epoch's temp directory (made by the epoch's
+first write, so an epoch with nothing written leaves nothing), and the file is published as
+``<path>/<stem>.jsonl``, so the published names sort in epoch order.
 
-- Each peer writes the current epoch's segments to its own staged file,
-  ``<path>/.staging/<version:012d>-<number:08d>-<slot:04d>.jsonl``, named for the epoch it will
-  be sealed at: after the barrier that ends epoch e-1 the file is epoch e's. The file is made by
-  the epoch's first write, so an epoch with nothing written leaves no file at all.
-- ``checkpoint(epoch)`` (phase one) seals the file: it fsyncs it and the staging directory, so the
-  epoch survives a crash once its snapshot is stored, closes it, and moves on to epoch e+1. Its
-  checkpoint is None: where it stands is the directory itself.
-- ``committed(epoch)`` (phase two) publishes every file this slot sealed up to ``epoch`` by an
-  atomic rename to the same name in ``<path>``. Readers look only at ``<path>/*.jsonl``, so they
-  never see an uncommitted epoch, and the names sort in epoch order (the widths are minimums: a
-  wider number still parses, it only sorts out of place).
-- ``recover(recovery)`` settles whatever a failure left, for every slot, since this slot alone
-  may be the first to start: a staged file of an epoch up to ``recovery.committed`` was committed,
-  even if no peer lived to hear so, and is published (another peer publishing it first is no
-  error); one of an older allocation after it was never committed and is deleted, as its
-  segments will be written again; one of this allocation or a newer one is left alone, as
-  another peer may be writing it now.
-
-It writes and fsyncs as ``output`` does; only sealing and publishing are new. A peer of an old
-allocation that has not yet heard it was replaced may still make staged files of its allocation
-after the new one recovered: they are never published, and the next recovery deletes them.
 Encoding uses the standard library's C encoder.
 """
 
@@ -49,17 +31,19 @@ from __future__ import annotations
 
 import json
 import os
-import re
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from peer.job.spec import Task
-from peer.plugins import Epoch, PluginError, Recovery, error, natural, param
-from peer.plugins.files import fsync, fsync_directory, is_path, names, publish
+from peer.plugins import PluginError, Recovery, Sealing, error, natural, param
+from peer.plugins.files import fsync, is_path
+from peer.plugins.staged import StagedEpochs, epoch_of, staged_epochs, stem
+from peer.runtime.checkpoints import Epoch
+from peer.runtime.columnar import Batch, rows
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-STAGING = ".staging"
-_NAME = re.compile(r"(\d+)-(\d+)-(\d+)\.jsonl")
+SUFFIX = ".jsonl"
 
 
 def input(task: Task, slot: int, slots: int) -> JsonlInput:
@@ -91,23 +75,17 @@ def output(task: Task, slot: int, slots: int) -> JsonlOutput:
 
 def exactly_once_output(task: Task, slot: int, slots: int) -> ExactlyOnceOutput:
     """The factory named ``peer.plugins.jsonl:exactly_once_output``."""
-    directory = Path(param(task, "path", "a directory path string", is_path))
-    try:
-        (directory / STAGING).mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise error(task, f"cannot make {str(directory / STAGING)!r}: {e.strerror}") from e
-    return ExactlyOnceOutput(task, directory, slot)
+    return ExactlyOnceOutput(task, staged_epochs(task, slot))
 
 
 def file_name(epoch: Epoch, slot: int) -> str:
-    """The name of ``slot``'s file of ``epoch``, staged and published alike."""
-    return f"{epoch.version:012d}-{epoch.number:08d}-{slot:04d}.jsonl"
+    """The name of ``slot``'s file of ``epoch``, in its staged directory and published."""
+    return stem(epoch, slot) + SUFFIX
 
 
-def epoch_of(name: str) -> Epoch | None:
-    """The epoch a file is named for; None for a name ``file_name`` never makes."""
-    match = _NAME.fullmatch(name)
-    return None if match is None else Epoch(int(match[1]), int(match[2]))
+def published_epoch(name: str) -> Epoch | None:
+    """The epoch a published file is named for; None for a name ``file_name`` never makes."""
+    return epoch_of(name, SUFFIX)
 
 
 class JsonlInput:
@@ -196,8 +174,8 @@ class JsonlOutput:
             os.ftruncate(self._fd, 0)
         self._written = checkpoint or 0
 
-    def prepare(self, segments: list[Any]) -> None:
-        self._staged += _encoded(self._task, segments)
+    def prepare(self, segments: Batch) -> None:
+        self._staged += _encoded(self._task, rows(segments))
 
     def write(self) -> bool:
         """A short write (a full disk, say) keeps the rest staged and answers False."""
@@ -231,129 +209,73 @@ class JsonlOutput:
 
 
 class ExactlyOnceOutput:
-    """One slot's staged files: the open one of ``_epoch`` and those sealed but not published."""
+    """One slot's epochs, and the open epoch's file while it is being written."""
 
-    def __init__(self, task: Task, directory: Path, slot: int) -> None:
+    def __init__(self, task: Task, epochs: StagedEpochs) -> None:
         self._task = task
-        self._directory = directory
-        self._staging = directory / STAGING
-        self._slot = slot
-        self._epoch: Epoch | None = None
+        self._epochs = epochs
         self._fd = -1
+        self._path = ""
         self._staged = b""
-        self._unsynced = False
-        self._sealed: list[Epoch] = []
 
     def recover(self, recovery: Recovery) -> None:
-        """Publish what was committed, delete older allocations' leftovers, and start writing
-        ``recovery.start``; the checkpoint is not needed, as the directory says it all."""
-        settled = False
-        for name in sorted(names(self._task, self._staging)):
-            epoch = epoch_of(name)
-            if epoch is None:
-                continue
-            if recovery.committed is not None and epoch <= recovery.committed:
-                self._publish(name)
-                settled = True
-            elif epoch.version < recovery.start.version:
-                self._discard(name)
-                settled = True
-        if settled:
-            self._sync_directories()
-        self._epoch = recovery.start
+        """The directory says all there is to know: no checkpoint is needed."""
+        self._epochs.recover(recovery)
 
-    def prepare(self, segments: list[Any]) -> None:
-        self._staged += _encoded(self._task, segments)
+    def prepare(self, segments: Batch) -> None:
+        self._staged += _encoded(self._task, rows(segments))
 
     def write(self) -> bool:
         """A short write (a full disk, say) keeps the rest staged and answers False."""
         if not self._staged:
             return True
         if self._fd < 0:
-            self._fd = self._open()
-        count = _write(self._task, self._fd, str(self._current()), self._staged)
+            self._open()
+        count = _write(self._task, self._fd, self._path, self._staged)
         self._staged = self._staged[count:]
-        self._unsynced = True
         return not self._staged
 
     def synced(self) -> bool:
-        if self._unsynced:
-            fsync(self._task, self._fd, str(self._current()))
-            self._unsynced = False
-        return True
+        """Whether every seal and publish is done: the open epoch need not be durable until
+        it is sealed."""
+        return self._epochs.synced()
 
-    def checkpoint(self, epoch: Epoch) -> None:
-        """Seal ``epoch``'s file, durably, and go on to the next epoch's."""
-        if epoch != self._writing():
-            writing = self._writing().describe()
-            raise self._error(f"checkpoint at {epoch.describe()} while writing {writing}")
+    def checkpoint(self, epoch: Epoch) -> Sealing:
+        """Seal ``epoch``'s file in the background and go on to the next epoch's."""
         if self._staged:
-            raise self._error(
+            raise error(
+                self._task,
                 f"checkpoint at {epoch.describe()} with {len(self._staged)} bytes prepared but "
-                "not written: write() must finish before the barrier"
+                "not written: write() must finish before the barrier",
             )
-        if self._fd >= 0:
-            self._seal(epoch)
-        self._epoch = Epoch(epoch.version, epoch.number + 1)
+        self._close_file()
+        return Sealing(None, self._epochs.seal(epoch))
 
     def committed(self, epoch: Epoch) -> None:
-        """Publish, oldest first, every file this slot sealed up to ``epoch``."""
-        ready = [sealed for sealed in self._sealed if sealed <= epoch]
-        if not ready:
-            return
-        for sealed in ready:
-            self._publish(file_name(sealed, self._slot))
-        self._sealed = self._sealed[len(ready) :]
-        self._sync_directories()
+        self._epochs.committed(epoch)
+
+    def drained(self) -> Future[None]:
+        """Done once every seal and publish asked for so far is."""
+        return self._epochs.drained()
 
     def close(self) -> None:
         """Leaves the open epoch's file staged: the next recovery decides its fate."""
+        self._close_file()
+        self._epochs.close()
+
+    def _open(self) -> None:
+        """The open epoch's file, in its temp directory (made empty by its first write)."""
+        path = self._epochs.directory() / file_name(self._epochs.writing(), self._epochs.slot)
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as e:
+            raise error(self._task, f"cannot open {str(path)!r} for writing: {e.strerror}") from e
+        self._path = str(path)
+
+    def _close_file(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-
-    def _writing(self) -> Epoch:
-        if self._epoch is None:
-            raise self._error("used before recover(): there is no epoch to write to")
-        return self._epoch
-
-    def _current(self) -> Path:
-        return self._staging / file_name(self._writing(), self._slot)
-
-    def _seal(self, epoch: Epoch) -> None:
-        self.synced()
-        os.close(self._fd)
-        self._fd = -1
-        fsync_directory(self._task, self._staging)
-        self._sealed.append(epoch)
-
-    def _open(self) -> int:
-        """The current epoch's file, emptied: whatever an earlier start wrote to this very epoch
-        was never committed."""
-        path = self._current()
-        try:
-            return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o644)
-        except OSError as e:
-            raise self._error(f"cannot open {str(path)!r} for writing: {e.strerror}") from e
-
-    def _publish(self, name: str) -> None:
-        publish(self._task, self._staging / name, self._directory / name)
-
-    def _discard(self, name: str) -> None:
-        """Delete an uncommitted staged file; if it is gone, another peer did so."""
-        path = self._staging / name
-        try:
-            path.unlink(missing_ok=True)
-        except OSError as e:
-            raise self._error(f"cannot delete uncommitted {str(path)!r}: {e.strerror}") from e
-
-    def _sync_directories(self) -> None:
-        """Make renames and deletions durable in both directories."""
-        fsync_directory(self._task, self._staging)
-        fsync_directory(self._task, self._directory)
-
-    def _error(self, message: str) -> PluginError:
-        return error(self._task, message)
 
 
 def _encoded(task: Task, segments: list[Any]) -> bytes:

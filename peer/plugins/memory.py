@@ -27,6 +27,7 @@ from pyrsistent import thaw
 from peer.job.spec import Task
 from peer.plugins import Recovery, error, natural, param
 from peer.runtime.checkpoints import Epoch
+from peer.runtime.columnar import Batch, rows
 
 
 def input(task: Task, slot: int, slots: int) -> MemoryInput:
@@ -126,8 +127,8 @@ class MemoryOutput:
             raise error(self._task, f"checkpoint must be a segment count, got {checkpoint!r}")
         del self._written[checkpoint or 0 :]
 
-    def prepare(self, segments: list[Any]) -> None:
-        self._staged.extend(segments)
+    def prepare(self, segments: Batch) -> None:
+        self._staged.extend(rows(segments))
 
     def write(self) -> bool:
         self._written.extend(self._staged)

@@ -7,11 +7,10 @@ has nothing to publish. Its checkpoint is the count, so the count goes on across
 
 from __future__ import annotations
 
-from typing import Any
-
 from peer.job.spec import Task
 from peer.plugins import Recovery, error, natural
 from peer.runtime.checkpoints import Epoch
+from peer.runtime.columnar import Batch
 
 
 def output(task: Task, slot: int, slots: int) -> NullOutput:
@@ -33,7 +32,8 @@ class NullOutput:
             raise error(self._task, f"checkpoint must be a segment count, got {checkpoint!r}")
         self.written = checkpoint or 0
 
-    def prepare(self, segments: list[Any]) -> None:
+    def prepare(self, segments: Batch) -> None:
+        """Rows or an Arrow batch alike: only the count is kept."""
         self._staged += len(segments)
 
     def write(self) -> bool:

@@ -22,7 +22,8 @@ The phases (peer.runtime.phases), as in Onyx's task lifecycle:
   triggers emit goes on) or emit them. Barriers: an input snapshots at the barrier its
   coordinator sends between two batches; other tasks once the same barrier has come from every
   upstream peer (see peer.runtime.inbox). The snapshot is uploaded in the pool and ACKed to the
-  coordinator when stored; the barrier goes on downstream at once. Watermarks (the intake's
+  coordinator when stored (and, for a plugin whose checkpoint is a Sealing, its epoch durable);
+  the barrier goes on downstream at once. Watermarks (the intake's
   mark) go on when they rise. A Spark task keeps up to SPARK_IN_FLIGHT batches in Spark; their
   rows go on in the order read, each batch's with the watermark read with it.
 - ENDED: the input side is over (an input's plugin completed and synced; every upstream peer's
@@ -50,7 +51,7 @@ import msgpack
 
 from peer.job.spec import Job, Task
 from peer.metrics import task_meters
-from peer.plugins import Recovery, load
+from peer.plugins import Recovery, joined, load, position
 from peer.runtime.apply import Apply, AsyncApply, apply_for, function
 from peer.runtime.checkpoints import CheckpointStorage, Epoch
 from peer.runtime.emit import Emitter, PluginEmitter, emitter_for
@@ -367,15 +368,17 @@ class TaskRunner:
         """Snapshot, upload in the background, and send the barrier on at once."""
         c = self.ctx
         epoch = Epoch(c.version, barrier.epoch)
+        checkpoint = self.plugin.checkpoint(epoch) if self.plugin is not None else None
+        plugin, durable = position(checkpoint)
         snapshot = {
-            "plugin": self.plugin.checkpoint(epoch) if self.plugin is not None else None,
+            "plugin": plugin,
             "windows": self.windows.snapshot() if self.windows is not None else None,
             "fn": self.apply.snapshot(),
         }
         blob = msgpack.packb(snapshot)
         self.meters.snapshot_bytes.observe(len(blob))
         upload = c.storage.put(c.job.id, epoch, c.task.name, c.slot, blob)
-        self.uploads.append((barrier.epoch, upload))
+        self.uploads.append((barrier.epoch, joined(upload, durable)))
         self.emitter.broadcast(barrier)
         if barrier.final and self.output:
             self.final = barrier.epoch

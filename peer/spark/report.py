@@ -6,7 +6,7 @@ from __future__ import annotations
 from peer.job.spec import Task
 from peer.spark.session import session
 
-SINK = "peer.spark.sink:output"
+SINK = "peer.plugins.parquet:output"
 
 
 def summary_query(task: Task) -> str:

@@ -27,7 +27,7 @@ DEFAULT_MASTER = "local[*]"
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 """Spark's JVM logs warnings and errors only, and none of its start-up chatter."""
 WORKERS = 4
-"""Threads that may run Spark work at once: one group's Spark tasks, sources and sinks."""
+"""Threads that may run Spark work at once: one group's Spark tasks and sources."""
 
 _DEFAULTS = {
     "spark.sql.warehouse.dir": str(Path("~/.onyx/spark-warehouse").expanduser()),

@@ -19,7 +19,7 @@ its files, sorted, are the splits; split i belongs to slot ``i % slots``. Every 
 one schema, ``task.schema`` when declared, otherwise the one Spark infers once for the whole
 data set, so every split has the same columns. A directory is every split's ``basePath``, and a
 table's location likewise, so the partition columns of a ``col=value`` layout (the one
-``peer.spark.sink`` writes) survive reading one file at a time; for a glob over such a layout,
+``peer.plugins.parquet`` writes) survive reading one file at a time; for a glob over such a layout,
 give ``options.basePath``. The checkpoint is ``[split index within this slot, rows handed out of
 it]``: recovery never reads a finished split again, and reads the current one again but skips
 the rows handed out already. That holds while the data set and the number of slots stay as they

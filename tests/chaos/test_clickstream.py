@@ -1,6 +1,6 @@
 """The README's main job, the clickstream pipeline on Spark, run as a user runs it and then under
 kill -9: Spark reads the views and cleans them, the peers gather visits, and the exactly-once
-Spark sink writes the sessions table. With peer groups killed mid-run and replaced, the table
+Parquet sink writes the sessions table. With peer groups killed mid-run and replaced, the table
 must hold exactly the rows of the failure-free run."""
 
 from __future__ import annotations

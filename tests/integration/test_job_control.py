@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from peer import api
-from peer.plugins.jsonl import epoch_of
+from peer.plugins.jsonl import published_epoch
 from peer.runtime.checkpoints import Epoch
 from tests.support import REPO, assert_one_line_error, free_port, onyx, wait_for
 
@@ -157,7 +157,7 @@ def published(out: Path, up_to: Epoch | None = None) -> list[int]:
     """The numbers in the sink's published files, of epochs up to ``up_to`` if given."""
     numbers = []
     for path in sorted(out.glob("*.jsonl")):
-        if up_to is None or epoch_of(path.name) <= up_to:
+        if up_to is None or published_epoch(path.name) <= up_to:
             numbers += [json.loads(line)["n"] for line in path.read_text().splitlines()]
     return numbers
 

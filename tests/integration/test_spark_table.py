@@ -11,8 +11,9 @@ import pytest
 from pyspark.sql.types import LongType, StringType, TimestampType
 
 from peer.job.spec import Task
-from peer.plugins import Epoch, Recovery
-from peer.spark.sink import ParquetTableOutput, output
+from peer.plugins import Recovery
+from peer.plugins.parquet import ParquetTableOutput, output
+from peer.runtime.checkpoints import Epoch
 
 pytestmark = pytest.mark.integration
 
@@ -21,7 +22,9 @@ SCHEMA = {"user": "string", "country": "string", "n": "bigint", "ts": "timestamp
 
 def sink(directory: Path, slot: int, committed: Epoch | None, version: int) -> ParquetTableOutput:
     params = {"path": str(directory), "partition_by": ["country"]}
-    task = Task("write", "output", plugin="peer.spark.sink:output", schema=SCHEMA, params=params)
+    task = Task(
+        "write", "output", plugin="peer.plugins.parquet:output", schema=SCHEMA, params=params
+    )
     plugin = output(task, slot, 2)
     plugin.recover(Recovery(None, committed, Epoch(version, 1)))
     return plugin
@@ -41,6 +44,17 @@ def put(plugin: ParquetTableOutput, *numbers: int) -> None:
     assert plugin.write()
 
 
+def seal(plugin: ParquetTableOutput, epoch: Epoch) -> None:
+    """Seal ``epoch`` and wait until it is durable, as a peer does before acknowledging it."""
+    plugin.checkpoint(epoch).durable.result()
+
+
+def commit(plugin: ParquetTableOutput, epoch: Epoch) -> None:
+    """Publish up to ``epoch`` and wait until that is done."""
+    plugin.committed(epoch)
+    plugin.drained().result()
+
+
 def table(spark: Any, directory: Path) -> list[dict[str, Any]]:
     """The table's rows as Spark reads them, timestamps as seconds since the epoch (a collected
     timestamp would be in the driver's local time zone)."""
@@ -53,26 +67,26 @@ def test_spark_reads_exactly_the_committed_epochs(spark, tmp_path):
     zero, one = sink(tmp_path, 0, None, 1), sink(tmp_path, 1, None, 1)
     put(zero, 0, 1, 2)
     put(one, 3, 4)
-    zero.checkpoint(Epoch(1, 1))
-    one.checkpoint(Epoch(1, 1))
+    seal(zero, Epoch(1, 1))
+    seal(one, Epoch(1, 1))
     put(zero, 5)
     put(one, 6)
-    zero.checkpoint(Epoch(1, 2))
-    one.checkpoint(Epoch(1, 2))
+    seal(zero, Epoch(1, 2))
+    seal(one, Epoch(1, 2))
     put(zero, 7)  # the open epoch, never sealed
-    zero.committed(Epoch(1, 1))
-    one.committed(Epoch(1, 1))
+    commit(zero, Epoch(1, 1))
+    commit(one, Epoch(1, 1))
     assert table(spark, tmp_path) == [event(n) for n in range(5)]
-    zero.committed(Epoch(1, 2))
-    one.committed(Epoch(1, 2))
+    commit(zero, Epoch(1, 2))
+    commit(one, Epoch(1, 2))
     assert table(spark, tmp_path) == [event(n) for n in range(7)]
 
 
 def test_the_table_has_partition_columns_and_spark_timestamps(spark, tmp_path):
     plugin = sink(tmp_path, 0, None, 1)
     put(plugin, 0, 1, 2)
-    plugin.checkpoint(Epoch(1, 1))
-    plugin.committed(Epoch(1, 1))
+    seal(plugin, Epoch(1, 1))
+    commit(plugin, Epoch(1, 1))
     types = {f.name: f.dataType for f in spark.read.parquet(str(tmp_path)).schema.fields}
     assert types == {
         "user": StringType(),
@@ -87,13 +101,13 @@ def test_the_table_has_partition_columns_and_spark_timestamps(spark, tmp_path):
 def test_after_a_crash_spark_sees_the_recovered_table_once(spark, tmp_path):
     first = sink(tmp_path, 0, None, 1)
     put(first, 0, 1)
-    first.checkpoint(Epoch(1, 1))
+    seal(first, Epoch(1, 1))
     put(first, 2)
-    first.checkpoint(Epoch(1, 2))
+    seal(first, Epoch(1, 2))
     first.close()  # epoch 1 committed, nobody heard; epoch 2 sealed, never committed
     second = sink(tmp_path, 0, Epoch(1, 1), 2)
     assert table(spark, tmp_path) == [event(0), event(1)]
     put(second, 2, 3)
-    second.checkpoint(Epoch(2, 1))
-    second.committed(Epoch(2, 1))
+    seal(second, Epoch(2, 1))
+    commit(second, Epoch(2, 1))
     assert table(spark, tmp_path) == [event(n) for n in range(4)]

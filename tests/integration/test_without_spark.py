@@ -34,7 +34,7 @@ else:
     runpy.run_module("peer.cli", run_name="__main__")
 """
 GROUP_MODULES = ("peer.cli", "peer.cluster.group", "peer.runtime.task", "peer.spark.session",
-                 "peer.spark.source", "peer.spark.sink", "peer.spark.function")  # fmt: skip
+                 "peer.spark.source", "peer.plugins.parquet", "peer.spark.function")  # fmt: skip
 
 
 def without_spark(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -112,8 +112,6 @@ def spark_job(tmp_path: Path, task: dict) -> Path:
         ({"name": "clean", "engine": "spark"}, "engine spark"),
         ({"name": "read", "plugin": "peer.spark.source:input", "params": {"path": "x"}},
          "plugin 'peer.spark.source:input'"),
-        ({"name": "write", "plugin": "peer.spark.sink:output", "params": {"path": "x"}},
-         "plugin 'peer.spark.sink:output'"),
     ],
 )  # fmt: skip
 def test_a_spark_job_is_refused_at_submit_saying_what_to_install(tmp_path, task, uses):

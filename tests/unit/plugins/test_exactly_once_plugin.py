@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from peer.plugins import Epoch, PluginError, Recovery
+from peer.plugins import PluginError, Recovery
 from peer.plugins.jsonl import ExactlyOnceOutput, exactly_once_output, file_name
+from peer.plugins.staged import STAGING, stem
+from peer.runtime.checkpoints import Epoch
 from tests.unit.plugins.plugin_fixtures import json_values, task
 from tests.unit.plugins.two_phase import Coordinator, Sink, run
 
@@ -38,8 +41,27 @@ def put(plugin: ExactlyOnceOutput, *segments: Any) -> None:
     assert plugin.write()
 
 
+def seal(plugin: ExactlyOnceOutput, epoch: Epoch) -> Any:
+    """Seal ``epoch`` and wait until it is durable, as a peer does before acknowledging it: the
+    position."""
+    sealing = plugin.checkpoint(epoch)
+    sealing.durable.result()
+    return sealing.position
+
+
+def commit(plugin: ExactlyOnceOutput, epoch: Epoch) -> None:
+    """Publish up to ``epoch`` and wait until that is done."""
+    plugin.committed(epoch)
+    plugin.drained().result()
+
+
 def name(version: int, number: int, slot: int = 0) -> str:
     return file_name(Epoch(version, number), slot)
+
+
+def entry(version: int, number: int, slot: int = 0, temp: bool = False) -> str:
+    """A staged entry's name: an epoch's directory, sealed or still open."""
+    return stem(Epoch(version, number), slot) + (".tmp" if temp else "")
 
 
 def published(directory: Path) -> list[str]:
@@ -47,7 +69,7 @@ def published(directory: Path) -> list[str]:
 
 
 def staged(directory: Path) -> list[str]:
-    return sorted(os.listdir(directory / ".staging"))
+    return sorted(os.listdir(directory / STAGING))
 
 
 def lines(directory: Path) -> list[Any]:
@@ -62,86 +84,107 @@ def lines(directory: Path) -> list[Any]:
 def test_an_epoch_is_staged_until_committed(tmp_path):
     plugin = sink(tmp_path)
     put(plugin, 1, 2)
-    assert staged(tmp_path) == ["000000000001-00000001-0000.jsonl"]
-    plugin.checkpoint(Epoch(1, 1))
+    assert staged(tmp_path) == ["000000000001-00000001-0000.tmp"]
+    seal(plugin, Epoch(1, 1))
     put(plugin, 3)
-    plugin.checkpoint(Epoch(1, 2))
+    seal(plugin, Epoch(1, 2))
     put(plugin, 4)
-    assert staged(tmp_path) == [name(1, 1), name(1, 2), name(1, 3)]
+    assert staged(tmp_path) == [entry(1, 1), entry(1, 2), entry(1, 3, temp=True)]
     assert published(tmp_path) == []
-    plugin.committed(Epoch(1, 1))
+    commit(plugin, Epoch(1, 1))
     assert published(tmp_path) == [name(1, 1)]
     assert lines(tmp_path) == [1, 2]
-    plugin.committed(Epoch(1, 2))
+    commit(plugin, Epoch(1, 2))
     assert lines(tmp_path) == [1, 2, 3]
-    assert staged(tmp_path) == [name(1, 3)]
+    assert staged(tmp_path) == [entry(1, 3, temp=True)]
 
 
 def test_a_commit_publishes_every_earlier_epoch_and_an_empty_epoch_leaves_no_file(tmp_path):
     plugin = sink(tmp_path)
     put(plugin, 1)
-    plugin.checkpoint(Epoch(1, 1))
-    plugin.checkpoint(Epoch(1, 2))
+    seal(plugin, Epoch(1, 1))
+    seal(plugin, Epoch(1, 2))
     put(plugin, 2)
-    plugin.checkpoint(Epoch(1, 3))
-    plugin.committed(Epoch(1, 3))
-    plugin.committed(Epoch(1, 3))
+    seal(plugin, Epoch(1, 3))
+    commit(plugin, Epoch(1, 3))
+    commit(plugin, Epoch(1, 3))
     assert published(tmp_path) == [name(1, 1), name(1, 3)]
     assert lines(tmp_path) == [1, 2]
     assert staged(tmp_path) == []
 
 
-def test_a_checkpoint_syncs_the_file_and_the_staging_directory(tmp_path, monkeypatch):
-    synced: list[str] = []
+def test_a_seal_syncs_the_file_and_both_directories_off_the_callers_thread(tmp_path, monkeypatch):
+    synced: list[tuple[str, str]] = []
     real_fsync = os.fsync
 
     def fsync(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        synced.append((os.readlink(f"/proc/self/fd/{fd}"), threading.current_thread().name))
         real_fsync(fd)
 
     plugin = sink(tmp_path)
     put(plugin, 1)
     monkeypatch.setattr(os, "fsync", fsync)
-    plugin.checkpoint(Epoch(1, 1))
-    assert synced == [str(tmp_path / ".staging" / name(1, 1)), str(tmp_path / ".staging")]
+    seal(plugin, Epoch(1, 1))
+    temp = tmp_path / STAGING / entry(1, 1, temp=True)
+    paths = [str(temp / name(1, 1)), str(temp), str(tmp_path / STAGING)]
+    assert [path for path, _ in synced] == paths
+    assert threading.current_thread().name not in {thread for _, thread in synced}
     assert plugin.synced()
-    assert len(synced) == 2
+    assert len(synced) == 3
 
 
-def test_synced_syncs_the_open_file(tmp_path, monkeypatch):
+def test_the_open_epoch_is_not_synced_before_its_seal(tmp_path, monkeypatch):
     plugin = sink(tmp_path)
     put(plugin, 1)
     calls: list[int] = []
     monkeypatch.setattr(os, "fsync", calls.append)
     assert plugin.synced()
-    assert plugin.synced()
-    assert len(calls) == 1
+    assert calls == []
+
+
+def test_a_seal_that_fails_fails_its_sealing_and_the_next_call(tmp_path, monkeypatch):
+    plugin = sink(tmp_path)
+    put(plugin, 1)
+
+    def broken(fd: int) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(os, "fsync", broken)
+    sealing = plugin.checkpoint(Epoch(1, 1))
+    path = str(tmp_path / STAGING / entry(1, 1, temp=True) / name(1, 1))
+    reason = f"{WHERE}: syncing {path!r} failed: Input/output error"
+    with pytest.raises(PluginError) as caught:
+        sealing.durable.result()
+    assert str(caught.value) == reason
+    with pytest.raises(PluginError) as caught:
+        plugin.checkpoint(Epoch(1, 2))
+    assert str(caught.value) == reason
 
 
 def test_a_crash_keeps_what_was_committed_and_deletes_what_was_not(tmp_path):
     first = sink(tmp_path)
     put(first, 1, 2)
-    first.checkpoint(Epoch(1, 1))
+    seal(first, Epoch(1, 1))
     put(first, 3)
-    first.checkpoint(Epoch(1, 2))
+    seal(first, Epoch(1, 2))
     put(first, 4)
-    first.checkpoint(Epoch(1, 3))
+    seal(first, Epoch(1, 3))
     put(first, 5)
-    first.committed(Epoch(1, 1))
+    commit(first, Epoch(1, 1))
     first.close()  # the coordinator committed epoch 2, then the peer died
     second = sink(tmp_path, committed=Epoch(1, 2), version=2)
     assert published(tmp_path) == [name(1, 1), name(1, 2)]
     assert staged(tmp_path) == []
     put(second, 4, 5)
-    second.checkpoint(Epoch(2, 1))
-    second.committed(Epoch(2, 1))
+    seal(second, Epoch(2, 1))
+    commit(second, Epoch(2, 1))
     assert lines(tmp_path) == [1, 2, 3, 4, 5]
 
 
 def test_recovery_publishes_an_epoch_whose_commit_the_sink_never_heard(tmp_path):
     first = sink(tmp_path)
     put(first, 1)
-    first.checkpoint(Epoch(1, 1))
+    seal(first, Epoch(1, 1))
     first.close()
     sink(tmp_path, committed=Epoch(1, 1), version=2)
     assert published(tmp_path) == [name(1, 1)]
@@ -151,7 +194,7 @@ def test_recovery_publishes_an_epoch_whose_commit_the_sink_never_heard(tmp_path)
 def test_with_nothing_committed_every_older_allocations_file_goes(tmp_path):
     first = sink(tmp_path)
     put(first, 1)
-    first.checkpoint(Epoch(1, 1))
+    seal(first, Epoch(1, 1))
     put(first, 2)
     first.close()
     sink(tmp_path, version=2)
@@ -165,13 +208,13 @@ def test_newer_and_current_allocations_files_are_left_alone(tmp_path):
     old.close()
     newer = sink(tmp_path, 0, version=3)
     put(newer, "sealed")
-    newer.checkpoint(Epoch(3, 1))
+    seal(newer, Epoch(3, 1))
     put(newer, "open")
     current = sink(tmp_path, 1, version=2)
     put(current, "current")
     sink(tmp_path, 0, version=2)  # a peer that has not yet heard of allocation 3
-    assert staged(tmp_path) == [name(2, 1, 1), name(3, 1), name(3, 2)]
-    newer.committed(Epoch(3, 1))
+    assert staged(tmp_path) == [entry(2, 1, 1, temp=True), entry(3, 1), entry(3, 2, temp=True)]
+    commit(newer, Epoch(3, 1))
     assert lines(tmp_path) == ["sealed"]
 
 
@@ -179,18 +222,18 @@ def test_two_slots_recovering_one_after_the_other_keep_each_others_files(tmp_pat
     for slot in range(2):
         plugin = sink(tmp_path, slot)
         put(plugin, f"a{slot}")
-        plugin.checkpoint(Epoch(1, 1))
+        seal(plugin, Epoch(1, 1))
         put(plugin, f"lost{slot}")
         plugin.close()
     zero = sink(tmp_path, 0, Epoch(1, 1), 2)
     put(zero, "b0")
     one = sink(tmp_path, 1, Epoch(1, 1), 2)
     put(one, "b1")
-    assert staged(tmp_path) == [name(2, 1, 0), name(2, 1, 1)]
+    assert staged(tmp_path) == [entry(2, 1, 0, temp=True), entry(2, 1, 1, temp=True)]
     for slot, plugin in enumerate((zero, one)):
         put(plugin, f"c{slot}")
-        plugin.checkpoint(Epoch(2, 1))
-        plugin.committed(Epoch(2, 1))
+        seal(plugin, Epoch(2, 1))
+        commit(plugin, Epoch(2, 1))
     assert lines(tmp_path) == ["a0", "a1", "b0", "c0", "b1", "c1"]
 
 
@@ -198,7 +241,7 @@ def test_two_slots_settling_the_same_files_at_once_do_not_fail(tmp_path, monkeyp
     for slot in range(2):
         plugin = sink(tmp_path, slot)
         put(plugin, f"a{slot}")
-        plugin.checkpoint(Epoch(1, 1))
+        seal(plugin, Epoch(1, 1))
         put(plugin, f"lost{slot}")
         plugin.close()
     seen = staged(tmp_path)
@@ -208,7 +251,7 @@ def test_two_slots_settling_the_same_files_at_once_do_not_fail(tmp_path, monkeyp
     sink(tmp_path, 1, Epoch(1, 1), 2)
     monkeypatch.undo()
     assert published(tmp_path) == [name(1, 1, 0), name(1, 1, 1)]
-    assert staged(tmp_path) == [name(2, 1, 0)]
+    assert staged(tmp_path) == [entry(2, 1, 0, temp=True)]
 
 
 def test_a_new_start_of_the_same_epoch_rewrites_its_file(tmp_path):
@@ -217,23 +260,23 @@ def test_a_new_start_of_the_same_epoch_rewrites_its_file(tmp_path):
     first.close()
     second = sink(tmp_path)
     put(second, "kept")
-    second.checkpoint(Epoch(1, 1))
-    second.committed(Epoch(1, 1))
+    seal(second, Epoch(1, 1))
+    commit(second, Epoch(1, 1))
     assert lines(tmp_path) == ["kept"]
 
 
 def test_files_it_never_makes_are_left_alone(tmp_path):
-    (tmp_path / ".staging").mkdir(parents=True)
-    (tmp_path / ".staging" / "notes.txt").write_text("mine")
+    (tmp_path / STAGING).mkdir(parents=True)
+    (tmp_path / STAGING / "notes.txt").write_text("mine")
     sink(tmp_path, version=2)
     assert staged(tmp_path) == ["notes.txt"]
 
 
 def test_a_checkpoint_for_another_epoch_is_refused(tmp_path):
     plugin = sink(tmp_path)
-    plugin.checkpoint(Epoch(1, 1))
+    seal(plugin, Epoch(1, 1))
     with pytest.raises(PluginError) as caught:
-        plugin.checkpoint(Epoch(1, 3))
+        seal(plugin, Epoch(1, 3))
     reason = "checkpoint at epoch 3 of allocation 1 while writing epoch 2 of allocation 1"
     assert str(caught.value) == f"{WHERE}: {reason}"
 
@@ -242,7 +285,7 @@ def test_a_checkpoint_with_segments_not_yet_written_is_refused(tmp_path):
     plugin = sink(tmp_path)
     plugin.prepare([1])
     with pytest.raises(PluginError, match=r"with 2 bytes prepared but not written: write\(\)"):
-        plugin.checkpoint(Epoch(1, 1))
+        seal(plugin, Epoch(1, 1))
 
 
 def test_writing_before_recover_is_refused(tmp_path):
@@ -257,13 +300,14 @@ def test_writing_before_recover_is_refused(tmp_path):
 def test_a_sealed_file_that_vanished_is_named_when_published(tmp_path):
     plugin = sink(tmp_path)
     put(plugin, 1)
-    plugin.checkpoint(Epoch(1, 1))
-    (tmp_path / ".staging" / name(1, 1)).unlink()
+    seal(plugin, Epoch(1, 1))
+    path = tmp_path / STAGING / entry(1, 1) / name(1, 1)
+    path.unlink()
+    commit(plugin, Epoch(1, 1))
     with pytest.raises(PluginError) as caught:
-        plugin.committed(Epoch(1, 1))
-    path = str(tmp_path / ".staging" / name(1, 1))
+        plugin.synced()
     reason = "it is neither staged nor published: was it deleted as uncommitted?"
-    assert str(caught.value) == f"{WHERE}: cannot publish {path!r}: {reason}"
+    assert str(caught.value) == f"{WHERE}: cannot publish {str(path)!r}: {reason}"
 
 
 def test_a_short_write_keeps_the_rest_staged(tmp_path, monkeypatch):
@@ -274,8 +318,8 @@ def test_a_short_write_keeps_the_rest_staged(tmp_path, monkeypatch):
     assert not plugin.write()
     monkeypatch.undo()
     assert plugin.write()
-    plugin.checkpoint(Epoch(1, 1))
-    plugin.committed(Epoch(1, 1))
+    seal(plugin, Epoch(1, 1))
+    commit(plugin, Epoch(1, 1))
     assert lines(tmp_path) == ["abc", "def"]
 
 
@@ -289,7 +333,7 @@ def test_a_failed_write_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "write", full)
     with pytest.raises(PluginError) as caught:
         plugin.write()
-    path = str(tmp_path / ".staging" / name(1, 1))
+    path = str(tmp_path / STAGING / entry(1, 1, temp=True) / name(1, 1))
     assert str(caught.value) == f"{WHERE}: writing {path!r} failed: No space left on device"
 
 
@@ -319,7 +363,7 @@ def test_a_directory_that_cannot_be_made_is_named(tmp_path):
     (tmp_path / "file").touch()
     with pytest.raises(PluginError) as caught:
         sink(tmp_path / "file")
-    path = str(tmp_path / "file" / ".staging")
+    path = str(tmp_path / "file" / STAGING)
     assert str(caught.value) == f"{WHERE}: cannot make {path!r}: Not a directory"
 
 

@@ -46,21 +46,28 @@ class Coordinator:
                 if len(sealed) > lag:
                     self.committed = sealed[-1 - lag]
                 if len(sealed) > lag + notice:
-                    plugin.committed(sealed[-1 - lag - notice])
+                    self.commit(plugin, sealed[-1 - lag - notice])
         if crash:
             self.crash(plugin, epoch, version)
         else:
             self.seal(plugin, epoch, index)
             self.committed = epoch
-            plugin.committed(epoch)
+            self.commit(plugin, epoch)
         plugin.close()
 
     def crash(self, plugin: Any, epoch: Epoch, version: int) -> None:
         """Die between batches; a sink with more places to die in draws one here."""
 
     def seal(self, plugin: Any, epoch: Epoch, index: int) -> None:
-        plugin.checkpoint(epoch)
+        """Seal ``epoch`` and wait until it is durable, as a peer does before its ACK."""
+        plugin.checkpoint(epoch).durable.result()
         self.positions[epoch] = index
+
+    def commit(self, plugin: Any, epoch: Epoch) -> None:
+        """Tell the sink ``epoch`` is committed and wait for its publishing, so that a crash
+        after it finds the directory as the sink left it."""
+        plugin.committed(epoch)
+        plugin.drained().result()
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from peer.job.spec import Task
-from peer.plugins import Epoch, PluginError, Recovery, load
-from peer.spark.sink import ParquetTableOutput, output, staged_name
+from peer.plugins import PluginError, Recovery, load
+from peer.plugins.parquet import ParquetTableOutput, output
+from peer.plugins.staged import stem
+from peer.runtime.checkpoints import Epoch
 from tests.unit.plugins.two_phase import Coordinator, Sink, run
 
-PLUGIN = "peer.spark.sink:output"
+PLUGIN = "peer.plugins.parquet:output"
 WHERE = f"task 'write', plugin {PLUGIN!r}"
 SCHEMA = {"id": "bigint", "k": "string"}
 KEYS = ("a", "b", None)
@@ -67,8 +69,22 @@ def put(plugin: ParquetTableOutput, *numbers: int) -> None:
     write(plugin, *map(row, numbers))
 
 
+def seal(plugin: ParquetTableOutput, epoch: Epoch) -> Any:
+    """Seal ``epoch`` and wait until it is durable, as a peer does before acknowledging it: the
+    position."""
+    sealing = plugin.checkpoint(epoch)
+    sealing.durable.result()
+    return sealing.position
+
+
+def commit(plugin: ParquetTableOutput, epoch: Epoch) -> None:
+    """Publish up to ``epoch`` and wait until that is done."""
+    plugin.committed(epoch)
+    plugin.drained().result()
+
+
 def name(version: int, number: int, slot: int = 0) -> str:
-    return staged_name(Epoch(version, number), slot)
+    return stem(Epoch(version, number), slot)
 
 
 def published(directory: Path) -> list[str]:
@@ -99,16 +115,16 @@ def test_an_epoch_is_staged_until_committed(tmp_path):
     plugin = sink(tmp_path)
     put(plugin, 1, 2)
     assert staged(tmp_path) == []
-    plugin.checkpoint(Epoch(1, 1))
+    seal(plugin, Epoch(1, 1))
     put(plugin, 3)
-    plugin.checkpoint(Epoch(1, 2))
+    seal(plugin, Epoch(1, 2))
     put(plugin, 4)
     assert staged(tmp_path) == [name(1, 1), name(1, 2)]
     assert published(tmp_path) == []
     assert read(tmp_path) == []
-    plugin.committed(Epoch(1, 1))
+    commit(plugin, Epoch(1, 1))
     assert read(tmp_path) == [row(1), row(2)]
-    plugin.committed(Epoch(1, 2))
+    commit(plugin, Epoch(1, 2))
     assert ids(tmp_path) == [1, 2, 3]
     assert staged(tmp_path) == []
 
@@ -116,14 +132,14 @@ def test_an_epoch_is_staged_until_committed(tmp_path):
 def test_a_commit_publishes_every_earlier_epoch_and_an_empty_epoch_leaves_nothing(tmp_path):
     plugin = sink(tmp_path)
     put(plugin, 1)
-    plugin.checkpoint(Epoch(1, 1))
-    plugin.checkpoint(Epoch(1, 2))
+    seal(plugin, Epoch(1, 1))
+    seal(plugin, Epoch(1, 2))
     plugin.prepare([])
     put(plugin, 3)
-    plugin.checkpoint(Epoch(1, 3))
+    seal(plugin, Epoch(1, 3))
     assert staged(tmp_path) == [name(1, 1), name(1, 3)]
-    plugin.committed(Epoch(1, 3))
-    plugin.committed(Epoch(1, 3))
+    commit(plugin, Epoch(1, 3))
+    commit(plugin, Epoch(1, 3))
     assert published(tmp_path) == [f"k=a/{name(1, 3)}-0.parquet", f"k=b/{name(1, 1)}-0.parquet"]
     assert ids(tmp_path) == [1, 3]
     assert staged(tmp_path) == []
@@ -132,8 +148,8 @@ def test_a_commit_publishes_every_earlier_epoch_and_an_empty_epoch_leaves_nothin
 def test_rows_go_to_hive_partitions_and_leave_the_partition_field_out_of_the_files(tmp_path):
     plugin = sink(tmp_path)
     put(plugin, 0, 1, 2, 3)
-    plugin.checkpoint(Epoch(1, 1))
-    plugin.committed(Epoch(1, 1))
+    seal(plugin, Epoch(1, 1))
+    commit(plugin, Epoch(1, 1))
     stem = name(1, 1)
     assert published(tmp_path) == [
         f"k=__HIVE_DEFAULT_PARTITION__/{stem}-0.parquet",
@@ -151,16 +167,16 @@ def test_several_partition_fields_nest_in_order(tmp_path):
     schema = {"id": "bigint", "k": "string", "day": "date"}
     plugin = sink(tmp_path, schema=schema, partition_by=["day", "k"])
     write(plugin, {"id": 1, "k": "a b/c", "day": "2024-05-01"})
-    plugin.checkpoint(Epoch(1, 1))
-    plugin.committed(Epoch(1, 1))
+    seal(plugin, Epoch(1, 1))
+    commit(plugin, Epoch(1, 1))
     assert published(tmp_path) == [f"day=2024-05-01/k=a%20b%2Fc/{name(1, 1)}-0.parquet"]
 
 
 def test_without_partitions_the_files_sit_in_the_table_directory(tmp_path):
     plugin = sink(tmp_path, partition_by=[])
     put(plugin, 1, 2)
-    plugin.checkpoint(Epoch(1, 1))
-    plugin.committed(Epoch(1, 1))
+    seal(plugin, Epoch(1, 1))
+    commit(plugin, Epoch(1, 1))
     assert published(tmp_path) == [f"{name(1, 1)}-0.parquet"]
     assert pq.read_table(tmp_path / published(tmp_path)[0]).to_pylist() == [row(1), row(2)]
 
@@ -168,8 +184,8 @@ def test_without_partitions_the_files_sit_in_the_table_directory(tmp_path):
 def test_timestamps_are_written_as_utc_timestamps(tmp_path):
     plugin = sink(tmp_path, schema={"id": "bigint", "k": "string", "ts": "timestamp"})
     write(plugin, {"id": 1, "k": "a", "ts": 1_700_000_000.25})
-    plugin.checkpoint(Epoch(1, 1))
-    plugin.committed(Epoch(1, 1))
+    seal(plugin, Epoch(1, 1))
+    commit(plugin, Epoch(1, 1))
     table = pq.read_table(tmp_path / published(tmp_path)[0])
     assert table.schema.field("ts").type == pa.timestamp("us", tz="UTC")
     expected = datetime.datetime(2023, 11, 14, 22, 13, 20, 250000, tzinfo=datetime.UTC)
@@ -193,7 +209,7 @@ def test_a_checkpoint_syncs_every_file_and_directory_before_sealing(tmp_path, mo
     put(plugin, 0, 1)
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "rename", rename)
-    plugin.checkpoint(Epoch(1, 1))
+    seal(plugin, Epoch(1, 1))
     temp = tmp_path / "_staging" / f"{name(1, 1)}.tmp"
     assert renamed == [str(temp)]
     files = [str(temp / f"k={k}" / f"{name(1, 1)}-0.parquet") for k in "ab"]
@@ -204,7 +220,7 @@ def test_a_checkpoint_syncs_every_file_and_directory_before_sealing(tmp_path, mo
 def test_a_commit_syncs_the_partition_directories_staging_and_the_table(tmp_path, monkeypatch):
     plugin = sink(tmp_path)
     put(plugin, 1)
-    plugin.checkpoint(Epoch(1, 1))
+    seal(plugin, Epoch(1, 1))
     synced: list[str] = []
     real_fsync = os.fsync
 
@@ -213,34 +229,34 @@ def test_a_commit_syncs_the_partition_directories_staging_and_the_table(tmp_path
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
-    plugin.committed(Epoch(1, 1))
+    commit(plugin, Epoch(1, 1))
     assert synced == [str(tmp_path / "k=b"), str(tmp_path), str(tmp_path / "_staging")]
 
 
 def test_a_crash_keeps_what_was_committed_and_deletes_what_was_not(tmp_path):
     first = sink(tmp_path)
     put(first, 1, 2)
-    first.checkpoint(Epoch(1, 1))
+    seal(first, Epoch(1, 1))
     put(first, 3)
-    first.checkpoint(Epoch(1, 2))
+    seal(first, Epoch(1, 2))
     put(first, 4)
-    first.checkpoint(Epoch(1, 3))
+    seal(first, Epoch(1, 3))
     put(first, 5)
-    first.committed(Epoch(1, 1))
+    commit(first, Epoch(1, 1))
     first.close()  # the coordinator committed epoch 2, then the peer died
     second = sink(tmp_path, committed=Epoch(1, 2), version=2)
     assert ids(tmp_path) == [1, 2, 3]
     assert staged(tmp_path) == []
     put(second, 4, 5)
-    second.checkpoint(Epoch(2, 1))
-    second.committed(Epoch(2, 1))
+    seal(second, Epoch(2, 1))
+    commit(second, Epoch(2, 1))
     assert ids(tmp_path) == [1, 2, 3, 4, 5]
 
 
 def test_recovery_publishes_an_epoch_whose_commit_the_sink_never_heard(tmp_path):
     first = sink(tmp_path)
     put(first, 1, 2)
-    first.checkpoint(Epoch(1, 1))
+    seal(first, Epoch(1, 1))
     first.close()
     sink(tmp_path, committed=Epoch(1, 1), version=2)
     assert ids(tmp_path) == [1, 2]
@@ -250,7 +266,7 @@ def test_recovery_publishes_an_epoch_whose_commit_the_sink_never_heard(tmp_path)
 def test_recovery_finishes_an_epoch_a_crash_left_half_published(tmp_path):
     first = sink(tmp_path)
     put(first, 1, 2)
-    first.checkpoint(Epoch(1, 1))
+    seal(first, Epoch(1, 1))
     first.close()
     half = f"k=b/{name(1, 1)}-0.parquet"  # the peer died after moving this one file
     (tmp_path / "k=b").mkdir()
@@ -264,7 +280,7 @@ def test_recovery_finishes_an_epoch_a_crash_left_half_published(tmp_path):
 def test_with_nothing_committed_every_older_allocations_epoch_goes(tmp_path):
     first = sink(tmp_path)
     put(first, 1)
-    first.checkpoint(Epoch(1, 1))
+    seal(first, Epoch(1, 1))
     put(first, 2)
     first.close()
     sink(tmp_path, version=2)
@@ -275,13 +291,13 @@ def test_with_nothing_committed_every_older_allocations_epoch_goes(tmp_path):
 def test_newer_and_current_allocations_epochs_are_left_alone(tmp_path):
     newer = sink(tmp_path, 0, version=3)
     put(newer, 1)
-    newer.checkpoint(Epoch(3, 1))
+    seal(newer, Epoch(3, 1))
     current = sink(tmp_path, 1, version=2)
     put(current, 2)
-    current.checkpoint(Epoch(2, 1))
+    seal(current, Epoch(2, 1))
     sink(tmp_path, 0, version=2)  # a peer that has not yet heard of allocation 3
     assert staged(tmp_path) == [name(2, 1, 1), name(3, 1)]
-    newer.committed(Epoch(3, 1))
+    commit(newer, Epoch(3, 1))
     assert ids(tmp_path) == [1]
 
 
@@ -296,7 +312,7 @@ def test_a_crash_in_the_middle_of_phase_one_leaves_a_temp_directory_recovery_cle
 
     monkeypatch.setattr(os, "rename", crash)
     with pytest.raises(PluginError) as caught:
-        first.checkpoint(Epoch(1, 1))
+        seal(first, Epoch(1, 1))
     monkeypatch.undo()
     temp = tmp_path / "_staging" / f"{name(1, 1)}.tmp"
     assert str(caught.value) == f"{WHERE}: cannot seal {str(temp)!r}: Input/output error"
@@ -314,19 +330,19 @@ def test_two_slots_recovering_one_after_the_other_keep_each_others_epochs(tmp_pa
     for slot in range(2):
         plugin = sink(tmp_path, slot)
         put(plugin, 10 + slot)
-        plugin.checkpoint(Epoch(1, 1))
+        seal(plugin, Epoch(1, 1))
         put(plugin, 90 + slot)
-        plugin.checkpoint(Epoch(1, 2))
+        seal(plugin, Epoch(1, 2))
         plugin.close()
     zero = sink(tmp_path, 0, Epoch(1, 1), 2)
     put(zero, 20)
-    zero.checkpoint(Epoch(2, 1))
+    seal(zero, Epoch(2, 1))
     one = sink(tmp_path, 1, Epoch(1, 1), 2)
     put(one, 21)
-    one.checkpoint(Epoch(2, 1))
+    seal(one, Epoch(2, 1))
     assert staged(tmp_path) == [name(2, 1, 0), name(2, 1, 1)]
     for plugin in (zero, one):
-        plugin.committed(Epoch(2, 1))
+        commit(plugin, Epoch(2, 1))
     assert ids(tmp_path) == [10, 11, 20, 21]
 
 
@@ -334,9 +350,9 @@ def test_two_slots_settling_the_same_epochs_at_once_do_not_fail(tmp_path, monkey
     for slot in range(2):
         plugin = sink(tmp_path, slot)
         put(plugin, 0, 1, 2, slot + 3)
-        plugin.checkpoint(Epoch(1, 1))
+        seal(plugin, Epoch(1, 1))
         put(plugin, 90 + slot)
-        plugin.checkpoint(Epoch(1, 2))
+        seal(plugin, Epoch(1, 2))
         plugin.close()
     seen = staged(tmp_path)
     sink(tmp_path, 0, Epoch(1, 1), 2)
@@ -350,24 +366,24 @@ def test_two_slots_settling_the_same_epochs_at_once_do_not_fail(tmp_path, monkey
 def test_a_commit_after_recovery_already_published_the_epoch_is_no_error(tmp_path):
     old = sink(tmp_path, 0)
     put(old, 1, 2)
-    old.checkpoint(Epoch(1, 1))
+    seal(old, Epoch(1, 1))
     sink(tmp_path, 1, Epoch(1, 1), 2)  # slot 1 restarts and publishes slot 0's epoch
-    old.committed(Epoch(1, 1))  # slot 0, not yet replaced, hears the commit late
+    commit(old, Epoch(1, 1))  # slot 0, not yet replaced, hears the commit late
     assert ids(tmp_path) == [1, 2]
 
 
 def test_a_new_start_of_the_same_epoch_replaces_what_the_earlier_one_sealed(tmp_path):
     first = sink(tmp_path)
     put(first, 1)
-    first.checkpoint(Epoch(1, 1))
+    seal(first, Epoch(1, 1))
     put(first, 2)
-    first.checkpoint(Epoch(1, 2))
+    seal(first, Epoch(1, 2))
     first.close()
     second = sink(tmp_path)
     put(second, 3)
-    second.checkpoint(Epoch(1, 1))
-    second.checkpoint(Epoch(1, 2))  # nothing this time: the earlier start's epoch 2 goes
-    second.committed(Epoch(1, 2))
+    seal(second, Epoch(1, 1))
+    seal(second, Epoch(1, 2))  # nothing this time: the earlier start's epoch 2 goes
+    commit(second, Epoch(1, 2))
     assert ids(tmp_path) == [3]
     assert staged(tmp_path) == []
 
@@ -381,9 +397,9 @@ def test_entries_it_never_makes_are_left_alone(tmp_path):
 
 def test_a_checkpoint_for_another_epoch_is_refused(tmp_path):
     plugin = sink(tmp_path)
-    plugin.checkpoint(Epoch(1, 1))
+    seal(plugin, Epoch(1, 1))
     with pytest.raises(PluginError) as caught:
-        plugin.checkpoint(Epoch(1, 3))
+        seal(plugin, Epoch(1, 3))
     reason = "checkpoint at epoch 3 of allocation 1 while writing epoch 2 of allocation 1"
     assert str(caught.value) == f"{WHERE}: {reason}"
 
@@ -392,14 +408,14 @@ def test_a_checkpoint_with_rows_not_yet_written_is_refused(tmp_path):
     plugin = sink(tmp_path)
     plugin.prepare([row(1), row(2)])
     with pytest.raises(PluginError, match=r"with 2 rows prepared but not written: write\(\)"):
-        plugin.checkpoint(Epoch(1, 1))
+        seal(plugin, Epoch(1, 1))
 
 
 def test_writing_before_recover_is_refused(tmp_path):
     plugin = output(table_task(tmp_path), 0, 1)
     put(plugin, 1)
     with pytest.raises(PluginError) as caught:
-        plugin.checkpoint(Epoch(1, 1))
+        seal(plugin, Epoch(1, 1))
     reason = "used before recover(): there is no epoch to write to"
     assert str(caught.value) == f"{WHERE}: {reason}"
 
@@ -407,11 +423,12 @@ def test_writing_before_recover_is_refused(tmp_path):
 def test_a_sealed_file_that_vanished_is_named_when_published(tmp_path):
     plugin = sink(tmp_path)
     put(plugin, 1)
-    plugin.checkpoint(Epoch(1, 1))
+    seal(plugin, Epoch(1, 1))
     path = tmp_path / "_staging" / name(1, 1) / "k=b" / f"{name(1, 1)}-0.parquet"
     path.unlink()
+    commit(plugin, Epoch(1, 1))
     with pytest.raises(PluginError) as caught:
-        plugin.committed(Epoch(1, 1))
+        plugin.synced()
     reason = "it is neither staged nor published: was it deleted as uncommitted?"
     assert str(caught.value) == f"{WHERE}: cannot publish {str(path)!r}: {reason}"
 
@@ -425,7 +442,7 @@ def test_a_field_the_declared_schema_lacks_is_named(tmp_path):
         plugin.prepare([row(1), {"id": 2, "k": "a", "extra": 1}])
     assert str(caught.value) == f"{WHERE}: field 'extra' is not in the schema (id, k)"
     assert plugin.write()
-    plugin.checkpoint(Epoch(1, 1))
+    seal(plugin, Epoch(1, 1))
     assert staged(tmp_path) == []
 
 
@@ -448,22 +465,22 @@ def test_an_inferred_schema_is_kept_for_later_batches(tmp_path):
 
 def test_an_inferred_schema_is_kept_across_a_restart_in_the_checkpoint(tmp_path):
     first = sink(tmp_path, schema=None)
-    assert first.checkpoint(Epoch(1, 1)) is None
+    assert seal(first, Epoch(1, 1)) is None
     put(first, 1)
-    checkpoint = first.checkpoint(Epoch(1, 2))
+    checkpoint = seal(first, Epoch(1, 2))
     assert checkpoint == {"schema": [["id", "bigint"], ["k", "string"]]}
-    first.committed(Epoch(1, 2))
+    commit(first, Epoch(1, 2))
     second = sink(tmp_path, committed=Epoch(1, 2), version=2, checkpoint=checkpoint, schema=None)
     with pytest.raises(PluginError, match=f"^{WHERE}: field 'id' must hold bigint values"):
         second.prepare([{"id": "two", "k": "a"}])
     put(second, 2)
-    assert second.checkpoint(Epoch(2, 1)) == checkpoint
+    assert seal(second, Epoch(2, 1)) == checkpoint
 
 
 def test_a_declared_schema_is_not_in_the_checkpoint(tmp_path):
     plugin = sink(tmp_path)
     put(plugin, 1)
-    assert plugin.checkpoint(Epoch(1, 1)) is None
+    assert seal(plugin, Epoch(1, 1)) is None
 
 
 def test_a_checkpoint_that_is_not_a_kept_schema_is_named(tmp_path):
@@ -554,11 +571,11 @@ class Crashing(Coordinator):
         how = self.data.draw(st.sampled_from(["idle", "sealing", "publishing"]), label="crash")
         if how == "sealing":
             with failing_renames(0), contextlib.suppress(PluginError):
-                plugin.checkpoint(epoch)
+                plugin.checkpoint(epoch).durable.result()
         elif how == "publishing" and self.committed and self.committed.version == version:
             renames = self.data.draw(st.integers(0, 3), label="files published before the crash")
             with failing_renames(renames), contextlib.suppress(PluginError):
-                plugin.committed(self.committed)
+                commit(plugin, self.committed)
 
 
 @contextlib.contextmanager
