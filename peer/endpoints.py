@@ -153,6 +153,6 @@ def serve(
         server = make_server(where[0], port, Endpoints(current, registry), Server, _Quiet)
     except OSError as e:
         raise MetricsError(f"cannot serve metrics on {address}:{port}: {e.strerror}") from e
-    registry.register(GroupCollector(current))
+    registry.register(GroupCollector(lambda: None if (i := current()) is None else i.figures()))
     threading.Thread(target=server.serve_forever, name="onyx-endpoints", daemon=True).start()
     return server

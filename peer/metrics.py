@@ -9,11 +9,12 @@ kinds; never segment values). A job's id is the label ``onyx_job``, which leaves
 - events, counted where they happen (entries applied, batches, barriers, checkpoints, frames):
   module-level counters and histograms, one per process, which ``onyx run`` also reads in-process
   to show progress;
-- state, read off the group when Prometheus scrapes (``GroupCollector``, which peer.endpoints
-  registers where it serves them): the ring and the jobs
-  from the group's replica, the log's tail from its store, the epochs from the coordinators the
-  group runs. Reading at scrape time means a gauge can never go stale when, say, a job's
-  coordinator moves to another group: the group that lost it simply stops reporting it.
+- state, read when Prometheus scrapes (``GroupCollector``, which peer.endpoints registers where
+  it serves them) from a ``GroupSnapshot`` the group makes then (peer.cluster.group): the ring
+  and the jobs from its replica, the log's tail from its store, the epochs from the coordinators
+  it runs. Reading at scrape time means a gauge can never go stale when, say, a job's
+  coordinator moves to another group: the group that lost it simply stops reporting it. The
+  collector reads only the snapshot, never the group itself.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from peer import __version__
-from peer.log.store import StoreError
 
 JOB = "onyx_job"
 """The label holding an onyx job's id. Not ``job``: Prometheus gives every series the ``job`` of
@@ -156,72 +156,123 @@ class MetricsError(RuntimeError):
     """The metrics cannot be served; the message names the address."""
 
 
-class GroupCollector(Collector):
-    """The group's state as gauges, read when scraped. ``state`` returns what to read: the
-    group's id, replica, log store, the coordinators and transport it runs, and what it has
-    reported dead; None while the group is between incarnations."""
+@dataclass(frozen=True)
+class RingFigures:
+    member: bool
+    """Whether the group is joined to the ring."""
+    groups: int
+    watch_pairs: int
+    watch_target_alive: bool
+    """False once the group it watches has lost its pulse, until the ring is closed without it."""
+    joins_in_flight: int
+    virtual_peers: int
+    """This group's peers that are active in the replica."""
 
-    def __init__(self, state: Callable[[], Any]) -> None:
-        self._state = state
+
+@dataclass(frozen=True)
+class LogFigures:
+    position: int
+    """Of the last entry the group applied."""
+    origin: int
+    """Of the origin replica: the last gc read, or -1 before any."""
+    tail: int | None
+    """Of the newest entry in the log; None while the store cannot answer."""
+
+
+@dataclass(frozen=True)
+class JobFigures:
+    id: str
+    peers: int
+    """Virtual peers allocated to it; 0 while it waits."""
+    allocation_version: int | None
+    barrier_period: float | None
+
+
+@dataclass(frozen=True)
+class EpochFigures:
+    """What the coordinator of a job this group runs knows."""
+
+    job: str
+    epoch: int
+    committed: int
+    """The last committed epoch of the current allocation; 0 before its first."""
+    last_commit: float
+    """When it last committed (or started), in seconds since the epoch."""
+
+
+@dataclass(frozen=True)
+class GroupSnapshot:
+    """What the group's gauges show, taken at one scrape."""
+
+    ring: RingFigures
+    log: LogFigures
+    jobs: tuple[JobFigures, ...]
+    """Every job of the cluster, by id."""
+    epochs: tuple[EpochFigures, ...]
+    """The jobs whose coordinators this group runs, by id."""
+    publications: int | None
+    """Aeron publications the group holds open; None without Aeron."""
+
+
+class GroupCollector(Collector):
+    """The group's state as gauges, read when scraped from ``snapshot()``; None while the group
+    is between incarnations."""
+
+    def __init__(self, snapshot: Callable[[], GroupSnapshot | None]) -> None:
+        self._snapshot = snapshot
 
     def collect(self) -> Gauges:
-        state = self._state()
-        if state is None:
+        snapshot = self._snapshot()
+        if snapshot is None:
             return
-        yield from _ring(state)
-        yield from _log(state)
-        yield from _jobs(state)
-        yield from _epochs(state)
-        yield from _transport(state)
+        yield from _ring(snapshot.ring)
+        yield from _log(snapshot.log)
+        yield from _jobs(snapshot.jobs)
+        yield from _epochs(snapshot.epochs)
+        if snapshot.publications is not None:
+            yield _gauge("onyx_aeron_publications", "Aeron publications this group holds open",
+                         float(snapshot.publications))  # fmt: skip
 
 
 def _gauge(name: str, doc: str, value: float | None = None, labels: tuple[str, ...] = ()) -> Any:
     return GaugeMetricFamily(name, doc, value=value, labels=labels or None)
 
 
-def _ring(state: Any) -> Gauges:
-    replica, me = state.replica, state.id
-    target = replica.pairs.get(me)
-    if target is None:
-        alive = 1.0 if replica.groups <= {me} else 0.0
-    else:
-        alive = 0.0 if target in state.reported else 1.0
+def _ring(ring: RingFigures) -> Gauges:
     yield _gauge("onyx_ring_member", "1 while this group is joined to the ring",
-                 float(me in replica.groups))  # fmt: skip
-    yield _gauge("onyx_ring_groups", "Groups joined to the ring", float(len(replica.groups)))
+                 float(ring.member))  # fmt: skip
+    yield _gauge("onyx_ring_groups", "Groups joined to the ring", float(ring.groups))
     yield _gauge("onyx_ring_watch_pairs", "Watch pairs (watcher to watched) in the ring",
-                 float(len(replica.pairs)))  # fmt: skip
+                 float(ring.watch_pairs))  # fmt: skip
     yield _gauge("onyx_ring_watch_target_alive",
                  "1 unless the group this group watches has lost its pulse and is not yet "
-                 "replaced in the ring", alive)  # fmt: skip
+                 "replaced in the ring", float(ring.watch_target_alive))  # fmt: skip
     yield _gauge("onyx_ring_joins_in_flight", "Joins prepared or accepted but not yet finished",
-                 float(len(replica.prepared) + len(replica.accepted)))  # fmt: skip
+                 float(ring.joins_in_flight))  # fmt: skip
     yield _gauge("onyx_group_virtual_peers", "Active virtual peers of this group",
-                 float(sum(1 for p in state.peers if p in replica.peers)))  # fmt: skip
+                 float(ring.virtual_peers))  # fmt: skip
 
 
-def _log(state: Any) -> Gauges:
-    """The tail comes from the store; while the store cannot answer (ZooKeeper unreachable),
-    the gauges that need it are left out rather than failing the whole scrape."""
-    position = state.replica.version
+def _log(figures: LogFigures) -> Gauges:
+    """While the store cannot answer (ZooKeeper unreachable) the gauges that need the tail are
+    left out rather than failing the whole scrape."""
+    position = figures.position
     yield _gauge("onyx_log_position", "Position of the last entry this group applied",
                  float(position))  # fmt: skip
     yield _gauge("onyx_log_origin_position",
                  "Position of the origin replica: the last gc read, or -1 before any",
-                 float(state.origin))  # fmt: skip
-    try:
-        tail = max(state.store.tail(), position)
-    except StoreError:
+                 float(figures.origin))  # fmt: skip
+    if figures.tail is None:
         return
+    tail = max(figures.tail, position)
     yield _gauge("onyx_log_tail_position", "Position of the newest entry in the log", float(tail))
     yield _gauge("onyx_log_lag", "Entries in the log this group has not applied yet",
                  float(tail - position))  # fmt: skip
     yield _gauge("onyx_log_length", "Entries the log holds after the origin",
-                 float(tail - state.origin))  # fmt: skip
+                 float(tail - figures.origin))  # fmt: skip
 
 
-def _jobs(state: Any) -> Gauges:
-    replica = state.replica
+def _jobs(jobs: tuple[JobFigures, ...]) -> Gauges:
     waiting = _gauge("onyx_job_waiting", "1 while a job has too few peers to run", labels=(JOB,))
     version = _gauge("onyx_job_allocation_version", "The job's allocation version (the log "
                      "position of its last reallocation)", labels=(JOB,))  # fmt: skip
@@ -229,23 +280,21 @@ def _jobs(state: Any) -> Gauges:
                     labels=(JOB,))  # fmt: skip
     peers = _gauge("onyx_job_peers", "Virtual peers allocated to the job", labels=(JOB,))
     counts = {"running": 0, "waiting": 0}
-    for job_id in sorted(replica.jobs):
-        allocated = sum(len(ps) for ps in replica.allocations.get(job_id, {}).values())
-        counts["running" if allocated else "waiting"] += 1
-        waiting.add_metric([job_id], float(not allocated))
-        peers.add_metric([job_id], float(allocated))
-        if job_id in replica.allocation_versions:
-            version.add_metric([job_id], float(replica.allocation_versions[job_id]))
-        barrier = replica.jobs[job_id].barrier_period
-        if barrier is not None:
-            period.add_metric([job_id], float(barrier))
-    jobs = _gauge("onyx_jobs", "Jobs the cluster runs or waits to run", labels=("state",))
+    for job in jobs:
+        counts["running" if job.peers else "waiting"] += 1
+        waiting.add_metric([job.id], float(not job.peers))
+        peers.add_metric([job.id], float(job.peers))
+        if job.allocation_version is not None:
+            version.add_metric([job.id], float(job.allocation_version))
+        if job.barrier_period is not None:
+            period.add_metric([job.id], float(job.barrier_period))
+    states = _gauge("onyx_jobs", "Jobs the cluster runs or waits to run", labels=("state",))
     for name, count in counts.items():
-        jobs.add_metric([name], float(count))
-    yield from (jobs, waiting, version, period, peers)
+        states.add_metric([name], float(count))
+    yield from (states, waiting, version, period, peers)
 
 
-def _epochs(state: Any) -> Gauges:
+def _epochs(epochs: tuple[EpochFigures, ...]) -> Gauges:
     """What this group's coordinators know; the other jobs are other groups' to report."""
     epoch = _gauge("onyx_job_epoch", "The epoch the job's coordinator is in", labels=(JOB,))
     committed = _gauge("onyx_job_committed_epoch", "The job's last committed epoch (of the "
@@ -259,16 +308,9 @@ def _epochs(state: Any) -> Gauges:
                    "Seconds since the job's coordinator last committed (or started)",
                    labels=(JOB,))  # fmt: skip
     now = time.time()
-    for (job_id, _), coordinator in sorted(state.coordinators.items()):
-        epoch.add_metric([job_id], float(coordinator.epoch))
-        committed.add_metric([job_id], float(coordinator.committed_number()))
-        at.add_metric([job_id], coordinator.last_commit)
-        since.add_metric([job_id], max(now - coordinator.last_commit, 0.0))
+    for figures in epochs:
+        epoch.add_metric([figures.job], float(figures.epoch))
+        committed.add_metric([figures.job], float(figures.committed))
+        at.add_metric([figures.job], figures.last_commit)
+        since.add_metric([figures.job], max(now - figures.last_commit, 0.0))
     yield from (epoch, committed, at, since)
-
-
-def _transport(state: Any) -> Gauges:
-    publications = getattr(state.transport, "publications", None)
-    if publications is not None:
-        yield _gauge("onyx_aeron_publications", "Aeron publications this group holds open",
-                     float(publications()))  # fmt: skip

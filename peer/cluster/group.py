@@ -25,9 +25,8 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from peer import metrics
 from peer.cluster.readiness import Readiness, readiness
@@ -43,6 +42,7 @@ from peer.log.entry import Entry, Transition
 from peer.log.replica import EMPTY_VERSION, Replica
 from peer.log.store import LogStore, StoreError, store_origin_and_trim
 from peer.runtime.checkpoints import CheckpointStorage
+from peer.runtime.coordinator import Coordinator
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig, Transport
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,45 @@ log = logging.getLogger(__name__)
 
 def new_id() -> str:
     return uuid.uuid4().hex
+
+
+def ring_figures(
+    replica: Replica, me: str, peers: list[str], reported: set[str]
+) -> metrics.RingFigures:
+    """The ring as group ``me`` sees it. Its watch target is alive unless reported dead; a group
+    alone in the ring watches nobody and counts as watched alive; one outside it, as not."""
+    target = replica.pairs.get(me)
+    alive = replica.groups <= {me} if target is None else target not in reported
+    return metrics.RingFigures(
+        member=me in replica.groups,
+        groups=len(replica.groups),
+        watch_pairs=len(replica.pairs),
+        watch_target_alive=alive,
+        joins_in_flight=len(replica.prepared) + len(replica.accepted),
+        virtual_peers=sum(1 for peer in peers if peer in replica.peers),
+    )
+
+
+def job_figures(replica: Replica) -> tuple[metrics.JobFigures, ...]:
+    return tuple(
+        metrics.JobFigures(
+            id=job_id,
+            peers=sum(len(ps) for ps in replica.allocations.get(job_id, {}).values()),
+            allocation_version=replica.allocation_versions.get(job_id),
+            barrier_period=replica.jobs[job_id].barrier_period,
+        )
+        for job_id in sorted(replica.jobs)
+    )
+
+
+def epoch_figures(
+    coordinators: Mapping[tuple[str, int], Coordinator],
+) -> tuple[metrics.EpochFigures, ...]:
+    """Read off a copy, as the group's thread may add or drop a coordinator meanwhile."""
+    return tuple(
+        metrics.EpochFigures(job_id, c.epoch, c.committed_number(), c.last_commit)
+        for (job_id, _), c in sorted(dict(coordinators).items())
+    )
 
 
 @dataclass(frozen=True)
@@ -205,10 +244,21 @@ class Incarnation:
         elif kind == ABORT_JOIN.name:
             metrics.JOINS_ABORTED.inc()
 
-    @property
-    def coordinators(self) -> dict[Any, Any]:
-        """The job coordinators this identity runs, for the metrics."""
-        return self.dataplane.coordinators
+    def figures(self) -> metrics.GroupSnapshot:
+        """What the metrics show of this identity, taken now, on the scraping thread: the
+        replica is immutable, and the store answers any thread."""
+        try:
+            tail: int | None = self.store.tail()
+        except StoreError:
+            tail = None
+        publications = getattr(self.transport, "publications", None)
+        return metrics.GroupSnapshot(
+            ring=ring_figures(self.replica, self.id, self.peers, self.reported),
+            log=metrics.LogFigures(self.replica.version, self.origin, tail),
+            jobs=job_figures(self.replica),
+            epochs=epoch_figures(self.dataplane.coordinators),
+            publications=None if publications is None else publications(),
+        )
 
     def flush(self) -> None:
         """Write what may be written: nothing during a back-off; before the group has joined,

@@ -7,7 +7,6 @@ named below."""
 from __future__ import annotations
 
 import re
-from types import SimpleNamespace
 
 import promql_parser
 import pytest
@@ -15,10 +14,10 @@ import yaml
 from prometheus_client import REGISTRY
 
 from monitoring.grafana.dashboards import expressions
+from peer.cluster.group import job_figures, ring_figures
 from peer.log.replica import Replica
-from peer.log.stores.memory import MemoryLog
 from peer.messaging.counters import DriverCollector
-from peer.metrics import CHECKPOINT_SECONDS, GroupCollector, task_meters
+from peer.metrics import CHECKPOINT_SECONDS, GroupCollector, GroupSnapshot, LogFigures, task_meters
 from tests.support import REPO, ZooKeeperServer, wait_for, zookeeper_exporter
 
 RULES = sorted((REPO / "monitoring" / "rules").glob("*.yml"))
@@ -44,10 +43,14 @@ def series(families) -> set[str]:
 
 
 def served(zookeeper: ZooKeeperServer) -> set[str]:
-    group = SimpleNamespace(
-        id="g", replica=Replica(), store=MemoryLog().session(), peers=[], reported=set(),
-        origin=-1, coordinators={}, transport=SimpleNamespace(publications=lambda: 0),
-    )  # fmt: skip
+    replica = Replica()
+    group = GroupSnapshot(
+        ring=ring_figures(replica, "g", [], set()),
+        log=LogFigures(replica.version, -1, replica.version),
+        jobs=job_figures(replica),
+        epochs=(),
+        publications=0,
+    )
     collectors = [
         GroupCollector(lambda: group).collect(),
         DriverCollector("/nowhere").describe(),
