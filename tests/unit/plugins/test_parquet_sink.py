@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from peer.job.spec import Task
-from peer.plugins import PluginError, Recovery, load
+from peer.plugins import PluginError, Recovery, load, parquet
 from peer.plugins.parquet import ParquetTableOutput, output
 from peer.plugins.staged import stem
 from peer.runtime.checkpoints import Epoch
@@ -608,3 +608,61 @@ def test_crashes_anywhere_leave_what_a_failure_free_run_leaves(rows, data):
 
 def _id(value: dict[str, Any]) -> int:
     return value["id"]
+
+
+# -- Arrow batches --------------------------------------------------------------------------------
+
+
+def test_an_arrow_batch_is_written_as_arrow_without_rows(tmp_path, monkeypatch):
+    plugin = sink(tmp_path)
+    monkeypatch.setattr(parquet, "to_table", lambda *_: pytest.fail("made a table of rows"))
+    batch = pa.record_batch({"k": ["b", None], "id": pa.array([1, 2], pa.int32())})
+    plugin.prepare(batch)
+    assert plugin.write()
+    seal(plugin, Epoch(1, 1))
+    commit(plugin, Epoch(1, 1))
+    monkeypatch.undo()
+    assert read(tmp_path) == [row(1), row(2)]
+
+
+def test_an_arrow_batch_lacking_a_field_writes_nulls_and_numbers_become_timestamps(tmp_path):
+    plugin = sink(tmp_path, schema={"id": "bigint", "k": "string", "ts": "timestamp"})
+    plugin.prepare(pa.record_batch({"id": [1], "ts": [1_700_000_000.25]}))
+    assert plugin.write()
+    seal(plugin, Epoch(1, 1))
+    commit(plugin, Epoch(1, 1))
+    [file] = published(tmp_path)
+    table = pq.read_table(tmp_path / file)
+    expected = datetime.datetime(2023, 11, 14, 22, 13, 20, 250000, tzinfo=datetime.UTC)
+    assert table.column("ts").to_pylist() == [expected]
+    assert file.startswith("k=__HIVE_DEFAULT_PARTITION__/")
+
+
+def test_an_arrow_batch_with_a_column_the_schema_lacks_is_named(tmp_path):
+    plugin = sink(tmp_path)
+    with pytest.raises(PluginError) as caught:
+        plugin.prepare(pa.record_batch({"id": [1], "k": ["a"], "extra": [1]}))
+    assert str(caught.value) == f"{WHERE}: field 'extra' is not in the schema (id, k)"
+
+
+def test_an_arrow_column_that_does_not_cast_is_named(tmp_path):
+    plugin = sink(tmp_path)
+    with pytest.raises(PluginError) as caught:
+        plugin.prepare(pa.record_batch({"id": ["one"], "k": ["a"]}))
+    assert str(caught.value).startswith(f"{WHERE}: field 'id' must hold bigint values")
+
+
+def test_an_arrow_batch_s_schema_is_inferred_and_kept_in_the_checkpoint(tmp_path):
+    plugin = sink(tmp_path, schema=None)
+    plugin.prepare(pa.record_batch({"id": pa.array([1], pa.int64()), "k": ["a"]}))
+    assert plugin.write()
+    assert seal(plugin, Epoch(1, 1)) == {"schema": [["id", "bigint"], ["k", "string"]]}
+    with pytest.raises(PluginError, match=f"^{WHERE}: field 'id' must hold bigint values"):
+        plugin.prepare([{"id": "two", "k": "a"}])
+
+
+def test_an_arrow_field_without_a_spark_type_is_named(tmp_path):
+    plugin = sink(tmp_path, schema=None, partition_by=[])
+    with pytest.raises(PluginError) as caught:
+        plugin.prepare(pa.record_batch({"id": [1], "tags": [["a"]]}))
+    assert str(caught.value).startswith(f"{WHERE}: field 'tags': Arrow type list<item: string>")
