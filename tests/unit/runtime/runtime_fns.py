@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import Any
 
-from peer.plugins import Recovery
+from peer.plugins import Recovery, Sealing
 from peer.runtime.checkpoints import Epoch
 
 EVENTS: list[tuple[str, dict[str, Any]]] = []
@@ -122,3 +123,20 @@ class FailsAtCommit:
 
 def fails_at_commit(task: Any, slot: int, slots: int) -> FailsAtCommit:
     return FailsAtCommit()
+
+
+SEALS: list[Future[None]] = []
+"""The sealings ``SealsLater`` outputs returned, for a test to finish."""
+
+
+class SealsLater(FailsAtCommit):
+    """An output whose epochs become durable only when a test finishes their sealing."""
+
+    def checkpoint(self, epoch: Epoch) -> Sealing:
+        sealing: Future[None] = Future()
+        SEALS.append(sealing)
+        return Sealing(None, sealing)
+
+
+def seals_later(task: Any, slot: int, slots: int) -> SealsLater:
+    return SealsLater()

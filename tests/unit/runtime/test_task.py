@@ -11,7 +11,7 @@ import msgpack
 import pytest
 
 from peer.job.spec import Job, Lifecycle, Task, Trigger, Window
-from peer.runtime.checkpoints import CheckpointStorage, Epoch
+from peer.runtime.checkpoints import CheckpointError, CheckpointStorage, Epoch
 from peer.runtime.emit import WINDOW
 from peer.runtime.inbox import END, Barrier, Watermark
 from peer.runtime.placement import place
@@ -260,9 +260,32 @@ def test_an_output_completes_only_after_the_final_epoch_is_committed(storage, tm
     assert world.completed == 0
     assert not list(tmp_path.glob("*.jsonl"))
     r.committed(1)
-    run(r)
+    run_until(r, lambda: world.completed)  # once the epoch is published, in the background
     assert world.completed == 1
     assert [p.read_text() for p in tmp_path.glob("*.jsonl")] == ['{"n":1}\n']
+
+
+def test_an_epoch_is_acknowledged_only_once_its_output_is_sealed(storage):
+    world = World()
+    sink = Task("out", "output", plugin="tests.unit.runtime.runtime_fns:seals_later")
+    r = runner(sink, world, upstream={1}, storage=storage)
+    r.recover_from([])
+    runtime_fns.SEALS.clear()
+    r.deliver(1, Barrier(1))
+    run_until(r, lambda: runtime_fns.SEALS)
+
+    def stored() -> bool:
+        try:
+            return bool(storage.get("j", Epoch(7, 1), "out", 0))
+        except CheckpointError:
+            return False
+
+    wait_for(stored, 10, "the snapshot to be stored")
+    run(r)
+    assert world.reports == []  # the snapshot is stored, the epoch's output not yet durable
+    runtime_fns.SEALS[0].set_result(None)
+    run_until(r, lambda: world.reports)
+    assert world.reports == [("ack", 1)]
 
 
 def test_a_restarted_input_resumes_from_its_committed_position(storage):
