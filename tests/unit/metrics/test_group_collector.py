@@ -18,6 +18,7 @@ RING = Replica(version=9, groups=pset(["a", "b"]), pairs=pmap({"a": "b", "b": "a
 
 def snapshot(
     replica: Replica = RING,
+    *,
     tail: int | None = 9,
     origin: int = -1,
     reported: frozenset[str] = frozenset(),
