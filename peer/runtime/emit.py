@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from peer.job.spec import Task
-from peer.runtime.columnar import rows
 from peer.runtime.routing import Router
 
 WINDOW = 64
@@ -82,7 +81,8 @@ class RouterEmitter:
 
 
 class PluginEmitter:
-    """An output's: batches prepared and written by its plugin, attached when it loads."""
+    """An output's: batches, rows or Arrow as they come, prepared and written by its plugin,
+    attached when it loads."""
 
     def __init__(self) -> None:
         self.plugin: Any = None
@@ -92,7 +92,7 @@ class PluginEmitter:
         self.plugin = plugin
 
     def emit(self, segments: Any) -> None:
-        self.plugin.prepare(rows(segments))
+        self.plugin.prepare(segments)
         self.staged = True
         self.write()
 
