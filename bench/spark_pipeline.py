@@ -270,7 +270,7 @@ def latency_job(incoming: Path, table: Path, trigger: float) -> dict[str, Any]:
             {"name": "files", "kind": "input", "plugin": "peer.spark.source:stream",
              "n_peers": 1, "batch_size": 10_000, "schema": FILE_SCHEMA,
              "params": {"path": str(incoming), "format": "parquet", "interval": trigger}},
-            {"name": "table", "kind": "output", "plugin": "peer.spark.sink:output",
+            {"name": "table", "kind": "output", "plugin": "peer.plugins.parquet:output",
              "n_peers": 1, "schema": FILE_SCHEMA, "params": {"path": str(table)}},
         ],
         "barrier_period": trigger,

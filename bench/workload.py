@@ -181,8 +181,12 @@ class LatencyOutput:
     def recover(self, recovery: Recovery) -> None:
         self.written = recovery.checkpoint or 0
 
-    def prepare(self, segments: list[Segment]) -> None:
-        self.staged.extend(segment["created"] for segment in segments)
+    def prepare(self, segments: list[Segment] | pa.RecordBatch) -> None:
+        """Rows or an Arrow batch, as the task emits them: only ``created`` is read."""
+        if isinstance(segments, pa.RecordBatch):
+            self.staged.extend(segments.column("created").to_pylist())
+        else:
+            self.staged.extend(segment["created"] for segment in segments)
 
     def write(self) -> bool:
         now = time.time()
