@@ -142,7 +142,7 @@ def decode_arrow(body: bytes | memoryview) -> pa.RecordBatch:
             return batch
     except StopIteration:
         raise CodecError("an Arrow body holds no record batch") from None
-    except (pa.ArrowException, ValueError) as e:
+    except (pa.ArrowException, OSError, ValueError) as e:
         raise CodecError(f"Arrow body does not read: {e}") from e
     raise CodecError("an Arrow body holds more than one record batch")
 
