@@ -2,12 +2,12 @@
 
 A transport carries at most ``limit`` bytes in one message (Aeron: 2 MiB, its ``max_frame``,
 peer.messaging.aeron). A larger batch is first split into BATCH frames of fewer segments (rows,
-or slices of an Arrow batch), each small enough; the epoch field of each counts the parts of the batch still to come, and the
-receiver joins them into the one batch the sender's task emitted (credit between peers counts
-batches, so a split batch is still one). A frame still too large, a single large segment, is
-cut into FRAGMENT frames: each repeats the whole frame's job, source, destination and allocation
-version, holds the whole frame's length in its epoch field, and carries an 8-byte offset and
-the next slice of the whole frame.
+or slices of an Arrow batch), each small enough; the epoch field of each counts the parts of the
+batch still to come, and the receiver joins them into the one batch the sender's task emitted
+(credit between peers counts batches, so a split batch is still one). A frame still too large,
+a single large segment, is cut into FRAGMENT frames: each repeats the whole frame's job, source,
+destination and allocation version, holds the whole frame's length in its epoch field, and
+carries an 8-byte offset and the next slice of the whole frame.
 
 A group offers the pieces of one frame back to back on its one exclusive publication to the
 receiving group (one image there), and Aeron delivers an image in order, so a receiver has at
@@ -18,8 +18,8 @@ group; the sender's task fails instead, which kills its job.
 
 from __future__ import annotations
 
-import struct
 import math
+import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 

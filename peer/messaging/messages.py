@@ -81,7 +81,9 @@ class Heartbeat:
     group: str
 
 
-Message = Batch | Barrier | Watermark | End | Credit | Recover | Ack | Drained | Committed | Heartbeat
+Message = (
+    Batch | Barrier | Watermark | End | Credit | Recover | Ack | Drained | Committed | Heartbeat
+)
 END = End()
 DRAINED = Drained()
 

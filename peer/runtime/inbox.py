@@ -8,73 +8,73 @@ cannot push segments of the next epoch into state before the snapshot of this on
 
 The inbox also counts the batches taken from each sender, which the runner hands back to the
 sender as credit: no sender has more than a window of batches in flight to one receiver.
+
+It holds the messages as they came (peer.messaging.messages), and ``take`` joins the batches it
+takes into one: rows stay rows, Arrow batches of one schema stay one Arrow batch, and only a mix
+becomes rows.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
-Segment = Any
+import pyarrow as pa
 
+from peer.messaging.messages import Barrier, Batch, End, Watermark
 
-@dataclass(frozen=True, slots=True)
-class Barrier:
-    epoch: int
-    final: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Watermark:
-    value: float
-
-
-END = "end of input"
-"""The marker an upstream peer sends after its last segment."""
+InLine = Batch | Barrier | Watermark | End
+"""What an upstream peer sends along an edge, in order."""
 
 
 class Inbox:
     def __init__(self, sources: frozenset[int]) -> None:
         self.sources = sources
-        self.queues: dict[int, deque[Any]] = {s: deque() for s in sorted(sources)}
+        self.queues: dict[int, deque[InLine]] = {s: deque() for s in sorted(sources)}
         self.ended: set[int] = set()
         self.watermarks: dict[int, float] = {}
         self.consumed: dict[int, int] = dict.fromkeys(self.queues, 0)
         self.turn = 0
 
-    def put(self, source: int, item: Any) -> None:
+    def put(self, source: int, item: InLine) -> None:
         """Items from a peer that is not upstream of this one (a stale sender) are ignored."""
         queue = self.queues.get(source)
         if queue is not None:
             queue.append(item)
 
-    def take(self, limit: int) -> list[Segment]:
-        """Up to ``limit`` segments, round-robin over the senders not held at a barrier;
-        watermarks and end markers met on the way are recorded."""
-        batch: list[Segment] = []
+    def take(self, limit: int) -> list[Any] | pa.RecordBatch:
+        """Whole batches, round-robin over the senders not held at a barrier, until they hold
+        ``limit`` rows or more, as one batch; watermarks and end markers met on the way are
+        recorded."""
+        taken: list[list[Any] | pa.RecordBatch] = []
         order = list(self.queues)
         self.turn = (self.turn + 1) % max(len(order), 1)
+        rows = 0
         for source in order[self.turn :] + order[: self.turn]:
-            self._drain(source, batch, limit)
-            if len(batch) >= limit:
+            rows = self._drain(source, taken, rows, limit)
+            if rows >= limit:
                 break
-        return batch
+        return _joined(taken)
 
-    def _drain(self, source: int, batch: list[Segment], limit: int) -> None:
+    def _drain(self, source: int, taken: list[Any], rows: int, limit: int) -> int:
         queue = self.queues[source]
-        while queue and len(batch) < limit:
+        while queue and rows < limit:
             item = queue[0]
             if isinstance(item, Barrier):
-                return
+                break
             queue.popleft()
-            if isinstance(item, list):
-                batch.extend(item)
+            if isinstance(item, Batch):
+                taken.append(item.batch)
+                rows += len(item.batch)
                 self.consumed[source] += 1
             elif isinstance(item, Watermark):
                 self.watermarks[source] = max(item.value, self.watermarks.get(source, item.value))
-            else:
+            elif isinstance(item, End):
                 self.ended.add(source)
+            else:
+                raise TypeError(f"a {type(item).__name__} from peer {source} is not a message "
+                                "that travels along an edge")  # fmt: skip
+        return rows
 
     def aligned(self) -> Barrier | None:
         """The barrier every sender has reached, once they all have reached the same one."""
@@ -105,3 +105,14 @@ class Inbox:
     def drained(self) -> bool:
         """Every sender has ended and everything it sent has been taken."""
         return self.ended >= self.sources and not any(self.queues.values())
+
+
+def _joined(batches: list[list[Any] | pa.RecordBatch]) -> list[Any] | pa.RecordBatch:
+    """One batch of the rows of ``batches``, in order."""
+    if len(batches) == 1:
+        return batches[0]
+    if batches and all(isinstance(b, pa.RecordBatch) for b in batches):
+        schema = batches[0].schema
+        if all(b.schema.equals(schema) for b in batches):
+            return pa.concat_batches(batches)
+    return [row for b in batches for row in (b if isinstance(b, list) else b.to_pylist())]

@@ -50,10 +50,11 @@ import msgpack
 
 from peer.job.imports import resolve
 from peer.job.spec import ALL, HOOKS, Job, Task
+from peer.messaging.messages import END, Barrier, Watermark
 from peer.metrics import TaskMeters, task_meters
 from peer.plugins import Epoch, Recovery, load
 from peer.runtime.checkpoints import CheckpointStorage
-from peer.runtime.inbox import END, Barrier, Inbox, Watermark
+from peer.runtime.inbox import Inbox
 from peer.runtime.routing import Router, key_hash
 from peer.spark.function import SparkFunction
 from peer.state import TaskState

@@ -13,7 +13,7 @@ from peer import api
 from peer.cluster.local import LocalCluster
 from peer.job.load import from_dict
 from peer.job.spec import Task
-from peer.runtime.inbox import END, Watermark
+from peer.messaging.messages import END, Batch, Watermark
 from tests.unit.runtime.test_task import World, run_until, runner
 
 PEOPLE = [{"name": f"p{i}", "age": i % 40, "city": ["oslo", "lima"][i % 2]} for i in range(500)]
@@ -132,7 +132,7 @@ def test_batches_in_spark_at_once_go_on_in_order_each_with_its_own_watermark(spa
     task = Task("clean", "function", fn="tests.integration.spark_fns:identity", engine="spark")
     r = runner(task, world, upstream=[1], batch=10)
     for k in range(12):
-        r.deliver(1, [{"n": n} for n in range(k * 10, k * 10 + 10)])
+        r.deliver(1, Batch([{"n": n} for n in range(k * 10, k * 10 + 10)]))
         r.deliver(1, Watermark(k * 10 + 9))
     r.deliver(1, END)
     run_until(r, lambda: any(item == END for _, item in world.sent))

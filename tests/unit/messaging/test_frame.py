@@ -85,7 +85,8 @@ def test_an_arrow_batch_says_so_in_the_third_byte_and_comes_back_equal():
     assert frame[:3] == bytes([FORMAT_VERSION, MessageType.BATCH, 1])
     header, body = decode(frame)
     assert header == SAMPLE
-    assert isinstance(body, pa.RecordBatch) and body.equals(batch)
+    assert isinstance(body, pa.RecordBatch)
+    assert body.equals(batch)
 
 
 def test_non_finite_floats_and_negative_zero_round_trip():
@@ -143,7 +144,10 @@ def test_unreadable_headers_are_refused(frame, message):
         (msgpack.packb({"a": 1}), "body is a dict, not a list"),
         (msgpack.packb([{1: 2}]), "segment 0: key 1 of type int: dict keys must be strings"),
         (msgpack.packb([msgpack.ExtType(5, b"x")]), "extension type 5"),
-        (msgpack.packb([msgpack.Timestamp(1, 5)]), r"segment 0: a datetime \(a msgpack extension\)"),
+        (
+            msgpack.packb([msgpack.Timestamp(1, 5)]),
+            r"segment 0: a datetime \(a msgpack extension\)",
+        ),
         (b"\x91" * 5000 + b"\xc0", "nested in more than 1024"),
     ],
 )

@@ -133,7 +133,7 @@ def test_a_batch_that_cannot_travel_names_its_segment_and_field():
 
 
 def test_another_message_that_cannot_travel_names_its_kind():
-    with pytest.raises(FrameError, match="a Watermark message cannot travel: .*type object"):
+    with pytest.raises(FrameError, match=r"a Watermark message cannot travel: .*type object"):
         messages.encode(Address(1, 2, 3, 4), Watermark(object()), 2**21)
 
 
@@ -145,7 +145,8 @@ def test_what_is_not_a_message_is_refused():
 def test_a_large_arrow_batch_crosses_in_parts_and_arrives_as_one_batch():
     batch = pa.RecordBatch.from_pydict({"n": list(range(5000)), "s": ["x" * 50] * 5000})
     frames = messages.encode(Address(1, 2, 3, 4), Batch(batch), 16 * 1024)
-    assert len(frames) > 10 and all(len(f) <= 16 * 1024 for f in frames)
+    assert len(frames) > 10
+    assert all(len(f) <= 16 * 1024 for f in frames)
     assembly = Assembly()
-    [(header, body)] = [w for w in map(assembly.add, frames) if w is not None]
+    [(_header, body)] = [w for w in map(assembly.add, frames) if w is not None]
     assert body.equals(batch)

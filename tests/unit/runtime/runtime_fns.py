@@ -121,3 +121,8 @@ class FailsAtCommit:
 
 def fails_at_commit(task: Any, slot: int, slots: int) -> FailsAtCommit:
     return FailsAtCommit()
+
+
+def tag_set(segment: dict[str, Any]) -> dict[str, Any]:
+    """A segment with a set in it: a set cannot travel between groups."""
+    return {**segment, "meta": {"tags": {"a"}}}
