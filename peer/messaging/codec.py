@@ -1,23 +1,29 @@
 """The bodies of frames: batches of rows as msgpack, Arrow record batches as Arrow IPC.
 
 Rows (format 0) are msgpack, written by msgpack-python with exact types and read by msgspec:
-bench/codec.py chose the pair. msgspec writes about three times as fast, but it also writes
-sets, datetimes, UUIDs, decimals and dataclasses, as lists, strings and maps that come back as
-something else (a timezone-aware datetime even as an extension type the reader refuses), and
-checking every value's type in Python before it writes costs more than the whole msgpack-python
-encoding, which refuses them itself. msgspec reads about twice as fast as msgpack-python and
-checks, in its typed decoder, that every dict key down to ``TYPED_DEPTH`` is a string; a body
-that does not fit that type (bytes, deeper nesting, a key that is not a string, an extension)
-is read again untyped and walked in Python, which refuses what the typed decoder would not
-take. So exactly the JSON-like values come back: tuples as lists, bytes as bytes, NaN and the
-infinities as themselves, integers from -2**63 to 2**64 - 1. Dict keys must be strings (integer
-keys would let a peer build a dict of colliding hashes); nesting is limited to ``MAX_DEPTH``;
-no extension types travel. What cannot travel is refused naming where it is: ``segment 3,
-field 'a.b': value of type set cannot travel``.
+bench/codec.py chose the pair, which carries a batch of 100 small dicts 1.7 to 2.2 times as fast
+as msgpack-python both ways (two runs on the shared 2-core machine). msgspec alone is 2.5 to 3.1
+times as fast, but it also writes sets, datetimes, UUIDs, decimals and dataclasses, as lists,
+strings and maps that come back as something else (a timezone-aware datetime even as an
+extension type the reader refuses); checking every value's type in Python first brings it down
+to 1.4 to 1.8 times, below this pair, since msgpack-python's exact-type writer refuses them
+itself. msgspec reads about twice as fast as msgpack-python and checks, in its typed decoder,
+that every dict key down to ``TYPED_DEPTH`` is a string; a body that does not fit that type
+(bytes, deeper nesting, a key that is not a string, an extension) is read again untyped and
+walked in Python, which refuses what the typed decoder would not take.
 
-Arrow batches (format 1) are one ``pyarrow.RecordBatch`` in an Arrow IPC stream, read without
-copying from the frame that holds them (the body starts 32 bytes into the frame, aligned) and
-validated before use, so a malformed stream is refused instead of read out of bounds.
+So exactly the JSON-like values come back: tuples as lists, bytes as bytes, NaN and the
+infinities as themselves, integers from -2**63 to 2**64 - 1. Nesting is limited to
+``MAX_DEPTH``; no extension types travel. What cannot travel is refused naming where it is:
+``segment 3, field 'a.b': value of type set cannot travel``. Dict keys must be strings (integer
+keys would let a peer build a dict of colliding hashes): the writer does not look at keys
+(that would cost as much as checking values), the reader refuses the body, naming the field,
+and the data plane fails the job the frame was for.
+
+Arrow batches (format 1) are one ``pyarrow.RecordBatch`` in an Arrow IPC stream (the same 100
+rows as four columns: 3.0 to 3.7 times msgpack-python), read without copying from the frame
+that holds them (the body starts 32 bytes into the frame, aligned) and validated before use, so
+a malformed stream is refused instead of read out of bounds.
 """
 
 from __future__ import annotations
