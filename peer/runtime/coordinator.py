@@ -30,7 +30,7 @@ from typing import Any
 
 from peer.job.spec import Job
 from peer.log.store import StoreError
-from peer.messaging.frame import MessageType
+from peer.messaging.messages import Barrier, Committed, Message, Recover
 from peer.metrics import CHECKPOINT_SECONDS
 from peer.runtime.checkpoints import (
     CheckpointError,
@@ -43,7 +43,7 @@ from peer.runtime.placement import Placement
 
 log = logging.getLogger(__name__)
 
-Send = Callable[[str, MessageType, int, list[Any]], None]
+Send = Callable[[str, Message], None]
 
 RETRY = 1.0
 """Seconds before a claim or commit that the store could not serve (ZooKeeper away for longer
@@ -185,7 +185,7 @@ class Coordinator:
             return True
         self.committed = claimed.committed
         for peer in self.placement.members:
-            self.send(peer, MessageType.RECOVER, 0, body)
+            self.send(peer, Recover(body))
         self.state = State.RUNNING
         self.next_barrier = now + min(self.job.barrier_period, FIRST_EPOCH)
         return True
@@ -212,7 +212,7 @@ class Coordinator:
         self.next_barrier = now + self.job.barrier_period
         self.barrier_sent = now
         for peer in self.inputs:
-            self.send(peer, MessageType.BARRIER, self.epoch, [self.final is not None])
+            self.send(peer, Barrier(self.epoch, self.final is not None))
         return True
 
     def committed_number(self) -> int:
@@ -232,7 +232,7 @@ class Coordinator:
             self.job.id, self.epoch, self.version, now - self.barrier_sent,
         )  # fmt: skip
         for peer in self.placement.members:
-            self.send(peer, MessageType.COMMITTED, self.epoch, [])
+            self.send(peer, Committed(self.epoch))
         if previous is not None:
             self.storage.collect_later(self.job.id, previous, record.retained)
         self.state = State.RUNNING

@@ -9,8 +9,10 @@ runner, offer queued frames, keep the heartbeats going. Frames carry the allocat
 those of a stale allocation are dropped, those of an allocation this group has not read yet
 wait for it.
 
-Frames for a peer of this same group never leave the process (nor get encoded). Frames for other
-groups queue per destination and are offered in order; one over the transport's largest message
+Runners and coordinators send typed messages (peer.messaging.messages). A message for a peer of
+this same group never leaves the process: it is handed over as it is, never encoded (an Arrow
+batch stays the batch it was). Messages for other groups become frames through the message
+table, queue per destination and are offered in order; one over the transport's largest message
 goes as several (peer.messaging.fragments), which the receiver puts back together. A refused
 offer (back-pressure, or a publication not yet connected) leaves the frame at the head of its
 queue for the next round, and while queues are long the runners stop producing, so pressure
@@ -21,7 +23,9 @@ on another's reading.
 Nothing a job does ends the group: whatever a runner or a coordinator raises, a segment that
 cannot be encoded or is over the limit, a frame that cannot be delivered, fails that job
 (``_fail`` writes kill-job, naming the job, the task and what went wrong) and the group and its
-other jobs go on. A frame from a peer that cannot be read is dropped with a short warning.
+other jobs go on. A frame whose body cannot be read fails the job of the runner it was for, if
+that runner is here and current; any other frame that cannot be read is dropped with a short
+warning.
 """
 
 from __future__ import annotations
@@ -37,20 +41,32 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
-import pyarrow as pa
-
 from peer.job.code import imports_from
 from peer.job.spec import Job
 from peer.log.entries.jobs import COMPLETE_JOB, kill_job
 from peer.log.entry import Entry
 from peer.log.replica import Replica
 from peer.log.store import LogStore
-from peer.messaging import fragments
-from peer.messaging.frame import FrameError, Header, MessageType, decode_header, encode
+from peer.messaging import fragments, messages
+from peer.messaging.frame import BodyError, FrameError, decode_header
+from peer.messaging.messages import (
+    DRAINED,
+    NOWHERE,
+    Ack,
+    Address,
+    Barrier,
+    Batch,
+    Committed,
+    Credit,
+    Drained,
+    End,
+    Heartbeat,
+    Message,
+    Recover,
+    Watermark,
+)
 from peer.runtime.checkpoints import CheckpointStorage, Commits
-from peer.runtime.columnar import rows
 from peer.runtime.coordinator import Coordinator
-from peer.runtime.inbox import END, Barrier, Watermark
 from peer.runtime.liveness import Heartbeats, Liveness
 from peer.runtime.placement import Placement, placements
 from peer.runtime.routing import Router, conditions, key_function, routes
@@ -62,7 +78,8 @@ log = logging.getLogger(__name__)
 RunnerKey = tuple[str, str, int]
 """(peer, job, allocation version)"""
 
-HEARTBEAT = Header(MessageType.HEARTBEAT, 0, 0, 0, 0, 0)
+IN_LINE = (Batch, Barrier, Watermark, End)
+"""What a runner sends along an edge: a bare batch is wrapped in a Batch."""
 
 
 class Transport(Protocol):
@@ -117,7 +134,7 @@ class DataPlane:
         self.coordinators: dict[tuple[str, int], Coordinator] = {}
         self.by_short: dict[int, TaskRunner] = {}
         self.coordinator_by_job: dict[int, Coordinator] = {}
-        self.waiting: dict[int, list[tuple[Header, list[Any]]]] = defaultdict(list)
+        self.waiting: dict[int, list[tuple[Address, Message]]] = defaultdict(list)
         self.assembly = fragments.Assembly()
         self.queues: dict[str, deque[bytes]] = defaultdict(deque)
         self.peer_sites: dict[str, str] = {}
@@ -127,7 +144,8 @@ class DataPlane:
         self.heartbeats: Heartbeats | None = None
         self.closed = False
         if transport is not None:
-            beacon, beat = transport.beacon(), encode(HEARTBEAT, [group])
+            beacon = transport.beacon()
+            [beat] = messages.encode(NOWHERE, Heartbeat(group), transport.max_frame)
             self.heartbeats = Heartbeats(
                 self.config.heartbeat_interval, lambda site: beacon.offer(site, beat)
             )
@@ -210,21 +228,26 @@ class DataPlane:
         }
 
     @staticmethod
-    def _headers(placement: Placement, sender: str) -> Callable[[MessageType, str, int], Header]:
-        """Headers of frames that ``sender`` sends for the job under ``placement``."""
+    def _addresses(placement: Placement, sender: str) -> Callable[[str], Address]:
+        """The addresses of what ``sender`` sends for the job under ``placement``, by receiving
+        peer (made once per receiver)."""
         version, short_ids = placement.version, placement.short_ids
         source, job_short = short_ids[sender], placement.job_short
+        made: dict[str, Address] = {}
 
-        def header(kind: MessageType, to: str, epoch: int = 0) -> Header:
-            return Header(kind, version, source, short_ids[to], epoch, job_short)
+        def address(to: str) -> Address:
+            found = made.get(to)
+            if found is None:
+                found = made[to] = Address(job_short, source, short_ids[to], version)
+            return found
 
-        return header
+        return address
 
     def _coordinator(self, placement: Placement) -> Coordinator:
-        header = self._headers(placement, placement.coordinator)
+        address = self._addresses(placement, placement.coordinator)
 
-        def send(to: str, kind: MessageType, epoch: int, body: list[Any]) -> None:
-            self._send(to, header(kind, to, epoch), body)
+        def send(to: str, message: Message) -> None:
+            self._send(to, address(to), message)
 
         return Coordinator(
             placement=placement,
@@ -267,25 +290,17 @@ class DataPlane:
     ) -> TaskContext:
         job, version, task = placement.job, placement.version, placement.tasks[peer]
         coordinator = placement.coordinator
-        header = self._headers(placement, peer)
+        address = self._addresses(placement, peer)
 
         def send(to: str, item: Any) -> None:
-            if isinstance(item, list | pa.RecordBatch):
-                self._send(to, header(MessageType.BATCH, to), item)
-            elif isinstance(item, Barrier):
-                self._send(to, header(MessageType.BARRIER, to, item.epoch), [item.final])
-            elif isinstance(item, Watermark):
-                self._send(to, header(MessageType.WATERMARK, to), [item.value])
-            else:
-                self._send(to, header(MessageType.DONE, to), [])
+            self._send(to, address(to), item if isinstance(item, IN_LINE) else Batch(item))
 
         def grant(upstream: int, batches: int) -> None:
             to = self.short_peers[upstream]
-            self._send(to, header(MessageType.CREDIT, to, batches), [])
+            self._send(to, address(to), Credit(batches))
 
         def report(what: str, epoch: int) -> None:
-            kind = MessageType.ACK if what == "ack" else MessageType.DRAINED
-            self._send(coordinator, header(kind, coordinator, epoch), [])
+            self._send(coordinator, address(coordinator), Ack(epoch) if what == "ack" else DRAINED)
 
         def complete() -> None:
             self.write(COMPLETE_JOB.entry(id=job.id, peer=peer, version=version))
@@ -397,22 +412,22 @@ class DataPlane:
 
     # -- frames ---------------------------------------------------------------------------------
 
-    def _send(self, to: str, header: Header, body: list[Any]) -> None:
+    def _send(self, to: str, address: Address, message: Message) -> None:
         """Hand over in memory within the group; queue the frames for another group, a
-        FrameError for segments that cannot travel (the caller's job fails with it)."""
-        if self._local(header):
-            self._dispatch(header, body)
+        FrameError for what cannot travel (the caller's job fails with it)."""
+        if self._local(address, message):
+            self._dispatch(address, message)
             return
         site = self.peer_sites.get(to)
         if site is None:
             raise RuntimeError(f"peer {to} is in a group that announced no site to send to")
-        self.queues[site].extend(fragments.frames(header, rows(body), self.transport.max_frame))
+        self.queues[site].extend(messages.encode(address, message, self.transport.max_frame))
 
-    def _local(self, header: Header) -> bool:
-        if header.type in (MessageType.ACK, MessageType.DRAINED):
-            coordinator = self.coordinator_by_job.get(header.job)
-            return coordinator is not None and coordinator.version == header.allocation_version
-        return header.destination in self.by_short
+    def _local(self, address: Address, message: Message) -> bool:
+        if isinstance(message, (Ack, Drained)):
+            coordinator = self.coordinator_by_job.get(address.job)
+            return coordinator is not None and coordinator.version == address.allocation_version
+        return address.destination in self.by_short
 
     def _flush(self) -> bool:
         sent = False
@@ -439,72 +454,86 @@ class DataPlane:
 
     def _receive(self, frame: bytes) -> None:
         try:
-            message = self.assembly.add(frame)
+            whole = self.assembly.add(frame)
+            if whole is None:
+                return
+            header, message = whole[0], messages.read(*whole)
+        except BodyError as e:
+            self._unreadable(e)
+            return
         except FrameError as e:
             log.warning("group %s dropped an unreadable frame of %d bytes: %.200s",
                         self.group, len(frame), e)  # fmt: skip
             return
-        if message is None:
-            return
-        header, body = message
-        if header.type == MessageType.HEARTBEAT:
-            self.liveness.heard_from(body[0] if body else None)
+        if isinstance(message, Heartbeat):
+            self.liveness.heard_from(message.group)
             return
         self.liveness.heard_from(self.short_groups.get(header.source))
-        self._dispatch(header, body)
+        self._dispatch(messages.address_of(header), message)
 
-    def _dispatch(self, header: Header, body: list[Any]) -> None:
-        if header.type in (MessageType.ACK, MessageType.DRAINED):
-            self._to_coordinator(header)
-            return
+    def _unreadable(self, error: BodyError) -> None:
+        """A body that does not read fails the job of the current runner it was for (its
+        sender wrote what no peer writes); without one here, the frame is dropped."""
+        header = error.header
         runner = self.by_short.get(header.destination)
-        if runner is None or header.allocation_version > runner.ctx.version:
-            self.waiting[header.destination].append((header, body))
+        if runner is None or runner.ctx.version != header.allocation_version:
+            log.warning("group %s dropped a %s frame whose body does not read: %.200s",
+                        self.group, header.type.name, error)  # fmt: skip
             return
-        self._hand(runner, header, body)
+        sender = self.short_peers.get(header.source, f"#{header.source}")
+        self._fail_runner(
+            runner, f"a {header.type.name} frame from peer {sender} does not read", error
+        )
 
-    def _to_coordinator(self, header: Header) -> None:
-        coordinator = self.coordinator_by_job.get(header.job)
-        peer = self.short_peers.get(header.source)
-        if coordinator is None or coordinator.version != header.allocation_version or peer is None:
+    def _dispatch(self, address: Address, message: Message) -> None:
+        if isinstance(message, (Ack, Drained)):
+            self._to_coordinator(address, message)
             return
-        if header.type == MessageType.ACK:
-            coordinator.on_ack(peer, header.epoch)
+        runner = self.by_short.get(address.destination)
+        if runner is None or address.allocation_version > runner.ctx.version:
+            self.waiting[address.destination].append((address, message))
+            return
+        self._hand(runner, address, message)
+
+    def _to_coordinator(self, address: Address, message: Ack | Drained) -> None:
+        coordinator = self.coordinator_by_job.get(address.job)
+        peer = self.short_peers.get(address.source)
+        if coordinator is None or coordinator.version != address.allocation_version or peer is None:
+            return
+        if isinstance(message, Ack):
+            coordinator.on_ack(peer, message.epoch)
         else:
             coordinator.on_drained(peer)
 
-    def _hand(self, runner: TaskRunner, header: Header, body: list[Any]) -> None:
-        if header.allocation_version != runner.ctx.version:
+    def _hand(self, runner: TaskRunner, address: Address, message: Message) -> None:
+        if address.allocation_version != runner.ctx.version:
             return
         try:
-            self._deliver(runner, header, body)
+            self._deliver(runner, address.source, message)
         except Exception as e:
-            c = runner.ctx
-            key = (c.peer, c.job.id, c.version)
-            if self.runners.get(key) is runner:
-                error = TaskFailed(
-                    f"job {c.job.id!r}: task {c.task.name!r} on peer {c.peer}: taking a "
-                    f"{header.type.name} frame: {type(e).__name__}: {e}"
-                )
-                error.__cause__ = e
-                self._fail(key, error)
+            self._fail_runner(runner, f"taking a {type(message).__name__}", e)
 
-    def _deliver(self, runner: TaskRunner, header: Header, body: list[Any]) -> None:
-        kind, source = header.type, header.source
-        if kind == MessageType.BATCH:
-            runner.deliver(source, body)
-        elif kind == MessageType.DONE:
-            runner.deliver(source, END)
-        elif kind == MessageType.BARRIER:
-            runner.deliver(source, Barrier(header.epoch, bool(body and body[0])))
-        elif kind == MessageType.WATERMARK and body:
-            runner.deliver(source, Watermark(body[0]))
-        elif kind == MessageType.RECOVER:
-            runner.recover_from(body)
-        elif kind == MessageType.COMMITTED:
-            runner.committed(header.epoch)
-        elif kind == MessageType.CREDIT:
-            runner.credit(self.short_peers.get(header.source, ""), header.epoch)
+    def _fail_runner(self, runner: TaskRunner, doing: str, error: Exception) -> None:
+        """Fail ``runner``'s job, naming its task and what it was ``doing``, if it is still
+        current."""
+        c = runner.ctx
+        key = (c.peer, c.job.id, c.version)
+        if self.runners.get(key) is runner:
+            failure = TaskFailed(f"job {c.job.id!r}: task {c.task.name!r} on peer {c.peer}: "
+                                 f"{doing}: {type(error).__name__}: {error}")  # fmt: skip
+            failure.__cause__ = error
+            self._fail(key, failure)
+
+    def _deliver(self, runner: TaskRunner, source: int, message: Message) -> None:
+        match message:
+            case Batch() | Barrier() | Watermark() | End():
+                runner.deliver(source, message)
+            case Recover(body):
+                runner.recover_from(body)
+            case Committed(epoch):
+                runner.committed(epoch)
+            case Credit(batches):
+                runner.credit(self.short_peers.get(source, ""), batches)
 
     # -- liveness -------------------------------------------------------------------------------
 

@@ -7,82 +7,74 @@ sender, because only the receiver sees all its inputs: senders never wait, and a
 cannot push segments of the next epoch into state before the snapshot of this one.
 
 The inbox also counts the batches taken from each sender, which the runner hands back to the
-sender as credit: no sender has more than a window of batches in flight to one receiver.
+sender as credit (peer.runtime.emit): no sender has more than a window of batches in flight to
+one receiver.
+
+It holds the messages as they came (peer.messaging.messages), and ``take`` joins the batches it
+takes into one: rows stay rows, Arrow batches of one schema stay one Arrow batch, and only a mix
+becomes rows.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
+from peer.messaging.messages import Barrier, Batch, End, Watermark
+from peer.runtime import columnar
 
-from peer.runtime.columnar import Batch, concat
-
-Segment = Any
-
-
-@dataclass(frozen=True, slots=True)
-class Barrier:
-    epoch: int
-    final: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Watermark:
-    value: float
-
-
-END = "end of input"
-"""The marker an upstream peer sends after its last segment."""
+InLine = Batch | Barrier | Watermark | End
+"""What an upstream peer sends along an edge, in order."""
 
 
 class Inbox:
     def __init__(self, sources: frozenset[int]) -> None:
         self.sources = sources
-        self.queues: dict[int, deque[Any]] = {s: deque() for s in sorted(sources)}
+        self.queues: dict[int, deque[InLine]] = {s: deque() for s in sorted(sources)}
         self.ended: set[int] = set()
         self.watermarks: dict[int, float] = {}
         self.consumed: dict[int, int] = dict.fromkeys(self.queues, 0)
         self.turn = 0
 
-    def put(self, source: int, item: Any) -> None:
+    def put(self, source: int, item: InLine) -> None:
         """Items from a peer that is not upstream of this one (a stale sender) are ignored."""
         queue = self.queues.get(source)
         if queue is not None:
             queue.append(item)
 
-    def take(self, limit: int) -> Batch:
-        """Up to ``limit`` segments (or more, as batches are taken whole), round-robin over the
-        senders not held at a barrier, as one batch (peer.runtime.columnar.concat); watermarks
-        and end markers met on the way are recorded."""
-        batches: list[Batch] = []
+    def take(self, limit: int) -> columnar.Batch:
+        """Whole batches, round-robin over the senders not held at a barrier, until they hold
+        ``limit`` rows or more, as one batch; watermarks and end markers met on the way are
+        recorded."""
+        taken: list[columnar.Batch] = []
         order = list(self.queues)
         self.turn = (self.turn + 1) % max(len(order), 1)
-        taken = 0
+        rows = 0
         for source in order[self.turn :] + order[: self.turn]:
-            taken = self._drain(source, batches, taken, limit)
-            if taken >= limit:
+            rows = self._drain(source, taken, rows, limit)
+            if rows >= limit:
                 break
-        return concat(batches)
+        return columnar.concat(taken)
 
-    def _drain(self, source: int, batches: list[Batch], taken: int, limit: int) -> int:
+    def _drain(self, source: int, taken: list[Any], rows: int, limit: int) -> int:
         queue = self.queues[source]
-        while queue and taken < limit:
+        while queue and rows < limit:
             item = queue[0]
             if isinstance(item, Barrier):
                 break
             queue.popleft()
-            if isinstance(item, list | pa.RecordBatch):
-                batches.append(item)
-                taken += len(item)
+            if isinstance(item, Batch):
+                taken.append(item.batch)
+                rows += len(item.batch)
                 self.consumed[source] += 1
             elif isinstance(item, Watermark):
                 self.watermarks[source] = max(item.value, self.watermarks.get(source, item.value))
-            else:
+            elif isinstance(item, End):
                 self.ended.add(source)
-        return taken
+            else:
+                raise TypeError(f"a {type(item).__name__} from peer {source} is not a message "
+                                "that travels along an edge")  # fmt: skip
+        return rows
 
     def aligned(self) -> Barrier | None:
         """The barrier every sender has reached, once they all have reached the same one."""

@@ -17,10 +17,11 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from peer.job.spec import Task
+from peer.messaging.messages import Barrier
 from peer.metrics import TaskMeters
 from peer.runtime.columnar import rows
 from peer.runtime.emit import WINDOW
-from peer.runtime.inbox import Barrier, Inbox
+from peer.runtime.inbox import Inbox
 
 Segment = Any
 

@@ -50,13 +50,13 @@ from typing import Any
 import msgpack
 
 from peer.job.spec import Job, Task
+from peer.messaging.messages import END, Barrier, Watermark
 from peer.metrics import task_meters
 from peer.plugins import Recovery, joined, load, position
 from peer.runtime.apply import Apply, AsyncApply, apply_for, function
 from peer.runtime.checkpoints import CheckpointStorage, Epoch
 from peer.runtime.emit import Emitter, PluginEmitter, emitter_for
 from peer.runtime.hooks import Hooks, call, hooks_for
-from peer.runtime.inbox import END, Barrier, Watermark
 from peer.runtime.intake import Intake, PluginIntake, intake_for
 from peer.runtime.phases import Phase, advance
 from peer.runtime.placement import Placement

@@ -108,7 +108,7 @@ def numbered(count: int, size: int) -> list[bytes]:
 def test_two_transports_exchange_frames_in_order(transport):
     a, b = transport(), transport()
     to_b = [encode(Header(MessageType.BATCH, 1, 1, 2, n, 7), [{"n": n}]) for n in range(200)]
-    to_a = [encode(Header(MessageType.DONE, 1, 2, 1, n, 7)) for n in range(50)]
+    to_a = [encode(Header(MessageType.END, 1, 2, 1, n, 7)) for n in range(50)]
 
     received_by_b, _ = transfer(a, b.address, to_b, b.poll)
     received_by_a, _ = transfer(b, a.address, to_a, a.poll)

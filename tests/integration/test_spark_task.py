@@ -14,8 +14,8 @@ from peer import api
 from peer.cluster.local import LocalCluster
 from peer.job.load import from_dict
 from peer.job.spec import Task
+from peer.messaging.messages import END, Batch, Watermark
 from peer.runtime.columnar import rows as rows_of
-from peer.runtime.inbox import END, Watermark
 from tests.unit.runtime.test_task import World, run_until, runner
 
 PEOPLE = [{"name": f"p{i}", "age": i % 40, "city": ["oslo", "lima"][i % 2]} for i in range(500)]
@@ -134,7 +134,7 @@ def test_batches_in_spark_at_once_go_on_in_order_each_with_its_own_watermark(spa
     task = Task("clean", "function", fn="tests.integration.spark_fns:identity", engine="spark")
     r = runner(task, world, upstream=[1], batch=10)
     for k in range(12):
-        r.deliver(1, [{"n": n} for n in range(k * 10, k * 10 + 10)])
+        r.deliver(1, Batch([{"n": n} for n in range(k * 10, k * 10 + 10)]))
         r.deliver(1, Watermark(k * 10 + 9))
     r.deliver(1, END)
     run_until(r, lambda: any(item == END for _, item in world.sent))
@@ -157,7 +157,7 @@ def test_a_spark_task_takes_arrow_as_it_is_and_gives_arrow(spark):
     task = Task("clean", "function", fn="tests.integration.spark_fns:adults", engine="spark")
     r = runner(task, world, upstream=[1])
     people = pa.RecordBatch.from_pylist(PEOPLE[:40])
-    r.deliver(1, people)
+    r.deliver(1, Batch(people))
     r.deliver(1, END)
     run_until(r, lambda: any(item == END for _, item in world.sent))
     (batch,) = [item for _, item in world.sent if isinstance(item, pa.RecordBatch)]

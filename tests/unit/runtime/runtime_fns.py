@@ -140,3 +140,8 @@ class SealsLater(FailsAtCommit):
 
 def seals_later(task: Any, slot: int, slots: int) -> SealsLater:
     return SealsLater()
+
+
+def tag_set(segment: dict[str, Any]) -> dict[str, Any]:
+    """A segment with a set in it: a set cannot travel between groups."""
+    return {**segment, "meta": {"tags": {"a"}}}

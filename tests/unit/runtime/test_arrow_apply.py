@@ -8,9 +8,9 @@ import pytest
 
 from peer.job.schema import SchemaError
 from peer.job.spec import Task
+from peer.messaging.messages import END, Batch
 from peer.runtime.apply import ArrowApply
 from peer.runtime.columnar import rows
-from peer.runtime.inbox import END
 from peer.runtime.task import TaskFailed
 from tests.unit.runtime.test_task import World, run, runner
 
@@ -86,7 +86,7 @@ def test_an_arrow_task_sends_arrow_and_a_python_task_after_it_gets_rows():
     world = World()
     task = Task("f", "function", fn=f"{FNS}:doubled", engine="arrow")
     r = runner(task, world, upstream={1})
-    r.deliver(1, [{"n": 1}, {"n": 2}])
+    r.deliver(1, Batch([{"n": 1}, {"n": 2}]))
     r.deliver(1, END)
     run(r)
     (batch,) = [item for _, item in world.sent if isinstance(item, pa.RecordBatch)]
@@ -95,7 +95,7 @@ def test_an_arrow_task_sends_arrow_and_a_python_task_after_it_gets_rows():
     after = World()
     python = runner(Task("g", "function", fn="tests.unit.runtime.runtime_fns:double"), after,
                     upstream={1})  # fmt: skip
-    python.deliver(1, batch)
+    python.deliver(1, Batch(batch))
     run(python)
     assert after.batches() == [("d1", [{"n": 2}, {"n": 2}, {"n": 4}, {"n": 4}])]
 
@@ -103,6 +103,6 @@ def test_an_arrow_task_sends_arrow_and_a_python_task_after_it_gets_rows():
 def test_an_arrow_fn_that_fails_fails_its_task_naming_it():
     world = World()
     r = runner(Task("f", "function", fn=f"{FNS}:not_arrow", engine="arrow"), world, upstream={1})
-    r.deliver(1, [{"n": 1}])
+    r.deliver(1, Batch([{"n": 1}]))
     with pytest.raises(TaskFailed, match="job 'j': task 'f' on peer p: TypeError: fn"):
         run(r)

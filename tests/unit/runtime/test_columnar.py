@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from peer.messaging.messages import END, Batch
 from peer.runtime.columnar import FieldKey, concat, from_table, rows, select, take, values
-from peer.runtime.inbox import END, Inbox
+from peer.runtime.inbox import Inbox
 
 NAMES = ("a", "b", "c")
 
@@ -127,13 +128,13 @@ def _text(keys: list[Any]) -> list[str]:
 def test_an_inbox_takes_arrow_batches_whole_and_as_arrow():
     inbox = Inbox(frozenset({1, 2}))
     first = pa.RecordBatch.from_pylist([{"n": 1}, {"n": 2}])
-    inbox.put(1, first)
+    inbox.put(1, Batch(first))
     inbox.put(1, END)
     assert inbox.take(1) is first
     assert inbox.take(10) == []
     assert inbox.ended == {1}
-    inbox.put(2, first)
-    inbox.put(2, [{"n": 3}])
+    inbox.put(2, Batch(first))
+    inbox.put(2, Batch([{"n": 3}]))
     assert inbox.take(10) == [{"n": 1}, {"n": 2}, {"n": 3}]
 
 

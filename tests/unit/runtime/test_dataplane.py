@@ -20,7 +20,7 @@ from peer.log.replica import Replica
 from peer.log.store import StoreError
 from peer.log.stores.memory import MemoryLog
 from peer.messaging.fragments import MAX_SEGMENT
-from peer.messaging.frame import Header, MessageType, encode
+from peer.messaging.frame import HEADER, Header, MessageType, encode
 from peer.runtime import coordinator
 from peer.runtime.checkpoints import CheckpointStorage, Commits
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig
@@ -157,7 +157,7 @@ def test_frames_of_a_stale_allocation_are_dropped():
     _a, b, _written = planes()
     replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=JOB))
     b.sync(replica, ["b1"])
-    stale = Header(MessageType.DONE, replica.version - 1, replica.short_ids["a1"],
+    stale = Header(MessageType.END, replica.version - 1, replica.short_ids["a1"],
                    replica.short_ids["b1"], 0, replica.short_ids["j"])  # fmt: skip
     Loopback.boxes["B"].append(encode(stale))
     b.step()
@@ -225,7 +225,7 @@ def test_a_peer_with_nowhere_to_send_to_fails_its_job_instead_of_dropping():
 def test_frames_of_a_finished_job_are_not_kept():
     _a, b, _written = planes()
     replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=JOB))
-    ahead = Header(MessageType.DONE, replica.version, replica.short_ids["a1"],
+    ahead = Header(MessageType.END, replica.version, replica.short_ids["a1"],
                    replica.short_ids["b1"], 0, replica.short_ids["j"])  # fmt: skip
     Loopback.boxes["B"].append(encode(ahead))
     b.step()
@@ -373,6 +373,34 @@ def test_a_segment_over_the_limit_kills_its_job_naming_it_and_the_group_goes_on(
     assert "job 'j': task 'inflate'" in message
     assert f"over the {MAX_SEGMENT:,}-byte limit" in message
     assert not (tmp_path / "out.jsonl").exists() or not (tmp_path / "out.jsonl").read_text()
+
+
+def test_a_segment_that_cannot_travel_kills_its_job_naming_task_and_field(tmp_path, caplog):
+    a, b, written = planes()
+    job = sized(tmp_path, [10, 20, 30])
+    job["catalog"][1] = {**job["catalog"][1], "fn": f"{FNS}:tag_set"}
+    replica = play(two_peers_of_b(), SUBMIT_JOB.entry(id="j", job=job))
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1", "b2"])
+    drive(lambda: written["b"], a, b, what="job j to be killed")
+    [reason] = [dict(e.args)["reason"] for e in written["b"] if e.fn == "kill-job"]
+    assert reason.startswith("job 'j': task 'inflate' on peer b")
+    assert reason.endswith("segment 0, field 'meta.tags': value of type set cannot travel")
+
+
+def test_a_body_no_peer_writes_kills_the_job_it_was_for(caplog):
+    _a, b, written = planes()
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=JOB))
+    b.sync(replica, ["b1"])
+    header = Header(MessageType.BATCH, replica.version, replica.short_ids["a1"],
+                    replica.short_ids["b1"], 0, replica.short_ids["j"])  # fmt: skip
+    Loopback.boxes["B"].append(encode(header)[: HEADER.size] + msgpack.packb([{"a": {1: 2}}]))
+    b.step()
+    [reason] = [dict(e.args)["reason"] for e in written["b"] if e.fn == "kill-job"]
+    assert reason == (
+        "job 'j': task 'out' on peer b1: a BATCH frame from peer a1 does not read: BodyError: "
+        "segment 0, field 'a': key 1 of type int: dict keys must be strings"
+    )
 
 
 def test_an_unreadable_frame_is_dropped_with_a_short_warning(caplog):

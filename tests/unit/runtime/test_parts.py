@@ -8,10 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from peer.job.spec import Task, Window
+from peer.messaging.messages import END, Barrier, Batch, Watermark
 from peer.metrics import task_meters
 from peer.runtime.apply import Apply, PythonApply, SparkApply, apply_for, collect
 from peer.runtime.emit import WINDOW, PluginEmitter, RouterEmitter, emitter_for
-from peer.runtime.inbox import END, Barrier, Watermark
 from peer.runtime.intake import InboxIntake, PluginIntake, intake_for
 from peer.runtime.routing import Route, Router
 from peer.state import TaskState
@@ -107,7 +107,7 @@ def test_an_input_takes_barriers_from_its_coordinator_and_marks_from_its_assigne
             return [{"t": 3.0}, {"t": 1.0}][:limit]
 
     intake.attach(Source(), lambda s: s["t"])
-    intake.deliver(0, [{"t": 9.0}])
+    intake.deliver(0, Batch([{"t": 9.0}]))
     intake.deliver(0, Barrier(1))
     assert (intake.next_barrier(), intake.next_barrier()) == (Barrier(1), None)
     assert intake.read() == [{"t": 3.0}, {"t": 1.0}]
@@ -122,7 +122,7 @@ def test_an_inbox_intake_grants_credit_aligns_barriers_and_marks_the_slowest_sen
         kind("function", batch_size=1), frozenset({1, 2}), lambda *g: grants.append(g), METERS
     )
     for n in range(WINDOW // 2):
-        intake.deliver(1, [{"n": n}])
+        intake.deliver(1, Batch([{"n": n}]))
     intake.deliver(1, Watermark(5.0))
     intake.deliver(2, Watermark(3.0))
     while intake.read():
@@ -143,7 +143,7 @@ def test_an_inbox_intake_grants_credit_aligns_barriers_and_marks_the_slowest_sen
 def test_an_output_writes_through_its_plugin_until_it_has_written():
     world = World()
     r = runner(Task("out", "output", plugin="peer.plugins.null:output"), world, upstream={1})
-    r.deliver(1, [{"n": 1}])
+    r.deliver(1, Batch([{"n": 1}]))
     run(r)
     assert isinstance(r.emitter, PluginEmitter)
     assert r.emitter.plugin is r.plugin

@@ -11,9 +11,9 @@ from dataclasses import replace
 import pytest
 
 from peer.job.spec import Lifecycle, Task
+from peer.messaging.messages import END, Barrier, Batch
 from peer.runtime import task as task_module
 from peer.runtime.checkpoints import CheckpointStorage
-from peer.runtime.inbox import END, Barrier
 from peer.runtime.phases import TRANSITIONS, Phase, PhaseError, advance
 from peer.runtime.task import TaskFailed, TaskRunner
 from tests.unit.runtime.test_task import FNS, World, memory, run, run_until, runner
@@ -64,7 +64,7 @@ def completes(storage) -> TaskRunner:
     """An output without checkpoints: loads, runs, ends and completes."""
     world = World()
     r = output(world, upstream={1})
-    r.deliver(1, [{"n": 1}])
+    r.deliver(1, Batch([{"n": 1}]))
     r.deliver(1, END)
     run(r)
     assert world.completed == 1
@@ -135,7 +135,7 @@ def cannot_fetch(storage) -> TaskRunner:
 
 def raises_in_its_fn(storage) -> TaskRunner:
     r = runner(Task("f", "function", fn=f"{FNS}:explode"), World(), upstream={1})
-    r.deliver(1, [{"n": 1}])
+    r.deliver(1, Batch([{"n": 1}]))
     fails(r)
     return r
 

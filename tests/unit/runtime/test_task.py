@@ -11,9 +11,9 @@ import msgpack
 import pytest
 
 from peer.job.spec import Job, Lifecycle, Task, Trigger, Window
+from peer.messaging.messages import END, Barrier, Batch, Watermark
 from peer.runtime.checkpoints import CheckpointError, CheckpointStorage, Epoch
 from peer.runtime.emit import WINDOW
-from peer.runtime.inbox import END, Barrier, Watermark
 from peer.runtime.placement import place
 from peer.runtime.routing import Router, routes
 from peer.runtime.task import TaskContext, TaskFailed, TaskRunner
@@ -139,7 +139,7 @@ def test_a_congested_group_reads_nothing_more():
 def test_a_function_may_return_several_segments_or_none(fn, out):
     world = World()
     r = runner(Task("f", "function", fn=f"{FNS}:{fn}"), world, upstream={1})
-    r.deliver(1, [{"n": 1}, {"n": 2}])
+    r.deliver(1, Batch([{"n": 1}, {"n": 2}]))
     run(r)
     assert world.batches() == [("d1", out)]
 
@@ -147,11 +147,11 @@ def test_a_function_may_return_several_segments_or_none(fn, out):
 def test_a_function_finishes_only_once_every_upstream_peer_has():
     world = World()
     r = runner(Task("f", "function", fn=f"{FNS}:Total"), world, upstream={1, 2})
-    r.deliver(1, [{"n": 1}, {"n": 2}])
+    r.deliver(1, Batch([{"n": 1}, {"n": 2}]))
     r.deliver(1, END)
     run(r)
     assert world.sent == []
-    r.deliver(2, [{"n": 4}])
+    r.deliver(2, Batch([{"n": 4}]))
     r.deliver(2, END)
     run(r)
     assert world.batches() == [("d1", [{"total": 7}])]
@@ -161,7 +161,7 @@ def test_a_function_finishes_only_once_every_upstream_peer_has():
 def test_an_output_completes_once_its_inputs_are_done_and_synced():
     world = World()
     r = runner(Task("out", "output", plugin="peer.plugins.null:output"), world, upstream={1})
-    r.deliver(1, [{"n": 1}])
+    r.deliver(1, Batch([{"n": 1}]))
     run(r)
     assert (r.plugin.written, world.completed) == (1, 0)
     r.deliver(1, END)
@@ -184,7 +184,7 @@ def test_lifecycle_hooks_see_job_task_and_peer():
 
 def test_code_that_raises_fails_the_task_naming_job_task_and_peer():
     r = runner(Task("f", "function", fn=f"{FNS}:explode"), World(), upstream={1})
-    r.deliver(1, [{"n": 1}])
+    r.deliver(1, Batch([{"n": 1}]))
     r.step()
     with pytest.raises(TaskFailed, match=r"^job 'j': task 'f' on peer p: ZeroDivisionError: no$"):
         r.step()
@@ -231,9 +231,9 @@ def test_a_function_aligns_barriers_from_every_upstream_peer(storage):
     world = World()
     r = runner(Task("f", "function", fn=f"{FNS}:double"), world, upstream={1, 2}, storage=storage)
     r.recover_from([])
-    r.deliver(1, [{"n": 1}])
+    r.deliver(1, Batch([{"n": 1}]))
     r.deliver(1, Barrier(1))
-    r.deliver(1, [{"n": 2}])
+    r.deliver(1, Batch([{"n": 2}]))
     run(r)
     assert world.batches() == [("d1", [{"n": 1}, {"n": 1}])]
     assert world.markers() == []
@@ -251,7 +251,7 @@ def test_an_output_completes_only_after_the_final_epoch_is_committed(storage, tm
     )  # fmt: skip
     r = runner(sink, world, upstream={1}, storage=storage)
     r.recover_from([])
-    r.deliver(1, [{"n": 1}])
+    r.deliver(1, Batch([{"n": 1}]))
     r.deliver(1, END)
     run(r)
     assert world.reports == [("drained", 0)]
@@ -311,7 +311,7 @@ def test_a_windowed_task_sends_on_only_what_its_triggers_emit(storage):
     at_the_end = Trigger("w", "watermark")
     task = Task("f", "function", fn=f"{FNS}:double")
     r = runner(task, world, upstream={1}, windows=[window], triggers=[every_two, at_the_end])
-    r.deliver(1, [{"n": 1}])
+    r.deliver(1, Batch([{"n": 1}]))
     r.deliver(1, END)
     run(r)
     emitted = [s for _, b in world.batches() for s in b]
@@ -330,7 +330,7 @@ def test_an_input_assigns_watermarks_and_a_windowed_task_fires_on_them():
     task = Task("f", "function", fn=f"{FNS}:double")
     fired = World()
     r = runner(task, fired, upstream={1}, windows=[window], triggers=[Trigger("w", "watermark")])
-    r.deliver(1, [{"n": 1}, {"n": 6}])
+    r.deliver(1, Batch([{"n": 1}, {"n": 6}]))
     r.deliver(1, Watermark(5.0))
     run(r)
     assert [(s["start"], s["value"]) for _, b in fired.batches() for s in b] == [(0.0, 2)]
@@ -355,6 +355,6 @@ def test_a_receiver_gives_credit_back_as_it_takes_batches():
     world = World()
     r = runner(Task("f", "function", fn=f"{FNS}:double"), world, upstream={1, 2}, batch=1)
     for n in range(WINDOW):
-        r.deliver(1, [{"n": n}])
+        r.deliver(1, Batch([{"n": n}]))
     run(r, 2 * WINDOW)
     assert world.grants == [(1, WINDOW // 2), (1, WINDOW // 2)]

@@ -1,0 +1,195 @@
+"""The runtime's messages, and the one table that turns each into a frame and back.
+
+Along a workflow's edges, in order with each other: a ``Batch`` (rows or an Arrow record batch),
+a ``Barrier`` (the epoch ends here; ``final`` when it is the job's last), a ``Watermark`` and
+``End`` (the sender's input is over). Back up an edge: ``Credit`` for more batches. From a job's
+coordinator to its peers: ``Recover`` (where to restore from, or nothing), a ``Barrier`` for an
+input and ``Committed``; from its peers to the coordinator: ``Ack`` (the sender's snapshot of an
+epoch is stored) and ``Drained`` (an output has every end marker). Between groups:
+``Heartbeat``. The task runner, its inbox and the coordinator take and give these same types;
+the data plane hands them over as they are within a group and through this table between
+groups, so a batch that stays in its process is never encoded.
+
+Each kind of message has one row in ``TABLE``: its frame type, what goes in the header's epoch
+field, what in the body, and how the message is made back from the two (refusing a body of the
+wrong shape, since frames come from other processes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+
+from peer.messaging import fragments
+from peer.messaging.frame import Body, BodyError, FrameError, Header, MessageType
+from peer.messaging.frame import decode as decode_frame
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    batch: list[Any] | pa.RecordBatch
+
+
+@dataclass(frozen=True, slots=True)
+class Barrier:
+    epoch: int
+    final: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Watermark:
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class End:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Credit:
+    batches: int
+
+
+@dataclass(frozen=True, slots=True)
+class Recover:
+    body: list[Any]
+    """The coordinator's answer: [] to start afresh, else [source job, allocation version,
+    epoch number, {task: slots}] of the checkpoint to restore."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Drained:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    group: str
+
+
+Message = (
+    Batch | Barrier | Watermark | End | Credit | Recover | Ack | Drained | Committed | Heartbeat
+)
+END = End()
+DRAINED = Drained()
+
+
+class Address(NamedTuple):
+    """Who a message is from and for: the header's fields other than its type and epoch."""
+
+    job: int
+    source: int
+    destination: int
+    allocation_version: int
+
+
+NOWHERE = Address(0, 0, 0, 0)
+"""The address of a heartbeat, which is for a group, not a peer."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How one kind of message travels."""
+
+    message: type
+    type: MessageType
+    epoch: Callable[[Any], int]
+    """What the header's epoch field holds."""
+    body: Callable[[Any], Body]
+    read: Callable[[int, Body], Message]
+    """The message again, from the epoch field and the body."""
+
+
+def _one(body: Body, kinds: type | tuple[type, ...]) -> Any:
+    """The one value of a body that must hold exactly one of ``kinds``."""
+    if not isinstance(body, list) or len(body) != 1 or not isinstance(body[0], kinds):
+        raise ValueError(f"body {body!r:.80} is not one {kinds}")
+    return body[0]
+
+
+def _list(body: Body) -> list[Any]:
+    if not isinstance(body, list):
+        raise ValueError(f"body of type {type(body).__name__} is not a list")
+    return body
+
+
+def _zero(message: Any) -> int:
+    return 0
+
+
+def _nothing(message: Any) -> Body:
+    return ()
+
+
+TABLE = (
+    Kind(Batch, MessageType.BATCH, _zero, lambda m: m.batch, lambda _, b: Batch(b)),
+    Kind(Barrier, MessageType.BARRIER, lambda m: m.epoch, lambda m: [m.final],
+         lambda e, b: Barrier(e, _one(b, bool))),
+    Kind(Watermark, MessageType.WATERMARK, _zero, lambda m: [m.value],
+         lambda _, b: Watermark(_one(b, (int, float)))),
+    Kind(End, MessageType.END, _zero, _nothing, lambda _, b: END),
+    Kind(Credit, MessageType.CREDIT, lambda m: m.batches, _nothing, lambda e, _: Credit(e)),
+    Kind(Recover, MessageType.RECOVER, _zero, lambda m: m.body, lambda _, b: Recover(_list(b))),
+    Kind(Ack, MessageType.ACK, lambda m: m.epoch, _nothing, lambda e, _: Ack(e)),
+    Kind(Drained, MessageType.DRAINED, _zero, _nothing, lambda _, b: DRAINED),
+    Kind(Committed, MessageType.COMMITTED, lambda m: m.epoch, _nothing, lambda e, _: Committed(e)),
+    Kind(Heartbeat, MessageType.HEARTBEAT, _zero, lambda m: [m.group],
+         lambda _, b: Heartbeat(_one(b, str))),
+)  # fmt: skip
+_BY_CLASS = {kind.message: kind for kind in TABLE}
+_BY_TYPE = {kind.type: kind for kind in TABLE}
+
+
+def encode(
+    address: Address, message: Message, max_frame: int, largest: int = fragments.MAX_FRAME
+) -> list[bytes]:
+    """The frames, none over ``max_frame`` bytes, that carry ``message`` to ``address``, in the
+    order they must be offered; a FrameError naming what cannot travel."""
+    kind = _BY_CLASS.get(type(message))
+    if kind is None:
+        raise TypeError(f"a {type(message).__name__} is not a message")
+    header = Header(kind.type, address.allocation_version, address.source, address.destination,
+                    kind.epoch(message), address.job)  # fmt: skip
+    try:
+        return fragments.frames(header, kind.body(message), max_frame, largest)
+    except FrameError as e:
+        if kind.message is Batch:
+            raise
+        raise FrameError(f"a {kind.message.__name__} message cannot travel: {e}") from e
+
+
+def read(header: Header, body: Body) -> Message:
+    """The message a whole frame's header and body carry; a BodyError for one of the wrong
+    shape."""
+    kind = _BY_TYPE.get(header.type)
+    if kind is None:
+        raise BodyError(header, f"a {header.type.name} frame is not a message")
+    try:
+        return kind.read(header.epoch, body)
+    except ValueError as e:
+        raise BodyError(header, f"a {header.type.name} frame: {e}") from e
+
+
+def decode(frame: bytes | memoryview) -> tuple[Header, Message]:
+    """The header and message of one whole frame (not a fragment or a part of a batch:
+    fragments.Assembly puts those together first)."""
+    header, body = decode_frame(frame)
+    return header, read(header, body)
+
+
+def address_of(header: Header) -> Address:
+    return Address(header.job, header.source, header.destination, header.allocation_version)
