@@ -114,25 +114,24 @@ class Router:
         self._peers = sorted({p for route in self.routes for p in route.peers})
 
     def split(self, segments: Batch) -> dict[str, Batch]:
-        """Each peer's part of ``segments``, in their order; an Arrow batch's parts are Arrow."""
+        """Each peer's part of ``segments``, in their order; an Arrow batch's parts are Arrow.
+        The first route may take the batch itself (no copy); each other gets a list of its own,
+        so no two receivers share one."""
         if isinstance(segments, pa.RecordBatch):
             return self._split_arrow(segments)
         out: dict[str, list[Segment]] = {}
         turn = self.turn
         self.turn += 1
-        for route in self.routes:
+        for number, route in enumerate(self.routes):
+            chosen = segments if number == 0 else list(segments)
             if route.task in self.guarded:
                 chosen = [s for s in segments if self._allowed(route.task, s)]
-            else:
-                chosen = list(segments)
             if not chosen:
                 continue
             if route.key is None:
-                out.setdefault(route.in_turn(turn), []).extend(chosen)
-                continue
-            for segment in chosen:
-                peer = route.peers[key_hash(route.key(segment)) % len(route.peers)]
-                out.setdefault(peer, []).append(segment)
+                out[route.in_turn(turn)] = chosen
+            else:
+                _by_key(route, chosen, out)
         return out
 
     def _split_arrow(self, batch: pa.RecordBatch) -> dict[str, Batch]:
@@ -169,6 +168,22 @@ class Router:
     def peers(self) -> list[str]:
         """Every peer this task sends to, which is every peer owed its end-of-input marker."""
         return self._peers
+
+
+def _by_key(route: Route, segments: Sequence[Segment], out: dict[str, list[Segment]]) -> None:
+    """Each segment to the peer its key hashes to. A key that is a str or an int is hashed once
+    per batch (only those: 1, 1.0 and True are equal as dict keys but not as JSON)."""
+    peers, key_of, owners = route.peers, route.key, {}
+    for segment in segments:
+        key = key_of(segment)
+        kind = type(key)
+        if kind is str or kind is int:
+            peer = owners.get(key)
+            if peer is None:
+                peer = owners[key] = peers[key_hash(key) % len(peers)]
+        else:
+            peer = peers[key_hash(key) % len(peers)]
+        out.setdefault(peer, []).append(segment)
 
 
 def _by_key_columns(

@@ -70,6 +70,11 @@ def test_what_fns_return_is_flattened_in_order(results):
     assert collect(results) == expected
 
 
+def test_one_segment_per_segment_is_the_batch_itself():
+    results = [{"n": 1}, {"n": 2}]
+    assert collect(results) is results
+
+
 @given(
     st.lists(st.one_of(st.just("emit"), st.tuples(st.sampled_from(["a", "b"]), st.integers(1, 40))))
 )

@@ -91,3 +91,31 @@ def test_all_names_every_child_and_tasks_without_peers_are_skipped():
     router = router_of(j, {"a": (), "b": ("pb",)})
     assert router.split([{"word": "hello"}, {"word": "hi"}]) == {"pb": [{"word": "hello"}]}
     assert router.peers() == ["pb"]
+
+
+KEYS = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 3), st.floats(-2, 2), st.sampled_from([0.0, -0.0]),
+    st.text(max_size=2), st.lists(st.integers(0, 2), max_size=2),
+)  # fmt: skip
+
+
+@given(st.lists(KEYS, max_size=30), st.integers(1, 4))
+def test_a_segment_goes_where_its_key_hashes_however_often_the_key_recurs(keys, n):
+    """Keys hashed once per batch (strs and ints) go exactly where hashing each would send them:
+    1, 1.0 and True, or 0.0 and -0.0, are equal in Python but not the same key."""
+    peers = tuple(f"p{i}" for i in range(n))
+    router = Router([Route("a", peers, lambda s: s["k"])])
+    segments = [{"k": k, "i": i} for i, k in enumerate(keys)]
+    for peer, batch in router.split(segments).items():
+        assert all(peers[key_hash(s["k"]) % n] == peer for s in batch)
+    assert sorted(s["i"] for b in router.split(segments).values() for s in b) == list(
+        range(len(keys))
+    )
+
+
+def test_an_ungrouped_batch_is_never_shared_by_two_receivers():
+    router = Router([Route("a", ("pa",)), Route("b", ("pb",))])
+    batch = [{"n": 1}]
+    out = router.split(batch)
+    assert out["pa"] == out["pb"] == batch
+    assert out["pa"] is not out["pb"]
