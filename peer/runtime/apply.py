@@ -35,11 +35,9 @@ import pyarrow as pa
 
 from peer.job.imports import resolve
 from peer.job.spec import Task
-from peer.runtime.columnar import Batch, from_table, rows
+from peer.runtime.columnar import Batch, Segment, from_table, rows
 from peer.spark.function import SparkFunction, with_params
 from peer.spark.schema import BatchSchema
-
-Segment = Any
 
 
 def function(path: str | None) -> Callable[[Segment], Any] | None:

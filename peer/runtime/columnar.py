@@ -18,7 +18,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-Batch = list[Any] | pa.RecordBatch
+Segment = Any
+"""One row: a JSON-like value (a dict, for most tasks)."""
+
+Batch = list[Segment] | pa.RecordBatch
 """What the runtime moves between tasks: rows, or an Arrow record batch."""
 
 _MICROS = 1_000_000

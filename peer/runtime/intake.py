@@ -19,11 +19,9 @@ from typing import Any, Protocol
 from peer.job.spec import Task
 from peer.messaging.messages import Barrier
 from peer.metrics import TaskMeters
-from peer.runtime.columnar import rows
+from peer.runtime.columnar import Segment, rows
 from peer.runtime.emit import WINDOW
 from peer.runtime.inbox import Inbox
-
-Segment = Any
 
 
 class Intake(Protocol):

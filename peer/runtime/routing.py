@@ -31,10 +31,8 @@ import pyarrow.compute as pc
 from peer.job.imports import resolve
 from peer.job.spec import ALL
 from peer.job.values import canonical
-from peer.runtime.columnar import Batch, FieldKey, rows, take
+from peer.runtime.columnar import Batch, FieldKey, Segment, rows, take
 from peer.runtime.placement import Placement
-
-Segment = Any
 
 
 def key_hash(key: Any) -> int:

@@ -55,6 +55,7 @@ from peer.metrics import task_meters
 from peer.plugins import Recovery, joined, load, position
 from peer.runtime.apply import Apply, AsyncApply, apply_for, function
 from peer.runtime.checkpoints import CheckpointStorage, Epoch
+from peer.runtime.columnar import Segment
 from peer.runtime.emit import Emitter, PluginEmitter, emitter_for
 from peer.runtime.hooks import Hooks, call, hooks_for
 from peer.runtime.intake import Intake, PluginIntake, intake_for
@@ -65,7 +66,6 @@ from peer.state import TaskState
 
 log = logging.getLogger(__name__)
 
-Segment = Any
 
 SPARK_IN_FLIGHT = 3
 """Batches a Spark task may have in Spark at once: a batch spends most of its time waiting on
