@@ -16,9 +16,10 @@ input makes its segments as it is read, so making them is timed everywhere alike
   between them), as ``python -m bytewax.testing -p N`` runs it. Either runs one of three flows:
   ``rows`` (per-segment ``op.map`` steps of f1, f2, f3), ``arrow`` (each item one record batch of
   --arrow-batch-size rows through arrow_f1, arrow_f2, arrow_f3: the best Bytewax can do with
-  the columnar computation), and ``paced`` (rows made at a steady rate, for latency).
+  the columnar computation), and ``paced`` (rows made at a steady rate, for latency). Its input
+  hands out --batch-size segments per read, as the engine's input and the limit loop do.
 
-Run: .venv-bench/bin/python bench/baselines.py [--segments 200000] [--batch-size 100]
+Run: .venv-bench/bin/python bench/baselines.py [--segments 200000] [--batch-size 1000]
      [--snapshot-interval 1.0] [--repeat 3]
 The last line of output is one JSON document holding every figure. Bytewax is a benchmark-only
 dependency (wheels up to Python 3.12): without it the Bytewax figures are null.
@@ -343,7 +344,7 @@ def _rows(figures: dict[str, Any]) -> Iterator[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--segments", type=int, default=200_000)
-    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--snapshot-interval", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
@@ -354,7 +355,10 @@ def main() -> None:
     version = bytewax_version()
     rate = None
     if version is not None:
-        rate = _best(lambda: bytewax_rate(n, args.snapshot_interval).rate, args.repeat)
+        rate = _best(
+            lambda: bytewax_rate(n, args.snapshot_interval, "rows", args.batch_size).rate,
+            args.repeat,
+        )
     figures: dict[str, Any] = {
         "segments": n,
         "batch_size": args.batch_size,

@@ -3,9 +3,18 @@
 The workload is bench/workload.py's: an input of small segments, three functions that each
 change one field, an output that discards; and the same computation as Arrow fns on record
 batches. Every contender's input makes its segments as it is read (none is made beforehand), so
-making them is timed alike everywhere. Checkpoints are on everywhere at --snapshot-interval:
-the engine's barrier period, Bytewax's epoch interval with its recovery on. Each figure is
-printed with its unit next to the same run's baseline; throughputs are best of --repeat.
+making them is timed alike everywhere, and every contender's input hands them out in batches of
+--batch-size segments (--arrow-batch-size rows for Arrow). Checkpoints are on everywhere at
+--snapshot-interval: the engine's barrier period, Bytewax's epoch interval with its recovery on.
+Each figure is printed with its unit next to the same run's baseline; throughputs are best of
+--repeat.
+
+Every throughput, the engine's and Bytewax's, is timed alike: from the first read of any input
+slot to the last write of any output slot, wall clock, so neither side's start-up counts. The
+engine's plugins note those times in files (bench/workload.py ``Marker``), which the bench reads
+whichever process ran them. Each engine figure also has an end-to-end twin, ``..._end_to_end_
+segments_per_s``, timed from the submit-job entry to the job's completion read back from the log
+(the job's start and completion protocol included); the ratios use the first kind.
 
 - one process: a local cluster of one peer group, segments between tasks in memory, against
   Bytewax 0.21 with one worker in this process (``one_process_ratio_to_bytewax``). The engine's
@@ -30,11 +39,11 @@ printed with its unit next to the same run's baseline; throughputs are best of -
   --latency-seconds; p50 and p99 of the time from each segment's due time (when the input was
   to make it) to its write by the output.
 
-The engine's throughputs are end to end: from the submit-job entry to the job's completion read
-back from the log. Bytewax's run from its first input read to its last output write, so its
-start-up and the forming of its cluster are left out (generous to Bytewax).
+The colocated run also prints what each input slot read and when (``two_process_colocated_
+reads``: items, first and last poll as seconds from the first read of any slot), to show that
+both processes share the work.
 
-Run: .venv-bench/bin/python bench/dataplane.py [--segments 1000000] [--batch-size 100]
+Run: .venv-bench/bin/python bench/dataplane.py [--segments 1000000] [--batch-size 1000]
      [--arrow-segments 2000000] [--arrow-batch-size 10000] [--snapshot-interval 1.0]
      [--latency-seconds 10] [--latency-rate R] [--repeat 3] [--quick]
 ``--quick`` is --segments 100000 --arrow-segments 1000000 --latency-seconds 3 --repeat 1.
@@ -55,6 +64,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -82,21 +92,25 @@ def job(
     colocated: bool = False,
     arrow: bool = False,
     barrier_period: float | None = 1.0,
+    marks: Path | None = None,
 ) -> dict[str, Any]:
     """The workload as a job. With ``tags``, tasks alternate between peers tagged a and b, so
     each edge crosses; ``colocated`` runs a whole pipeline in each of two groups; ``arrow`` makes
-    the input record batches and the fns Arrow ones."""
+    the input record batches and the fns Arrow ones; with ``marks``, the input and the output
+    note their reads and writes in that directory (bench/workload.py ``Marker``)."""
     source = "arrow_input" if arrow else "segment_input"
     prefix = "arrow_" if arrow else ""
     fns = [{"name": f, "kind": "function", "fn": f"bench.workload:{prefix}{f}"} for f in TASKS[1:4]]
     if arrow:
         for fn in fns:
             fn["engine"] = "arrow"
+    noted = {} if marks is None else {"marks": str(marks)}
     catalog = [
         {"name": "read", "kind": "input", "plugin": f"bench.workload:{source}",
-         "params": {"count": segments}},
+         "params": {"count": segments, **noted}},
         *fns,
-        {"name": "write", "kind": "output", "plugin": "peer.plugins.null:output"},
+        {"name": "write", "kind": "output", "plugin": "bench.workload:discarding_output",
+         "params": noted},
     ]  # fmt: skip
     for i, task in enumerate(catalog):
         task.update(n_peers=2 if colocated else 1, batch_size=batch_size)
@@ -123,6 +137,7 @@ def paced_job(count: int, rate: float, batch_size: int, run: str, period: float)
 
 
 def timed_run(store: LogStore, doc: dict[str, Any], segments: int) -> float:
+    """Segments per second end to end: the submit-job entry to the completion in the log."""
     start = time.perf_counter()
     job_id = api.submit(store, doc)
     final = api.wait(store, job_id, timeout=900)
@@ -132,17 +147,60 @@ def timed_run(store: LogStore, doc: dict[str, Any], segments: int) -> float:
     return segments / elapsed
 
 
-def best(store: LogStore, doc: dict[str, Any], segments: int, repeat: int) -> float:
-    return max(timed_run(store, doc, segments) for _ in range(repeat))
+@dataclass(frozen=True)
+class Timed:
+    """One engine run: segments per second from the first read to the last write (as Bytewax
+    is timed) and end to end, and the marks its plugins left."""
+
+    rate: float
+    end_to_end: float
+    marks: workload.Marks
 
 
-def arrow_best(store: LogStore, doc: dict[str, Any], segments: int, repeat: int) -> float | None:
+def marked_run(store: LogStore, job_of: Callable[[Path], dict[str, Any]], segments: int) -> Timed:
+    """A run of ``job_of(marks)``: the plugins write their marks when their tasks close, which
+    may be just after the completion is in the log, so this waits until the output slots'
+    marks account for every segment."""
+    with tempfile.TemporaryDirectory(prefix="dataplane-marks-") as directory:
+        marks = Path(directory)
+        end_to_end = timed_run(store, job_of(marks), segments)
+        seen = wait_for(
+            lambda: (m := workload.read_marks(marks)).written() == segments and m,
+            60,
+            f"the output marks of {segments} segments in {marks}",
+        )
+    return Timed(segments / seen.seconds(), end_to_end, seen)
+
+
+def best(
+    store: LogStore, job_of: Callable[[Path], dict[str, Any]], segments: int, repeat: int
+) -> Timed:
+    """The run of the highest rate, with the highest end-to-end rate of all runs."""
+    runs = [marked_run(store, job_of, segments) for _ in range(repeat)]
+    top = max(runs, key=lambda r: r.rate)
+    return Timed(top.rate, max(r.end_to_end for r in runs), top.marks)
+
+
+def arrow_best(
+    store: LogStore, job_of: Callable[[Path], dict[str, Any]], segments: int, repeat: int
+) -> Timed | None:
     """``best``, or None with a note when the engine refuses ``engine: arrow``."""
     try:
-        return best(store, doc, segments, repeat)
+        return best(store, job_of, segments, repeat)
     except JobError as e:
         print(f"note: the engine refused the Arrow job, so its Arrow figures are null: {e}")
         return None
+
+
+def reads(timed: Timed) -> list[dict[str, float]]:
+    """Each input slot's items and its first and last poll, in seconds from the first read."""
+    marks = timed.marks.of("read")
+    start = min(m.first for m in marks)
+    return [
+        {"slot": m.slot, "items": m.items, "first_s": round(m.first - start, 3),
+         "last_s": round(m.last - start, 3)}
+        for m in marks
+    ]  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -205,6 +263,14 @@ class Run:
     def repeat(self, run: Callable[[], float]) -> float:
         return max(run() for _ in range(self.args.repeat))
 
+    def engine(self, name: str, timed: Timed | None) -> None:
+        """An engine run's two figures: ``name`` (first read to last write) and its
+        end-to-end twin."""
+        self.figures[f"{name}_segments_per_s"] = None if timed is None else timed.rate
+        self.figures[f"{name}_end_to_end_segments_per_s"] = (
+            None if timed is None else timed.end_to_end
+        )
+
     def bytewax_rate(self, n: int, kind: str, batch: int, processes: int = 1) -> float | None:
         if not self.bytewax:
             return None
@@ -229,14 +295,19 @@ class Run:
     def one_process(self, cluster: LocalCluster) -> None:
         a, f = self.args, self.figures
         period = a.snapshot_interval
-        rows = job(a.segments, a.batch_size, tags=False, barrier_period=period)
-        f["one_process_segments_per_s"] = best(cluster.reader, rows, a.segments, a.repeat)
-        f["bytewax_segments_per_s"] = self.bytewax_rate(a.segments, "rows", 1000)
-        arrow = job(
-            a.arrow_segments, a.arrow_batch_size, tags=False, arrow=True, barrier_period=period
-        )
-        f["one_process_arrow_segments_per_s"] = arrow_best(
-            cluster.reader, arrow, a.arrow_segments, a.repeat
+        def rows(marks: Path) -> dict[str, Any]:
+            return job(a.segments, a.batch_size, tags=False, barrier_period=period, marks=marks)
+
+        def arrow(marks: Path) -> dict[str, Any]:
+            return job(
+                a.arrow_segments, a.arrow_batch_size, tags=False, arrow=True,
+                barrier_period=period, marks=marks,
+            )  # fmt: skip
+
+        self.engine("one_process", best(cluster.reader, rows, a.segments, a.repeat))
+        f["bytewax_segments_per_s"] = self.bytewax_rate(a.segments, "rows", a.batch_size)
+        self.engine(
+            "one_process_arrow", arrow_best(cluster.reader, arrow, a.arrow_segments, a.repeat)
         )
         f["bytewax_arrow_segments_per_s"] = self.bytewax_rate(
             a.arrow_segments, "arrow", a.arrow_batch_size
@@ -249,24 +320,30 @@ class Run:
             tempfile.TemporaryDirectory() as logs,
             peer_processes(Path(logs), ("a", "b"), VPEERS) as (store, _),
         ):
-            colocated = job(
-                a.segments, a.batch_size, tags=False, colocated=True, barrier_period=period
+
+            def colocated(marks: Path) -> dict[str, Any]:
+                return job(
+                    a.segments, a.batch_size, tags=False, colocated=True,
+                    barrier_period=period, marks=marks,
+                )  # fmt: skip
+
+            def crossing(marks: Path) -> dict[str, Any]:
+                return job(a.segments, a.batch_size, tags=True, barrier_period=period, marks=marks)
+
+            def arrow(marks: Path) -> dict[str, Any]:
+                return job(
+                    a.arrow_segments, a.arrow_batch_size, tags=False, colocated=True,
+                    arrow=True, barrier_period=period, marks=marks,
+                )  # fmt: skip
+
+            shared = best(store, colocated, a.segments, a.repeat)
+            self.engine("two_process_colocated", shared)
+            f["two_process_colocated_reads"] = reads(shared)
+            self.engine("two_process", best(store, crossing, a.segments, a.repeat))
+            self.engine(
+                "two_process_arrow", arrow_best(store, arrow, a.arrow_segments, a.repeat)
             )
-            f["two_process_colocated_segments_per_s"] = best(store, colocated, a.segments, a.repeat)
-            crossing = job(a.segments, a.batch_size, tags=True, barrier_period=period)
-            f["two_process_segments_per_s"] = best(store, crossing, a.segments, a.repeat)
-            arrow = job(
-                a.arrow_segments,
-                a.arrow_batch_size,
-                tags=False,
-                colocated=True,
-                arrow=True,
-                barrier_period=period,
-            )
-            f["two_process_arrow_segments_per_s"] = arrow_best(
-                store, arrow, a.arrow_segments, a.repeat
-            )
-        f["bytewax_2p_segments_per_s"] = self.bytewax_rate(a.segments, "rows", 1000, 2)
+        f["bytewax_2p_segments_per_s"] = self.bytewax_rate(a.segments, "rows", a.batch_size, 2)
         f["bytewax_arrow_2p_segments_per_s"] = self.bytewax_rate(
             a.arrow_segments, "arrow", a.arrow_batch_size, 2
         )
@@ -345,22 +422,30 @@ class Run:
 LINES = (
     ("one process", "one_process_segments_per_s", "bytewax_segments_per_s",
      "one_process_ratio_to_bytewax"),
+    ("  end to end", "one_process_end_to_end_segments_per_s", "bytewax_segments_per_s", None),
     ("  runtime's share", "one_process_segments_per_s", "functions_only_segments_per_s",
      "one_process_runtime_share"),
     ("two processes, colocated", "two_process_colocated_segments_per_s",
      "bytewax_2p_segments_per_s", "two_process_colocated_ratio_to_bytewax_2p"),
     ("  against one process", "two_process_colocated_segments_per_s",
      "one_process_segments_per_s", "two_process_colocated_ratio_to_one_process"),
+    ("  end to end", "two_process_colocated_end_to_end_segments_per_s",
+     "bytewax_2p_segments_per_s", None),
     ("two processes, every edge crossing", "two_process_segments_per_s", "limit_segments_per_s",
      "two_process_ratio_to_limit"),
+    ("  end to end", "two_process_end_to_end_segments_per_s", "limit_segments_per_s", None),
     ("Arrow, one process", "one_process_arrow_segments_per_s", "bytewax_segments_per_s",
      "arrow_ratio_to_bytewax"),
+    ("  end to end", "one_process_arrow_end_to_end_segments_per_s",
+     "bytewax_arrow_segments_per_s", None),
     ("  against Bytewax on record batches", "one_process_arrow_segments_per_s",
      "bytewax_arrow_segments_per_s", "arrow_ratio_to_bytewax_arrow"),
     ("Arrow, two processes, colocated", "two_process_arrow_segments_per_s",
      "bytewax_2p_segments_per_s", "two_process_arrow_ratio_to_bytewax_2p"),
     ("  against Bytewax on record batches", "two_process_arrow_segments_per_s",
      "bytewax_arrow_2p_segments_per_s", "two_process_arrow_ratio_to_bytewax_arrow_2p"),
+    ("  end to end", "two_process_arrow_end_to_end_segments_per_s",
+     "bytewax_arrow_2p_segments_per_s", None),
     ("latency p50", "p50_latency_ms", "bytewax_p50_latency_ms", None),
     ("latency p99", "p99_latency_ms", "bytewax_p99_latency_ms", "p99_latency_ratio_to_bytewax"),
 )  # fmt: skip
@@ -392,12 +477,17 @@ def report(figures: dict[str, Any]) -> None:
         f"latency offered rate: {figures['latency_offered_segments_per_s']:,.0f} segments/s "
         f"({figures['latency_segments']:,} segments)"
     )
+    for slot in figures.get("two_process_colocated_reads", []):
+        print(
+            f"colocated input slot {slot['slot']}: read {slot['items']:,} segments from "
+            f"{slot['first_s']} s to {slot['last_s']} s after the first read"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--segments", type=int, default=1_000_000)
-    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--arrow-segments", type=int, default=2_000_000)
     parser.add_argument("--arrow-batch-size", type=int, default=10_000)
     parser.add_argument("--snapshot-interval", type=float, default=1.0)

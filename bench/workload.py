@@ -10,12 +10,23 @@ loop in bench/baselines.py.
 Jobs name these as ``bench.workload:f1`` and so on (the repository root is on sys.path).
 ``paced_input`` and ``latency_output`` are the latency run's: segments made at a steady rate,
 each carrying the time it was due in ``created``, and an output noting how long ago that was.
+
+The engine's throughput is timed as Bytewax's is (bench/baselines.py ``Seen.rate``): from the
+first read of any input slot to the last write of any output slot. Its input plugins and its
+discarding output (``discarding_output``) note those wall times when the job names a directory in
+``params.marks``: each plugin instance, when closed, writes one ``Mark`` there as a JSON file, so
+the bench reads them whichever process ran the slot; ``read_marks`` sums them up.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import time
+import uuid
 from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -96,15 +107,89 @@ def arrow_f3(batch: pa.RecordBatch) -> pa.RecordBatch:
     return _replace(batch, "ts", pc.add(batch["ts"], 1.0))
 
 
+# -- what the engine's plugins note for the bench ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Mark:
+    """What one plugin instance of an input (``role`` "read") or output ("write") slot did: how
+    many items, and the wall times of its first and last poll or write that handled any."""
+
+    role: str
+    slot: int
+    items: int
+    first: float
+    last: float
+
+
+class Marker:
+    """A plugin's notes: the times of the calls that handled items, written as one ``Mark``
+    file into ``directory`` (None: nothing is noted) when the plugin closes."""
+
+    def __init__(self, directory: str | None, role: str, slot: int) -> None:
+        self.directory, self.role, self.slot = directory, role, slot
+        self.items, self.first, self.last = 0, 0.0, 0.0
+
+    def handled(self, items: int) -> None:
+        """One call's items: the clock is read only when noting is on and there were items."""
+        if self.directory is None or not items:
+            return
+        self.last = time.time()
+        self.first = self.first or self.last
+        self.items += items
+
+    def close(self) -> None:
+        """Written under another name and renamed, so a reader never sees half a file."""
+        if self.directory is None or not self.last:
+            return
+        mark = Mark(self.role, self.slot, self.items, self.first, self.last)
+        name = f"{self.role}-{self.slot}-{uuid.uuid4().hex}.json"
+        partial = Path(self.directory, f"{name}.partial")
+        partial.write_text(json.dumps(asdict(mark)))
+        os.replace(partial, Path(self.directory, name))
+
+
+@dataclass(frozen=True)
+class Marks:
+    """The marks of one run: every instance's, and the figures they give."""
+
+    marks: list[Mark]
+
+    def of(self, role: str) -> list[Mark]:
+        return sorted((m for m in self.marks if m.role == role), key=lambda m: (m.slot, m.first))
+
+    def written(self) -> int:
+        """Items written by the output slots: a slot restarted after a failure counts once, by
+        its latest instance (an output's count goes on across recoveries)."""
+        latest: dict[int, Mark] = {}
+        for mark in self.of("write"):
+            if mark.slot not in latest or mark.last > latest[mark.slot].last:
+                latest[mark.slot] = mark
+        return sum(m.items for m in latest.values())
+
+    def seconds(self) -> float:
+        """From the first read of any input slot to the last write of any output slot."""
+        return max(m.last for m in self.of("write")) - min(m.first for m in self.of("read"))
+
+
+def read_marks(directory: Path) -> Marks:
+    """Every mark written into ``directory`` so far."""
+    return Marks([Mark(**json.loads(f.read_text())) for f in sorted(directory.glob("*.json"))])
+
+
 # -- the engine's input and output plugins --------------------------------------------------------
 
 
 class SegmentInput:
     """Items ``slot``, ``slot + slots``, ... below ``count``, made as they are polled (rows, or
-    one record batch per poll with ``arrow``); its checkpoint is the next item."""
+    one record batch per poll with ``arrow``); its checkpoint is the next item. With ``marks``,
+    it notes its polls there (``Marker``)."""
 
-    def __init__(self, count: int, slot: int, slots: int, arrow: bool = False) -> None:
+    def __init__(
+        self, count: int, slot: int, slots: int, arrow: bool = False, marks: str | None = None
+    ) -> None:
         self.next, self.stop, self.step, self.arrow = slot, count, slots, arrow
+        self.marker = Marker(marks, "read", slot)
 
     def recover(self, recovery: Recovery) -> None:
         if recovery.checkpoint is not None:
@@ -113,6 +198,7 @@ class SegmentInput:
     def poll(self, limit: int) -> list[Segment] | pa.RecordBatch:
         ids = range(self.next, min(self.next + limit * self.step, self.stop), self.step)
         self.next += len(ids) * self.step
+        self.marker.handled(len(ids))
         if self.arrow:
             return make_record_batch(ids)
         return [make_segment(i) for i in ids]
@@ -130,17 +216,60 @@ class SegmentInput:
         return None
 
     def close(self) -> None:
-        return None
+        self.marker.close()
 
 
 def segment_input(task: Any, slot: int, slots: int) -> SegmentInput:
     """Plugin factory, named in jobs as ``bench.workload:segment_input``."""
-    return SegmentInput(int(task.params["count"]), slot, slots)
+    return SegmentInput(
+        int(task.params["count"]), slot, slots, marks=task.params.get("marks")
+    )
 
 
 def arrow_input(task: Any, slot: int, slots: int) -> SegmentInput:
     """Plugin factory, named in jobs as ``bench.workload:arrow_input``: record batches."""
-    return SegmentInput(int(task.params["count"]), slot, slots, arrow=True)
+    return SegmentInput(
+        int(task.params["count"]), slot, slots, arrow=True, marks=task.params.get("marks")
+    )
+
+
+class DiscardingOutput:
+    """Discards what it writes (rows or Arrow batches) and counts it; its checkpoint is the
+    count, so the count goes on across recoveries. With ``marks``, it notes its writes there
+    (``Marker``): the engine's side of the clock Bytewax's sink keeps in bench/baselines.py."""
+
+    def __init__(self, slot: int, marks: str | None = None) -> None:
+        self.staged = self.written = 0
+        self.marker = Marker(marks, "write", slot)
+
+    def recover(self, recovery: Recovery) -> None:
+        self.written = self.marker.items = recovery.checkpoint or 0
+
+    def prepare(self, segments: list[Segment] | pa.RecordBatch) -> None:
+        self.staged += len(segments)
+
+    def write(self) -> bool:
+        self.written += self.staged
+        self.marker.handled(self.staged)
+        self.staged = 0
+        return True
+
+    def synced(self) -> bool:
+        return True
+
+    def checkpoint(self, epoch: Epoch) -> int:
+        return self.written
+
+    def committed(self, epoch: Epoch) -> None:
+        return None
+
+    def close(self) -> None:
+        self.marker.close()
+
+
+def discarding_output(task: Any, slot: int, slots: int) -> DiscardingOutput:
+    """Plugin factory, named in jobs as ``bench.workload:discarding_output``."""
+    return DiscardingOutput(slot, task.params.get("marks"))
 
 
 class PacedInput(SegmentInput):
