@@ -295,6 +295,7 @@ class Run:
     def one_process(self, cluster: LocalCluster) -> None:
         a, f = self.args, self.figures
         period = a.snapshot_interval
+
         def rows(marks: Path) -> dict[str, Any]:
             return job(a.segments, a.batch_size, tags=False, barrier_period=period, marks=marks)
 
@@ -340,9 +341,7 @@ class Run:
             self.engine("two_process_colocated", shared)
             f["two_process_colocated_reads"] = reads(shared)
             self.engine("two_process", best(store, crossing, a.segments, a.repeat))
-            self.engine(
-                "two_process_arrow", arrow_best(store, arrow, a.arrow_segments, a.repeat)
-            )
+            self.engine("two_process_arrow", arrow_best(store, arrow, a.arrow_segments, a.repeat))
         f["bytewax_2p_segments_per_s"] = self.bytewax_rate(a.segments, "rows", a.batch_size, 2)
         f["bytewax_arrow_2p_segments_per_s"] = self.bytewax_rate(
             a.arrow_segments, "arrow", a.arrow_batch_size, 2
@@ -436,10 +435,10 @@ LINES = (
     ("  end to end", "two_process_end_to_end_segments_per_s", "limit_segments_per_s", None),
     ("Arrow, one process", "one_process_arrow_segments_per_s", "bytewax_segments_per_s",
      "arrow_ratio_to_bytewax"),
-    ("  end to end", "one_process_arrow_end_to_end_segments_per_s",
-     "bytewax_arrow_segments_per_s", None),
     ("  against Bytewax on record batches", "one_process_arrow_segments_per_s",
      "bytewax_arrow_segments_per_s", "arrow_ratio_to_bytewax_arrow"),
+    ("  end to end", "one_process_arrow_end_to_end_segments_per_s",
+     "bytewax_arrow_segments_per_s", None),
     ("Arrow, two processes, colocated", "two_process_arrow_segments_per_s",
      "bytewax_2p_segments_per_s", "two_process_arrow_ratio_to_bytewax_2p"),
     ("  against Bytewax on record batches", "two_process_arrow_segments_per_s",

@@ -221,9 +221,7 @@ class SegmentInput:
 
 def segment_input(task: Any, slot: int, slots: int) -> SegmentInput:
     """Plugin factory, named in jobs as ``bench.workload:segment_input``."""
-    return SegmentInput(
-        int(task.params["count"]), slot, slots, marks=task.params.get("marks")
-    )
+    return SegmentInput(int(task.params["count"]), slot, slots, marks=task.params.get("marks"))
 
 
 def arrow_input(task: Any, slot: int, slots: int) -> SegmentInput:

@@ -1,12 +1,17 @@
-"""The benchmark's workload: its Arrow form is the very computation of its rows, and the limit
-loop runs it."""
+"""The benchmark's workload: its Arrow form is the very computation of its rows, the limit
+loop runs it, and its plugins' marks time a run as Bytewax's is timed."""
 
 from __future__ import annotations
+
+import tempfile
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench import baselines, workload
+from peer.plugins import Recovery
+from peer.runtime.checkpoints import Epoch
 
 IDS = st.builds(range, st.integers(0, 5000), st.integers(0, 5000), st.integers(1, 7))
 
@@ -42,3 +47,44 @@ def test_the_limit_loop_runs_with_a_codec_and_without():
     _, encode, decode = baselines.default_codec()
     assert baselines.python_limit(250, 100, encode, decode) > 0
     assert baselines.python_limit(250, 100, baselines._same, baselines._same) > 0
+
+
+@settings(deadline=None)  # a shared machine's pauses are not the code's
+@given(st.integers(1, 300), st.integers(1, 3), st.integers(1, 50))
+def test_the_marks_time_a_run_from_the_first_read_to_the_last_write(count, slots, limit):
+    with tempfile.TemporaryDirectory() as directory:
+        inputs = [workload.SegmentInput(count, s, slots, marks=directory) for s in range(slots)]
+        outputs = [workload.DiscardingOutput(s, directory) for s in range(slots)]
+        for source, sink in zip(inputs, outputs, strict=True):
+            while not source.completed():
+                sink.prepare(source.poll(limit))
+                assert sink.write()
+            source.close()
+            sink.close()
+        marks = workload.read_marks(Path(directory))
+    assert marks.written() == count
+    assert sum(m.items for m in marks.of("read")) == count
+    reads, writes = marks.of("read"), marks.of("write")
+    assert marks.seconds() == max(m.last for m in writes) - min(m.first for m in reads) >= 0
+
+
+def test_a_restarted_output_slot_counts_once_by_its_latest_instance():
+    with tempfile.TemporaryDirectory() as directory:
+        first = workload.DiscardingOutput(0, directory)
+        first.prepare([workload.make_segment(0)])
+        first.write()
+        first.close()
+        second = workload.DiscardingOutput(0, directory)
+        second.recover(Recovery(checkpoint=first.checkpoint(Epoch(1, 1)), committed=None,
+                                start=Epoch(1, 1)))  # fmt: skip
+        second.prepare([workload.make_segment(1)])
+        second.write()
+        second.close()
+        assert workload.read_marks(Path(directory)).written() == 2
+
+
+def test_without_a_directory_nothing_is_noted():
+    source = workload.SegmentInput(10, 0, 1)
+    source.poll(10)
+    source.close()
+    assert source.marker.items == 0
