@@ -1,6 +1,6 @@
-"""The columnar chaos job's code: Arrow fns over whole batches, the first paced like the other chaos jobs
-(ONYX_TEST_PACE seconds per hundred rows, the workload's pace, not a wait for anything), the
-input's event time, and the row a closed window becomes."""
+"""The columnar chaos job's code: Arrow fns over whole batches, the input's event time (paced like
+the other chaos jobs: ONYX_TEST_PACE seconds per hundred rows, the workload's pace, not a wait for
+anything), and the row a closed window becomes."""
 
 from __future__ import annotations
 
@@ -15,8 +15,6 @@ from tests.chaos.pacing import PACE
 
 def purchases(batch: pa.RecordBatch) -> pa.RecordBatch:
     """The batch without the bots' rows: pyarrow compute on the whole batch, no rows made."""
-    if PACE:
-        time.sleep(PACE * batch.num_rows / 100)
     return batch.filter(pc.not_equal(batch["kind"], "bot"))
 
 
@@ -29,7 +27,11 @@ def priced(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def event_time(row: dict[str, Any]) -> float:
-    """The input's watermark follows the rows' times: the files are in time order."""
+    """The input's watermark follows the rows' times: the files are in time order. The input is
+    paced here, every hundredth row, as the input is where rows enter: a pace further down would
+    fill the inboxes, and every barrier would wait behind them."""
+    if PACE and row["ts"] % 100 == 0:
+        time.sleep(PACE)
     return row["ts"]
 
 
