@@ -1,9 +1,12 @@
 """A columnar job under kill -9: Spark reads Parquet files, Arrow fns drop the bots' rows and
-price the purchases on whole batches, a tumbling window sums each user's spend, and the exactly-once Parquet sink writes
-the table, on `onyx peer start` processes over a real ZooKeeper and Aeron. Tags put the input and
-the sink, the Arrow fn and the window (whose fn is an Arrow fn as well) in three groups, so Arrow
-batches cross between processes on both edges into the window; the groups holding the first Arrow
-fn and the window are killed mid-run and replaced. The table must hold exactly the rows of the failure-free run."""
+price the purchases on whole batches, a tumbling window sums each user's spend, and the
+exactly-once Parquet sink writes the table, on `onyx peer start` processes over a real ZooKeeper
+and Aeron. Tags put the input, the first Arrow fn, and the window (whose fn is an Arrow fn as well)
+with the sink in three groups, so Arrow batches cross between processes on both edges into the
+window. The group holding the first Arrow fn and the one holding the window and the sink are
+killed mid-run, once each, and replaced: the window's state, the sink's staged epochs and the
+input's position all come back from the checkpoints. The table must hold exactly the rows of the
+failure-free run."""
 
 from __future__ import annotations
 
@@ -22,7 +25,6 @@ import yaml
 
 from peer import api
 from peer.runtime.checkpoints import Commits
-from tests.chaos.test_exactly_once import progressed
 from tests.support import onyx, wait_for
 
 pytestmark = pytest.mark.integration
@@ -33,6 +35,9 @@ FILES = 8
 USERS = 40
 RANGE = 1000
 """Seconds of event time per window: the rows' times are their indices, one a second."""
+GROUPS = {"edge": 1, "arrow": 2, "window": 3}
+"""The cluster's groups by the tag their peers offer, and their peers: the input's, the Arrow
+fn's two, and the window's two with the sink's."""
 
 
 def purchase(i: int) -> dict[str, Any]:
@@ -70,7 +75,7 @@ def job(base: Path, tags: bool) -> dict[str, Any]:
     """The job over ``base/purchases`` into ``base/spend``; ``tags`` places its tasks in the
     cluster's three groups."""
     placed = {
-        "read": ["edge"], "buys": ["arrow"], "totals": ["window"], "write": ["edge"],
+        "read": ["edge"], "buys": ["arrow"], "totals": ["window"], "write": ["window"],
     } if tags else {}  # fmt: skip
     catalog = [
         {"name": "read", "kind": "input", "plugin": "peer.spark.source:input", "n_peers": 1,
@@ -119,17 +124,18 @@ def reference(tmp_path_factory) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def cluster(start_peer, zookeeper, tenancy, monkeypatch):
-    """A group for the input and the sink (with Spark on one core), one for the Arrow fn and one
-    for the window, two peers each, the workload paced; and a client on their log."""
+    """The GROUPS (Spark on one core where the input runs), the workload paced; and a client on
+    their log."""
     monkeypatch.setenv("ONYX_TEST_PACE", "0.04")
 
     def start(tag: str):
         extra = ["--peer-timeout", "1", "--spark-master", "local[1]", "--tags", tag]
-        return start_peer(vpeers=2, extra=extra)
+        return start_peer(vpeers=GROUPS[tag], extra=extra)
 
-    groups = {tag: start(tag) for tag in ("edge", "arrow", "window")}
+    groups = {tag: start(tag) for tag in GROUPS}
     store = api.connect(zookeeper.address, tenancy, create=True)
-    wait_for(lambda: len(api.replica(store).peers) >= 6, 60, "6 peers")
+    peers = sum(GROUPS.values())
+    wait_for(lambda: len(api.replica(store).peers) >= peers, 60, f"{peers} peers")
     yield groups, start, store
     store.close()
 
@@ -145,7 +151,9 @@ def test_kill_9_of_the_arrow_and_window_groups_changes_nothing_in_the_table(
     commits = Commits(store, job_id)
     killed, published = None, 0
     for task, tag in rng.sample([("buys", "arrow"), ("totals", "window")], 2):
-        published = flowing(store, commits, job_id, tmp_path / "spend", killed, published)
+        published = flowing(
+            store, commits, job_id, tmp_path / "spend", killed=killed, published=published
+        )
         time.sleep(rng.uniform(0, 1))  # a random moment of the run, not a wait for anything
         current = api.replica(store)
         assert job_id in current.jobs, f"seed {seed}: the job ended before {task} was killed"
@@ -163,7 +171,7 @@ def test_kill_9_of_the_arrow_and_window_groups_changes_nothing_in_the_table(
 
 
 def flowing(
-    store, commits: Commits, job_id: str, spend: Path, killed: str | None, published: int
+    store, commits: Commits, job_id: str, spend: Path, *, killed: str | None, published: int
 ) -> int:
     """Wait until rows flow: the job, on an allocation without the ``killed`` group, has
     committed an epoch and published more files of the table than ``published`` (or it is
