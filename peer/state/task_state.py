@@ -101,9 +101,10 @@ class WindowState:
             slot = held.extents[extent]
             update = agg.create_state_update(window, slot.state, segment)
             slot.state = agg.apply_state_update(window, slot.state, update)
-            for index in range(len(slot.counts)):
-                slot.counts[index] += 1
-        return self._on_segment(segment, name, targets)
+            counts = slot.counts
+            for index in range(len(counts)):
+                counts[index] += 1
+        return self._on_segment(segment, name, targets) if self.per_segment else []
 
     def close(self, watermark: float) -> list[Any]:
         """Fire the extents ending at or before ``watermark`` and forget them."""
@@ -201,8 +202,6 @@ class WindowState:
 
     def _on_segment(self, segment: Any, name: str, targets: list[Extent]) -> list[Any]:
         """Segment and punctuation triggers, after ``segment`` went into ``targets``."""
-        if not self.per_segment:
-            return []
         out: list[Any] = []
         for index, trigger in enumerate(self.triggers):
             on = trigger.spec.on

@@ -57,12 +57,13 @@ def _sliding(t: float, range_: float, slide: float) -> list[Extent]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SessionMerge:
     """A key's sessions after one more extent joined them: ``extent`` is the session it ended up
     in, made of itself and the old sessions ``merged`` (earliest first; none when it opened a new
     session, one when it fell in or extended one, more when it bridged them); ``kept`` are the
-    other sessions, as they were."""
+    other sessions, as they were. Not frozen: one is made per segment, and a frozen dataclass
+    takes four times as long to make."""
 
     kept: list[Extent]
     extent: Extent
