@@ -6,8 +6,6 @@ pages table does not name)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
