@@ -7,11 +7,13 @@ Streaming, and what a Spark task costs per batch.
    --shuffle-partitions (Structured Streaming's stateful operator has that many state stores; the
    default of 200 is for clusters) and the UI off. The session is built and runs one trivial query
    before anything is timed, so neither side pays the JVM's start.
-3. The engine: examples/clickstream/job.yaml (Spark input, a Spark `clean` task, session windows
-   of 30 minutes per user in the peers, the exactly-once Parquet sink) on a local cluster of one
-   group of 5 virtual peers, its paths pointed at the temporary directory; timed from the
-   submit-job entry to the job's completion read back from the log. Throughput is input events
-   per second.
+3. The engine: examples/clickstream/job.yaml (Spark input, an Arrow `clean` task running
+   `pipeline.clean_arrow`, session windows of 30 minutes per user in the peers, the exactly-once
+   Parquet sink) on a local cluster of one group of 5 virtual peers, its paths pointed at the
+   temporary directory; timed from the submit-job entry to the job's completion read back from
+   the log. Throughput is input events per second. `clean_arrow` is `pipeline.clean` in
+   pyarrow.compute: the same rows in the same order (tests/integration/
+   test_spark_clickstream_clean.py), and the sessions rows of both sides are compared below.
 4. The baseline, in the same process and Spark session: the same computation as a Structured
    Streaming query over the same files: `readStream` Parquet with the files' schema, the very
    `pipeline.clean` (a broadcast join of the static pages table with the stream), a watermark on

@@ -1,6 +1,11 @@
-"""The clickstream pipeline's code: Spark cleans page views and joins them with the pages table,
-the peers gather each visitor's views into visits (session windows), and each visit becomes one
-row of the sessions table.
+"""The clickstream pipeline's code: page views are cleaned and joined with the pages table, the
+peers gather each visitor's views into visits (session windows), and each visit becomes one row of
+the sessions table.
+
+The cleaning step is written twice, as the same computation: ``clean`` on a Spark DataFrame (what
+a Spark task or a Structured Streaming query runs) and ``clean_arrow`` on an Arrow record batch
+with pyarrow.compute (what the job's ``engine: arrow`` task runs, in the peers' process, without a
+round trip through Spark per batch). Both give the same rows in the same order.
 
 A visit ends after 30 minutes without a view. Visits close as event time passes them (the input's
 watermark), so the table grows while the job runs; only committed epochs ever reach it.
@@ -10,10 +15,17 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import os
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+
+OTHER = "other"
+"""The section of a page the pages table does not name."""
 
 
 def clean(df: DataFrame, params: dict[str, Any]) -> DataFrame:
@@ -28,7 +40,7 @@ def clean(df: DataFrame, params: dict[str, Any]) -> DataFrame:
             "user_id",
             "ts",
             "page",
-            F.coalesce("section", F.lit("other")).alias("section"),
+            F.coalesce("section", F.lit(OTHER)).alias("section"),
             "duration_ms",
         )
     )
@@ -40,14 +52,64 @@ def _pages(spark: SparkSession, path: str) -> DataFrame:
     return spark.read.option("header", "true").csv(path).cache()
 
 
+def clean_arrow(batch: pa.RecordBatch, params: dict[str, Any]) -> pa.RecordBatch:
+    """``clean`` on an Arrow batch: the same filter, page spelling and left join, in the batch's
+    order. A view's page looks its section up in the pages table by position (a left join that
+    keeps the views' order); a null page matches no page, as in a join."""
+    keys, sections = _pages_arrow(params["pages"])
+    agent = pc.utf8_lower(batch.column("user_agent"))
+    keep = pc.and_kleene(
+        pc.is_valid(batch.column("user_id")), pc.invert(pc.match_substring_regex(agent, "bot"))
+    )
+    views = batch.filter(keep)
+    page = pc.replace_substring_regex(pc.utf8_lower(views.column("page")), r"(.)/$", r"\1")
+    found = pc.index_in(page, value_set=keys, skip_nulls=True)
+    section = pc.coalesce(pc.take(sections, found), pa.scalar(OTHER))
+    columns = [views.column("user_id"), views.column("ts"), page, section]
+    return pa.RecordBatch.from_arrays(
+        [*columns, views.column("duration_ms")], schema=_cleaned(views.schema)
+    )
+
+
+def _cleaned(views: pa.Schema) -> pa.Schema:
+    """What ``clean`` gives as Arrow: the views' types, and a section that is never null."""
+    keep = [views.field(name) for name in ("user_id", "ts", "page")]
+    section = pa.field("section", pa.string(), nullable=False)
+    return pa.schema([*keep, section, views.field("duration_ms")])
+
+
+def _pages_arrow(path: str) -> tuple[pa.Array, pa.Array]:
+    """The pages table's pages and their sections, read once per process and again when the file
+    changes."""
+    return _read_pages(path, os.stat(path).st_mtime_ns)
+
+
+@functools.cache
+def _read_pages(path: str, version: int) -> tuple[pa.Array, pa.Array]:
+    """Read as Spark reads the CSV: every column a string, an empty field null. A page named
+    twice would make the join give a view twice, so it is refused, naming the file."""
+    strings = {"page": pa.string(), "section": pa.string()}
+    options = pcsv.ConvertOptions(column_types=strings, strings_can_be_null=True)
+    table = pcsv.read_csv(path, convert_options=options)
+    pages, sections = table.column("page").combine_chunks(), table.column("section")
+    if len(pc.unique(pages.drop_null())) != len(pages.drop_null()):
+        raise ValueError(f"pages table {path}: a page is named more than once")
+    return pages, sections.combine_chunks()
+
+
 def event_time(view: dict[str, Any]) -> float:
     """The input's watermark follows the views' times: each file is in time order."""
     return view["ts"]
 
 
-def view(segment: dict[str, Any]) -> dict[str, Any]:
-    """What the sessions task keeps of a view."""
-    return segment
+VISIT_FIELDS = ("user_id", "ts", "section", "duration_ms")
+"""What a visit reads of a view."""
+
+
+def view(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """What the visits task keeps of the views, still Arrow: the columns a visit reads, so the
+    window makes rows of those alone."""
+    return batch.select(list(VISIT_FIELDS))
 
 
 class Visit:
@@ -61,30 +123,32 @@ class Visit:
         return segment
 
     def apply_state_update(self, window: Any, state: dict[str, Any], view: Any) -> dict[str, Any]:
-        one = {
-            "views": 1,
-            "duration_ms": view["duration_ms"],
-            "first": view["ts"],
-            "last": view["ts"],
-            "sections": {view["section"]: 1},
-        }
-        return self.merge(window, state, one)
+        """One more view, counted into the state in place: the window owns the state."""
+        t, section = view["ts"], view["section"]
+        state["views"] += 1
+        state["duration_ms"] += view["duration_ms"]
+        if state["first"] is None or t < state["first"]:
+            state["first"] = t
+        if state["last"] is None or t > state["last"]:
+            state["last"] = t
+        sections = state["sections"]
+        sections[section] = sections.get(section, 0) + 1
+        return state
 
     def merge(self, window: Any, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-        sections = dict(a["sections"])
+        """``b`` added into ``a``, which the window owns and gives up."""
+        sections = a["sections"]
         for name, views in b["sections"].items():
             sections[name] = sections.get(name, 0) + views
         times = [t for t in (a["first"], a["last"], b["first"], b["last"]) if t is not None]
-        return {
-            "views": a["views"] + b["views"],
-            "duration_ms": a["duration_ms"] + b["duration_ms"],
-            "first": min(times),
-            "last": max(times),
-            "sections": sections,
-        }
+        a["views"] += b["views"]
+        a["duration_ms"] += b["duration_ms"]
+        a["first"], a["last"] = (min(times), max(times)) if times else (None, None)
+        return a
 
     def value(self, state: dict[str, Any]) -> dict[str, Any]:
-        return state
+        """A copy: the emitted visit must not share the state the window goes on changing."""
+        return {**state, "sections": dict(state["sections"])}
 
 
 visit = Visit()

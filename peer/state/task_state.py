@@ -74,6 +74,8 @@ class WindowState:
         self.held: dict[str, Held] = {}
         self.due: dict[int, float] = {}
         """When each timer trigger, by index, fires next."""
+        self.per_segment = any(t.spec.on in ("segment", "punctuation") for t in self.triggers)
+        """Whether a trigger looks at each segment as it comes."""
 
     def time(self, segment: Any) -> float | None:
         """The segment's event time; None in a global window, which has none. A segment
@@ -90,21 +92,29 @@ class WindowState:
 
     def add(self, segment: Any, t: Any, key: Any, name: str) -> list[Any]:
         """Take ``segment``, at event time ``t``, into its extents for ``key``."""
-        held = self.held.setdefault(name, Held(key, {}))
+        held = self.held.get(name)
+        if held is None:
+            held = self.held[name] = Held(key, {})
         window, agg = self.window, self.aggregation
         targets = [self._place(held, extent) for extent in extents(window, t)]
         for extent in targets:
             slot = held.extents[extent]
             update = agg.create_state_update(window, slot.state, segment)
             slot.state = agg.apply_state_update(window, slot.state, update)
-            for index in range(len(slot.counts)):
-                slot.counts[index] += 1
-        return self._on_segment(segment, name, targets)
+            counts = slot.counts
+            for index in range(len(counts)):
+                counts[index] += 1
+        return self._on_segment(segment, name, targets) if self.per_segment else []
 
     def close(self, watermark: float) -> list[Any]:
         """Fire the extents ending at or before ``watermark`` and forget them."""
         out: list[Any] = []
-        ended = [(name, extent) for name, extent in self._everything() if extent[1] <= watermark]
+        ended = sorted(
+            (name, extent)
+            for name, held in self.held.items()
+            for extent in held.extents
+            if extent[1] <= watermark
+        )  # in the order of _everything, without sorting what stays open
         for index, trigger in enumerate(self.triggers):
             if trigger.spec.on == "watermark":
                 out += self._fire_each(trigger, index, ended)
@@ -155,7 +165,10 @@ class WindowState:
             merge = absorb(held.extents, extent)
             parts = [held.extents.pop(old) for old in merge.merged]
             extent = merge.extent
-            held.extents[extent] = self._combine(parts) if parts else self._new()
+            if len(parts) == 1:  # the one session it falls in or extends: its slot as it is
+                held.extents[extent] = parts[0]
+            else:
+                held.extents[extent] = self._combine(parts) if parts else self._new()
         elif extent not in held.extents:
             held.extents[extent] = self._new()
         return extent
@@ -246,9 +259,10 @@ class TaskState:
         if not isinstance(segments, list):
             segments = rows(segments if self.reads is None else select(segments, self.reads))
         out: list[Any] = []
+        names = _Names()
         for segment in segments:
             key = None if self.key_of is None else self.key_of(segment)
-            name = canonical(key)
+            name = names.of(key)
             for window in self.windows:
                 t = window.time(segment)
                 if t is not None and t < self.mark:
@@ -286,6 +300,28 @@ class TaskState:
             self.mark = max(self.mark, snapshot["watermark"])
             for window in self.windows:
                 window.restore(snapshot["windows"][window.window.id], keep)
+
+
+class _Names:
+    """Keys' canonical JSON for one batch, made once per distinct string or integer key (a
+    visitor's views come together). Other keys are made each time: floats that are equal can
+    differ in JSON (``0.0`` and ``-0.0``), and lists cannot be looked up."""
+
+    def __init__(self) -> None:
+        self.known: dict[tuple[type, Any], str] = {}
+
+    def of(self, key: Any) -> str:
+        kind = type(key)
+        if kind not in _MEMO_KINDS:
+            return canonical(key)
+        slot = (kind, key)  # by type too: 1 and True are equal, their JSON is not
+        name = self.known.get(slot)
+        if name is None:
+            name = self.known[slot] = canonical(key)
+        return name
+
+
+_MEMO_KINDS = frozenset({str, int, bool, type(None)})
 
 
 def _fields_read(

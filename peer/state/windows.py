@@ -57,15 +57,22 @@ def _sliding(t: float, range_: float, slide: float) -> list[Extent]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SessionMerge:
     """A key's sessions after one more extent joined them: ``extent`` is the session it ended up
     in, made of itself and the old sessions ``merged`` (earliest first; none when it opened a new
-    session, one when it fell in or extended one, more when it bridged them)."""
+    session, one when it fell in or extended one, more when it bridged them); ``kept`` are the
+    other sessions, as they were. Not frozen: one is made per segment, and a frozen dataclass
+    takes four times as long to make."""
 
-    sessions: list[Extent]
+    kept: list[Extent]
     extent: Extent
     merged: list[Extent]
+
+    @property
+    def sessions(self) -> list[Extent]:
+        """Every session of the key now, earliest first."""
+        return sorted([*self.kept, self.extent])
 
 
 def session(sessions: Iterable[Extent], t: float, gap: float) -> SessionMerge:
@@ -75,14 +82,16 @@ def session(sessions: Iterable[Extent], t: float, gap: float) -> SessionMerge:
 
 def absorb(sessions: Iterable[Extent], extent: Extent) -> SessionMerge:
     """Merge ``extent`` with every session it overlaps. The sessions that overlap it are
-    consecutive, so the union overlaps no other and the sessions stay disjoint."""
+    consecutive, so the union overlaps no other and the sessions stay disjoint. Only the few
+    merged are sorted: this runs once per segment."""
     start, end = extent
     merged: list[Extent] = []
     kept: list[Extent] = []
-    for old in sorted(sessions):
+    for old in sessions:
         if old[0] < extent[1] and extent[0] < old[1]:
             merged.append(old)
             start, end = min(start, old[0]), max(end, old[1])
         else:
             kept.append(old)
-    return SessionMerge(sorted([*kept, (start, end)]), (start, end), merged)
+    merged.sort()
+    return SessionMerge(kept, (start, end), merged)

@@ -1,5 +1,5 @@
-"""The README's main job, the clickstream pipeline on Spark, run as a user runs it and then under
-kill -9: Spark reads the views and cleans them, the peers gather visits, and the exactly-once
+"""The README's main job, the clickstream pipeline, run as a user runs it and then under kill -9:
+Spark reads the views, an Arrow task cleans them, the peers gather visits, and the exactly-once
 Parquet sink writes the sessions table. With peer groups killed mid-run and replaced, the table
 must hold exactly the rows of the failure-free run."""
 
@@ -90,7 +90,7 @@ def test_kill_9_of_peer_groups_changes_nothing_in_the_sessions_table(reference, 
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
     job = example(tmp_path)
-    job["catalog"][2]["fn"] = "tests.chaos.pacing:pace_view"
+    job["catalog"][2]["fn"] = "tests.chaos.pacing:pace_views"
     job_id = api.submit(store, job)
     commits = Commits(store, job_id)
     for kill in range(2):
