@@ -55,7 +55,9 @@ def _pages(spark: SparkSession, path: str) -> DataFrame:
 def clean_arrow(batch: pa.RecordBatch, params: dict[str, Any]) -> pa.RecordBatch:
     """``clean`` on an Arrow batch: the same filter, page spelling and left join, in the batch's
     order. A view's page looks its section up in the pages table by position (a left join that
-    keeps the views' order); a null page matches no page, as in a join."""
+    keeps the views' order); a null page matches no page, as in a join. Lower case is Arrow's
+    (Unicode's simple case mapping), Spark's is Java's: the two differ for a few letters, such as
+    the dotted capital I, which no page or user agent of the generated data holds."""
     keys, sections = _pages_arrow(params["pages"])
     agent = pc.utf8_lower(batch.column("user_agent"))
     keep = pc.and_kleene(

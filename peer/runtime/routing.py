@@ -121,9 +121,10 @@ class Router:
         turn = self.turn
         self.turn += 1
         for number, route in enumerate(self.routes):
-            chosen = segments if number == 0 else list(segments)
             if route.task in self.guarded:
                 chosen = [s for s in segments if self._allowed(route.task, s)]
+            else:
+                chosen = segments if number == 0 else list(segments)
             if not chosen:
                 continue
             if route.key is None:
