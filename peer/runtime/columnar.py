@@ -90,6 +90,8 @@ def take(batch: Batch, indices: Sequence[int] | pa.Array) -> Batch:
 def concat(batches: Sequence[Batch]) -> Batch:
     """One batch of every row of ``batches`` in order: Arrow when all are Arrow of one schema,
     rows otherwise (rows from different sources need no common schema)."""
+    if len(batches) == 1 and isinstance(batches[0], list):
+        return batches[0]
     if all(isinstance(b, pa.RecordBatch) for b in batches) and batches:
         schema = batches[0].schema
         if all(b.schema.equals(schema) for b in batches[1:]):

@@ -1,8 +1,9 @@
 """Where a task's output goes: the emitter part of its runner, chosen once by the task's kind.
 
 An input or a function routes its batches to the downstream peers its router picks, on credit:
-it sends at most WINDOW batches down an edge beyond what the receiver has taken, and the
-receiver gives credit back as it takes them. An output hands its batches to its plugin, which
+it sends at most a window of batches down an edge beyond what the receiver has taken (``window``:
+WINDOW to a peer of another group, LOCAL_WINDOW to one of its own), and the receiver gives credit
+back as it takes them. An output hands its batches to its plugin, which
 may take several steps to write one (``staged`` until it has).
 """
 
@@ -12,11 +13,27 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from peer.job.spec import Task
+from peer.runtime.placement import Placement
 from peer.runtime.routing import Router
 
 WINDOW = 64
-"""Batches a peer may have in flight to one downstream peer before it waits for credit: what
-bounds every inbox, so a barrier never queues behind more than a window of batches per edge."""
+"""Batches a peer may have in flight to a downstream peer of another group before it waits for
+credit: enough to cover the time credit takes to come back over the network. The windows bound
+every inbox, so a barrier never queues behind more than a window of batches per edge."""
+
+LOCAL_WINDOW = 4
+"""Batches a peer may have in flight to a downstream peer of its own group. One thread steps
+both, so there is no latency to cover: a few batches keep the receiver busy, and a short queue
+keeps each batch in the processor's cache from one task to the next. With a network-sized
+window, a pause (a barrier waiting for its copy from another group) leaves a backlog that one
+batch in, one batch out never drains, and every batch then waits long enough to go cold: that
+made a colocated pipeline need half as much time again per segment."""
+
+
+def window(placement: Placement, sender: str, receiver: str) -> int:
+    """The credit window of the edge from peer ``sender`` to peer ``receiver``."""
+    group = placement.groups.get(sender)
+    return LOCAL_WINDOW if group is not None and group == placement.groups.get(receiver) else WINDOW
 
 
 class Emitter(Protocol):
@@ -45,11 +62,15 @@ class RouterEmitter:
     staged = False
 
     def __init__(
-        self, router: Router, send: Callable[[str, Any], None], congested: Callable[[], bool]
+        self,
+        router: Router,
+        send: Callable[[str, Any], None],
+        congested: Callable[[], bool],
+        window: Callable[[str], int] = lambda peer: WINDOW,
     ) -> None:
         self.router, self.send, self.congested = router, send, congested
         self.peers = router.peers()
-        self.credits = dict.fromkeys(self.peers, WINDOW)
+        self.credits = {peer: window(peer) for peer in self.peers}
         self.exhausted: set[str] = set()
         """The peers with no credit left: kept as credit changes, so ``blocked`` costs little."""
 
@@ -113,6 +134,13 @@ class PluginEmitter:
 
 
 def emitter_for(
-    task: Task, router: Router, send: Callable[[str, Any], None], congested: Callable[[], bool]
+    task: Task,
+    router: Router,
+    send: Callable[[str, Any], None],
+    congested: Callable[[], bool],
+    window: Callable[[str], int] = lambda peer: WINDOW,
 ) -> RouterEmitter | PluginEmitter:
-    return PluginEmitter() if task.kind == "output" else RouterEmitter(router, send, congested)
+    """``window`` gives each downstream peer's credit window."""
+    if task.kind == "output":
+        return PluginEmitter()
+    return RouterEmitter(router, send, congested, window)

@@ -18,6 +18,7 @@ becomes rows.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 from peer.messaging.messages import Barrier, Batch, End, Watermark
@@ -94,10 +95,10 @@ class Inbox:
             return None
         return min(self.watermarks.values())
 
-    def returned(self, at_least: int) -> dict[int, int]:
+    def returned(self, at_least: Mapping[int, int]) -> dict[int, int]:
         """The batches taken from each sender since it was last told, for senders owed at least
-        ``at_least``: the credit to give back (see peer.runtime.task)."""
-        owed = {s: n for s, n in self.consumed.items() if n >= at_least}
+        ``at_least[sender]``: the credit to give back (see peer.runtime.emit)."""
+        owed = {s: n for s, n in self.consumed.items() if n >= at_least[s]}
         for source in owed:
             self.consumed[source] = 0
         return owed

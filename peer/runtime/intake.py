@@ -102,9 +102,12 @@ class InboxIntake:
         upstream: frozenset[int],
         grant: Callable[[int, int], None],
         meters: TaskMeters,
+        window: Callable[[int], int] = lambda source: WINDOW,
     ) -> None:
         self.limit = task.batch_size
         self.inbox = Inbox(upstream)
+        self.owed_at = {source: max(window(source) // 2, 1) for source in upstream}
+        """Credit goes back to a sender once half its window has been taken."""
         self.grant, self.meters = grant, meters
         self.barrier_since: float | None = None
         """When the first upstream peer's barrier of the epoch being aligned arrived."""
@@ -119,7 +122,7 @@ class InboxIntake:
 
     def read(self) -> Any:
         batch = self.inbox.take(self.limit)
-        for source, batches in self.inbox.returned(WINDOW // 2).items():
+        for source, batches in self.inbox.returned(self.owed_at).items():
             self.grant(source, batches)
         return batch
 
@@ -145,8 +148,13 @@ class InboxIntake:
 
 
 def intake_for(
-    task: Task, upstream: frozenset[int], grant: Callable[[int, int], None], meters: TaskMeters
+    task: Task,
+    upstream: frozenset[int],
+    grant: Callable[[int, int], None],
+    meters: TaskMeters,
+    window: Callable[[int], int] = lambda source: WINDOW,
 ) -> PluginIntake | InboxIntake:
+    """``window`` gives each upstream peer's (by short id) credit window."""
     if task.kind == "input":
         return PluginIntake(task)
-    return InboxIntake(task, upstream, grant, meters)
+    return InboxIntake(task, upstream, grant, meters, window)

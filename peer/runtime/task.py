@@ -56,7 +56,7 @@ from peer.plugins import Recovery, joined, load, position
 from peer.runtime.apply import Apply, AsyncApply, apply_for, function
 from peer.runtime.checkpoints import CheckpointStorage, Epoch
 from peer.runtime.columnar import Segment
-from peer.runtime.emit import Emitter, PluginEmitter, emitter_for
+from peer.runtime.emit import Emitter, PluginEmitter, emitter_for, window
 from peer.runtime.hooks import Hooks, call, hooks_for
 from peer.runtime.intake import Intake, PluginIntake, intake_for
 from peer.runtime.phases import Phase, advance
@@ -128,8 +128,15 @@ class TaskRunner:
         """What building this runner's routing raised; its first step fails the task with it."""
         task = ctx.task
         self.meters = task_meters(ctx.job.id, task.name)
-        self.intake: Intake = intake_for(task, ctx.upstream, ctx.grant, self.meters)
-        self.emitter: Emitter = emitter_for(task, ctx.router, ctx.send, ctx.congested)
+        placement, peer = ctx.placement, ctx.peer
+        senders = {placement.short_ids[p]: p for p in placement.upstream.get(task.name, ())}
+        self.intake: Intake = intake_for(
+            task, ctx.upstream, ctx.grant, self.meters,
+            lambda source: window(placement, senders[source], peer),
+        )  # fmt: skip
+        self.emitter: Emitter = emitter_for(
+            task, ctx.router, ctx.send, ctx.congested, lambda to: window(placement, peer, to)
+        )
         self.apply: Apply = Apply()
         self.plugin: Any = None
         self.windows: TaskState | None = None

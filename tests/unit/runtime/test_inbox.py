@@ -88,7 +88,7 @@ def test_arrow_batches_of_one_schema_are_taken_as_one_arrow_batch():
     taken = inbox.take(10)
     assert isinstance(taken, pa.RecordBatch)
     assert sorted(taken.column("n").to_pylist()) == [1, 2, 3]
-    assert inbox.returned(1) == {1: 1, 2: 1}
+    assert inbox.returned({1: 1, 2: 1}) == {1: 1, 2: 1}
 
 
 def test_a_single_arrow_batch_is_taken_as_it_came():

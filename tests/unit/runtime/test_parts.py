@@ -11,10 +11,19 @@ from peer.job.spec import Task, Window
 from peer.messaging.messages import END, Barrier, Batch, Watermark
 from peer.metrics import task_meters
 from peer.runtime.apply import Apply, PythonApply, SparkApply, apply_for, collect
-from peer.runtime.emit import WINDOW, PluginEmitter, RouterEmitter, emitter_for
+from peer.runtime.emit import (
+    LOCAL_WINDOW,
+    WINDOW,
+    PluginEmitter,
+    RouterEmitter,
+    emitter_for,
+    window,
+)
 from peer.runtime.intake import InboxIntake, PluginIntake, intake_for
+from peer.runtime.placement import place
 from peer.runtime.routing import Route, Router
 from peer.state import TaskState
+from tests.unit.runtime.test_placement import job
 from tests.unit.runtime.test_task import FNS, World, run, runner
 
 METERS = task_meters("j", "t")
@@ -164,3 +173,46 @@ def test_a_windowed_task_loads_its_window_state():
     )
     run(r, 1)
     assert isinstance(r.windows, TaskState)
+
+
+def test_an_edge_within_a_group_has_the_small_window_and_one_between_groups_the_large():
+    placement = place(
+        job([("in", "out")], {"in": "input", "out": "output"}),
+        1,
+        {"in": ("i1", "i2"), "out": ("o1",)},
+        {"j": 9, "i1": 1, "i2": 2, "o1": 3},
+        {"i1": "a", "i2": "b", "o1": "a"},
+    )
+    assert window(placement, "i1", "o1") == LOCAL_WINDOW < WINDOW
+    assert window(placement, "i2", "o1") == WINDOW
+    assert window(placement, "i1", "unplaced") == WINDOW
+
+
+def test_credit_goes_back_to_each_sender_at_half_of_its_own_window():
+    """A peer of the receiver's group gets its credit back after LOCAL_WINDOW // 2 batches, so
+    it never runs more than a few batches ahead; one elsewhere after WINDOW // 2."""
+    grants = []
+    windows = {1: LOCAL_WINDOW, 2: WINDOW}
+    intake = intake_for(
+        kind("function", batch_size=1), frozenset(windows), lambda *g: grants.append(g), METERS,
+        windows.__getitem__,
+    )  # fmt: skip
+    for n in range(WINDOW // 2):
+        intake.deliver(1, Batch([{"n": n}]))
+        intake.deliver(2, Batch([{"n": n}]))
+    while intake.read():
+        pass
+    local = [g for g in grants if g[0] == 1]
+    assert local == [(1, LOCAL_WINDOW // 2)] * (WINDOW // LOCAL_WINDOW)
+    assert [g for g in grants if g[0] == 2] == [(2, WINDOW // 2)]
+
+
+def test_a_router_emitter_starts_each_peer_with_its_own_window():
+    emitter = RouterEmitter(
+        Router([Route("next", ("near", "far"))]), print, lambda: False,
+        {"near": LOCAL_WINDOW, "far": WINDOW}.__getitem__,
+    )  # fmt: skip
+    assert emitter.credits == {"near": LOCAL_WINDOW, "far": WINDOW}
+    for _ in range(LOCAL_WINDOW):
+        emitter.emit([{"n": 1}])  # ungrouped batches take turns: near, far, near, ...
+    assert emitter.credits == {"near": LOCAL_WINDOW // 2, "far": WINDOW - LOCAL_WINDOW // 2}
