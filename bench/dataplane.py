@@ -7,7 +7,8 @@ making them is timed alike everywhere, and every contender's input hands them ou
 --batch-size segments (--arrow-batch-size rows for Arrow). Checkpoints are on everywhere at
 --snapshot-interval: the engine's barrier period, Bytewax's epoch interval with its recovery on.
 Each figure is printed with its unit next to the same run's baseline; throughputs are best of
---repeat.
+--repeat, and the runs a figure is compared with take turns (engine, baseline, engine, ...), so a
+slow spell of a shared machine falls on both sides alike.
 
 Every throughput, the engine's and Bytewax's, is timed alike: from the first read of any input
 slot to the last write of any output slot, wall clock, so neither side's start-up counts. The
@@ -172,24 +173,43 @@ def marked_run(store: LogStore, job_of: Callable[[Path], dict[str, Any]], segmen
     return Timed(segments / seen.seconds(), end_to_end, seen)
 
 
-def best(
-    store: LogStore, job_of: Callable[[Path], dict[str, Any]], segments: int, repeat: int
-) -> Timed:
+def best(runs: list[Timed]) -> Timed:
     """The run of the highest rate, with the highest end-to-end rate of all runs."""
-    runs = [marked_run(store, job_of, segments) for _ in range(repeat)]
     top = max(runs, key=lambda r: r.rate)
     return Timed(top.rate, max(r.end_to_end for r in runs), top.marks)
 
 
-def arrow_best(
-    store: LogStore, job_of: Callable[[Path], dict[str, Any]], segments: int, repeat: int
-) -> Timed | None:
-    """``best``, or None with a note when the engine refuses ``engine: arrow``."""
-    try:
-        return best(store, job_of, segments, repeat)
-    except JobError as e:
-        print(f"note: the engine refused the Arrow job, so its Arrow figures are null: {e}")
-        return None
+def engine_run(
+    store: LogStore, job_of: Callable[[Path], dict[str, Any]], segments: int
+) -> Callable[[], Timed | None]:
+    """One run of ``job_of``, as a contender; None with a note when the engine refuses the job
+    at submit (an engine without ``engine: arrow``), and no more runs of it are tried."""
+    refused: list[JobError] = []
+
+    def run() -> Timed | None:
+        if refused:
+            return None
+        try:
+            return marked_run(store, job_of, segments)
+        except JobError as e:
+            print(f"note: the engine refused a benchmark job, so its figures are null: {e}")
+            refused.append(e)
+            return None
+
+    return run
+
+
+def taking_turns(repeat: int, contenders: dict[str, Callable[[], Any]]) -> dict[str, list[Any]]:
+    """Each contender run ``repeat`` times, one after the other in turn, so that a slower spell
+    of a shared machine falls on every contender alike; a contender that gives None is dropped
+    (its list is empty)."""
+    runs: dict[str, list[Any]] = {name: [] for name in contenders}
+    for _ in range(repeat):
+        for name, run in contenders.items():
+            result = run()
+            if result is not None:
+                runs[name].append(result)
+    return runs
 
 
 def reads(timed: Timed) -> list[dict[str, float]]:
@@ -260,40 +280,48 @@ class Run:
             bytewax_version=baselines.bytewax_version(),
         )
 
-    def repeat(self, run: Callable[[], float]) -> float:
-        return max(run() for _ in range(self.args.repeat))
+    def turns(
+        self,
+        engines: dict[str, Callable[[], Timed | None]],
+        rates: dict[str, Callable[[], float | None]],
+    ) -> dict[str, Timed | None]:
+        """Run the engine's runs and the baselines' taking turns, and record each one's best:
+        an engine's two figures, ``name`` (first read to last write) and its end-to-end twin,
+        a baseline's rate. The engine's best runs are returned (None: refused)."""
+        runs = taking_turns(self.args.repeat, {**engines, **rates})
+        tops: dict[str, Timed | None] = {}
+        for name in engines:
+            top = tops[name] = best(runs[name]) if runs[name] else None
+            self.figures[f"{name}_segments_per_s"] = top and top.rate
+            self.figures[f"{name}_end_to_end_segments_per_s"] = top and top.end_to_end
+        for name in rates:
+            self.figures[f"{name}_segments_per_s"] = max(runs[name], default=None)
+        return tops
 
-    def engine(self, name: str, timed: Timed | None) -> None:
-        """An engine run's two figures: ``name`` (first read to last write) and its
-        end-to-end twin."""
-        self.figures[f"{name}_segments_per_s"] = None if timed is None else timed.rate
-        self.figures[f"{name}_end_to_end_segments_per_s"] = (
-            None if timed is None else timed.end_to_end
-        )
-
-    def bytewax_rate(self, n: int, kind: str, batch: int, processes: int = 1) -> float | None:
-        if not self.bytewax:
-            return None
+    def bytewax_run(
+        self, n: int, kind: str, batch: int, processes: int = 1
+    ) -> Callable[[], float | None]:
+        """One Bytewax run of the workload as a contender; None without Bytewax."""
         interval = self.args.snapshot_interval
-        if processes == 1:
-            return self.repeat(lambda: baselines.bytewax_rate(n, interval, kind, batch).rate)
-        return self.repeat(
-            lambda: baselines.bytewax_cluster_rate(n, interval, kind, batch, processes)
-        )
 
-    def limits(self) -> None:
-        a, f = self.args, self.figures
-        encode_batch, decode_batch = frame_codec()
-        f["limit_segments_per_s"] = self.repeat(
-            lambda: baselines.python_limit(a.segments, a.batch_size, encode_batch, decode_batch)
-        )
-        same = baselines._same
-        f["functions_only_segments_per_s"] = self.repeat(
-            lambda: baselines.python_limit(a.segments, a.batch_size, same, same)
-        )
+        def run() -> float | None:
+            if not self.bytewax:
+                return None
+            if processes == 1:
+                return baselines.bytewax_rate(n, interval, kind, batch).rate
+            return baselines.bytewax_cluster_rate(n, interval, kind, batch, processes)
+
+        return run
+
+    def limit_run(self, codec: bool) -> Callable[[], float]:
+        """One run of the limit loop: with the engine's frame codec, or with none (the bare
+        loop of making the segments and the fns)."""
+        a = self.args
+        encode_batch, decode_batch = frame_codec() if codec else (baselines._same,) * 2
+        return lambda: baselines.python_limit(a.segments, a.batch_size, encode_batch, decode_batch)
 
     def one_process(self, cluster: LocalCluster) -> None:
-        a, f = self.args, self.figures
+        a = self.args
         period = a.snapshot_interval
 
         def rows(marks: Path) -> dict[str, Any]:
@@ -305,17 +333,20 @@ class Run:
                 barrier_period=period, marks=marks,
             )  # fmt: skip
 
-        self.engine("one_process", best(cluster.reader, rows, a.segments, a.repeat))
-        f["bytewax_segments_per_s"] = self.bytewax_rate(a.segments, "rows", a.batch_size)
-        self.engine(
-            "one_process_arrow", arrow_best(cluster.reader, arrow, a.arrow_segments, a.repeat)
+        self.turns(
+            {"one_process": engine_run(cluster.reader, rows, a.segments)},
+            {
+                "bytewax": self.bytewax_run(a.segments, "rows", a.batch_size),
+                "functions_only": self.limit_run(codec=False),
+            },
         )
-        f["bytewax_arrow_segments_per_s"] = self.bytewax_rate(
-            a.arrow_segments, "arrow", a.arrow_batch_size
+        self.turns(
+            {"one_process_arrow": engine_run(cluster.reader, arrow, a.arrow_segments)},
+            {"bytewax_arrow": self.bytewax_run(a.arrow_segments, "arrow", a.arrow_batch_size)},
         )
 
     def two_processes(self) -> None:
-        a, f = self.args, self.figures
+        a = self.args
         period = a.snapshot_interval
         with (
             tempfile.TemporaryDirectory() as logs,
@@ -337,15 +368,23 @@ class Run:
                     arrow=True, barrier_period=period, marks=marks,
                 )  # fmt: skip
 
-            shared = best(store, colocated, a.segments, a.repeat)
-            self.engine("two_process_colocated", shared)
-            f["two_process_colocated_reads"] = reads(shared)
-            self.engine("two_process", best(store, crossing, a.segments, a.repeat))
-            self.engine("two_process_arrow", arrow_best(store, arrow, a.arrow_segments, a.repeat))
-        f["bytewax_2p_segments_per_s"] = self.bytewax_rate(a.segments, "rows", a.batch_size, 2)
-        f["bytewax_arrow_2p_segments_per_s"] = self.bytewax_rate(
-            a.arrow_segments, "arrow", a.arrow_batch_size, 2
-        )
+            # The baselines run while the engine's processes wait, idle, for the next job.
+            shared = self.turns(
+                {"two_process_colocated": engine_run(store, colocated, a.segments)},
+                {"bytewax_2p": self.bytewax_run(a.segments, "rows", a.batch_size, 2)},
+            )["two_process_colocated"]
+            if shared is not None:
+                self.figures["two_process_colocated_reads"] = reads(shared)
+            self.turns(
+                {"two_process": engine_run(store, crossing, a.segments)},
+                {"limit": self.limit_run(codec=True)},
+            )
+            self.turns(
+                {"two_process_arrow": engine_run(store, arrow, a.arrow_segments)},
+                {"bytewax_arrow_2p": self.bytewax_run(
+                    a.arrow_segments, "arrow", a.arrow_batch_size, 2
+                )},
+            )  # fmt: skip
 
     def latency(self, cluster: LocalCluster) -> None:
         a, f = self.args, self.figures
@@ -507,7 +546,6 @@ def main() -> None:
             "note: Bytewax is not installed here (wheels up to Python 3.12): its figures are "
             "null; see bench/README.md"
         )
-    run.limits()
     cluster = LocalCluster(1, VPEERS)
     cluster.start()
     try:
