@@ -1,0 +1,1 @@
+"""Membership after Akka Cluster: failure detection, who monitors whom, gossiped state."""
