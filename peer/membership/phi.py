@@ -45,9 +45,7 @@ class PhiSettings:
     def __post_init__(self) -> None:
         _require(self.threshold > 0, "threshold", self.threshold, "a positive number")
         # The first heartbeat seeds two intervals (see HeartbeatHistory.seeded).
-        _require(
-            self.max_sample_size >= 2, "max_sample_size", self.max_sample_size, "at least 2"
-        )
+        _require(self.max_sample_size >= 2, "max_sample_size", self.max_sample_size, "at least 2")
         _require(
             self.min_std_deviation > 0, "min_std_deviation", self.min_std_deviation, "positive"
         )

@@ -63,7 +63,7 @@ def test_running_statistics_are_those_of_the_kept_intervals(size, values):
         history = history.add(value)
     kept = values[-size:]
     assert history.intervals == tuple(kept)
-    scale = max(1.0, max(kept))
+    scale = max(1.0, *kept)
     assert math.isclose(history.mean, statistics.fmean(kept), rel_tol=1e-9, abs_tol=1e-12 * scale)
     expected = statistics.pvariance(kept)
     assert math.isclose(history.variance, expected, rel_tol=1e-6, abs_tol=1e-9 * scale**2)
