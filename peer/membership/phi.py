@@ -162,7 +162,7 @@ class PhiAccrualDetector:
         standard deviation = max(measured, ``min_std_deviation``). P is computed exactly as
         0.5 * erfc(z / sqrt 2) rather than with the logistic approximation Akka uses: math has
         erfc, it matches the paper's formula, and unlike 1 - cdf it keeps its precision far into
-        the tail (to phi about 320, not 15), so phi keeps rising with the silence. Where P
+        the tail (to phi about 320, not 16), so phi keeps rising with the silence. Where P
         underflows to 0.0, phi is ``PHI_CAP``.
         """
         if self.last_heartbeat is None or self.history is None:
