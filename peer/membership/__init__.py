@@ -1,0 +1,1 @@
+"""Cluster membership after Akka: members' lifecycle and reachability, gossiped as a CRDT."""
