@@ -12,7 +12,7 @@ the state has converged and every member names the same leader.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from pyrsistent import PMap, pmap
 
@@ -65,9 +65,9 @@ class Member:
 class Gossip:
     """Members by id, reachability, the version and the members that have seen that version."""
 
-    members: PMap[str, Member] = pmap()
-    reachability: Reachability = Reachability()
-    version: VectorClock = VectorClock()
+    members: PMap[str, Member] = field(default_factory=pmap)
+    reachability: Reachability = field(default_factory=Reachability)
+    version: VectorClock = field(default_factory=VectorClock)
     seen: frozenset[str] = frozenset()
 
     def with_member_status(self, node: str, member: str, status: Status) -> Gossip:
@@ -149,7 +149,7 @@ def _merge_members(mine: PMap[str, Member], theirs: PMap[str, Member]) -> PMap[s
     """Per member, the status further along."""
     merged = mine.evolver()
     for key, member in theirs.items():
-        current = merged.get(key)
+        current = mine.get(key)
         if current is None or member.status.progress > current.status.progress:
             merged[key] = member
     return merged.persistent()

@@ -10,7 +10,7 @@ and reachable again only when every observer that had reported it says it is rea
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyrsistent import PMap, pmap
 
@@ -39,7 +39,7 @@ class Reachability:
     table grows only with suspicions.
     """
 
-    records: PMap[tuple[str, str], Observation] = pmap()
+    records: PMap[tuple[str, str], Observation] = field(default_factory=pmap)
 
     def observe(self, observer: str, subject: str, reachable: bool) -> Reachability:
         """The table after ``observer`` sees ``subject`` as ``reachable``; itself if that was
@@ -55,7 +55,7 @@ class Reachability:
         """Per (observer, subject), the record of higher rank."""
         records = self.records.evolver()
         for key, theirs in other.records.items():
-            mine = records.get(key)
+            mine = self.records.get(key)
             if mine is None or theirs.rank() > mine.rank():
                 records[key] = theirs
         return Reachability(records.persistent())
