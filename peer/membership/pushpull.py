@@ -30,7 +30,7 @@ class GossipStatus:
 
     sender: str
     version: VectorClock
-    seen: str
+    digest: str
 
     @classmethod
     def of(cls, sender: str, state: Gossip) -> GossipStatus:
@@ -54,7 +54,7 @@ def respond(local: Gossip, status: GossipStatus) -> Reply:
     order = local.version.compare(status.version)
     if order is Order.BEFORE:
         return Reply.REQUEST_STATE
-    if order is Order.SAME and seen_digest(local.seen) == status.seen:
+    if order is Order.SAME and seen_digest(local.seen) == status.digest:
         return Reply.NOTHING
     return Reply.SEND_STATE
 
