@@ -1,1 +1,2 @@
-"""Membership after Akka Cluster: failure detection, who monitors whom, gossiped state."""
+"""Membership after Akka Cluster: failure detection, who monitors whom, and the members'
+lifecycle and reachability, gossiped as a CRDT."""
