@@ -6,7 +6,7 @@ is taken whole, and concurrent ones are merged field by field with joins (a memb
 moves forward, a reachability record only to a later version). Merge is therefore commutative,
 associative and idempotent, and members that keep exchanging states end up holding the same one.
 The seen set says who holds the current version; once every member that counts has seen it,
-the state has converged and every member names the same leader.
+the state has converged. Members holding the same state name the same leader.
 """
 
 from __future__ import annotations
@@ -133,11 +133,17 @@ class Gossip:
         return awaited <= self.seen and not awaited & unreachable
 
     def leader(self) -> str | None:
-        """Once converged, the first up or leaving member in sorted order, the same on every
-        member holding this state; convergence already implies it is reachable."""
-        if not self.converged():
-            return None
-        leading = (key for key in sorted(self.members) if self.members[key].status in LEADING)
+        """The first up or leaving member in sorted order that no member taking part holds
+        unreachable: the same on every member holding this state. It needs no convergence, as
+        its first duty, downing a member unreachable for too long, comes exactly when an
+        unreachable member blocks convergence; its other duties (joining to up, exiting to
+        removed) wait for ``converged`` as well."""
+        unreachable = self.reachability.unreachable_subjects(ignoring=self.gone())
+        leading = (
+            key
+            for key in sorted(self.members)
+            if self.members[key].status in LEADING and key not in unreachable
+        )
         return next(leading, None)
 
     def _changed_at(self, node: str, **fields: object) -> Gossip:

@@ -138,7 +138,7 @@ def test_convergence_waits_for_every_member_to_see_the_version():
 def test_convergence_waits_for_an_unreachable_member_until_it_is_downed():
     state = everyone_sees(formed().observe("a", "c", reachable=False))
     assert not state.converged()
-    assert state.leader() is None
+    assert state.leader() == "a"  # who downs c: leading needs no convergence
     downed = state.with_member_status("a", "c", Status.DOWN).seen_by("b")
     assert downed.converged()
     assert downed.leader() == "a"
@@ -151,7 +151,11 @@ def test_the_leader_is_the_first_up_or_leaving_member_once_converged():
     assert formed(dict.fromkeys(IDS, Status.JOINING)).leader() is None
 
 
-def test_there_is_no_leader_before_convergence():
-    state = formed().with_member_status("c", "a", Status.DOWN)
-    assert state.leader() is None
-    assert everyone_sees(state).leader() == "b"
+def test_an_unreachable_or_downed_member_does_not_lead_and_no_convergence_is_needed():
+    state = formed().observe("b", "a", reachable=False)
+    assert not state.converged()
+    assert state.leader() == "b"
+    assert state.observe("b", "a", reachable=True).leader() == "a"
+    downed = formed().with_member_status("c", "a", Status.DOWN)
+    assert not downed.converged()
+    assert downed.leader() == "b"
