@@ -21,12 +21,14 @@ from peer.job.validate import validate
 from peer.log import subscriber
 from peer.log.apply import apply_entry
 from peer.log.entries.gc import GC
+from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.jobs import SUBMIT_JOB, kill_job
 from peer.log.entry import Transition
 from peer.log.limits import MAX_ENTRY_BYTES
 from peer.log.replica import Replica
 from peer.log.store import LogStore, StoreError, store_origin_and_trim
 from peer.log.stores.zookeeper import ZooKeeperStore
+from peer.membership.members import resolve
 from peer.runtime.checkpoints import CheckpointStorage, Commits, Epoch, Savepoint
 
 
@@ -182,6 +184,16 @@ def _already(current: Replica, job_id: str, digest: str) -> bool:
 def kill(store: LogStore, job_id: str, reason: str = OPERATOR_KILL) -> None:
     """Append kill-job with ``reason``, which the replica keeps and status shows."""
     store.append(kill_job(job_id, reason))
+
+
+def down(store: LogStore, member: str) -> str:
+    """Down ``member`` (its id or a unique prefix), as an operator decides it: its peers leave
+    the cluster and their work moves to the other members, from their jobs' last checkpoints.
+    Returns the member's whole id; a name that fits no joining or up member, or more than one,
+    raises MemberError."""
+    group = resolve(replica(store), member)
+    store.append(GROUP_LEAVE.entry(id=group))
+    return group
 
 
 @dataclass(frozen=True)

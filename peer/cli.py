@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
@@ -32,6 +33,7 @@ from peer.job.spec import JobError, Task
 from peer.log.replica import Replica, ring_cycle
 from peer.log.store import StoreError, StoreUnreachable
 from peer.log.stores.zookeeper import TENANCY_PATTERN
+from peer.membership.members import MemberError, lifecycle
 from peer.messaging.aeron import AeronTransport, TransportError, run_media_driver
 from peer.messaging.counters import serve_driver_metrics
 from peer.metrics import MetricsError
@@ -406,6 +408,15 @@ def build_parser() -> argparse.ArgumentParser:
     gc = commands.add_parser("gc", help="compress the replica into the origin and trim the log")
     _cluster_args(gc)
     gc.set_defaults(handler=collect_garbage)
+
+    down = commands.add_parser(
+        "down",
+        help="down a member (a peer group): its work moves to the others; a running one rejoins "
+        "under a new id",
+    )
+    _cluster_args(down)
+    down.add_argument("member", help="its id, or a prefix of it (as `onyx replica` prints)")
+    down.set_defaults(handler=down_member)
     _config_parser(commands)
 
     run = commands.add_parser(
@@ -500,6 +511,9 @@ def describe(replica: Replica) -> str:
         lines.append(f"  group {short(group)} watches {target}; virtual peers: {peers}")
     for joiner, watcher in sorted(replica.joining().items()):
         lines.append(f"  joining: {short(joiner)} (to be watched by {short(watcher)})")
+    counts = Counter(status.value for status in lifecycle(replica).values())
+    if counts:
+        lines.append("  members: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     return "\n".join(lines)
 
 
@@ -752,6 +766,13 @@ def replica(args: argparse.Namespace) -> int:
     return 0
 
 
+def down_member(args: argparse.Namespace) -> int:
+    with _client(args) as store:
+        member = api.down(store, args.member)
+    print(f"member {member} is down: its peers' work moves to the other members")
+    return 0
+
+
 def collect_garbage(args: argparse.Namespace) -> int:
     with _client(args) as store:
         result = api.gc(store, caller=f"gc-{new_id()}")
@@ -919,6 +940,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         MetricsError,
         InventoryError,
         CodeError,
+        MemberError,
     ) as e:
         _error(str(e))
         return 1

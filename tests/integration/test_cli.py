@@ -99,3 +99,29 @@ def test_run_forms_a_local_ring_and_leaves():
     assert result.returncode == 0, result.stderr
     assert "3 groups in the ring, 6 virtual peers" in result.stdout
     assert "every group left gracefully" in result.stdout
+
+
+def test_down_moves_a_member_out_and_it_rejoins_under_a_new_id(two_groups, zookeeper, tenancy):
+    cluster = ("--zookeeper", zookeeper.address, "--tenancy", tenancy)
+    downed = two_groups["groups"][0]
+    result = onyx("down", *cluster, downed[:8])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == (
+        f"member {downed} is down: its peers' work moves to the other members"
+    )
+
+    def rejoined():
+        doc = json.loads(onyx("replica", *cluster, "--json").stdout)
+        return doc if len(doc["groups"]) == 2 and downed not in doc["groups"] else None
+
+    after = wait_for(rejoined, 60, "the downed group back under a new id", interval=0.5)
+    assert two_groups["groups"][1] in after["groups"]
+    described = onyx("replica", *cluster)
+    assert "members: 1 down, 2 up" in described.stdout
+    again = onyx("down", *cluster, downed)
+    assert_one_line_error(again, 1, f"member {downed!r}", "down already")
+
+
+def test_down_of_an_unknown_member(two_groups, zookeeper, tenancy):
+    result = onyx("down", "--zookeeper", zookeeper.address, "--tenancy", tenancy, "nobody")
+    assert_one_line_error(result, 1, "member 'nobody'", "no member of this cluster")
