@@ -1,0 +1,200 @@
+"""One member's membership: its heartbeat monitor, its gossiped state and the leader's downing,
+driven by the time and the messages its caller passes in.
+
+The agent does no I/O and reads no clock: ``tick`` (called every few tens of milliseconds) and
+``receive`` return what to send to whom and which members to down, and the caller (the peer
+group) sends those and writes the downs to the log. What it does, as in Akka Cluster:
+
+- every ``heartbeat_interval`` it asks its receivers on the ring for a heartbeat; their replies
+  feed a phi accrual detector each, and the detectors' verdicts become its reachability
+  observations in the gossiped state;
+- every ``gossip_interval`` (three times as often while most members have not seen the current
+  version) it sends its state's status to one member, biased to those that have not seen it,
+  and push-pull decides whether a whole state travels, and which way;
+- the leader downs a member that has been unreachable for ``auto_down_unreachable_after``.
+
+A member whose own loop has stalled (``polled`` not called for longer than the acceptable
+heartbeat pause) judges nobody until it runs again: the silence it would see is its own.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from peer.membership.downing import AutoDown
+from peer.membership.gossip import GONE, Gossip, Status
+from peer.membership.heartbeat import HeartbeatMonitor
+from peer.membership.monitors import DEFAULT_MONITORS
+from peer.membership.phi import PhiSettings
+from peer.membership.pushpull import GossipStatus, Reply, pick_target, respond, rounds_per_interval
+
+
+@dataclass(frozen=True)
+class MembershipSettings:
+    """Durations in seconds. The defaults are provisional: bench/failure_detection.py is where
+    they are to be chosen."""
+
+    heartbeat_interval: float = 0.25
+    gossip_interval: float = 0.5
+    monitors: int = DEFAULT_MONITORS
+    phi: PhiSettings = field(
+        default_factory=lambda: PhiSettings(
+            acceptable_heartbeat_pause=0.5, min_std_deviation=0.1, first_heartbeat_estimate=0.25
+        )
+    )
+    auto_down_unreachable_after: float | None = 5.0
+
+    def __post_init__(self) -> None:
+        for name in ("heartbeat_interval", "gossip_interval"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"membership settings: {name} must be positive")
+        if self.monitors < 1:
+            raise ValueError("membership settings: monitors must be at least 1")
+        after = self.auto_down_unreachable_after
+        if after is not None and not after >= 0:
+            raise ValueError("membership settings: auto_down_unreachable_after must be >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRequest:
+    sender: str
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatReply:
+    sender: str
+
+
+@dataclass(frozen=True, slots=True)
+class StateRequest:
+    """Push-pull's pull: the receiver of a status asks for the newer state it names."""
+
+    sender: str
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    sender: str
+    gossip: Gossip
+
+
+MembershipMessage = HeartbeatRequest | HeartbeatReply | GossipStatus | StateRequest | State
+
+
+@dataclass(frozen=True)
+class Outbox:
+    sends: tuple[tuple[str, MembershipMessage], ...] = ()
+    """(member, message) pairs, in the order to send them."""
+    downs: tuple[str, ...] = ()
+    """Members this one, as the leader, has just downed: their group-leave goes to the log."""
+
+
+class MembershipAgent:
+    def __init__(self, me: str, settings: MembershipSettings | None = None) -> None:
+        self.me = me
+        self.settings = settings or MembershipSettings()
+        self.gossip = Gossip().with_member_status(me, me, Status.UP)
+        self.monitor = HeartbeatMonitor(me, self.settings.phi, self.settings.monitors)
+        self.downing = AutoDown(self.settings.auto_down_unreachable_after)
+        self.rng = random.Random(me)
+        self.downed: set[str] = set()
+        self.next_heartbeat = self.next_gossip = float("-inf")
+        self.last_poll: float | None = None
+
+    def sync(self, members: Iterable[str], left: Iterable[str]) -> None:
+        """The members the log has: those joined are up, those that left are removed (a member
+        the log has not told of yet, known through gossip, is left as it is)."""
+        state = self.gossip
+        for member in sorted(members):
+            state = state.with_member_status(self.me, member, Status.UP)
+        for member in sorted(set(left) & set(state.members)):
+            state = state.with_member_status(self.me, member, Status.REMOVED)
+        self.gossip = state
+        self.monitor = self.monitor.for_members(self._alive())
+
+    def polled(self, now: float) -> None:
+        """The caller's loop has just taken in what arrived: after a stall, the detectors
+        restart their clocks instead of blaming the others for it."""
+        if self.last_poll is not None and now - self.last_poll > self._stall():
+            self.monitor = self.monitor.forgive(now)
+        self.last_poll = now
+
+    def tick(self, now: float) -> Outbox:
+        """What is due at ``now``: heartbeat requests, observations, downs, a gossip round."""
+        sends: list[tuple[str, MembershipMessage]] = []
+        if now >= self.next_heartbeat:
+            sends += [(r, HeartbeatRequest(self.me)) for r in self.monitor.receivers]
+            self.next_heartbeat = now + self.settings.heartbeat_interval
+        downs = self._judge(now) if not self._stalled(now) else ()
+        if now >= self.next_gossip:
+            target = pick_target(self.gossip, self.me, self._live(), self.rng)
+            if target is not None:
+                sends.append((target, GossipStatus.of(self.me, self.gossip)))
+            interval = self.settings.gossip_interval / rounds_per_interval(self.gossip)
+            self.next_gossip = now + interval
+        return Outbox(tuple(sends), downs)
+
+    def receive(self, message: MembershipMessage, now: float) -> Outbox:
+        """What to answer a message from another member."""
+        match message:
+            case HeartbeatRequest(sender):
+                return Outbox(((sender, HeartbeatReply(self.me)),))
+            case HeartbeatReply(sender):
+                self.monitor = self.monitor.replied(sender, now)
+            case GossipStatus(sender=sender):
+                return self._answer(sender, respond(self.gossip, message))
+            case StateRequest(sender):
+                return Outbox(((sender, State(self.me, self.gossip)),))
+            case State(sender, theirs):
+                return self._take(sender, theirs)
+        return Outbox()
+
+    # -- inside ---------------------------------------------------------------------------------
+
+    def _judge(self, now: float) -> tuple[str, ...]:
+        """Observe what the detectors say, and down what the leader must."""
+        state = self.gossip
+        for subject, reachable in self.monitor.reachability(now).items():
+            state = state.observe(self.me, subject, reachable)
+        self.downing = self.downing.seen(state, now)
+        downs = tuple(m for m in self.downing.due(state, self.me, now) if m not in self.downed)
+        for member in downs:
+            state = state.with_member_status(self.me, member, Status.DOWN)
+        self.downed.update(downs)
+        self.gossip = state
+        if downs:
+            self.monitor = self.monitor.for_members(self._alive())
+        return downs
+
+    def _answer(self, sender: str, reply: Reply) -> Outbox:
+        if reply is Reply.SEND_STATE:
+            return Outbox(((sender, State(self.me, self.gossip)),))
+        if reply is Reply.REQUEST_STATE:
+            return Outbox(((sender, StateRequest(self.me)),))
+        return Outbox()
+
+    def _take(self, sender: str, theirs: Gossip) -> Outbox:
+        """Merge a state; send the merge back when the sender lacks part of it (its version or
+        who has seen it), which ends once both hold the same."""
+        before = self.gossip
+        self.gossip = before.receive(self.me, theirs)
+        if self.gossip.members != before.members or self.gossip.gone() != before.gone():
+            self.monitor = self.monitor.for_members(self._alive())
+        if self.gossip.version == theirs.version and self.gossip.seen == theirs.seen:
+            return Outbox()
+        return Outbox(((sender, State(self.me, self.gossip)),))
+
+    def _alive(self) -> list[str]:
+        return sorted(m for m, r in self.gossip.members.items() if r.status not in GONE)
+
+    def _live(self) -> list[str]:
+        """Whom gossip goes to: members alive and not held unreachable."""
+        return [m for m in self._alive() if not self.gossip.unreachable(m)]
+
+    def _stall(self) -> float:
+        return self.settings.phi.acceptable_heartbeat_pause
+
+    def _stalled(self, now: float) -> bool:
+        return self.last_poll is not None and now - self.last_poll > self._stall()

@@ -1,0 +1,41 @@
+"""The leader's auto-down: a member unreachable for long enough is downed.
+
+Unreachable is an observation and heals; down is a decision and does not (its peers' work moves
+and it never returns under its id). The leader alone decides, after ``after`` seconds of
+unreachability as it has seen them: long enough that a member paused by a long collection or a
+busy disk comes back first, short enough that work on a dead member does not wait for
+ZooKeeper's session timeout. Every member keeps the clocks, so a member that becomes the leader
+(the old one was the one unreachable) goes on from what it saw rather than starting over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from peer.membership.gossip import GONE, Gossip
+
+
+@dataclass(frozen=True)
+class AutoDown:
+    after: float | None
+    """Seconds of unreachability before the leader downs a member; None: never by itself."""
+    since: dict[str, float] = field(default_factory=dict)
+    """When each member now unreachable was first seen so here, sorted by id."""
+
+    def seen(self, state: Gossip, now: float) -> AutoDown:
+        """The clocks after looking at ``state`` at ``now``: started for members newly
+        unreachable, dropped for those reachable again or gone."""
+        unreachable = sorted(
+            member
+            for member, record in state.members.items()
+            if record.status not in GONE and state.unreachable(member)
+        )
+        since = {member: self.since.get(member, now) for member in unreachable}
+        return replace(self, since=since)
+
+    def due(self, state: Gossip, me: str, now: float) -> tuple[str, ...]:
+        """The members ``me`` downs now: none unless it leads ``state``, else those unreachable
+        for ``after`` seconds or more."""
+        if self.after is None or state.leader() != me:
+            return ()
+        return tuple(m for m, since in self.since.items() if now - since >= self.after)
