@@ -9,8 +9,9 @@
 3. Recovery: three groups run the job into the exactly-once sink (every 1000th segment kept, so
    the output stays small); one group holding a task is killed with SIGKILL, and the time until
    output advances again is measured: until the sink publishes the first file of the job's next
-   allocation. Detection is the groups' heartbeats at their shipped --peer-timeout default (or
-   ZooKeeper's session expiry, whichever is first); the figure includes it.
+   allocation. Detection is the groups' membership at its shipped defaults (the phi accrual
+   detector, then the leader's auto-down after --auto-down-unreachable-after) or ZooKeeper's
+   session expiry, whichever is first; the figure includes it.
 
 Run: .venv/bin/python bench/checkpoints.py [--segments 1000000] [--repeat 2]
 The last line of output is one JSON document holding every figure.

@@ -33,6 +33,7 @@ from peer.job.spec import JobError, Task
 from peer.log.replica import Replica, ring_cycle
 from peer.log.store import StoreError, StoreUnreachable
 from peer.log.stores.zookeeper import TENANCY_PATTERN
+from peer.membership.agent import MembershipSettings
 from peer.membership.members import MemberError, lifecycle
 from peer.messaging.aeron import AeronTransport, TransportError, run_media_driver
 from peer.messaging.counters import serve_driver_metrics
@@ -284,12 +285,20 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
         "or jumbo frames)",
     )
     _checkpoints_arg(start)
+    membership = MembershipSettings()
     start.add_argument(
-        "--peer-timeout",
+        "--heartbeat-interval",
         type=positive_seconds,
-        default=1.0,
+        default=membership.heartbeat_interval,
         metavar="S",
-        help="report a connected group's peers after this long without a heartbeat",
+        help="how often this group asks the groups it monitors for a heartbeat",
+    )
+    start.add_argument(
+        "--auto-down-unreachable-after",
+        type=positive_seconds,
+        default=membership.auto_down_unreachable_after,
+        metavar="S",
+        help="how long a member stays unreachable before the leader downs it and its work moves",
     )
     start.add_argument(
         "--code-cache",
@@ -532,7 +541,13 @@ def peer_start(args: argparse.Namespace) -> int:
         join_back_off=args.join_back_off,
         leave_timeout=args.session_timeout,
         tags=tuple(t for t in args.tags.split(",") if t),
-        dataplane=DataPlaneConfig(peer_timeout=args.peer_timeout, code_cache=args.code_cache),
+        dataplane=DataPlaneConfig(
+            membership=MembershipSettings(
+                heartbeat_interval=args.heartbeat_interval,
+                auto_down_unreachable_after=args.auto_down_unreachable_after,
+            ),
+            code_cache=args.code_cache,
+        ),
     )
     with ExitStack() as stack:
         stack.callback(store.close)

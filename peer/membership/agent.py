@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from peer.membership.downing import AutoDown
 from peer.membership.gossip import GONE, Gossip, Status
@@ -39,12 +39,21 @@ class MembershipSettings:
     heartbeat_interval: float = 0.25
     gossip_interval: float = 0.5
     monitors: int = DEFAULT_MONITORS
-    phi: PhiSettings = field(
-        default_factory=lambda: PhiSettings(
-            acceptable_heartbeat_pause=0.5, min_std_deviation=0.1, first_heartbeat_estimate=0.25
-        )
-    )
+    threshold: float = 8.0
+    acceptable_heartbeat_pause: float = 0.5
+    min_std_deviation: float = 0.1
     auto_down_unreachable_after: float | None = 5.0
+
+    @property
+    def phi(self) -> PhiSettings:
+        """The detectors' settings; before any reply is measured, one is expected every
+        heartbeat interval."""
+        return PhiSettings(
+            threshold=self.threshold,
+            min_std_deviation=self.min_std_deviation,
+            acceptable_heartbeat_pause=self.acceptable_heartbeat_pause,
+            first_heartbeat_estimate=self.heartbeat_interval,
+        )
 
     def __post_init__(self) -> None:
         for name in ("heartbeat_interval", "gossip_interval"):
@@ -55,6 +64,7 @@ class MembershipSettings:
         after = self.auto_down_unreachable_after
         if after is not None and not after >= 0:
             raise ValueError("membership settings: auto_down_unreachable_after must be >= 0")
+        self.phi  # noqa: B018 (refuses a bad threshold, pause or deviation, naming it)
 
 
 @dataclass(frozen=True, slots=True)

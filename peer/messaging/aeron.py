@@ -48,7 +48,9 @@ TERM_LENGTH = 16 * 1024 * 1024
 MAX_FRAME_LENGTH = TERM_LENGTH // 8
 """The largest frame ``offer`` takes: Aeron's limit on one message for TERM_LENGTH."""
 BEACON_TERM_LENGTH = 64 * 1024
-"""Aeron's smallest term: heartbeats are a few dozen bytes."""
+"""Aeron's smallest term: heartbeats are a few dozen bytes, a gossiped state a few kilobytes."""
+BEACON_MAX_FRAME = BEACON_TERM_LENGTH // 8
+"""The largest message a beacon publication takes (Aeron's limit for its term)."""
 PUBLICATION_WINDOW = 256 * 1024
 """How far a publication may run ahead of what its receiver has taken. Aeron's default is half
 the term (8 MiB here): a receiver that stops reading would then let megabytes of segments pile
@@ -187,11 +189,13 @@ class AeronTransport:
 class Beacon:
     """Small frames to other groups from one thread of its own, beside the transport's.
 
-    Heartbeats must keep going while the data plane's thread is busy with a long batch, so a
-    heartbeat thread sends them through this: concurrent publications on the same client, which
-    arrive at the same subscription as the data. A refused offer is simply skipped; the next
-    beat follows soon.
+    Heartbeats and gossip must keep going while the data plane's thread is busy with a long
+    batch, so the membership thread sends them through this: concurrent publications on the same
+    client, which arrive at the same subscription as the data. A refused offer is simply
+    skipped; the next beat or gossip round follows soon.
     """
+
+    max_frame = BEACON_MAX_FRAME
 
     def __init__(self, aeron: pyaeron.Aeron, stream_id: int) -> None:
         self._aeron, self._stream_id = aeron, stream_id

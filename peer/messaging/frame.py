@@ -54,7 +54,7 @@ class MessageType(IntEnum):
 
     BATCH = 1
     END = 2
-    HEARTBEAT = 3
+    MEMBERSHIP = 3
     BARRIER = 4
     ACK = 5
     COMMITTED = 6

@@ -6,9 +6,10 @@ a ``Barrier`` (the epoch ends here; ``final`` when it is the job's last), a ``Wa
 coordinator to its peers: ``Recover`` (where to restore from, or nothing), a ``Barrier`` for an
 input and ``Committed``; from its peers to the coordinator: ``Ack`` (the sender's snapshot of an
 epoch is stored) and ``Drained`` (an output has every end marker). Between groups:
-``Heartbeat``. The task runner, its inbox and the coordinator take and give these same types;
-the data plane hands them over as they are within a group and through this table between
-groups, so a batch that stays in its process is never encoded.
+``Membership`` (heartbeats and gossip, whose body peer.membership.wire writes and reads). The
+task runner, its inbox and the coordinator take and give these same types; the data plane hands
+them over as they are within a group and through this table between groups, so a batch that
+stays in its process is never encoded.
 
 Each kind of message has one row in ``TABLE``: its frame type, what goes in the header's epoch
 field, what in the body, and how the message is made back from the two (refusing a body of the
@@ -77,12 +78,13 @@ class Committed:
 
 
 @dataclass(frozen=True, slots=True)
-class Heartbeat:
-    group: str
+class Membership:
+    body: list[Any]
+    """A membership message as plain data (peer.membership.wire)."""
 
 
 Message = (
-    Batch | Barrier | Watermark | End | Credit | Recover | Ack | Drained | Committed | Heartbeat
+    Batch | Barrier | Watermark | End | Credit | Recover | Ack | Drained | Committed | Membership
 )
 END = End()
 DRAINED = Drained()
@@ -98,7 +100,7 @@ class Address(NamedTuple):
 
 
 NOWHERE = Address(0, 0, 0, 0)
-"""The address of a heartbeat, which is for a group, not a peer."""
+"""The address of a membership message, which is for a group, not a peer."""
 
 
 @dataclass(frozen=True)
@@ -147,8 +149,8 @@ TABLE = (
     Kind(Ack, MessageType.ACK, lambda m: m.epoch, _nothing, lambda e, _: Ack(e)),
     Kind(Drained, MessageType.DRAINED, _zero, _nothing, lambda _, b: DRAINED),
     Kind(Committed, MessageType.COMMITTED, lambda m: m.epoch, _nothing, lambda e, _: Committed(e)),
-    Kind(Heartbeat, MessageType.HEARTBEAT, _zero, lambda m: [m.group],
-         lambda _, b: Heartbeat(_one(b, str))),
+    Kind(Membership, MessageType.MEMBERSHIP, _zero, lambda m: m.body,
+         lambda _, b: Membership(_list(b))),
 )  # fmt: skip
 _BY_CLASS = {kind.message: kind for kind in TABLE}
 _BY_TYPE = {kind.type: kind for kind in TABLE}

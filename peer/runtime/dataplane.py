@@ -5,9 +5,10 @@ The log says who works on what; after every batch of entries the group hands the
 ``sync``, which keeps one runner per (peer, job, allocation version) and one coordinator per
 (job, allocation version) and drops the others, so a reallocation restarts a job's tasks
 everywhere at once. ``step`` does one round of work: take in frames, step every coordinator and
-runner, offer queued frames, keep the heartbeats going. Frames carry the allocation version:
-those of a stale allocation are dropped, those of an allocation this group has not read yet
-wait for it.
+runner, offer queued frames, and write the downs this group's membership has decided (as the
+leader, of a member unreachable for too long: peer.membership). Frames carry the allocation
+version: those of a stale allocation are dropped, those of an allocation this group has not read
+yet wait for it.
 
 Runners and coordinators send typed messages (peer.messaging.messages). A message for a peer of
 this same group never leaves the process: it is handed over as it is, never encoded (an Arrow
@@ -43,15 +44,17 @@ from typing import Any, Protocol
 
 from peer.job.code import imports_from
 from peer.job.spec import Job
+from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.jobs import COMPLETE_JOB, kill_job
 from peer.log.entry import Entry
 from peer.log.replica import Replica
 from peer.log.store import LogStore
+from peer.membership.agent import MembershipSettings
+from peer.membership.service import MembershipService
 from peer.messaging import fragments, messages
 from peer.messaging.frame import BodyError, FrameError, decode_header
 from peer.messaging.messages import (
     DRAINED,
-    NOWHERE,
     Ack,
     Address,
     Barrier,
@@ -60,14 +63,13 @@ from peer.messaging.messages import (
     Credit,
     Drained,
     End,
-    Heartbeat,
+    Membership,
     Message,
     Recover,
     Watermark,
 )
 from peer.runtime.checkpoints import CheckpointStorage, Commits
 from peer.runtime.coordinator import Coordinator
-from peer.runtime.liveness import Heartbeats, Liveness
 from peer.runtime.placement import Placement, placements
 from peer.runtime.routing import Router, conditions, key_function, routes
 from peer.runtime.shipped_code import CodeShelf
@@ -94,14 +96,13 @@ class Transport(Protocol):
     def forget(self, address: str) -> None: ...
 
     def beacon(self) -> Any:
-        """An ``offer(address, frame)`` for the heartbeat thread."""
+        """An ``offer(address, frame)`` and a ``max_frame`` for the membership thread."""
 
 
 @dataclass(frozen=True)
 class DataPlaneConfig:
-    heartbeat_interval: float = 0.1
-    peer_timeout: float = 1.0
-    """Seconds without a heartbeat before a connected group's peers are reported gone."""
+    membership: MembershipSettings = field(default_factory=MembershipSettings)
+    """How this group watches the others and gossips what it sees (peer.membership.agent)."""
     max_queued: int = 64
     """Frames queued for one destination before this group's runners stop producing."""
     code_cache: Path = field(default_factory=lambda: Path("~/.onyx/code").expanduser())
@@ -140,16 +141,14 @@ class DataPlane:
         self.peer_sites: dict[str, str] = {}
         self.short_peers: dict[int, str] = {}
         self.short_groups: dict[int, str] = {}
-        self.liveness = Liveness(group, self.config.peer_timeout, write)
-        self.heartbeats: Heartbeats | None = None
+        self.membership: MembershipService | None = None
         self.closed = False
         if transport is not None:
             beacon = transport.beacon()
-            [beat] = messages.encode(NOWHERE, Heartbeat(group), transport.max_frame)
-            self.heartbeats = Heartbeats(
-                self.config.heartbeat_interval, lambda site: beacon.offer(site, beat)
+            self.membership = MembershipService(
+                group, self.config.membership, beacon.offer, beacon.max_frame
             )
-            self.heartbeats.start()
+            self.membership.start()
 
     # -- following the log ----------------------------------------------------------------------
 
@@ -171,9 +170,8 @@ class DataPlane:
         self._release_waiting(replica)
         self._drop_queues(replica)
         self.assembly.forget(lambda s: s < replica.next_short_id and s not in self.short_peers)
-        self.liveness.track(replica, self._connected(replica))
-        if self.heartbeats is not None:
-            self.heartbeats.targets = self.liveness.sites(replica.sites)
+        if self.membership is not None:
+            self.membership.sync(replica)
 
     def _code_arrived(self) -> None:
         self.resync = True
@@ -356,7 +354,10 @@ class DataPlane:
         if self.resync:
             self.resync = False
             self.sync(self.replica, self.mine)
-        busy = self.transport.poll(self._receive) > 0 if self.transport else False
+        busy = False
+        if self.transport is not None:
+            busy = self.transport.poll(self._receive) > 0
+            self.membership.polled()
         now = time.monotonic()
         for key, coordinator in list(self.coordinators.items()):
             busy = self._step_coordinator(key, coordinator, now) or busy
@@ -368,8 +369,10 @@ class DataPlane:
             except TaskFailed as e:
                 self._fail(key, e)
         busy = self._flush() or busy
-        if self.transport is not None:
-            self.liveness.tick()
+        if self.membership is not None:
+            for member in self.membership.take_downs():
+                log.warning("group %s downs member %s, unreachable too long", self.group, member)
+                self.write(GROUP_LEAVE.entry(id=member))
         return busy
 
     def _step_coordinator(self, key: tuple[str, int], coordinator: Coordinator, now: float) -> bool:
@@ -465,10 +468,10 @@ class DataPlane:
             log.warning("group %s dropped an unreadable frame of %d bytes: %.200s",
                         self.group, len(frame), e)  # fmt: skip
             return
-        if isinstance(message, Heartbeat):
-            self.liveness.heard_from(message.group)
+        if isinstance(message, Membership):
+            if self.membership is not None:
+                self.membership.receive(message.body)
             return
-        self.liveness.heard_from(self.short_groups.get(header.source))
         self._dispatch(messages.address_of(header), message)
 
     def _unreadable(self, error: BodyError) -> None:
@@ -535,22 +538,11 @@ class DataPlane:
             case Credit(batches):
                 runner.credit(self.short_peers.get(source, ""), batches)
 
-    # -- liveness -------------------------------------------------------------------------------
-
-    def _connected(self, replica: Replica) -> set[str]:
-        jobs = {key[1] for key in self.runners}
-        peers = {p for j in jobs for ps in replica.allocations.get(j, {}).values() for p in ps}
-        return {
-            g
-            for g in replica.groups
-            if g != self.group and not peers.isdisjoint(replica.group_peers.get(g, ()))
-        }
-
     @property
     def up(self) -> bool:
-        """Open, and beating to the groups it shares jobs with (when it has a transport): what a
-        group's readiness requires of its data plane."""
-        return not self.closed and (self.heartbeats is None or self.heartbeats.is_alive())
+        """Open, and its membership running (when it has a transport): what a group's
+        readiness requires of its data plane."""
+        return not self.closed and (self.membership is None or self.membership.alive)
 
     def close(self) -> None:
         self.closed = True
@@ -561,8 +553,8 @@ class DataPlane:
             coordinator.close()
         self.coordinators.clear()
         self.pool.shutdown(wait=False, cancel_futures=True)
-        if self.heartbeats is not None:
-            self.heartbeats.stop()
+        if self.membership is not None:
+            self.membership.stop()
 
 
 def _jobs_of(queue: deque[bytes]) -> set[int]:

@@ -78,7 +78,10 @@ def test_the_example_runs_on_the_embedded_default(reference):
 def cluster(start_peer, zookeeper, tenancy, monkeypatch):
     """Three groups of two peers, each with Spark on one core, and a client on their log."""
     monkeypatch.setenv("ONYX_TEST_PACE", "0.03")
-    options = {"vpeers": 2, "extra": ["--peer-timeout", "3", "--spark-master", "local[1]"]}
+    options = {
+        "vpeers": 2,
+        "extra": ["--auto-down-unreachable-after", "3", "--spark-master", "local[1]"],
+    }
     groups = [start_peer(**options) for _ in range(3)]
     store = api.connect(zookeeper.address, tenancy, create=True)
     yield groups, lambda: groups.append(start_peer(**options)), store

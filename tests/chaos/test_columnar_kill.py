@@ -129,7 +129,7 @@ def cluster(start_peer, zookeeper, tenancy, monkeypatch):
     monkeypatch.setenv("ONYX_TEST_PACE", "0.04")
 
     def start(tag: str):
-        extra = ["--peer-timeout", "1", "--spark-master", "local[1]", "--tags", tag]
+        extra = ["--auto-down-unreachable-after", "1", "--spark-master", "local[1]", "--tags", tag]
         return start_peer(vpeers=GROUPS[tag], extra=extra)
 
     groups = {tag: start(tag) for tag in GROUPS}

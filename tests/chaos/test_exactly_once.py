@@ -76,7 +76,7 @@ def reference(tmp_path_factory) -> list[str]:
 def cluster(start_peer, zookeeper, tenancy, monkeypatch):
     """Three groups of two peers with a paced job's code, and a client on their log."""
     monkeypatch.setenv("ONYX_TEST_PACE", "0.02")
-    options = {"vpeers": 2, "extra": ["--peer-timeout", "1"]}
+    options = {"vpeers": 2, "extra": ["--auto-down-unreachable-after", "1"]}
     groups = [start_peer(**options) for _ in range(3)]
     store = api.connect(zookeeper.address, tenancy, create=True)
     wait_for(lambda: len(api.replica(store).peers) >= 6, 60, "6 peers")

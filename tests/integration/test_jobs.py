@@ -220,21 +220,21 @@ def test_onyx_run_refuses_a_job_its_cluster_is_too_small_for(tmp_path):
     assert_one_line_error(result, 1, "needs at least 4 virtual peers", "has 3", "--vpeers")
 
 
-def test_a_stopped_group_is_reported_by_heartbeats_and_comes_back_fresh(mid_job, tmp_path):
-    """Its ZooKeeper session outlives the pause, so only the data plane's heartbeats can
-    notice: the others report its peers with leave-cluster, the job moves on without them, and
-    the group, once resumed, reads of its peers' departure and announces fresh ones."""
-    run = mid_job(session_timeout=60.0, extra=["--peer-timeout", "1"])
+def test_a_stopped_group_is_downed_by_the_leader_and_comes_back_fresh(mid_job, tmp_path):
+    """Its ZooKeeper session outlives the pause, so only the membership's heartbeats can
+    notice: it becomes unreachable, the leader downs it once the auto-down time has passed, the
+    job moves on without it, and the group, once resumed, reads of its own departure and joins
+    again under a new id."""
+    run = mid_job(session_timeout=60.0, extra=["--auto-down-unreachable-after", "1"])
+    groups = len(run.before.groups)
     run.process.signal(signal.SIGSTOP)
-    gone = set(run.before.group_peers[run.group])
-    reported = api.follow(run.store, lambda r: not gone & set(r.group_peers[run.group]), 60)
+    downed = api.follow(run.store, lambda r: run.group not in r.groups, 60)
     run.process.signal(signal.SIGCONT)
     final = api.wait(run.store, run.job_id, 180)
-    back = api.follow(run.store, lambda r: len(r.group_peers.get(run.group, ())) == 2, 60)
-    assert run.group in reported.groups
+    back = api.follow(run.store, lambda r: len(r.groups) == groups, 60)
+    assert run.group in downed.left
     assert final.state == "completed"
-    assert run.group in back.groups
-    assert not gone & set(back.group_peers[run.group])
+    assert run.group not in back.groups
     assert counts(tmp_path / "out" / "counts.jsonl") == run.expected
 
 

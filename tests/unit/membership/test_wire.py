@@ -37,7 +37,7 @@ def built(ops) -> Gossip:
 
 def through_a_frame(body):
     """The body as another process reads it."""
-    header = Header(MessageType.HEARTBEAT, 0, 0, 0, 0, 0)
+    header = Header(MessageType.MEMBERSHIP, 0, 0, 0, 0, 0)
     return decode(encode(header, body))[1]
 
 

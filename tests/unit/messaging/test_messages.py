@@ -23,7 +23,7 @@ from peer.messaging.messages import (
     Credit,
     Drained,
     End,
-    Heartbeat,
+    Membership,
     Recover,
     Watermark,
 )
@@ -58,7 +58,7 @@ every_message = st.one_of(
     st.builds(Ack, u64),
     st.just(DRAINED),
     st.builds(Committed, u64),
-    st.builds(Heartbeat, st.text(max_size=30)),
+    st.builds(Membership, st.lists(st.text(max_size=30), max_size=4)),
 )
 
 
@@ -82,7 +82,7 @@ def test_every_message_comes_back_as_itself_whatever_the_limit(address, message,
 
 
 def test_the_table_has_one_row_per_message_kind_and_frame_type():
-    kinds = {Batch, Barrier, Watermark, End, Credit, Recover, Ack, Drained, Committed, Heartbeat}
+    kinds = {Batch, Barrier, Watermark, End, Credit, Recover, Ack, Drained, Committed, Membership}
     assert {row.message for row in TABLE} == kinds
     assert {row.type for row in TABLE} == set(MessageType) - {MessageType.FRAGMENT}
 
@@ -115,7 +115,7 @@ ADDRESS = Header(MessageType.END, 4, 2, 3, 0, 1)
         (MessageType.BARRIER, [1], "is not one"),
         (MessageType.WATERMARK, ["late"], "is not one"),
         (MessageType.WATERMARK, [1.0, 2.0], "is not one"),
-        (MessageType.HEARTBEAT, [5], "is not one"),
+        (MessageType.MEMBERSHIP, pa.RecordBatch.from_pydict({"a": [1]}), "is not a list"),
         (MessageType.RECOVER, pa.RecordBatch.from_pydict({"a": [1]}), "is not a list"),
         (MessageType.FRAGMENT, [], "a FRAGMENT frame is not a message"),
     ],

@@ -1,10 +1,11 @@
 """A group's data plane against a loopback transport: frames ahead of the log wait for it,
-stale frames are dropped, refused offers stay queued in order, silent groups are reported."""
+stale frames are dropped, refused offers stay queued in order, a silent group is downed."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections import defaultdict, deque
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER
 from peer.log.replica import Replica
 from peer.log.store import StoreError
 from peer.log.stores.memory import MemoryLog
+from peer.membership.agent import MembershipSettings
 from peer.messaging.fragments import MAX_SEGMENT
 from peer.messaging.frame import HEADER, Header, MessageType, encode
 from peer.runtime import coordinator
@@ -178,16 +180,26 @@ def test_refused_offers_stay_queued_and_stop_the_producer():
     assert next(iter(b.runners.values())).plugin.written == 1000
 
 
-def test_a_silent_group_has_its_peers_reported_once():
-    a, _b, written = planes(DataPlaneConfig(heartbeat_interval=0.01, peer_timeout=0.05))
-    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=JOB))
+QUICK = MembershipSettings(
+    heartbeat_interval=0.02, gossip_interval=0.05, acceptable_heartbeat_pause=0.1,
+    min_std_deviation=0.02, auto_down_unreachable_after=0.3,
+)  # fmt: skip
+
+
+def test_a_group_gone_silent_is_downed_once_by_the_leader():
+    """a and b answer each other's heartbeats; then b's loop stops. a, the leader, finds b
+    unreachable and, past the auto-down time, writes its group-leave once."""
+    a, b, written = planes(DataPlaneConfig(membership=QUICK))
+    replica = cluster()
     a.sync(replica, ["a1"])
-    drive(lambda: written["a"], a, what="a report of group b")
-    for _ in range(10):
+    b.sync(replica, ["b1"])
+    drive(lambda: a.membership.agent.monitor.reachability(time.monotonic()), a, b,
+          what="a to hear from b")  # fmt: skip
+    drive(lambda: written["a"], a, what="a to down b")
+    for _ in range(20):
         a.step()
-    assert [(e.fn, dict(e.args)) for e in written["a"]] == [
-        ("leave-cluster", {"id": "b1", "group": "b"})
-    ]
+    assert [(e.fn, dict(e.args)) for e in written["a"]] == [("group-leave-cluster", {"id": "b"})]
+    assert written["b"] == []
 
 
 def test_a_task_whose_code_fails_kills_its_job():

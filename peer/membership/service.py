@@ -1,0 +1,117 @@
+"""A peer group's membership, running: its agent, driven by a thread of its own and by the
+group's loop.
+
+The thread ticks the agent every ``TICK`` seconds (sooner when a reply is waiting) and sends
+what it says through the transport's beacon, publications of its own, so heartbeats and gossip
+go on while the group's loop is busy with a long batch. The group's loop hands in the
+membership frames it reads, tells the agent when it has polled (so a stall of its own is not
+blamed on the others) and writes the downs the agent decides. Both sides meet under one lock.
+A frame whose body is not a membership message is dropped with a warning: it cannot hurt the
+group.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from peer.log.replica import Replica
+from peer.membership.agent import MembershipAgent, MembershipMessage, MembershipSettings
+from peer.membership.wire import from_wire, to_wire
+from peer.messaging import messages
+from peer.messaging.frame import FrameError
+from peer.messaging.messages import NOWHERE, Membership
+
+log = logging.getLogger(__name__)
+
+TICK = 0.02
+"""Seconds between the thread's looks at the agent: well under any interval it keeps."""
+
+
+class MembershipService:
+    def __init__(
+        self,
+        group: str,
+        settings: MembershipSettings,
+        offer: Callable[[str, bytes], object],
+        max_frame: int,
+    ) -> None:
+        self.group, self.offer, self.max_frame = group, offer, max_frame
+        self.agent = MembershipAgent(group, settings)
+        self.lock = threading.Lock()
+        self.sites: dict[str, str] = {}
+        self.outgoing: deque[tuple[str, MembershipMessage]] = deque()
+        self.downs: list[str] = []
+        self.wake = threading.Event()
+        self.stopping = False
+        self.thread = threading.Thread(target=self._run, name="onyx-membership", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def sync(self, replica: Replica) -> None:
+        """The members the log has now, and where each listens."""
+        with self.lock:
+            self.sites = dict(replica.sites)
+            self.agent.sync(replica.groups, replica.left)
+
+    def polled(self) -> None:
+        with self.lock:
+            self.agent.polled(time.monotonic())
+
+    def receive(self, body: object) -> None:
+        """A membership frame's body, from the group's loop."""
+        try:
+            message = from_wire(body)
+        except ValueError as e:
+            log.warning("group %s dropped a membership frame: %s", self.group, e)
+            return
+        with self.lock:
+            sends = self.agent.receive(message, time.monotonic()).sends
+            self.outgoing.extend(sends)
+        if sends:
+            self.wake.set()
+
+    def take_downs(self) -> list[str]:
+        """The members downed since the last call, for the log."""
+        with self.lock:
+            downs, self.downs = self.downs, []
+        return downs
+
+    @property
+    def alive(self) -> bool:
+        return self.thread.is_alive()
+
+    def stop(self) -> None:
+        self.stopping = True
+        self.wake.set()
+
+    def _run(self) -> None:
+        while not self.stopping:
+            self.wake.wait(TICK)
+            self.wake.clear()
+            with self.lock:
+                outbox = self.agent.tick(time.monotonic())
+                sends = [*self.outgoing, *outbox.sends]
+                self.outgoing.clear()
+                self.downs += outbox.downs
+                sites = self.sites
+            for member, message in sends:
+                self._send(sites.get(member), member, message)
+
+    def _send(self, site: str | None, member: str, message: MembershipMessage) -> None:
+        """One message; a member without a site yet, or a refused offer, loses it, which the
+        next heartbeat or gossip round makes good."""
+        if site is None:
+            return
+        try:
+            frames = messages.encode(NOWHERE, Membership(to_wire(message)), self.max_frame)
+            if len(frames) > 1:
+                raise FrameError(f"{sum(map(len, frames)):,} bytes do not fit one frame")
+            self.offer(site, frames[0])
+        except Exception as e:  # the thread must outlive any one message
+            log.warning("group %s: a %s for member %s was not sent: %s",
+                        self.group, type(message).__name__, member, e)  # fmt: skip
