@@ -1,38 +1,41 @@
 """Failure detection and membership: how fast a change spreads by gossip, and what it costs.
 
-Gossip convergence (measured): --sizes simulated members (10, 100 and 1,000) in this one
-process, each holding its own membership state and running the real gossip code of
-peer/membership (``GossipStatus``, ``respond``, ``pick_target``, ``rounds_per_interval``,
-``Gossip.receive``) over a loopback transport: a queue of messages between members, each
-delivered --latency seconds after it was sent. Time is a simulated clock, so the figures are
-seconds of the cluster's time, not of this machine's. Each member runs ``rounds_per_interval``
-rounds per --gossip-interval seconds (three while most members have not seen the latest
-version), starting at a random phase. A round is push-pull: the gossiper sends its status (its
-version and a digest of its seen set) to the member ``pick_target`` chooses; the receiver's
-``respond`` decides whether a full state travels, and which way (a request for it costs one more
-small message and one more latency). A state carries every member and the seen set, so it grows
-with the cluster; a status does not.
+Gossip convergence (measured): --sizes simulated members (10, 100 and 1,000) in one process,
+each holding its own membership state and running the real gossip code of peer/membership
+(``GossipStatus``, ``respond``, ``pick_target``, ``rounds_per_interval``, ``Gossip.receive``)
+over a loopback transport: a queue of messages between members, each delivered --latency
+seconds after it was sent. Time is a simulated clock, so the figures are seconds of the
+cluster's time, not of this machine's. Each member runs ``rounds_per_interval`` rounds per
+--gossip-interval seconds (three while most members have not seen the latest version), starting
+at a random phase. A round is push-pull: the gossiper sends its status (its version and a digest
+of its seen set) to the member ``pick_target`` chooses; the receiver's ``respond`` decides
+whether a full state travels, and which way (a request for it costs one more small message and
+one more latency). A state carries every member and the seen set, so it grows with the cluster;
+a status does not.
 
 A run starts from a converged cluster of N up members; one member, picked at random, moves
 itself to leaving (a change that can converge: an unreachable member blocks convergence by
 design). The figure is the simulated time from that change until every member holds its version
-and its own state says converged (every member has seen it, so every member agrees on the
-leader), median and max over --repeat runs with different seeds drawn from --seed. The time
-until every member merely holds the version is printed too (dissemination).
+and its own state says converged (every member knows that every member has seen it, which the
+leader waits for before moving a member on), median and max over --repeat runs with different
+seeds drawn from --seed. The time until every member merely holds the version is printed too
+(dissemination).
 
 The same-run baseline is naive push gossip on the same cluster, change and seed: every member,
 once per interval, sends its full state to a uniformly random other member, with no digest and
 no bias towards members that have not seen the version. Each figure is printed next to the naive
 one and their ratio (push-pull / naive). The real cost is printed as well: this machine's wall
 seconds per simulated run at each N, the mean microseconds per ``Gossip.receive`` (a merge), and
-the messages sent until convergence, full states apart from statuses and requests.
+the messages sent until convergence, full states apart from statuses and requests. Runs go to
+--jobs processes (their results do not depend on it), so each run's wall time is measured while
+the other processes run too.
 
 Detection time of a kill -9 and needless reallocations per hour under pauses (phi accrual against
 the fixed timeout) need the detector running in real peer groups, which it does not yet: they
 print as null with a note, and their functions are where those measurements will go.
 
 Run: .venv/bin/python bench/failure_detection.py [--sizes 10,100,1000] [--gossip-interval 1.0]
-     [--latency 0.001] [--repeat 5] [--seed 1] [--quick]
+     [--latency 0.001] [--repeat 5] [--jobs 2] [--seed 1] [--quick]
 ``--quick`` is --repeat 1. The last line of output is one JSON document holding every figure.
 """
 
