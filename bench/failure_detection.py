@@ -31,8 +31,8 @@ the messages sent until convergence, full states apart from statuses and request
 the other processes run too.
 
 Detection time of a kill -9 and needless reallocations per hour under pauses (phi accrual against
-the fixed timeout) need the detector running in real peer groups, which it does not yet: they
-print as null with a note, and their functions are where those measurements will go.
+the fixed timeout) are measured on real peer groups, where the detector now runs; that is not
+written yet: they print as null with a note, and their functions are where it will go.
 
 Run: .venv/bin/python bench/failure_detection.py [--sizes 10,100,1000] [--gossip-interval 1.0]
      [--latency 0.001] [--repeat 5] [--jobs 2] [--seed 1] [--quick]
@@ -327,7 +327,7 @@ def gossip_figures(args: argparse.Namespace) -> dict[str, Any]:
     return figures
 
 
-NOT_MEASURED = "not measured yet: the phi accrual detector is not wired into the peer groups"
+NOT_MEASURED = "not measured yet: the runs of real peer groups this needs are not written"
 
 
 def detection_figures(args: argparse.Namespace) -> dict[str, Any]:

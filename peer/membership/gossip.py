@@ -94,18 +94,22 @@ class Gossip:
     def merge(self, other: Gossip) -> Gossip:
         """The join of two states. A newer version already holds the older one's changes and is
         taken whole with its seen set; concurrent ones are joined field by field into a version
-        nobody has seen yet; equal ones pool who has seen them."""
+        nobody has seen yet; equal ones pool who has seen them. Equal versions hold the same
+        changes, hence the same members and reachability (every change ticks its maker's
+        counter, and joins are deterministic), so only the seen sets are joined: most merges,
+        once a change has spread, cost a set union instead of a walk over every member."""
         order = self.version.compare(other.version)
         if order is Order.AFTER:
             return self
         if order is Order.BEFORE:
             return other
-        joined = Gossip(
+        if order is Order.SAME:
+            return self if other.seen <= self.seen else replace(self, seen=self.seen | other.seen)
+        return Gossip(
             members=_merge_members(self.members, other.members),
             reachability=self.reachability.merge(other.reachability),
             version=self.version.merge(other.version),
         )
-        return replace(joined, seen=self.seen | other.seen) if order is Order.SAME else joined
 
     def receive(self, node: str, other: Gossip) -> Gossip:
         """What ``node``, holding this state, holds after taking in ``other``: the merge, which
