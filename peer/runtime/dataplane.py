@@ -140,7 +140,6 @@ class DataPlane:
         self.queues: dict[str, deque[bytes]] = defaultdict(deque)
         self.peer_sites: dict[str, str] = {}
         self.short_peers: dict[int, str] = {}
-        self.short_groups: dict[int, str] = {}
         self.membership: MembershipService | None = None
         self.closed = False
         if transport is not None:
@@ -188,7 +187,7 @@ class DataPlane:
                 self.pool.submit(self.storage.delete_code, job_id)
 
     def _index(self, replica: Replica) -> None:
-        self.peer_sites, self.short_peers, self.short_groups = {}, {}, {}
+        self.peer_sites, self.short_peers = {}, {}
         for group in replica.groups:
             site = replica.sites.get(group)
             for peer in replica.group_peers.get(group, ()):
@@ -196,7 +195,6 @@ class DataPlane:
                     self.peer_sites[peer] = site
                 if peer in replica.short_ids:
                     self.short_peers[replica.short_ids[peer]] = peer
-                    self.short_groups[replica.short_ids[peer]] = group
 
     def _wanted(self, mine: list[str]) -> set[RunnerKey]:
         """The runners this group's peers should have: one per allocated peer."""
