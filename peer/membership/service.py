@@ -7,7 +7,7 @@ go on while the group's loop is busy with a long batch. The group's loop hands i
 membership frames it reads, tells the agent when it has polled (so a stall of its own is not
 blamed on the others) and writes the downs the agent decides. Both sides meet under one lock.
 A frame whose body is not a membership message is dropped with a warning: it cannot hurt the
-group.
+group. What the agent holds unreachable is logged as it changes, for the operator.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from peer.log.replica import Replica
 from peer.membership.agent import MembershipAgent, MembershipMessage, MembershipSettings
+from peer.membership.gossip import Gossip
 from peer.membership.wire import from_wire, to_wire
 from peer.messaging import messages
 from peer.messaging.frame import FrameError
@@ -45,6 +46,9 @@ class MembershipService:
         self.sites: dict[str, str] = {}
         self.outgoing: deque[tuple[str, MembershipMessage]] = deque()
         self.downs: list[str] = []
+        self.unreachable: frozenset[str] = frozenset()
+        """The members this group last logged as unreachable, as of ``reported``."""
+        self.reported: Gossip | None = None
         self.wake = threading.Event()
         self.stopping = False
         self.thread = threading.Thread(target=self._run, name="onyx-membership", daemon=True)
@@ -99,8 +103,21 @@ class MembershipService:
                 self.outgoing.clear()
                 self.downs += outbox.downs
                 sites = self.sites
+                state = self.agent.gossip
             for member, message in sends:
                 self._send(sites.get(member), member, message)
+            self._report(state)
+
+    def _report(self, state: Gossip) -> None:
+        if state is self.reported:  # states are values: the same one says the same
+            return
+        self.reported = state
+        unreachable = frozenset(m for m in state.members if state.unreachable(m))
+        for member in sorted(unreachable - self.unreachable):
+            log.warning("group %s: member %s is unreachable", self.group, member)
+        for member in sorted(self.unreachable - unreachable):
+            log.info("group %s: member %s is reachable again", self.group, member)
+        self.unreachable = unreachable
 
     def _send(self, site: str | None, member: str, message: MembershipMessage) -> None:
         """One message; a member without a site yet, or a refused offer, loses it, which the

@@ -102,6 +102,7 @@ class MidJob:
     before: Replica
     group: str
     process: PeerProcess
+    others: list[PeerProcess]
 
 
 @pytest.fixture
@@ -118,7 +119,8 @@ def mid_job(start_peer, zookeeper, tenancy, tmp_path, monkeypatch):
         before = api.replica(store)
         group = before.group_of(before.allocations[job_id]["count"][0])
         process = next(p for p in processes if group in p.output())
-        return MidJob(store, job_id, expected, before, group, process)
+        others = [p for p in processes if p is not process]
+        return MidJob(store, job_id, expected, before, group, process, others)
 
     with ExitStack() as stores:
         yield start
@@ -218,6 +220,28 @@ def test_onyx_run_refuses_a_job_its_cluster_is_too_small_for(tmp_path):
     job, _ = wordcount_job(tmp_path, 5)
     result = onyx("run", str(job), "--vpeers", "3", "--groups", "1", timeout=120)
     assert_one_line_error(result, 1, "needs at least 4 virtual peers", "has 3", "--vpeers")
+
+
+def test_a_group_paused_for_less_than_the_auto_down_time_is_unreachable_not_down(mid_job, tmp_path):
+    """Unreachable is not down: while the group is stopped the others log it unreachable, and
+    once it runs again reachable; nothing is reallocated, its job keeps its allocation version
+    and ends with exact counts."""
+    run = mid_job(session_timeout=60.0, extra=["--auto-down-unreachable-after", "60"])
+    version = run.before.allocation_versions[run.job_id]
+    said = f"member {run.group} is unreachable"
+    run.process.signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: any(said in p.output() for p in run.others), 60, "an unreachable log")
+    finally:
+        run.process.signal(signal.SIGCONT)
+    back = f"member {run.group} is reachable again"
+    wait_for(lambda: any(back in p.output() for p in run.others), 60, "a reachable-again log")
+    during = api.replica(run.store)
+    final = api.wait(run.store, run.job_id, 180)
+    assert run.group in during.groups
+    assert during.allocation_versions.get(run.job_id, version) == version
+    assert final.state == "completed"
+    assert counts(tmp_path / "out" / "counts.jsonl") == run.expected
 
 
 def test_a_stopped_group_is_downed_by_the_leader_and_comes_back_fresh(mid_job, tmp_path):
