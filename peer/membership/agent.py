@@ -201,7 +201,8 @@ class MembershipAgent:
 
     def _live(self) -> list[str]:
         """Whom gossip goes to: members alive and not held unreachable."""
-        return [m for m in self._alive() if not self.gossip.unreachable(m)]
+        unreachable = self.gossip.unreachable_members()
+        return [m for m in self._alive() if m not in unreachable]
 
     def _stall(self) -> float:
         return self.settings.phi.acceptable_heartbeat_pause

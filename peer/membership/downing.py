@@ -25,10 +25,11 @@ class AutoDown:
     def seen(self, state: Gossip, now: float) -> AutoDown:
         """The clocks after looking at ``state`` at ``now``: started for members newly
         unreachable, dropped for those reachable again or gone."""
+        held = state.unreachable_members()
         unreachable = sorted(
             member
             for member, record in state.members.items()
-            if record.status not in GONE and state.unreachable(member)
+            if record.status not in GONE and member in held
         )
         since = {member: self.since.get(member, now) for member in unreachable}
         return replace(self, since=since)

@@ -120,9 +120,14 @@ class Gossip:
         """The members downed or removed."""
         return frozenset(key for key, member in self.members.items() if member.status in GONE)
 
+    def unreachable_members(self) -> frozenset[str]:
+        """The subjects some member still taking part last said are unreachable: read once
+        where every member is asked about."""
+        return self.reachability.unreachable_subjects(ignoring=self.gone())
+
     def unreachable(self, subject: str) -> bool:
         """Whether a member still taking part last said ``subject`` is unreachable."""
-        return subject in self.reachability.unreachable_subjects(ignoring=self.gone())
+        return subject in self.unreachable_members()
 
     def awaited(self) -> frozenset[str]:
         """The members whose view convergence waits for: all but the downed and removed."""
@@ -133,8 +138,7 @@ class Gossip:
         unreachable member cannot confirm what it saw, so it blocks convergence (and with it
         the leader) until it is reachable again or downed."""
         awaited = self.awaited()
-        unreachable = self.reachability.unreachable_subjects(ignoring=self.gone())
-        return awaited <= self.seen and not awaited & unreachable
+        return awaited <= self.seen and not awaited & self.unreachable_members()
 
     def leader(self) -> str | None:
         """The first up or leaving member in sorted order that no member taking part holds
@@ -142,7 +146,7 @@ class Gossip:
         its first duty, downing a member unreachable for too long, comes exactly when an
         unreachable member blocks convergence; its other duties (joining to up, exiting to
         removed) wait for ``converged`` as well."""
-        unreachable = self.reachability.unreachable_subjects(ignoring=self.gone())
+        unreachable = self.unreachable_members()
         leading = (
             key
             for key in sorted(self.members)

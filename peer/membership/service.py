@@ -112,7 +112,7 @@ class MembershipService:
         if state is self.reported:  # states are values: the same one says the same
             return
         self.reported = state
-        unreachable = frozenset(m for m in state.members if state.unreachable(m))
+        unreachable = state.unreachable_members() & frozenset(state.members)
         for member in sorted(unreachable - self.unreachable):
             log.warning("group %s: member %s is unreachable", self.group, member)
         for member in sorted(self.unreachable - unreachable):
