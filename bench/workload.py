@@ -242,26 +242,14 @@ def arrow_input(task: Any, slot: int, slots: int) -> SegmentInput:
     )
 
 
-class DiscardingOutput:
-    """Discards what it writes (rows or Arrow batches) and counts it; its checkpoint is the
-    count, so the count goes on across recoveries. With ``marks``, it notes its writes there
-    (``Marker``): the engine's side of the clock Bytewax's sink keeps in bench/baselines.py."""
+class CountingOutput:
+    """What the bench's outputs share: their checkpoint is the count of segments written, so
+    the count goes on across recoveries, and they have nothing to sync, publish or release."""
 
-    def __init__(self, slot: int, marks: str | None = None) -> None:
-        self.staged = self.written = 0
-        self.marker = Marker(marks, "write", slot)
+    written = 0
 
     def recover(self, recovery: Recovery) -> None:
-        self.written = self.marker.items = recovery.checkpoint or 0
-
-    def prepare(self, segments: list[Segment] | pa.RecordBatch) -> None:
-        self.staged += len(segments)
-
-    def write(self) -> bool:
-        self.written += self.staged
-        self.marker.handled(self.staged)
-        self.staged = 0
-        return True
+        self.written = recovery.checkpoint or 0
 
     def synced(self) -> bool:
         return True
@@ -271,6 +259,32 @@ class DiscardingOutput:
 
     def committed(self, epoch: Epoch) -> None:
         return None
+
+    def close(self) -> None:
+        return None
+
+
+class DiscardingOutput(CountingOutput):
+    """Discards what it writes (rows or Arrow batches) and counts it. With ``marks``, it notes
+    its writes there (``Marker``): the engine's side of the clock Bytewax's sink keeps in
+    bench/baselines.py."""
+
+    def __init__(self, slot: int, marks: str | None = None) -> None:
+        self.staged = 0
+        self.marker = Marker(marks, "write", slot)
+
+    def recover(self, recovery: Recovery) -> None:
+        super().recover(recovery)
+        self.marker.items = self.written
+
+    def prepare(self, segments: list[Segment] | pa.RecordBatch) -> None:
+        self.staged += len(segments)
+
+    def write(self) -> bool:
+        self.written += self.staged
+        self.marker.handled(self.staged)
+        self.staged = 0
+        return True
 
     def close(self) -> None:
         self.marker.close()
@@ -309,15 +323,12 @@ LATENCIES: dict[str, list[float]] = defaultdict(list)
 """Run name to the seconds from each segment's ``created`` to its write, in this process."""
 
 
-class LatencyOutput:
+class LatencyOutput(CountingOutput):
     """Notes, for every segment it writes, the seconds since its ``created`` under
     ``params.run`` in ``LATENCIES``; keeps nothing else."""
 
     def __init__(self, run: str) -> None:
-        self.run, self.staged, self.written = run, [], 0
-
-    def recover(self, recovery: Recovery) -> None:
-        self.written = recovery.checkpoint or 0
+        self.run, self.staged = run, []
 
     def prepare(self, segments: list[Segment] | pa.RecordBatch) -> None:
         """Rows or an Arrow batch, as the task emits them: only ``created`` is read."""
@@ -332,18 +343,6 @@ class LatencyOutput:
         self.written += len(self.staged)
         self.staged = []
         return True
-
-    def synced(self) -> bool:
-        return True
-
-    def checkpoint(self, epoch: Epoch) -> int:
-        return self.written
-
-    def committed(self, epoch: Epoch) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
 
 
 def latency_output(task: Any, slot: int, slots: int) -> LatencyOutput:
