@@ -23,12 +23,14 @@ from peer.log.apply import apply_entry
 from peer.log.entries.gc import GC
 from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.jobs import SUBMIT_JOB, kill_job
+from peer.log.entries.leave import LEAVE
 from peer.log.entry import Transition
 from peer.log.limits import MAX_ENTRY_BYTES
 from peer.log.replica import Replica
 from peer.log.store import LogStore, StoreError, store_origin_and_trim
 from peer.log.stores.zookeeper import ZooKeeperStore
-from peer.membership.members import resolve
+from peer.membership.gossip import Status
+from peer.membership.members import MemberError, lifecycle, resolve
 from peer.runtime.checkpoints import CheckpointStorage, Commits, Epoch, Savepoint
 
 
@@ -193,6 +195,27 @@ def down(store: LogStore, member: str) -> str:
     raises MemberError."""
     group = resolve(replica(store), member)
     store.append(GROUP_LEAVE.entry(id=group))
+    return group
+
+
+def leave(store: LogStore, member: str, timeout: float | None = None) -> str:
+    """Ask ``member`` (its id or a unique prefix) to leave gracefully: it keeps its work until
+    its jobs commit the epochs they are in, then exits, its work moves to the others from those
+    checkpoints, and the membership leader removes it. With ``timeout``, wait that long for the
+    removal (TimeoutError past it; MemberError if it was downed instead). Returns its whole
+    id; a name that fits no joining or up member, or more than one, raises MemberError."""
+    current = replica(store)
+    group = resolve(current, member)
+    status = lifecycle(current)[group]
+    if status is not Status.UP:
+        raise MemberError(
+            f"member {member!r}: {group} is {status.value}; only an up member can leave"
+        )
+    store.append(LEAVE.entry(id=group))
+    if timeout is not None:
+        gone = follow(store, lambda r: group in r.left, timeout)
+        if group not in gone.removed:
+            raise MemberError(f"member {group} was downed before it could leave gracefully")
     return group
 
 

@@ -426,6 +426,21 @@ def build_parser() -> argparse.ArgumentParser:
     _cluster_args(down)
     down.add_argument("member", help="its id, or a prefix of it (as `onyx replica` prints)")
     down.set_defaults(handler=down_member)
+
+    leave = commands.add_parser(
+        "leave",
+        help="make a member (a peer group) leave gracefully: its jobs commit their current "
+        "epochs, its work moves to the others, and it exits",
+    )
+    _cluster_args(leave)
+    leave.add_argument("member", help="its id, or a prefix of it (as `onyx replica` prints)")
+    leave.add_argument(
+        "--wait",
+        type=positive_seconds,
+        metavar="SECONDS",
+        help="wait up to SECONDS until the member has been removed",
+    )
+    leave.set_defaults(handler=leave_member)
     _config_parser(commands)
 
     run = commands.add_parser(
@@ -785,6 +800,16 @@ def down_member(args: argparse.Namespace) -> int:
     with _client(args) as store:
         member = api.down(store, args.member)
     print(f"member {member} is down: its peers' work moves to the other members")
+    return 0
+
+
+def leave_member(args: argparse.Namespace) -> int:
+    with _client(args) as store:
+        member = api.leave(store, args.member, args.wait)
+    if args.wait is None:
+        print(f"member {member} is leaving: it exits once its jobs commit their current epochs")
+    else:
+        print(f"member {member} has left: its work moved to the other members")
     return 0
 
 

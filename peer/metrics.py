@@ -170,6 +170,14 @@ class RingFigures:
 
 
 @dataclass(frozen=True)
+class MemberFigures:
+    statuses: tuple[tuple[str, int], ...]
+    """How many members the log has in each lifecycle status, every status listed."""
+    unreachable: int | None
+    """Members this group's membership holds unreachable now; None without a membership."""
+
+
+@dataclass(frozen=True)
 class LogFigures:
     position: int
     """Of the last entry the group applied."""
@@ -205,6 +213,7 @@ class GroupSnapshot:
     """What the group's gauges show, taken at one scrape."""
 
     ring: RingFigures
+    members: MemberFigures
     log: LogFigures
     jobs: tuple[JobFigures, ...]
     """Every job of the cluster, by id."""
@@ -226,6 +235,7 @@ class GroupCollector(Collector):
         if snapshot is None:
             return
         yield from _ring(snapshot.ring)
+        yield from _members(snapshot.members)
         yield from _log(snapshot.log)
         yield from _jobs(snapshot.jobs)
         yield from _epochs(snapshot.epochs)
@@ -251,6 +261,18 @@ def _ring(ring: RingFigures) -> Gauges:
                  float(ring.joins_in_flight))  # fmt: skip
     yield _gauge("onyx_group_virtual_peers", "Active virtual peers of this group",
                  float(ring.virtual_peers))  # fmt: skip
+
+
+def _members(members: MemberFigures) -> Gauges:
+    statuses = _gauge("onyx_members", "Members (peer groups) the log has, by lifecycle status",
+                      labels=("status",))  # fmt: skip
+    for status, count in members.statuses:
+        statuses.add_metric([status], float(count))
+    yield statuses
+    if members.unreachable is not None:
+        yield _gauge("onyx_members_unreachable",
+                     "Members held unreachable now, as gossip has it here (not yet down)",
+                     float(members.unreachable))  # fmt: skip
 
 
 def _log(figures: LogFigures) -> Gauges:

@@ -25,10 +25,12 @@ import random
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from peer import metrics
+from peer.cluster.handover import HandOver
 from peer.cluster.readiness import Readiness, readiness
 from peer.cluster.ring import watch_targets
 from peer.log import subscriber
@@ -37,10 +39,14 @@ from peer.log.entries import KINDS
 from peer.log.entries.gc import GC
 from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.join import ABORT_JOIN, PREPARE_JOIN
+from peer.log.entries.leave import EXIT
 from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER
 from peer.log.entry import Entry, Transition
 from peer.log.replica import EMPTY_VERSION, Replica
 from peer.log.store import LogStore, StoreError, store_origin_and_trim
+from peer.membership.gossip import Status
+from peer.membership.members import lifecycle
+from peer.membership.service import MembershipService
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.coordinator import Coordinator
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig, Transport
@@ -66,6 +72,14 @@ def ring_figures(
         watch_target_alive=alive,
         joins_in_flight=len(replica.prepared) + len(replica.accepted),
         virtual_peers=sum(1 for peer in peers if peer in replica.peers),
+    )
+
+
+def member_figures(replica: Replica, membership: MembershipService | None) -> metrics.MemberFigures:
+    counts = Counter(lifecycle(replica).values())
+    return metrics.MemberFigures(
+        statuses=tuple((status.value, counts[status]) for status in Status),
+        unreachable=None if membership is None else len(membership.unreachable),
     )
 
 
@@ -98,6 +112,9 @@ class GroupConfig:
     """Mean seconds a group waits before retrying an aborted join (uniform in [0, 2x])."""
     leave_timeout: float = 10.0
     """How long a graceful leave waits to read its own departure before closing anyway."""
+    hand_over_timeout: float = 60.0
+    """How long a member leaving by `onyx leave` waits for its jobs' current epochs to commit
+    before it exits anyway (peer.cluster.handover)."""
     poll_interval: float = 0.5
     """The longest the group goes without reading the log, should a watch not fire."""
     tags: tuple[str, ...] = ()
@@ -139,6 +156,7 @@ class Incarnation:
         self.lost = threading.Event()
         self.ended: str | None = None
         self.leave_position: int | None = None
+        self.handing_over: HandOver | None = None
         self.leave_deadline = 0.0
         self.dataplane = DataPlane(
             self.id, transport, self._write_work, config.dataplane, store=store, storage=storage
@@ -202,6 +220,7 @@ class Incarnation:
                 return
         if self.replica is not before:
             self.dataplane.sync(self.replica, self.peers)
+        self._exit_once_handed_over()
         self.flush()
 
     def _session_lost(self) -> bool:
@@ -254,6 +273,7 @@ class Incarnation:
         publications = getattr(self.transport, "publications", None)
         return metrics.GroupSnapshot(
             ring=ring_figures(self.replica, self.id, self.peers, self.reported),
+            members=member_figures(self.replica, self.dataplane.membership),
             log=metrics.LogFigures(self.replica.version, self.origin, tail),
             jobs=job_figures(self.replica),
             epochs=epoch_figures(self.dataplane.coordinators),
@@ -307,6 +327,13 @@ class Incarnation:
         self.leave_deadline = time.monotonic() + self.config.leave_timeout
         self.leave_position = self.store.append(GROUP_LEAVE.entry(id=self.id))
 
+    def _exit_once_handed_over(self) -> None:
+        if self.handing_over is None or not self.handing_over.done(self.replica, time.monotonic()):
+            return
+        log.info("group %s has handed its work over and exits", self.id)
+        self.handing_over = None
+        self.outbox.append(EXIT.entry(id=self.id))
+
     def _write_work(self, entry: Entry) -> None:
         self.outbox.append(entry)
         self.wakeup.set()
@@ -342,6 +369,15 @@ class Incarnation:
             self.ended = "restart"
         else:
             self.ended = "left"
+
+    def hand_over(self) -> None:
+        log.info("group %s is leaving: it exits once its jobs commit their current epochs", self.id)
+        deadline = time.monotonic() + self.config.hand_over_timeout
+        self.handing_over = HandOver.begin(self.store, self.replica, self.peers, deadline)
+
+    def end_group(self) -> None:
+        log.info("group %s was removed from the cluster as it asked; stopping", self.id)
+        self.ended = "left"
 
     def restart_virtual_peer(self, peer: str) -> None:
         fresh = new_id()

@@ -2,9 +2,10 @@
 
 It runs after every entry, as part of applying it, so allocation is a pure function of the
 replica like everything else: an entry that changes neither the active peers nor the jobs costs
-three identity checks. A job whose allocation changes gets the entry's position as its new
-allocation version, which is what the data plane stamps on its messages and what tells stale
-messages and stale complete-job entries from current ones.
+a few identity checks. The peers of an exiting member are not active: it has handed its work
+over. A job whose allocation changes gets the entry's position as its new allocation version,
+which is what the data plane stamps on its messages and what tells stale messages and stale
+complete-job entries from current ones.
 
 Flux policies: a started job that the schedulers leave without peers is killed when any of its
 tasks says ``kill``, and otherwise waits for peers (``recover``; ``continue`` already lowered its
@@ -25,6 +26,7 @@ def reallocate(old: Replica, new: Replica, position: int) -> Replica:
     if (
         old.jobs is new.jobs
         and old.groups is new.groups
+        and old.exiting is new.exiting
         and old.group_peers is new.group_peers
         and old.group_tags is new.group_tags
     ):
@@ -55,7 +57,7 @@ def _plan(replica: Replica) -> Allocation:
     demands = [job_demand(replica.jobs[j], started=j in replica.started) for j in replica.job_order]
     peers = [
         PeerInfo(p, g, frozenset(replica.group_tags.get(g, ())))
-        for g in sorted(replica.groups)
+        for g in sorted(replica.groups - replica.exiting)
         for p in sorted(replica.group_peers.get(g, ()))
     ]
     return allocate(replica.job_scheduler, demands, peers, replica.allocations)

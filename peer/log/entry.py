@@ -119,6 +119,12 @@ class Effects(Protocol):
     def restart_group(self) -> None:
         """End this incarnation of the group and rejoin with fresh ids."""
 
+    def hand_over(self) -> None:
+        """Let this group's jobs commit their current epochs, then write its member-exit."""
+
+    def end_group(self) -> None:
+        """End the group for good: it has left the cluster by its own wish."""
+
     def restart_virtual_peer(self, peer: str) -> None:
         """Replace one of this group's virtual peers with a fresh one."""
 

@@ -30,6 +30,11 @@ class Replica:
     one of them cannot resurrect it. ``sites`` and ``group_tags`` say where a group listens for
     segments and what its peers offer the schedulers.
 
+    A graceful leave is three steps: a ``leaving`` group keeps its work until its current epochs
+    commit, an ``exiting`` one has handed its work over (the schedulers no longer give it peers)
+    and waits for the membership leader to remove it, and a ``removed`` one is among ``left``
+    like any departed group, but left by its own wish rather than as down.
+
     Jobs: ``jobs`` holds the submitted jobs that have not finished, ``job_order`` their
     submission order (the schedulers' priority), ``finished`` how every other job ended, so a
     resubmitted id stays a no-op, and ``reasons`` why, where it was said (a kill's reason).
@@ -53,6 +58,9 @@ class Replica:
     accepted: PMap = field(default_factory=pmap)
     aborted: PSet = field(default_factory=pset)
     left: PSet = field(default_factory=pset)
+    leaving: PSet = field(default_factory=pset)
+    exiting: PSet = field(default_factory=pset)
+    removed: PSet = field(default_factory=pset)
     group_peers: PMap = field(default_factory=pmap)
     sites: PMap = field(default_factory=pmap)
     group_tags: PMap = field(default_factory=pmap)
@@ -115,6 +123,9 @@ class Replica:
             "accepted": dict(sorted(self.accepted.items())),
             "aborted": sorted(self.aborted),
             "left": sorted(self.left),
+            "leaving": sorted(self.leaving),
+            "exiting": sorted(self.exiting),
+            "removed": sorted(self.removed),
             "orphaned": self.orphaned,
             "group_peers": {g: sorted(ps) for g, ps in sorted(self.group_peers.items())},
             "sites": dict(sorted(self.sites.items())),
@@ -153,6 +164,9 @@ class Replica:
             accepted=_string_map(doc.get("accepted", {})),
             aborted=_strings(doc.get("aborted", ())),
             left=_strings(doc.get("left", ())),
+            leaving=_strings(doc.get("leaving", ())),
+            exiting=_strings(doc.get("exiting", ())),
+            removed=_strings(doc.get("removed", ())),
             group_peers=pmap(
                 {str(g): _strings(ps) for g, ps in doc.get("group_peers", {}).items()}
             ),
@@ -221,6 +235,21 @@ def ring_settled(replica: Replica, groups: int, vpeers: int) -> bool:
     )
 
 
+def _departure_violations(replica: Replica) -> list[str]:
+    """A graceful leave's steps name joined groups, one step at a time, and end among the left."""
+    problems = []
+    departing = replica.leaving | replica.exiting
+    if not departing <= replica.groups:
+        stray = sorted(departing - replica.groups)
+        problems.append(f"groups leaving or exiting but not joined: {stray}")
+    if replica.leaving & replica.exiting:
+        both = sorted(replica.leaving & replica.exiting)
+        problems.append(f"groups both leaving and exiting: {both}")
+    if not replica.removed <= replica.left:
+        problems.append(f"groups removed but not left: {sorted(replica.removed - replica.left)}")
+    return problems
+
+
 def invariant_violations(replica: Replica) -> list[str]:
     """Structural facts every replica must satisfy, whatever log produced it."""
     problems = []
@@ -241,6 +270,7 @@ def invariant_violations(replica: Replica) -> list[str]:
         problems.append(f"a group joins twice at once: {sorted(joiners)}")
     if members & set(replica.left):
         problems.append(f"groups both joined and left: {sorted(members & set(replica.left))}")
+    problems += _departure_violations(replica)
     if not replica.prepared and not replica.accepted and ring_cycle(replica) is None:
         problems.append("no join is in flight but the pairs are not one ring over the groups")
     return problems

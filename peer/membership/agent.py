@@ -11,7 +11,8 @@ group) sends those and writes the downs to the log. What it does, as in Akka Clu
 - every ``gossip_interval`` (three times as often while most members have not seen the current
   version) it sends its state's status to one member, biased to those that have not seen it,
   and push-pull decides whether a whole state travels, and which way;
-- the leader downs a member that has been unreachable for ``auto_down_unreachable_after``.
+- the leader downs a member that has been unreachable for ``auto_down_unreachable_after``,
+  and removes exiting members once every member has seen them exiting.
 
 A member whose own loop has stalled (``polled`` not called for longer than the acceptable
 heartbeat pause) judges nobody until it runs again: the silence it would see is its own.
@@ -20,7 +21,7 @@ heartbeat pause) judges nobody until it runs again: the silence it would see is 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from peer.membership.downing import AutoDown
@@ -29,6 +30,7 @@ from peer.membership.heartbeat import HeartbeatMonitor
 from peer.membership.monitors import DEFAULT_MONITORS
 from peer.membership.phi import PhiSettings
 from peer.membership.pushpull import GossipStatus, Reply, pick_target, respond, rounds_per_interval
+from peer.membership.removal import due_removals
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,8 @@ class Outbox:
     """(member, message) pairs, in the order to send them."""
     downs: tuple[str, ...] = ()
     """Members this one, as the leader, has just downed: their group-leave goes to the log."""
+    removals: tuple[str, ...] = ()
+    """Exiting members this one, as the leader, removes: their group-leave goes to the log."""
 
 
 class MembershipAgent:
@@ -110,17 +114,19 @@ class MembershipAgent:
         self.downing = AutoDown(self.settings.auto_down_unreachable_after)
         self.rng = random.Random(me)
         self.downed: set[str] = set()
+        self.removed: set[str] = set()
         self.next_heartbeat = self.next_gossip = float("-inf")
         self.last_poll: float | None = None
 
-    def sync(self, members: Iterable[str], left: Iterable[str]) -> None:
-        """The members the log has: those joined are up, those that left are removed (a member
-        the log has not told of yet, known through gossip, is left as it is)."""
+    def sync(self, statuses: Mapping[str, Status]) -> None:
+        """The members' statuses as the log has them (a member the log has not told of yet,
+        known through gossip, is left as it is; one that left and was never known is not
+        added: gossip has nothing to tell of it)."""
         state = self.gossip
-        for member in sorted(members):
-            state = state.with_member_status(self.me, member, Status.UP)
-        for member in sorted(set(left) & set(state.members)):
-            state = state.with_member_status(self.me, member, Status.REMOVED)
+        for member, status in sorted(statuses.items()):
+            if status in GONE and member not in state.members:
+                continue
+            state = state.with_member_status(self.me, member, status)
         self.gossip = state
         self.monitor = self.monitor.for_members(self._alive())
 
@@ -137,14 +143,16 @@ class MembershipAgent:
         if now >= self.next_heartbeat:
             sends += [(r, HeartbeatRequest(self.me)) for r in self.monitor.receivers]
             self.next_heartbeat = now + self.settings.heartbeat_interval
-        downs = self._judge(now) if not self._stalled(now) else ()
+        stalled = self._stalled(now)
+        downs = self._judge(now) if not stalled else ()
+        removals = self._removals() if not stalled else ()
         if now >= self.next_gossip:
             target = pick_target(self.gossip, self.me, self._live(), self.rng)
             if target is not None:
                 sends.append((target, GossipStatus.of(self.me, self.gossip)))
             interval = self.settings.gossip_interval / rounds_per_interval(self.gossip)
             self.next_gossip = now + interval
-        return Outbox(tuple(sends), downs)
+        return Outbox(tuple(sends), downs, removals)
 
     def receive(self, message: MembershipMessage, now: float) -> Outbox:
         """What to answer a message from another member."""
@@ -177,6 +185,12 @@ class MembershipAgent:
         if downs:
             self.monitor = self.monitor.for_members(self._alive())
         return downs
+
+    def _removals(self) -> tuple[str, ...]:
+        """Each exiting member once: its removal comes back through the log."""
+        removals = tuple(m for m in due_removals(self.gossip, self.me) if m not in self.removed)
+        self.removed.update(removals)
+        return removals
 
     def _answer(self, sender: str, reply: Reply) -> Outbox:
         if reply is Reply.SEND_STATE:

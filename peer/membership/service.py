@@ -5,9 +5,9 @@ The thread ticks the agent every ``TICK`` seconds (sooner when a reply is waitin
 what it says through the transport's beacon, publications of its own, so heartbeats and gossip
 go on while the group's loop is busy with a long batch. The group's loop hands in the
 membership frames it reads, tells the agent when it has polled (so a stall of its own is not
-blamed on the others) and writes the downs the agent decides. Both sides meet under one lock.
-A frame whose body is not a membership message is dropped with a warning: it cannot hurt the
-group. What the agent holds unreachable is logged as it changes, for the operator.
+blamed on the others) and writes the downs and removals the agent decides. Both sides meet
+under one lock. A frame whose body is not a membership message is dropped with a warning: it
+cannot hurt the group. What the agent holds unreachable is logged as it changes, for the operator.
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import NamedTuple
 
 from peer.log.replica import Replica
 from peer.membership.agent import MembershipAgent, MembershipMessage, MembershipSettings
 from peer.membership.gossip import Gossip
+from peer.membership.members import lifecycle
 from peer.membership.wire import from_wire, to_wire
 from peer.messaging import messages
 from peer.messaging.frame import FrameError
@@ -30,6 +32,13 @@ log = logging.getLogger(__name__)
 
 TICK = 0.02
 """Seconds between the thread's looks at the agent: well under any interval it keeps."""
+
+
+class Decisions(NamedTuple):
+    """What the leader decided that only the log can carry out."""
+
+    downs: tuple[str, ...]
+    removals: tuple[str, ...]
 
 
 class MembershipService:
@@ -46,6 +55,7 @@ class MembershipService:
         self.sites: dict[str, str] = {}
         self.outgoing: deque[tuple[str, MembershipMessage]] = deque()
         self.downs: list[str] = []
+        self.removals: list[str] = []
         self.unreachable: frozenset[str] = frozenset()
         """The members this group last logged as unreachable, as of ``reported``."""
         self.reported: Gossip | None = None
@@ -60,7 +70,7 @@ class MembershipService:
         """The members the log has now, and where each listens."""
         with self.lock:
             self.sites = dict(replica.sites)
-            self.agent.sync(replica.groups, replica.left)
+            self.agent.sync(lifecycle(replica))
 
     def polled(self) -> None:
         with self.lock:
@@ -79,11 +89,12 @@ class MembershipService:
         if sends:
             self.wake.set()
 
-    def take_downs(self) -> list[str]:
-        """The members downed since the last call, for the log."""
+    def take_decisions(self) -> Decisions:
+        """The members downed and removed since the last call, for the log."""
         with self.lock:
-            downs, self.downs = self.downs, []
-        return downs
+            decisions = Decisions(tuple(self.downs), tuple(self.removals))
+            self.downs, self.removals = [], []
+        return decisions
 
     @property
     def alive(self) -> bool:
@@ -102,6 +113,7 @@ class MembershipService:
                 sends = [*self.outgoing, *outbox.sends]
                 self.outgoing.clear()
                 self.downs += outbox.downs
+                self.removals += outbox.removals
                 sites = self.sites
                 state = self.agent.gossip
             for member, message in sends:

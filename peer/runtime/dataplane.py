@@ -5,8 +5,9 @@ The log says who works on what; after every batch of entries the group hands the
 ``sync``, which keeps one runner per (peer, job, allocation version) and one coordinator per
 (job, allocation version) and drops the others, so a reallocation restarts a job's tasks
 everywhere at once. ``step`` does one round of work: take in frames, step every coordinator and
-runner, offer queued frames, and write the downs this group's membership has decided (as the
-leader, of a member unreachable for too long: peer.membership). Frames carry the allocation
+runner, offer queued frames, and write the downs and removals this group's membership has
+decided (as the leader, of a member unreachable for too long or one that has exited:
+peer.membership). Frames carry the allocation
 version: those of a stale allocation are dropped, those of an allocation this group has not read
 yet wait for it.
 
@@ -50,7 +51,7 @@ from peer.log.entry import Entry
 from peer.log.replica import Replica
 from peer.log.store import LogStore
 from peer.membership.agent import MembershipSettings
-from peer.membership.service import MembershipService
+from peer.membership.service import Decisions, MembershipService
 from peer.messaging import fragments, messages
 from peer.messaging.frame import BodyError, FrameError, decode_header
 from peer.messaging.messages import (
@@ -368,10 +369,16 @@ class DataPlane:
                 self._fail(key, e)
         busy = self._flush() or busy
         if self.membership is not None:
-            for member in self.membership.take_downs():
-                log.warning("group %s downs member %s, unreachable too long", self.group, member)
-                self.write(GROUP_LEAVE.entry(id=member))
+            self._carry_out(self.membership.take_decisions())
         return busy
+
+    def _carry_out(self, decisions: Decisions) -> None:
+        for member in decisions.downs:
+            log.warning("group %s downs member %s, unreachable too long", self.group, member)
+            self.write(GROUP_LEAVE.entry(id=member))
+        for member in decisions.removals:
+            log.info("group %s removes member %s, which has exited", self.group, member)
+            self.write(GROUP_LEAVE.entry(id=member))
 
     def _step_coordinator(self, key: tuple[str, int], coordinator: Coordinator, now: float) -> bool:
         try:

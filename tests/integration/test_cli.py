@@ -12,9 +12,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def two_groups(start_peer, zookeeper, tenancy):
-    start_peer(vpeers=2)
-    start_peer(vpeers=2)
+def two_groups(start_peer, zookeeper, tenancy, processes):
+    processes += [start_peer(vpeers=2), start_peer(vpeers=2)]
 
     def ready():
         result = onyx("replica", "--zookeeper", zookeeper.address, "--tenancy", tenancy, "--json")
@@ -24,6 +23,12 @@ def two_groups(start_peer, zookeeper, tenancy):
         return doc if len(doc["groups"]) == 2 and len(doc["pairs"]) == 2 else None
 
     return wait_for(ready, 60, "two groups in the ring", interval=0.5)
+
+
+@pytest.fixture
+def processes() -> list:
+    """The `onyx peer start` processes of the test, in the order started."""
+    return []
 
 
 def test_replica_json_has_the_documented_keys(two_groups):
@@ -125,3 +130,21 @@ def test_down_moves_a_member_out_and_it_rejoins_under_a_new_id(two_groups, zooke
 def test_down_of_an_unknown_member(two_groups, zookeeper, tenancy):
     result = onyx("down", "--zookeeper", zookeeper.address, "--tenancy", tenancy, "nobody")
     assert_one_line_error(result, 1, "member 'nobody'", "no member of this cluster")
+
+
+def test_leave_removes_a_member_that_then_exits_cleanly(two_groups, processes, zookeeper, tenancy):
+    cluster = ("--zookeeper", zookeeper.address, "--tenancy", tenancy)
+    leaving = two_groups["groups"][0]
+    process = next(p for p in processes if leaving in p.output())
+    result = onyx("leave", *cluster, leaving[:8], "--wait", "60", timeout=90)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == (
+        f"member {leaving} has left: its work moved to the other members"
+    )
+    assert process.process.wait(60) == 0
+    doc = json.loads(onyx("replica", *cluster, "--json").stdout)
+    assert leaving in doc["removed"]
+    assert doc["groups"] == [two_groups["groups"][1]]
+    assert "members: 1 removed, 1 up" in onyx("replica", *cluster).stdout
+    again = onyx("leave", *cluster, leaving)
+    assert_one_line_error(again, 1, f"member {leaving!r}", "removed already")

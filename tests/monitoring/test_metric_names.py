@@ -17,7 +17,14 @@ from monitoring.grafana.dashboards import expressions
 from peer.cluster.group import job_figures, ring_figures
 from peer.log.replica import Replica
 from peer.messaging.counters import DriverCollector
-from peer.metrics import CHECKPOINT_SECONDS, GroupCollector, GroupSnapshot, LogFigures, task_meters
+from peer.metrics import (
+    CHECKPOINT_SECONDS,
+    GroupCollector,
+    GroupSnapshot,
+    LogFigures,
+    MemberFigures,
+    task_meters,
+)
 from tests.support import REPO, ZooKeeperServer, wait_for, zookeeper_exporter
 
 RULES = sorted((REPO / "monitoring" / "rules").glob("*.yml"))
@@ -46,6 +53,7 @@ def served(zookeeper: ZooKeeperServer) -> set[str]:
     replica = Replica()
     group = GroupSnapshot(
         ring=ring_figures(replica, "g", [], set()),
+        members=MemberFigures((("up", 1),), 0),
         log=LogFigures(replica.version, -1, replica.version),
         jobs=job_figures(replica),
         epochs=(),

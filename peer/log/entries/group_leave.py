@@ -1,4 +1,5 @@
-"""group-leave-cluster: a peer group is gone, by its own graceful leave or reported dead.
+"""group-leave-cluster: a peer group is gone, by its own graceful leave, removed by the
+membership leader after exiting, or reported dead (down).
 
 The group that watched it now watches what it watched, which closes the ring; when that next
 group is dead too, its new watcher finds the pulse missing and reports it in turn, so runs of
@@ -39,6 +40,9 @@ def _apply(replica: Replica, entry: Entry) -> Replica:
         accepted=pmap(accepted),
         aborted=replica.aborted.update(stranded).discard(group),
         left=replica.left.add(group),
+        leaving=replica.leaving.discard(group),
+        exiting=replica.exiting.discard(group),
+        removed=replica.removed.add(group) if group in replica.exiting else replica.removed,
         group_peers=replica.group_peers.discard(group),
         sites=replica.sites.discard(group),
         group_tags=replica.group_tags.discard(group),
@@ -63,6 +67,7 @@ def _diff(entry: Entry, old: Replica, new: Replica) -> Diff:
         "watcher": old.watcher_of(group),
         "target": old.pairs.get(group),
         "stranded": sorted({old.prepared.get(group), old.accepted.get(group)} - {None}),
+        "exited": group in old.exiting,
     }
 
 
@@ -74,8 +79,13 @@ def _reactions(t: Transition, group: str) -> tuple[Entry, ...]:
 
 def _side_effects(t: Transition, group: str, effects: Effects) -> None:
     """A group that reads of its own departure without having asked for it was presumed dead
-    (its session expired, or a watcher lost sight of it): it must not go on under that id."""
-    if t.diff is not None and group == t.diff["left"]:
+    (its session expired, or a watcher lost sight of it): it must not go on under that id. One
+    that had exited is removed as it asked, and ends."""
+    if t.diff is None or group != t.diff["left"]:
+        return
+    if t.diff["exited"]:
+        effects.end_group()
+    else:
         effects.restart_group()
 
 

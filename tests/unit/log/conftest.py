@@ -60,6 +60,12 @@ class Recorder:
     def restart_group(self) -> None:
         self.calls.append(("restart_group",))
 
+    def hand_over(self) -> None:
+        self.calls.append(("hand_over",))
+
+    def end_group(self) -> None:
+        self.calls.append(("end_group",))
+
     def restart_virtual_peer(self, peer: str) -> None:
         self.calls.append(("restart_virtual_peer", peer))
 

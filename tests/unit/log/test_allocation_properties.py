@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from peer.log.apply import apply_entry
 from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.jobs import COMPLETE_JOB, KILL_JOB, SUBMIT_JOB
+from peer.log.entries.leave import EXIT as MEMBER_EXIT
+from peer.log.entries.leave import LEAVE as MEMBER_LEAVE
 from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER, LEAVE_CLUSTER
 from peer.log.entry import Entry
 from peer.log.replica import Replica
@@ -44,7 +46,9 @@ def jobs(draw: st.DrawFn) -> dict:
 
 def steps(draw: st.DrawFn, replica: Replica) -> Entry:
     """One entry that makes sense for ``replica`` (or, now and then, one that does not)."""
-    choice = draw(st.sampled_from(["peer", "peer", "leave", "group", "submit", "kill", "done"]))
+    choice = draw(st.sampled_from(
+        ["peer", "peer", "leave", "group", "submit", "kill", "done", "depart", "exit"]
+    ))  # fmt: skip
     peers = sorted(replica.peers)
     if choice == "peer":
         group = draw(st.sampled_from(GROUPS))
@@ -53,6 +57,10 @@ def steps(draw: st.DrawFn, replica: Replica) -> Entry:
     if choice == "leave" and peers:
         peer = draw(st.sampled_from(peers))
         return LEAVE_CLUSTER.entry(id=peer, group=replica.group_of(peer))
+    if choice == "depart":
+        return MEMBER_LEAVE.entry(id=draw(st.sampled_from(GROUPS)))
+    if choice == "exit":
+        return MEMBER_EXIT.entry(id=draw(st.sampled_from(GROUPS)))
     if choice == "group":
         return GROUP_LEAVE.entry(id=draw(st.sampled_from(GROUPS)))
     if choice == "kill" and replica.job_order:
@@ -73,6 +81,7 @@ def check(old: Replica, new: Replica) -> None:
         job = new.jobs[job_id]
         held = [p for ps in tasks.values() for p in ps]
         assert set(held) <= active
+        assert not {new.group_of(p) for p in held} & set(new.exiting), "an exiting member works"
         assert not seen & set(held), "a peer works on two tasks"
         assert len(held) == len(set(held))
         seen.update(held)

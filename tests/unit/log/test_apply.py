@@ -20,6 +20,8 @@ ALL_KINDS = [
     "accept-join-cluster",
     "abort-join-cluster",
     "group-leave-cluster",
+    "member-leave",
+    "member-exit",
     "add-virtual-peer",
     "leave-cluster",
     "gc",

@@ -25,7 +25,7 @@ def test_leave_closes_the_ring_over_the_departed_group(make_replica, reactions, 
     )
     assert t.new.pairs == {"w": "z", "z": "b", "b": "w"}
     assert invariant_violations(t.new) == []
-    assert t.diff == {"left": "f", "watcher": "w", "target": "z", "stranded": []}
+    assert t.diff == {"left": "f", "watcher": "w", "target": "z", "stranded": [], "exited": False}
     assert reactions(t, "f", "w", "z", "b") == dict.fromkeys("fwzb", ())
     assert effects(t, "f", "w", "z", "b") == {
         "f": [("restart_group",)],
@@ -46,7 +46,7 @@ def test_leave_from_ring_of_two_leaves_a_lone_group(make_replica, reactions, eff
     assert t.new == make_replica(5, ring=["a"], left=["b"])
     assert t.new.pairs == {}
     assert ring_cycle(t.new) == ["a"]
-    assert t.diff == {"left": "b", "watcher": "a", "target": "a", "stranded": []}
+    assert t.diff == {"left": "b", "watcher": "a", "target": "a", "stranded": [], "exited": False}
     assert reactions(t, "a", "b") == {"a": (), "b": ()}
     assert effects(t, "a", "b") == {"a": [], "b": [("restart_group",)]}
 
@@ -54,7 +54,7 @@ def test_leave_from_ring_of_two_leaves_a_lone_group(make_replica, reactions, eff
 def test_leave_of_lone_group_empties_the_cluster(make_replica, effects):
     t = apply_entry(make_replica(4, ring=["a"], group_peers={"a": ["a1"]}), leave("a", 5))
     assert t.new == make_replica(5, left=["a"])
-    assert t.diff == {"left": "a", "watcher": None, "target": None, "stranded": []}
+    assert t.diff == {"left": "a", "watcher": None, "target": None, "stranded": [], "exited": False}
     assert effects(t, "a") == {"a": [("restart_group",)]}
 
 
@@ -65,7 +65,9 @@ def test_leave_of_a_watcher_strands_its_joiner(make_replica, reactions, effects,
     assert t.new == make_replica(
         7, ring=["a", "b"], **{joins: {"b": "k"}}, aborted=["j"], left=["w"]
     )
-    assert t.diff == {"left": "w", "watcher": "a", "target": "b", "stranded": ["j"]}
+    assert t.diff == {
+        "left": "w", "watcher": "a", "target": "b", "stranded": ["j"], "exited": False
+    }  # fmt: skip
     assert reactions(t, "j", "k", "a", "b", "w") == {
         "j": (ABORT_JOIN.entry(id="j"),),
         "k": (),
@@ -90,7 +92,7 @@ def test_leave_of_a_joining_group_drops_its_join(make_replica, reactions, effect
     t = apply_entry(before, leave("j", 7))
     assert t.new == make_replica(7, ring=["a", "b"], left=["j"], group_peers={"a": ["a1"]})
     assert t.new.orphaned == {}
-    assert t.diff == {"left": "j", "watcher": None, "target": None, "stranded": []}
+    assert t.diff == {"left": "j", "watcher": None, "target": None, "stranded": [], "exited": False}
     assert reactions(t, "j", "a", "b") == dict.fromkeys("jab", ())
     assert effects(t, "j", "a", "b") == {"j": [("restart_group",)], "a": [], "b": []}
 
@@ -99,7 +101,7 @@ def test_leave_of_group_known_only_by_its_peers(make_replica, effects):
     before = make_replica(2, ring=["a"], aborted=["g"], group_peers={"g": ["g1", "g2"]})
     t = apply_entry(before, leave("g", 3))
     assert t.new == make_replica(3, ring=["a"], left=["g"])
-    assert t.diff == {"left": "g", "watcher": None, "target": None, "stranded": []}
+    assert t.diff == {"left": "g", "watcher": None, "target": None, "stranded": [], "exited": False}
     assert effects(t, "g", "a") == {"g": [("restart_group",)], "a": []}
 
 

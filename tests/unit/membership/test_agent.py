@@ -39,13 +39,15 @@ class Cluster:
     """Members whose loop does not take in messages, though their clock thread still ticks."""
     downs: list[tuple[str, str]] = field(default_factory=list)
     """(leader, downed) as the downs happened."""
+    removals: list[tuple[str, str]] = field(default_factory=list)
+    """(leader, removed) as the removals happened."""
     queue: list = field(default_factory=list)
     order: itertools.count = field(default_factory=itertools.count)
 
     def __post_init__(self) -> None:
         self.agents = {m: MembershipAgent(m, self.settings) for m in self.ids}
         for agent in self.agents.values():
-            agent.sync(self.ids, ())
+            agent.sync(dict.fromkeys(self.ids, Status.UP))
 
     def send(self, sends) -> None:
         for to, message in sends:
@@ -74,6 +76,13 @@ class Cluster:
                 outbox = agent.tick(self.now)
                 self.send(outbox.sends)
                 self.downs += [(member, downed) for downed in outbox.downs]
+                self.removals += [(member, removed) for removed in outbox.removals]
+
+    def tell(self, statuses: dict[str, Status]) -> None:
+        """What the log says, read by every member running."""
+        for member, agent in self.agents.items():
+            if member not in self.killed:
+                agent.sync(statuses)
 
     def unreachable_to(self, member: str) -> set[str]:
         """Whom ``member`` holds unreachable."""
@@ -164,9 +173,46 @@ def test_whoever_is_killed_the_survivors_agree_and_one_down_is_written(n, data):
         assert state.leader() == leader
 
 
+def test_an_exiting_member_is_removed_once_by_the_leader_once_everyone_has_seen_it():
+    cluster = Cluster(IDS)
+    cluster.run(2)
+    cluster.tell({**dict.fromkeys(IDS, Status.UP), "g3": Status.LEAVING})
+    cluster.run(2)
+    assert cluster.removals == []
+    cluster.tell({**dict.fromkeys(IDS, Status.UP), "g3": Status.EXITING})
+    cluster.run(3)
+    assert cluster.removals == [("g0", "g3")]
+    assert cluster.downs == []
+
+
+def test_a_removal_waits_while_a_member_is_unreachable():
+    cluster = Cluster(IDS)
+    cluster.run(2)
+    cluster.paused.add("g4")
+    cluster.run(2)
+    cluster.tell({**dict.fromkeys(IDS, Status.UP), "g3": Status.EXITING})
+    cluster.run(2)
+    assert cluster.removals == []
+    cluster.paused.discard("g4")
+    cluster.run(3)
+    assert cluster.removals == [("g0", "g3")]
+
+
+def test_an_exiting_leader_is_removed_by_the_next_one_and_a_lone_member_removes_itself():
+    cluster = Cluster(IDS)
+    cluster.run(2)
+    cluster.tell({**dict.fromkeys(IDS, Status.UP), "g0": Status.EXITING})
+    cluster.run(3)
+    assert cluster.removals == [("g1", "g0")]
+    alone = Cluster(["g0"])
+    alone.tell({"g0": Status.EXITING})
+    alone.run(1)
+    assert alone.removals == [("g0", "g0")]
+
+
 def test_heartbeat_requests_are_answered_and_replies_from_strangers_are_ignored():
     agent = MembershipAgent("a")
-    agent.sync(["a", "b"], ())
+    agent.sync({"a": Status.UP, "b": Status.UP})
     assert agent.receive(HeartbeatRequest("b"), 1.0).sends == (("b", HeartbeatReply("a")),)
     before = agent.monitor
     agent.receive(HeartbeatReply("stranger"), 1.0)

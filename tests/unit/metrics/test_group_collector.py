@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from pyrsistent import pmap, pset
 
-from peer.cluster.group import epoch_figures, job_figures, ring_figures
+from peer.cluster.group import epoch_figures, job_figures, member_figures, ring_figures
 from peer.job.spec import Job, Task
 from peer.log.replica import Replica
 from peer.metrics import GroupCollector, GroupSnapshot, LogFigures
@@ -28,6 +28,7 @@ def snapshot(
     """What group "a" would take of ``replica``, as peer.cluster.group's figures make it."""
     return GroupSnapshot(
         ring=ring_figures(replica, "a", ["p1"], set(reported)),
+        members=member_figures(replica, None),
         log=LogFigures(replica.version, origin, tail),
         jobs=job_figures(replica),
         epochs=epoch_figures(coordinators or {}),
@@ -108,3 +109,15 @@ def test_epochs_come_from_the_coordinators_the_group_runs():
 
 def test_a_group_between_incarnations_serves_no_state():
     assert list(GroupCollector(lambda: None).collect()) == []
+
+
+def test_members_are_counted_by_status_and_every_status_is_shown():
+    replica = RING.evolve(leaving=pset({"b"}), left=pset({"x", "y"}), removed=pset({"y"}))
+    family = next(
+        f for f in GroupCollector(lambda: snapshot(replica)).collect() if f.name == "onyx_members"
+    )
+    counts = {sample.labels["status"]: sample.value for sample in family.samples}
+    assert counts == {
+        "joining": 0, "up": 1, "leaving": 1, "exiting": 0, "down": 1, "removed": 1
+    }  # fmt: skip
+    assert "onyx_members_unreachable" not in gauges(snapshot(replica))

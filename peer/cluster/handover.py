@@ -1,0 +1,82 @@
+"""A leaving member's hand-over: it keeps its work until every checkpointed job it takes part in
+has committed the epoch it was in when the leave began, so the work moves from a checkpoint that
+is as fresh as can be and the jobs replay as little as possible.
+
+Jobs that do not checkpoint, and jobs that end meanwhile, are not waited for; a job whose
+commit record cannot be read is not either (its peers move as they would on a down). A deadline
+bounds the whole wait: a job whose coordinator cannot commit must not keep the member forever.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from peer.log.replica import Replica
+from peer.log.store import LogStore, StoreError
+from peer.runtime.checkpoints import CheckpointError, Commits, Epoch
+
+log = logging.getLogger(__name__)
+
+READ_EVERY = 0.25
+"""Seconds between reads of the awaited jobs' commit records."""
+
+
+class HandOver:
+    def __init__(self, store: LogStore, awaited: dict[str, Epoch | None], deadline: float) -> None:
+        self.store, self.awaited, self.deadline = store, awaited, deadline
+        self.next_read = 0.0
+
+    @classmethod
+    def begin(
+        cls, store: LogStore, replica: Replica, peers: Iterable[str], deadline: float
+    ) -> HandOver:
+        """Wait for the jobs ``peers`` work on, from the epochs they have committed now."""
+        mine = set(peers)
+        jobs = sorted(
+            job
+            for job, tasks in replica.allocations.items()
+            if replica.jobs[job].barrier_period is not None
+            and any(mine & set(ps) for ps in tasks.values())
+        )
+        awaited = {}
+        for job in jobs:
+            try:
+                awaited[job] = _committed(store, job)
+            except (StoreError, CheckpointError) as e:
+                _unreadable(job, e)
+        return cls(store, awaited, deadline)
+
+    def done(self, replica: Replica, now: float) -> bool:
+        """Whether every awaited job has committed a newer epoch, ended, or run out of time."""
+        if now >= self.deadline:
+            if self.awaited:
+                log.warning("jobs %s did not commit an epoch in time; handing over anyway",
+                            ", ".join(sorted(self.awaited)))  # fmt: skip
+            return True
+        if now < self.next_read:
+            return False
+        self.next_read = now + READ_EVERY
+        for job, before in sorted(self.awaited.items()):
+            if job in replica.jobs and not self._committed_since(job, before):
+                continue
+            del self.awaited[job]
+        return not self.awaited
+
+    def _committed_since(self, job: str, before: Epoch | None) -> bool:
+        try:
+            now = _committed(self.store, job)
+        except (StoreError, CheckpointError) as e:
+            _unreadable(job, e)
+            return True
+        return now is not None and (before is None or now > before)
+
+
+def _committed(store: LogStore, job: str) -> Epoch | None:
+    """The job's committed epoch, None before its first."""
+    record, _ = Commits(store, job).read()
+    return None if record is None else record.committed
+
+
+def _unreadable(job: str, error: Exception) -> None:
+    log.warning("job %s: its commit record cannot be read (%s); not waiting for it", job, error)
