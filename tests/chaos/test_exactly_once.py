@@ -126,3 +126,35 @@ def pick(replica, job_id: str, victims: str, rng: random.Random) -> str:
         return replica.group_of(placements(replica, {})[job_id].coordinator)
     working = sorted({replica.group_of(p) for ps in allocation.values() for p in ps})
     return rng.choice(working)
+
+
+def test_a_member_leaving_gracefully_hands_over_and_changes_nothing_in_the_output(
+    reference, cluster, zookeeper, tenancy, tmp_path
+):
+    """`onyx leave` of a member working on the job: it keeps its work until the job commits
+    the epoch it was in (its allocation does not change on the leave, only on the exit), then
+    it exits cleanly, and the published output equals a failure-free run's."""
+    groups, _, store = cluster
+    write_events(tmp_path / "events.jsonl")
+    job_id = api.submit(store, job(tmp_path / "events.jsonl", tmp_path / "out"))
+    progressed(store, Commits(store, job_id), job_id)
+    current = api.replica(store)
+    leaving = pick(current, job_id, "random", random.Random(0))
+    process = next(g for g in groups if leaving in g.output())
+    steps: list[tuple[str, int | None]] = []
+
+    def record(t) -> None:
+        if t.diff is not None and t.kind.name in ("member-leave", "member-exit"):
+            steps.append((t.kind.name, t.new.allocation_versions.get(job_id)))
+
+    result = onyx("leave", "--zookeeper", zookeeper.address, "--tenancy", tenancy, leaving)
+    assert result.returncode == 0, result.stderr
+    api.follow(store, lambda r: leaving in r.removed, 120, each=record)
+    assert process.process.wait(60) == 0
+    assert "has handed its work over and exits" in process.output()
+    assert "did not commit an epoch in time" not in process.output()
+    assert [kind for kind, _ in steps] == ["member-leave", "member-exit"]
+    assert steps[0][1] == current.allocation_versions[job_id], "the leave moved nothing"
+    final = api.wait(store, job_id, 300)
+    assert final.state == "completed"
+    assert published(tmp_path / "out") == reference
