@@ -297,6 +297,21 @@ def cluster() -> dict[str, Any]:
             "Joins prepared or accepted but not yet finished.",
         ),
         panel(
+            "Members by status",
+            "short",
+            [(gauge("onyx_members", [INSTANCE], "max", ["status"]), "{{status}}")],
+            "Members (peer groups) the log has in each lifecycle status: joining, up, leaving and "
+            "exiting (a graceful leave under way), down and removed (gone for good).",
+        ),
+        panel(
+            "Members unreachable",
+            "short",
+            [(gauge("onyx_members_unreachable", [INSTANCE]), "{{instance}}")],
+            "Members each group holds unreachable now: heartbeats unanswered, not yet down. "
+            "Nothing moves while a member is unreachable; the leader downs it after the "
+            "auto-down time.",
+        ),
+        panel(
             "Aborted joins and deaths detected",
             "ops",
             [
