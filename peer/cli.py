@@ -100,7 +100,9 @@ def seed_nodes(value: str) -> list[str]:
     try:
         return list(parse_seed_nodes(value))
     except ValueError as e:
-        raise argparse.ArgumentTypeError(f"{value!r} is not HOST:PORT[,HOST:PORT...]: {e}") from None
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not HOST:PORT[,HOST:PORT...]: {e}"
+        ) from None
 
 
 def tenancy_name(value: str) -> str:

@@ -172,9 +172,9 @@ class MembershipService:
         sites = dict(welcome.sites)
         members = [m for m, r in welcome.gossip.members.items()
                    if r.status not in GONE and m != self.group]  # fmt: skip
-        log.info("group %s learned the cluster from seed node %s (member %s): %d members",
+        log.info("group %s learned the cluster from seed node %s (member %s): %d %s",
                  self.group, sites.get(welcome.sender, "at an unknown site"), welcome.sender,
-                 len(members))  # fmt: skip
+                 len(members), "member" if len(members) == 1 else "members")  # fmt: skip
 
     def _report(self, state: Gossip) -> None:
         if state is self.reported:  # states are values: the same one says the same

@@ -129,7 +129,7 @@ def _site(value: Any, field: str) -> str:
     try:
         return parse_site(text)
     except ValueError as e:
-        raise ValueError(f"membership message: {field} is not HOST:PORT: {str(e):.120}") from None
+        raise ValueError(f"membership message: {field} is not HOST:PORT: {e!s:.120}") from None
 
 
 def _status(value: Any) -> Status:
