@@ -35,6 +35,7 @@ from peer.log.store import StoreError, StoreUnreachable
 from peer.log.stores.zookeeper import TENANCY_PATTERN
 from peer.membership.agent import MembershipSettings
 from peer.membership.members import MemberError, lifecycle
+from peer.membership.seeds import parse_seed_nodes
 from peer.messaging.aeron import AeronTransport, TransportError, run_media_driver
 from peer.messaging.counters import serve_driver_metrics
 from peer.metrics import MetricsError
@@ -92,6 +93,16 @@ def zookeeper_address(value: str) -> str:
         if not match or not 0 < int(match.group(1)) < 65536:
             raise argparse.ArgumentTypeError(f"{value!r} is not HOST:PORT[,HOST:PORT...]")
     return value
+
+
+def seed_nodes(value: str) -> list[str]:
+    """HOST:PORT[,HOST:PORT...]: each a site of a running member."""
+    try:
+        return list(parse_seed_nodes(value))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not HOST:PORT[,HOST:PORT...]: {e}"
+        ) from None
 
 
 def tenancy_name(value: str) -> str:
@@ -299,6 +310,14 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
         default=membership.auto_down_unreachable_after,
         metavar="S",
         help="how long a member stays unreachable before the leader downs it and its work moves",
+    )
+    start.add_argument(
+        "--seed-nodes",
+        action="extend",
+        type=seed_nodes,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="sites of running members this group asks for the cluster as it starts; with "
+        "none, or none answering, it learns the members from ZooKeeper alone",
     )
     start.add_argument(
         "--code-cache",
@@ -561,6 +580,7 @@ def peer_start(args: argparse.Namespace) -> int:
                 heartbeat_interval=args.heartbeat_interval,
                 auto_down_unreachable_after=args.auto_down_unreachable_after,
             ),
+            seed_nodes=tuple(dict.fromkeys(args.seed_nodes)),
             code_cache=args.code_cache,
         ),
     )

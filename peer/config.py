@@ -98,6 +98,14 @@ def _is_list(action: argparse.Action) -> bool:
     return isinstance(action, argparse._AppendAction)
 
 
+def _joined(action: argparse.Action, values: list[Any]) -> list[Any]:
+    """An extend option's type reads each item as a list (``seed_nodes = ["a:1,b:2", "c:3"]``
+    or ``"a:1,b:2"``): its value is their concatenation, as on the command line."""
+    if isinstance(action, argparse._ExtendAction):
+        return [item for value in values for item in value]
+    return values
+
+
 def _is_flag(action: argparse.Action) -> bool:
     return action.nargs == 0
 
@@ -167,7 +175,7 @@ def from_env(action: argparse.Action, text: str) -> Any:
         return _flag(action, word in TRUE_WORDS)
     if _is_list(action):
         items = _toml_array(text, origin) if text.lstrip().startswith("[") else [text]
-        return [_checked(action, item, origin) for item in items]
+        return _joined(action, [_checked(action, item, origin) for item in items])
     return _checked(action, text, origin)
 
 
@@ -190,7 +198,7 @@ def from_file(action: argparse.Action, value: object, origin: str) -> Any:
         return _flag(action, value)
     if _is_list(action):
         items = value if isinstance(value, list) else [value]
-        return [_checked(action, _scalar(item, origin), origin) for item in items]
+        return _joined(action, [_checked(action, _scalar(item, origin), origin) for item in items])
     return _checked(action, _scalar(value, origin), origin)
 
 

@@ -12,7 +12,14 @@ group) sends those and writes the downs to the log. What it does, as in Akka Clu
   version) it sends its state's status to one member, biased to those that have not seen it,
   and push-pull decides whether a whole state travels, and which way;
 - the leader downs a member that has been unreachable for ``auto_down_unreachable_after``,
-  and removes exiting members once every member has seen them exiting.
+  and removes exiting members once every member has seen them exiting;
+- a new member given seed nodes asks them for the cluster (peer.membership.seeds): a seed
+  answers a join request with a welcome, its state and the sites of the members it names, and
+  the new member merges the state as gossip and takes the sites it has none for yet, so its
+  heartbeats and gossip start before its replica knows the others.
+
+Where each member listens (its site) comes from the log through ``sync``; sites learned from a
+join request or a welcome fill in for members the log has no site for yet.
 
 A member whose own loop has stalled (``polled`` not called for longer than the acceptable
 heartbeat pause) judges nobody until it runs again: the silence it would see is its own.
@@ -21,7 +28,7 @@ heartbeat pause) judges nobody until it runs again: the silence it would see is 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from peer.membership.downing import AutoDown
@@ -92,7 +99,27 @@ class State:
     gossip: Gossip
 
 
-MembershipMessage = HeartbeatRequest | HeartbeatReply | GossipStatus | StateRequest | State
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    """A new member's first word to a seed node: who it is and where to answer it."""
+
+    sender: str
+    site: str
+
+
+@dataclass(frozen=True, slots=True)
+class Welcome:
+    """A seed's answer to a join request: its state, and (member, site) for the members that
+    state names and the seed knows a site for, itself included."""
+
+    sender: str
+    gossip: Gossip
+    sites: tuple[tuple[str, str], ...]
+
+
+MembershipMessage = (
+    HeartbeatRequest | HeartbeatReply | GossipStatus | StateRequest | State | JoinRequest | Welcome
+)
 
 
 @dataclass(frozen=True)
@@ -106,8 +133,10 @@ class Outbox:
 
 
 class MembershipAgent:
-    def __init__(self, me: str, settings: MembershipSettings | None = None) -> None:
-        self.me = me
+    def __init__(
+        self, me: str, settings: MembershipSettings | None = None, site: str | None = None
+    ) -> None:
+        self.me, self.site = me, site
         self.settings = settings or MembershipSettings()
         self.gossip = Gossip().with_member_status(me, me, Status.UP)
         self.monitor = HeartbeatMonitor(me, self.settings.phi, self.settings.monitors)
@@ -117,11 +146,16 @@ class MembershipAgent:
         self.removed: set[str] = set()
         self.next_heartbeat = self.next_gossip = float("-inf")
         self.last_poll: float | None = None
+        self.logged_sites: Mapping[str, str] = {}
+        self.learned_sites: dict[str, str] = {}
+        self.sites: Mapping[str, str] = {}
+        """Where each member listens: the log's sites, and the learned ones it lacks."""
 
-    def sync(self, statuses: Mapping[str, Status]) -> None:
+    def sync(self, statuses: Mapping[str, Status], sites: Mapping[str, str] | None = None) -> None:
         """The members' statuses as the log has them (a member the log has not told of yet,
         known through gossip, is left as it is; one that left and was never known is not
-        added: gossip has nothing to tell of it)."""
+        added: gossip has nothing to tell of it), and where they listen. A learned site is kept
+        while the log has none for its member and gossip holds that member alive."""
         state = self.gossip
         for member, status in sorted(statuses.items()):
             if status in GONE and member not in state.members:
@@ -129,6 +163,13 @@ class MembershipAgent:
             state = state.with_member_status(self.me, member, status)
         self.gossip = state
         self.monitor = self.monitor.for_members(self._alive())
+        if sites is not None:
+            alive = set(self._alive())
+            self.logged_sites = dict(sites)
+            self.learned_sites = {
+                m: s for m, s in self.learned_sites.items() if m in alive and m not in sites
+            }
+            self.sites = {**self.learned_sites, **self.logged_sites}
 
     def polled(self, now: float) -> None:
         """The caller's loop has just taken in what arrived: after a stall, the detectors
@@ -166,6 +207,12 @@ class MembershipAgent:
             case StateRequest(sender):
                 return Outbox(((sender, State(self.me, self.gossip)),))
             case State(sender, theirs):
+                return self._take(sender, theirs)
+            case JoinRequest(sender, site):
+                self._learn(((sender, site),))
+                return Outbox(((sender, self._welcome()),))
+            case Welcome(sender, theirs, sites):
+                self._learn(sites)
                 return self._take(sender, theirs)
         return Outbox()
 
@@ -209,6 +256,19 @@ class MembershipAgent:
         if self.gossip.version == theirs.version and self.gossip.seen == theirs.seen:
             return Outbox()
         return Outbox(((sender, State(self.me, self.gossip)),))
+
+    def _welcome(self) -> Welcome:
+        """This member's state, with the sites of the members alive in it."""
+        known = {**self.sites, **({self.me: self.site} if self.site else {})}
+        sites = tuple((m, known[m]) for m in self._alive() if m in known)
+        return Welcome(self.me, self.gossip, sites)
+
+    def _learn(self, sites: Iterable[tuple[str, str]]) -> None:
+        """Take the sites of members this one has no site for yet."""
+        new = {m: s for m, s in sites if m != self.me and m not in self.sites}
+        if new:
+            self.learned_sites.update(new)
+            self.sites = {**self.learned_sites, **self.logged_sites}
 
     def _alive(self) -> list[str]:
         return sorted(m for m, r in self.gossip.members.items() if r.status not in GONE)

@@ -8,6 +8,10 @@ membership frames it reads, tells the agent when it has polled (so a stall of it
 blamed on the others) and writes the downs and removals the agent decides. Both sides meet
 under one lock. A frame whose body is not a membership message is dropped with a warning: it
 cannot hurt the group. What the agent holds unreachable is logged as it changes, for the operator.
+
+Given seed nodes, the thread also sends them join requests as it starts (peer.membership.seeds),
+and logs which seed welcomed the group, or, at the deadline, each seed that never answered; the
+group learns the cluster from the log either way.
 """
 
 from __future__ import annotations
@@ -16,13 +20,20 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from peer.log.replica import Replica
-from peer.membership.agent import MembershipAgent, MembershipMessage, MembershipSettings
-from peer.membership.gossip import Gossip
+from peer.membership.agent import (
+    JoinRequest,
+    MembershipAgent,
+    MembershipMessage,
+    MembershipSettings,
+    Welcome,
+)
+from peer.membership.gossip import GONE, Gossip
 from peer.membership.members import lifecycle
+from peer.membership.seeds import SeedContact
 from peer.membership.wire import from_wire, to_wire
 from peer.messaging import messages
 from peer.messaging.frame import FrameError
@@ -41,6 +52,10 @@ class Decisions(NamedTuple):
     removals: tuple[str, ...]
 
 
+Send = tuple[str | None, str, MembershipMessage]
+"""(site, whom, message): a message and where it goes, the site looked up as it was decided."""
+
+
 class MembershipService:
     def __init__(
         self,
@@ -48,12 +63,20 @@ class MembershipService:
         settings: MembershipSettings,
         offer: Callable[[str, bytes], object],
         max_frame: int,
+        *,
+        site: str | None = None,
+        seeds: Sequence[str] = (),
+        forget: Callable[[str], object] = lambda _: None,
     ) -> None:
-        self.group, self.offer, self.max_frame = group, offer, max_frame
-        self.agent = MembershipAgent(group, settings)
+        """``site`` is where this group listens, ``forget`` closes what ``offer`` opened to a
+        site; seeds need a site to be answered at."""
+        self.group, self.offer, self.max_frame, self.forget = group, offer, max_frame, forget
+        self.site = site
+        self.agent = MembershipAgent(group, settings, site)
+        asked = tuple(s for s in seeds if s != site) if site else ()
+        self.seeds = SeedContact(asked, retry=settings.heartbeat_interval)
         self.lock = threading.Lock()
-        self.sites: dict[str, str] = {}
-        self.outgoing: deque[tuple[str, MembershipMessage]] = deque()
+        self.outgoing: deque[Send] = deque()
         self.downs: list[str] = []
         self.removals: list[str] = []
         self.unreachable: frozenset[str] = frozenset()
@@ -69,8 +92,7 @@ class MembershipService:
     def sync(self, replica: Replica) -> None:
         """The members the log has now, and where each listens."""
         with self.lock:
-            self.sites = dict(replica.sites)
-            self.agent.sync(lifecycle(replica))
+            self.agent.sync(lifecycle(replica), replica.sites)
 
     def polled(self) -> None:
         with self.lock:
@@ -84,8 +106,11 @@ class MembershipService:
             log.warning("group %s dropped a membership frame: %s", self.group, e)
             return
         with self.lock:
-            sends = self.agent.receive(message, time.monotonic()).sends
+            sends = self._addressed(self.agent.receive(message, time.monotonic()).sends)
             self.outgoing.extend(sends)
+            first = isinstance(message, Welcome) and self.seeds.answered()
+        if first:
+            self._welcomed(message)
         if sends:
             self.wake.set()
 
@@ -109,16 +134,47 @@ class MembershipService:
             self.wake.wait(TICK)
             self.wake.clear()
             with self.lock:
-                outbox = self.agent.tick(time.monotonic())
-                sends = [*self.outgoing, *outbox.sends]
+                now = time.monotonic()
+                outbox = self.agent.tick(now)
+                sends = [*self.outgoing, *self._addressed(outbox.sends)]
                 self.outgoing.clear()
                 self.downs += outbox.downs
                 self.removals += outbox.removals
-                sites = self.sites
                 state = self.agent.gossip
-            for member, message in sends:
-                self._send(sites.get(member), member, message)
+                sends += self._join_requests(now)
+                silent = self.seeds.silent(now)
+                members = set(self.agent.sites.values())
+            for site, whom, message in sends:
+                self._send(site, whom, message)
+            self._give_up(silent, members)
             self._report(state)
+
+    def _give_up(self, silent: Sequence[str], members: set[str]) -> None:
+        """Report each seed that never answered, and close what was opened to it unless a
+        member listens there."""
+        for seed in silent:
+            log.warning("group %s: seed node %s did not answer; learning the cluster "
+                        "from ZooKeeper", self.group, seed)  # fmt: skip
+            if seed not in members:
+                self.forget(seed)
+
+    def _addressed(self, sends: Sequence[tuple[str, MembershipMessage]]) -> list[Send]:
+        """The agent's sends with their sites: a welcome's site is a joiner's that is only
+        kept until the log's next change."""
+        return [(self.agent.sites.get(m), f"member {m}", message) for m, message in sends]
+
+    def _join_requests(self, now: float) -> list[Send]:
+        """Seeds are only asked with a site to answer at."""
+        due = self.seeds.due(now)
+        return [(s, f"seed node {s}", JoinRequest(self.group, self.site or "")) for s in due]
+
+    def _welcomed(self, welcome: Welcome) -> None:
+        sites = dict(welcome.sites)
+        members = [m for m, r in welcome.gossip.members.items()
+                   if r.status not in GONE and m != self.group]  # fmt: skip
+        log.info("group %s learned the cluster from seed node %s (member %s): %d %s",
+                 self.group, sites.get(welcome.sender, "at an unknown site"), welcome.sender,
+                 len(members), "member" if len(members) == 1 else "members")  # fmt: skip
 
     def _report(self, state: Gossip) -> None:
         if state is self.reported:  # states are values: the same one says the same
@@ -131,9 +187,9 @@ class MembershipService:
             log.info("group %s: member %s is reachable again", self.group, member)
         self.unreachable = unreachable
 
-    def _send(self, site: str | None, member: str, message: MembershipMessage) -> None:
+    def _send(self, site: str | None, whom: str, message: MembershipMessage) -> None:
         """One message; a member without a site yet, or a refused offer, loses it, which the
-        next heartbeat or gossip round makes good."""
+        next heartbeat or gossip round (or join request) makes good."""
         if site is None:
             return
         try:
@@ -142,5 +198,5 @@ class MembershipService:
                 raise FrameError(f"{sum(map(len, frames)):,} bytes do not fit one frame")
             self.offer(site, frames[0])
         except Exception as e:  # the thread must outlive any one message
-            log.warning("group %s: a %s for member %s was not sent: %s",
-                        self.group, type(message).__name__, member, e)  # fmt: skip
+            log.warning("group %s: a %s for %s was not sent: %s",
+                        self.group, type(message).__name__, whom, e)  # fmt: skip

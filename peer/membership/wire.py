@@ -3,7 +3,9 @@
 A frame's body holds only lists, strings, integers and booleans (peer.messaging.codec writes
 them), so each message becomes a list whose first item names its kind. Frames come from other
 processes: reading one checks every field and refuses what does not fit with a ValueError that
-names the field, so a bad frame is dropped and never reaches the agent.
+names the field, so a bad frame is dropped and never reaches the agent. A site must be HOST:PORT,
+and a welcome may name sites only for members its own state names, each once: what it holds is
+bounded by the state it carries.
 """
 
 from __future__ import annotations
@@ -15,13 +17,16 @@ from pyrsistent import pmap
 from peer.membership.agent import (
     HeartbeatReply,
     HeartbeatRequest,
+    JoinRequest,
     MembershipMessage,
     State,
     StateRequest,
+    Welcome,
 )
 from peer.membership.gossip import Gossip, Member, Status
 from peer.membership.pushpull import GossipStatus
 from peer.membership.reachability import Observation, Reachability
+from peer.membership.seeds import parse_site
 from peer.membership.vclock import VectorClock
 
 _SIMPLE = {"heartbeat": HeartbeatRequest, "heartbeat-reply": HeartbeatReply,
@@ -36,6 +41,10 @@ def to_wire(message: MembershipMessage) -> list[Any]:
             return ["status", sender, _clock(version), digest]
         case State(sender, gossip):
             return ["state", sender, _gossip(gossip)]
+        case JoinRequest(sender, site):
+            return ["join", sender, site]
+        case Welcome(sender, gossip, sites):
+            return ["welcome", sender, _gossip(gossip), [[m, s] for m, s in sites]]
         case _:
             return [_NAMES[type(message)], message.sender]
 
@@ -50,6 +59,11 @@ def from_wire(body: Any) -> MembershipMessage:
         return GossipStatus(sender, _read_clock(items[2]), _str(items[3], "digest"))
     if kind == "state" and len(items) == 3:
         return State(sender, _read_gossip(items[2]))
+    if kind == "join" and len(items) == 3:
+        return JoinRequest(sender, _site(items[2], "site"))
+    if kind == "welcome" and len(items) == 4:
+        gossip = _read_gossip(items[2])
+        return Welcome(sender, gossip, _read_sites(items[3], gossip))
     raise ValueError(f"membership message: kind {kind!r} with {len(items)} items is none")
 
 
@@ -95,6 +109,27 @@ def _read_gossip(body: Any) -> Gossip:
         version=_read_clock(version),
         seen=frozenset(_str(s, "seen") for s in _list(seen, "seen")),
     )
+
+
+def _read_sites(body: Any, state: Gossip) -> tuple[tuple[str, str], ...]:
+    """(member, site) pairs, for members of ``state`` alone and each once."""
+    sites: dict[str, str] = {}
+    for item in _list(body, "sites"):
+        member, site = _list(item, "site entry", least=2, most=2)
+        if _str(member, "site member") not in state.members:
+            raise ValueError(f"membership message: site member {member!r:.60} is not in the state")
+        if member in sites:
+            raise ValueError(f"membership message: site member {member!r:.60} comes twice")
+        sites[member] = _site(site, "site")
+    return tuple(sites.items())
+
+
+def _site(value: Any, field: str) -> str:
+    text = _str(value, field)
+    try:
+        return parse_site(text)
+    except ValueError as e:
+        raise ValueError(f"membership message: {field} is not HOST:PORT: {e!s:.120}") from None
 
 
 def _status(value: Any) -> Status:

@@ -97,13 +97,17 @@ class Transport(Protocol):
     def forget(self, address: str) -> None: ...
 
     def beacon(self) -> Any:
-        """An ``offer(address, frame)`` and a ``max_frame`` for the membership thread."""
+        """An ``offer(address, frame)``, a ``forget(address)`` and a ``max_frame`` for the
+        membership thread."""
 
 
 @dataclass(frozen=True)
 class DataPlaneConfig:
     membership: MembershipSettings = field(default_factory=MembershipSettings)
     """How this group watches the others and gossips what it sees (peer.membership.agent)."""
+    seed_nodes: tuple[str, ...] = ()
+    """Sites of running members this group asks for the cluster as it starts, besides reading
+    the log (peer.membership.seeds)."""
     max_queued: int = 64
     """Frames queued for one destination before this group's runners stop producing."""
     code_cache: Path = field(default_factory=lambda: Path("~/.onyx/code").expanduser())
@@ -146,8 +150,9 @@ class DataPlane:
         if transport is not None:
             beacon = transport.beacon()
             self.membership = MembershipService(
-                group, self.config.membership, beacon.offer, beacon.max_frame
-            )
+                group, self.config.membership, beacon.offer, beacon.max_frame,
+                site=transport.address, seeds=self.config.seed_nodes, forget=beacon.forget,
+            )  # fmt: skip
             self.membership.start()
 
     # -- following the log ----------------------------------------------------------------------

@@ -147,6 +147,11 @@ def test_config_show_of_every_command():
         ("[peer.start]\nvpeers = 0\n", 2, ["peer.start.vpeers", "at least 1"]),
         ("tenancy = 'a/b'\n", 2, ["tenancy", "'a/b'"]),
         ("bind = [1]\n", 2, ["bind", "not a string or a number"]),
+        (
+            '[peer.start]\nseed_nodes = ["h:1", "h:99999"]\n',
+            2,
+            ["peer.start.seed_nodes", "'h:99999'", "not a port"],
+        ),
     ],
 )
 def test_a_bad_config_file(tmp_path, toml, code, words):

@@ -99,6 +99,21 @@ def test_a_list_on_the_command_line_replaces_the_environment_s():
     assert parse(["run"], {"ONYX_SPARK_CONF": "only=one"}).spark_conf == ["only=one"]
 
 
+@pytest.mark.parametrize(
+    ("environ", "toml"),
+    [({}, 'seed_nodes = ["a:1, b:2", "c:3"]\n'), ({}, '[peer.start]\nseed_nodes = "a:1,b:2,c:3"\n'),
+     ({"ONYX_SEED_NODES": "a:1,b:2,c:3"}, ""), ({"ONYX_SEED_NODES": '["a:1,b:2", "c:3"]'}, "")],
+)  # fmt: skip
+def test_seed_nodes_are_one_list_from_a_file_array_a_comma_string_or_the_environment(
+    tmp_path, environ, toml
+):
+    args = parse(["peer", "start", *CLUSTER], environ, toml, tmp_path)
+    assert args.seed_nodes == ["a:1", "b:2", "c:3"]
+    argv = ["peer", "start", *CLUSTER, "--seed-nodes", "d:4,e:5", "--seed-nodes", "f:6"]
+    assert parse(argv, environ, toml, tmp_path).seed_nodes == ["d:4", "e:5", "f:6"]
+    assert parse(["peer", "start", *CLUSTER]).seed_nodes == []
+
+
 @pytest.mark.parametrize(("word", "value"), [("yes", True), ("1", True), ("false", False)])
 def test_a_flag_from_the_environment(word, value):
     assert parse(["replica", *CLUSTER], {"ONYX_JSON": word}).json is value
@@ -134,6 +149,7 @@ def test_config_on_the_command_line_over_onyx_config(tmp_path):
         ({"ONYX_LOG_LEVEL": "loud"}, ["ONYX_LOG_LEVEL", "'loud'", "debug"]),
         ({"ONYX_SPARK_CONF": '["a=1", 2]'}, ["ONYX_SPARK_CONF", "array of strings"]),
         ({"ONYX_SPARK_CONF": "novalue"}, ["ONYX_SPARK_CONF", "KEY=VALUE"]),
+        ({"ONYX_SEED_NODES": "a:1,b"}, ["ONYX_SEED_NODES", "'a:1,b'", "'b' has no port"]),
     ],
 )
 def test_a_bad_environment_value_names_its_variable(capsys, environ, words):
@@ -162,6 +178,8 @@ def test_a_bad_flag(capsys, tmp_path):
         ("[peer.strat]\nvpeers = 3\n", ["unknown key 'peer.strat'"]),
         ("[replica]\nvpeers = 3\n", ["unknown key 'replica.vpeers'", "`onyx replica`"]),
         ("vpeers = [\n", ["is not TOML"]),
+        ('seed_nodes = ["a:1", "b:0"]\n', ["seed_nodes", "'b:0'", "not a port"]),
+        ('[peer.start]\nseed_nodes = ":1"\n', ["peer.start.seed_nodes", "':1' has no host"]),
     ],
 )
 def test_a_bad_file_value_names_the_file_and_the_key(capsys, tmp_path, toml, words):

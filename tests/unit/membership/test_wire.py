@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from peer.membership.agent import HeartbeatReply, HeartbeatRequest, State, StateRequest
+from peer.membership.agent import (
+    HeartbeatReply,
+    HeartbeatRequest,
+    JoinRequest,
+    State,
+    StateRequest,
+    Welcome,
+)
 from peer.membership.gossip import Gossip, Status
 from peer.membership.pushpull import GossipStatus
 from peer.membership.wire import from_wire, to_wire
@@ -47,7 +54,8 @@ def test_every_message_comes_back_as_it_was_sent(ops, sender):
     state = built(ops)
     messages = [
         HeartbeatRequest(sender), HeartbeatReply(sender), StateRequest(sender),
-        GossipStatus.of(sender, state), State(sender, state),
+        GossipStatus.of(sender, state), State(sender, state), JoinRequest(sender, "10.0.0.1:9"),
+        Welcome(sender, state, tuple((m, f"{m}.example:7") for m in sorted(state.members))),
     ]  # fmt: skip
     for message in messages:
         assert from_wire(through_a_frame(to_wire(message))) == message
@@ -66,6 +74,25 @@ def test_every_message_comes_back_as_it_was_sent(ops, sender):
         (["state", "a", [[], [], [["a", "b", "no", 1]], []]], "reachable 'no' is not a boolean"),
         (["state", "a", [[], [], [], [3]]], "seen 3 is not a string"),
         (["state", "a", [[], [], []]], "state"),
+        (["join", "a"], "kind 'join' with 2 items is none"),
+        (["join", "a", 9], "site 9 is not a string"),
+        (["join", "a", "nowhere"], "site is not HOST:PORT: 'nowhere' has no port"),
+        (["join", "a", "h:99999"], "site is not HOST:PORT"),
+        (["welcome", "a", [[], [["a", "up"]], [], []]], "kind 'welcome' with 3 items is none"),
+        (["welcome", "a", [[], [["a", "up"]], [], []], "x"], "sites 'x' is not a list"),
+        (["welcome", "a", [[], [["a", "up"]], [], []], [["a"]]], "site entry ['a'] is not"),
+        (
+            ["welcome", "a", [[], [["a", "up"]], [], []], [["b", "h:1"]]],
+            "site member 'b' is not in the state",
+        ),
+        (
+            ["welcome", "a", [[], [["a", "up"]], [], []], [["a", "h:1"], ["a", "h:2"]]],
+            "site member 'a' comes twice",
+        ),
+        (
+            ["welcome", "a", [[], [["a", "up"]], [], []], [["a", ":1"]]],
+            "site is not HOST:PORT: ':1' has no host",
+        ),
     ],
 )
 def test_a_bad_body_is_refused_naming_the_field(body, words):
