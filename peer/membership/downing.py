@@ -6,6 +6,13 @@ unreachability as it has seen them: long enough that a member paused by a long c
 busy disk comes back first, short enough that work on a dead member does not wait for
 ZooKeeper's session timeout. Every member keeps the clocks, so a member that becomes the leader
 (the old one was the one unreachable) goes on from what it saw rather than starting over.
+
+Only the majority side downs. In a partition each side holds the other unreachable and each has
+a leader of its own; were both to down the other, the minority's downs (written once its link to
+ZooKeeper comes back) would restart the majority. So a leader downs only while the members it
+can reach, itself included, are more than half of those taking part, or exactly half and the
+lowest id among them. The price: in a cluster of two, the death of the lower member is left to
+its ZooKeeper session expiring, and so is the death of half a cluster at once.
 """
 
 from __future__ import annotations
@@ -37,6 +44,16 @@ class AutoDown:
     def due(self, state: Gossip, me: str, now: float) -> tuple[str, ...]:
         """The members ``me`` downs now: none unless it leads ``state``, else those unreachable
         for ``after`` seconds or more."""
-        if self.after is None or state.leader() != me:
+        if self.after is None or state.leader() != me or not majority(state):
             return ()
         return tuple(m for m, since in self.since.items() if now - since >= self.after)
+
+
+def majority(state: Gossip) -> bool:
+    """Whether the members not held unreachable in ``state`` are the side that may down the
+    others: more than half of those taking part, or half with the lowest id among them."""
+    taking_part = sorted(state.awaited())
+    reachable = [m for m in taking_part if m not in state.unreachable_members()]
+    if 2 * len(reachable) != len(taking_part):
+        return 2 * len(reachable) > len(taking_part)
+    return bool(reachable) and reachable[0] == taking_part[0]

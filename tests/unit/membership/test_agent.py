@@ -41,6 +41,8 @@ class Cluster:
     """(leader, downed) as the downs happened."""
     removals: list[tuple[str, str]] = field(default_factory=list)
     """(leader, removed) as the removals happened."""
+    sides: list[set[str]] = field(default_factory=list)
+    """A partition: messages between two different sides are lost."""
     queue: list = field(default_factory=list)
     order: itertools.count = field(default_factory=itertools.count)
 
@@ -60,7 +62,7 @@ class Cluster:
             while self.queue and self.queue[0][0] <= self.now:
                 item = heapq.heappop(self.queue)
                 to, message = item[2], item[3]
-                if to in self.killed:
+                if to in self.killed or self.apart(message.sender, to):
                     continue
                 if to in self.paused or to in self.stalled:
                     held.append(item)
@@ -77,6 +79,12 @@ class Cluster:
                 self.send(outbox.sends)
                 self.downs += [(member, downed) for downed in outbox.downs]
                 self.removals += [(member, removed) for removed in outbox.removals]
+
+    def cut(self, *sides: set[str]) -> None:
+        self.sides = list(sides)
+
+    def apart(self, a: str, b: str) -> bool:
+        return any((a in side) != (b in side) for side in self.sides)
 
     def tell(self, statuses: dict[str, Status]) -> None:
         """What the log says, read by every member running."""
@@ -166,11 +174,31 @@ def test_whoever_is_killed_the_survivors_agree_and_one_down_is_written(n, data):
     cluster.run(cluster.settings.auto_down_unreachable_after + 4)
     survivors = [m for m in ids if m != victim]
     leader = survivors[0]
+    if n == 2 and victim == ids[0]:  # half the cluster without its lowest id: not a majority
+        assert cluster.downs == []
+        return
     assert cluster.downs == [(leader, victim)]
     for member in survivors:
         state = cluster.agents[member].gossip
         assert state.members[victim].status is Status.DOWN
         assert state.leader() == leader
+
+
+def test_a_partitioned_minority_downs_nobody_and_the_majority_downs_it():
+    cluster = Cluster(IDS)
+    cluster.run(2)
+    cluster.cut({"g0", "g1"}, {"g2", "g3", "g4"})
+    cluster.run(cluster.settings.auto_down_unreachable_after + 4)
+    assert sorted(cluster.downs) == [("g2", "g0"), ("g2", "g1")]
+
+
+def test_an_even_split_is_downed_by_the_half_with_the_lowest_id():
+    ids = IDS[:4]
+    cluster = Cluster(ids)
+    cluster.run(2)
+    cluster.cut({"g0", "g3"}, {"g1", "g2"})
+    cluster.run(cluster.settings.auto_down_unreachable_after + 4)
+    assert sorted(cluster.downs) == [("g0", "g1"), ("g0", "g2")]
 
 
 def test_an_exiting_member_is_removed_once_by_the_leader_once_everyone_has_seen_it():
