@@ -43,21 +43,28 @@ def write_lines(path: Path, count: int) -> collections.Counter[str]:
     return expected
 
 
-def wordcount_job(tmp_path: Path, lines: int, split: str = "examples.wordcount.words:split",
-                  exactly_once: bool = False, **settings: Any):  # fmt: skip
-    """The example word count on known lines, with job-level ``settings``; with
-    ``exactly_once`` its counts go to the exactly-once sink (see ``published``) instead of the
-    appending one."""
+def wordcount_job(tmp_path: Path, lines: int, split: str = "examples.wordcount.words:split"):
     expected = write_lines(tmp_path / "lines.jsonl", lines)
     job = yaml.safe_load((REPO / "examples/wordcount/job.yaml").read_text())
     job["catalog"][0]["params"]["path"] = str(tmp_path / "lines.jsonl")
     job["catalog"][1]["fn"] = split
     job["catalog"][3]["params"]["path"] = str(tmp_path / "out" / "counts.jsonl")
-    if exactly_once:
-        job["catalog"][3]["plugin"] = "peer.plugins.jsonl:exactly_once_output"
-        job["catalog"][3]["params"] = {"path": str(tmp_path / "out" / "published")}
-    job.update(settings)
     path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    return path, expected
+
+
+def paced_job(tmp_path: Path, lines: int) -> tuple[Path, collections.Counter[str]]:
+    """The word count, paced, checkpointed every BARRIER_PERIOD s, into the exactly-once sink
+    (see ``published``). Its input sends small batches: a barrier travels behind the data in
+    flight, and with the default batches all of it would be, so only the last epoch would
+    commit; with small ones epochs commit all through the run."""
+    path, expected = wordcount_job(tmp_path, lines, "tests.integration.pacing:split_slowly")
+    job = yaml.safe_load(path.read_text())
+    job["barrier_period"] = BARRIER_PERIOD
+    job["catalog"][0]["batch_size"] = 10
+    job["catalog"][3]["plugin"] = "peer.plugins.jsonl:exactly_once_output"
+    job["catalog"][3]["params"] = {"path": str(tmp_path / "out" / "published")}
     path.write_text(yaml.safe_dump(job))
     return path, expected
 
@@ -118,8 +125,8 @@ def test_word_count_over_two_processes_gives_exact_counts(start_peer, zookeeper,
 
 @dataclass
 class MidJob:
-    """A slow, checkpointed word count into the exactly-once sink, running on three groups, and
-    the group that holds its counter."""
+    """A paced word count (``paced_job``) running on three groups, and the group that holds its
+    counter."""
 
     store: Any
     job_id: str
@@ -132,13 +139,12 @@ class MidJob:
 
 @pytest.fixture
 def mid_job(start_peer, zookeeper, tenancy, tmp_path, monkeypatch):
-    def start(**options: Any) -> MidJob:
+    def start(lines: int = 3_000, **options: Any) -> MidJob:
         marker = tmp_path / "started"
         monkeypatch.setenv("ONYX_TEST_STARTED", str(marker))
         processes = [start_peer(vpeers=2, **options) for _ in range(3)]
         await_peers(zookeeper, tenancy, 6)
-        job, expected = wordcount_job(tmp_path, 3_000, "tests.integration.pacing:split_slowly",
-                                      exactly_once=True, barrier_period=BARRIER_PERIOD)  # fmt: skip
+        job, expected = paced_job(tmp_path, lines)
         store = stores.enter_context(closing(api.connect(zookeeper.address, tenancy)))
         job_id = api.submit(store, job)
         wait_for(marker.exists, 60, "the job to start splitting")
@@ -267,7 +273,7 @@ def test_a_group_paused_for_less_than_the_auto_down_time_is_unreachable_not_down
     reallocated: the job keeps its one allocation version from submission to completion, its
     committed epochs go on rising from the last one before the stop, and the sink publishes
     every count once."""
-    run = mid_job(session_timeout=60.0, extra=["--auto-down-unreachable-after", "60"])
+    run = mid_job(6_000, session_timeout=60.0, extra=["--auto-down-unreachable-after", "60"])
     version = run.before.allocation_versions[run.job_id]
     before = wait_for(lambda: api.last_committed(run.store, run.job_id), 60, "a committed epoch")
     assert pause(run) == "running"
