@@ -8,6 +8,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from contextlib import ExitStack, closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,11 +18,17 @@ import pytest
 import yaml
 
 from peer import api
+from peer.log.entry import Transition
 from peer.log.replica import Replica
+from peer.runtime.checkpoints import Epoch
 from tests.support import REPO, PeerProcess, assert_one_line_error, onyx, wait_for
 
 pytestmark = pytest.mark.integration
 
+BARRIER_PERIOD = 0.25
+"""Seconds between the mid-job word count's checkpoints: several epochs commit in its run."""
+PAUSE = 2.0
+"""Seconds a group is stopped for, well under the auto-down time: a long GC, say."""
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
 
 
@@ -47,6 +54,21 @@ def wordcount_job(tmp_path: Path, lines: int, split: str = "examples.wordcount.w
     return path, expected
 
 
+def paced_job(tmp_path: Path, lines: int) -> tuple[Path, collections.Counter[str]]:
+    """The word count, paced, checkpointed every BARRIER_PERIOD s, into the exactly-once sink
+    (see ``published``). Its input sends small batches: a barrier travels behind the data in
+    flight, and with the default batches all of it would be, so only the last epoch would
+    commit; with small ones epochs commit all through the run."""
+    path, expected = wordcount_job(tmp_path, lines, "tests.integration.pacing:split_slowly")
+    job = yaml.safe_load(path.read_text())
+    job["barrier_period"] = BARRIER_PERIOD
+    job["catalog"][0]["batch_size"] = 10
+    job["catalog"][3]["plugin"] = "peer.plugins.jsonl:exactly_once_output"
+    job["catalog"][3]["params"] = {"path": str(tmp_path / "out" / "published")}
+    path.write_text(yaml.safe_dump(job))
+    return path, expected
+
+
 def counts(path: Path) -> dict[str, int]:
     """The last count written for each word: a restarted job may have written earlier ones."""
     result = {}
@@ -54,6 +76,15 @@ def counts(path: Path) -> dict[str, int]:
         doc = json.loads(line)
         result[doc["word"]] = doc["count"]
     return result
+
+
+def published(tmp_path: Path) -> list[tuple[str, int]]:
+    """Every count the exactly-once sink published, in word order: a word published twice, by
+    an epoch replayed after a failure, shows up twice, so this must equal the expected counts'
+    items exactly."""
+    out = tmp_path / "out" / "published"
+    docs = [json.loads(line) for f in out.glob("*.jsonl") for line in f.read_text().splitlines()]
+    return sorted((doc["word"], doc["count"]) for doc in docs)
 
 
 def cluster_args(zookeeper, tenancy) -> list[str]:
@@ -94,7 +125,8 @@ def test_word_count_over_two_processes_gives_exact_counts(start_peer, zookeeper,
 
 @dataclass
 class MidJob:
-    """A slow word count running on three groups, and the group that holds its counter."""
+    """A paced word count (``paced_job``) running on three groups, and the group that holds its
+    counter."""
 
     store: Any
     job_id: str
@@ -107,12 +139,12 @@ class MidJob:
 
 @pytest.fixture
 def mid_job(start_peer, zookeeper, tenancy, tmp_path, monkeypatch):
-    def start(**options: Any) -> MidJob:
+    def start(lines: int = 3_000, **options: Any) -> MidJob:
         marker = tmp_path / "started"
         monkeypatch.setenv("ONYX_TEST_STARTED", str(marker))
         processes = [start_peer(vpeers=2, **options) for _ in range(3)]
         await_peers(zookeeper, tenancy, 6)
-        job, expected = wordcount_job(tmp_path, 3_000, "tests.integration.pacing:split_slowly")
+        job, expected = paced_job(tmp_path, lines)
         store = stores.enter_context(closing(api.connect(zookeeper.address, tenancy)))
         job_id = api.submit(store, job)
         wait_for(marker.exists, 60, "the job to start splitting")
@@ -126,14 +158,27 @@ def mid_job(start_peer, zookeeper, tenancy, tmp_path, monkeypatch):
         yield start
 
 
-def test_a_group_killed_mid_job_leaves_its_tasks_to_the_survivors(mid_job, tmp_path):
-    run = mid_job()
+def test_a_group_killed_mid_job_is_downed_by_the_leader_and_its_tasks_move(mid_job, tmp_path):
+    """Its ZooKeeper session outlives the test, so only the membership's heartbeats can notice
+    the kill: the others mark it unreachable, the leader (the first of them by id) downs it
+    once the shipped auto-down time has passed, the job's next allocation leaves its peers out,
+    and the sink publishes every count once."""
+    run = mid_job(session_timeout=60.0)
+    peers = set(run.before.group_peers[run.group])
+    leader = min(set(run.before.groups) - {run.group})
     run.process.signal(signal.SIGKILL)
+    downed = api.follow(run.store, lambda r: run.group not in r.groups, 30)
     final = api.wait(run.store, run.job_id, 180)
-    after = api.replica(run.store)
+    assert all(f"member {run.group} is unreachable" in p.output() for p in run.others)
+    logs = "".join(p.output() for p in run.others)
+    unreachable = logs.find(f"group {leader}: member {run.group} is unreachable")
+    assert 0 <= unreachable < logs.find(f"group {leader} downs member {run.group}")
+    allocation = api.status(downed, run.job_id).allocation
+    assert downed.allocation_versions[run.job_id] != run.before.allocation_versions[run.job_id]
+    assert any(allocation.values())
+    assert not peers & {peer for task in allocation.values() for peer in task}
     assert final.state == "completed"
-    assert run.group not in after.groups
-    assert counts(tmp_path / "out" / "counts.jsonl") == run.expected
+    assert published(tmp_path) == sorted(run.expected.items())
 
 
 def test_a_job_too_big_for_the_cluster_waits_for_peers(start_peer, zookeeper, tenancy, tmp_path):
@@ -223,25 +268,58 @@ def test_onyx_run_refuses_a_job_its_cluster_is_too_small_for(tmp_path):
 
 
 def test_a_group_paused_for_less_than_the_auto_down_time_is_unreachable_not_down(mid_job, tmp_path):
-    """Unreachable is not down: while the group is stopped the others log it unreachable, and
-    once it runs again reachable; nothing is reallocated, its job keeps its allocation version
-    and ends with exact counts."""
-    run = mid_job(session_timeout=60.0, extra=["--auto-down-unreachable-after", "60"])
+    """Unreachable is not down: the group holding the job's counter is stopped for about
+    PAUSE s; the others log it unreachable, and reachable again once it runs. Nothing is
+    reallocated: the job keeps its one allocation version from submission to completion, its
+    committed epochs go on rising from the last one before the stop, and the sink publishes
+    every count once."""
+    run = mid_job(6_000, session_timeout=60.0, extra=["--auto-down-unreachable-after", "60"])
     version = run.before.allocation_versions[run.job_id]
+    before = wait_for(lambda: api.last_committed(run.store, run.job_id), 60, "a committed epoch")
+    assert pause(run) == "running"
+    back = f"member {run.group} is reachable again"
+    wait_for(lambda: all(back in p.output() for p in run.others), 60, "reachable-again logs")
+    after = wait_for(lambda: committed_after(run.store, run.job_id, before), 60,
+                     f"an epoch committed after {before.describe()}")  # fmt: skip
+    final, versions = allocation_versions(run.store, run.job_id, 180)
+    assert final.state == "completed"
+    assert versions == {version}
+    assert after.version == version
+    assert published(tmp_path) == sorted(run.expected.items())
+
+
+def pause(run: MidJob) -> str:
+    """Stop the group for PAUSE s, or until the others have all logged it unreachable if that
+    takes longer; the job's state while it was stopped."""
     said = f"member {run.group} is unreachable"
+    stopped = time.monotonic()
     run.process.signal(signal.SIGSTOP)
     try:
-        wait_for(lambda: any(said in p.output() for p in run.others), 60, "an unreachable log")
+        wait_for(lambda: all(said in p.output() for p in run.others), 60, "unreachable logs")
+        state = api.status(api.replica(run.store), run.job_id).state
+        time.sleep(max(0.0, PAUSE - (time.monotonic() - stopped)))  # the pause's length
     finally:
         run.process.signal(signal.SIGCONT)
-    back = f"member {run.group} is reachable again"
-    wait_for(lambda: any(back in p.output() for p in run.others), 60, "a reachable-again log")
-    during = api.replica(run.store)
-    final = api.wait(run.store, run.job_id, 180)
-    assert run.group in during.groups
-    assert during.allocation_versions.get(run.job_id, version) == version
-    assert final.state == "completed"
-    assert counts(tmp_path / "out" / "counts.jsonl") == run.expected
+    return state
+
+
+def committed_after(store: Any, job_id: str, epoch: Epoch) -> Epoch | None:
+    """The job's last committed epoch if it comes after ``epoch``."""
+    committed = api.last_committed(store, job_id)
+    return committed if committed is not None and committed > epoch else None
+
+
+def allocation_versions(store: Any, job_id: str, timeout: float) -> tuple[api.JobStatus, set[int]]:
+    """The job's status once it has finished, and every allocation version it had, read by
+    playing the whole log."""
+    versions: set[int] = set()
+
+    def note(transition: Transition) -> None:
+        if (version := transition.new.allocation_versions.get(job_id)) is not None:
+            versions.add(version)
+
+    final = api.follow(store, lambda r: api.status(r, job_id).finished, timeout, each=note)
+    return api.status(final, job_id), versions
 
 
 def test_a_stopped_group_is_downed_by_the_leader_and_comes_back_fresh(mid_job, tmp_path):
@@ -259,7 +337,7 @@ def test_a_stopped_group_is_downed_by_the_leader_and_comes_back_fresh(mid_job, t
     assert run.group in downed.left
     assert final.state == "completed"
     assert run.group not in back.groups
-    assert counts(tmp_path / "out" / "counts.jsonl") == run.expected
+    assert published(tmp_path) == sorted(run.expected.items())
 
 
 def test_groups_attached_to_one_standalone_media_driver(start_peer, zookeeper, tenancy, tmp_path):
