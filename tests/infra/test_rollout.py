@@ -376,19 +376,21 @@ def _groups_on(replica: Replica, host: Host) -> set[str]:
     return {g for g in replica.groups if replica.sites.get(g, "").rsplit(":", 1)[0] == host.address}
 
 
-def _logged(rig: Rig, hosts: Sequence[Host], since: float, text: str) -> dict[str, float]:
-    """When the groups of each of ``hosts`` first logged a line holding ``text``, at ``since``
-    (a Unix time) or later: the journal's stamps, from the clock the hosts share with this
-    machine. Hosts without such a line are left out."""
+def _journal(rig: Rig, host: Host, since: float, text: str) -> list[tuple[float, str]]:
+    """The lines holding ``text`` that the groups of ``host`` logged at ``since`` (a Unix time)
+    or later, with the journal's stamps, from the clock the hosts share with this machine."""
     grep = f"grep -F -- {shlex.quote(text)} || true"
     journal = f"journalctl -u 'onyx-peer@*' --since @{int(since)} -o short-unix --no-pager"
-    found = {}
-    for host in hosts:
-        lines = rig.ssh(host, f"{journal} | {grep}", timeout=30).stdout.splitlines()
-        stamps = [float(line.split(maxsplit=1)[0]) for line in lines if line.strip()]
-        if stamps := [s for s in stamps if s >= since]:
-            found[host.name] = min(stamps)
-    return found
+    lines = rig.ssh(host, f"{journal} | {grep}", timeout=30).stdout.splitlines()
+    stamped = [(float(stamp), line) for stamp, line in (x.split(maxsplit=1) for x in lines)]
+    return [(stamp, line) for stamp, line in stamped if stamp >= since]
+
+
+def _logged(rig: Rig, hosts: Sequence[Host], since: float, text: str) -> dict[str, float]:
+    """When the groups of each of ``hosts`` first logged a line holding ``text`` since
+    ``since``; hosts without one are left out."""
+    found = {h.name: _journal(rig, h, since, text) for h in hosts}
+    return {name: lines[0][0] for name, lines in found.items() if lines}
 
 
 @contextlib.contextmanager
@@ -467,13 +469,18 @@ def test_a_host_cut_off_past_the_auto_down_time_is_downed_and_rejoins_fresh(
             downs = _logged(rig, others, start, f"downs member {member}, unreachable too long")
             assert downs, "no leader downed it"
             assert min(downs.values()) >= min(said.values())
-            after = _wait(lambda: api.replica(store), lambda r: _group_on(r, cut) is not None,
-                          120, f"a group of {cut.name} in the ring again")  # fmt: skip
+            after = _wait(lambda: api.replica(store),
+                          lambda r: all(_group_on(r, h) for h in rig.hosts), 120,
+                          f"a group of {cut.name} in the ring again")  # fmt: skip
         fresh = _group_on(after, cut)
         assert fresh != member
+        changes, _ = _ring_changes(store, before)
+        said_there = [line for _, line in _journal(rig, cut, start, "downs member")]
+        assert not set(after.left) & set(before.groups) - {member}, (
+            f"the cut side downed the others; {cut.name} logged {said_there}; ring changes "
+            f"(hosts left, hosts joined, groups): {changes}"
+        )
         assert set(after.groups) == set(before.groups) - {member} | {fresh}
-        assert not set(after.left) & set(before.groups) - {member}, "the cut side downed others"
-        print(f"{cut.name} said: {_logged(rig, [cut], start, 'downs member')}")
         assert _logged(
             rig, [cut], start, f"group {member} was removed from the cluster while alive"
         )
