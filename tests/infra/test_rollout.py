@@ -1,10 +1,12 @@
 """The whole cluster rolled out to the rig's three test hosts with deploy/site.yml: the testinfra
 node tests (tests/infra/nodes) pass on every host, deploy/rolling_restart.yml replaces every peer
 group one host at a time, a job then runs across the three hosts and writes exactly its input, a
-second rollout changes nothing, losing the ZooKeeper quorum raises its alerts in Prometheus and the
-firing one reaches Alertmanager, and the zookeeper role turns a member's exporter off and on again.
-The tenancy is protected by a digest ACL: every client here passes its credentials, a job's code
-shipped with it runs on the hosts, and a client without the credentials is refused.
+host whose link is cut briefly is unreachable but keeps its work while one cut past the auto-down
+time is downed and rejoins under a fresh id, a second rollout changes nothing, losing the ZooKeeper
+quorum raises its alerts in Prometheus and the firing one reaches Alertmanager, and the zookeeper
+role turns a member's exporter off and on again. The tenancy is protected by a digest ACL: every
+client here passes its credentials, a job's code shipped with it runs on the hosts, and a client
+without the credentials is refused.
 
 Grafana is NOT rolled out: the hosts reach only this machine, and this machine cannot download a
 Grafana release (it reaches only PyPI, Debian and npm), so the inventory's `grafana` group is empty
