@@ -1,10 +1,12 @@
 """The whole cluster rolled out to the rig's three test hosts with deploy/site.yml: the testinfra
 node tests (tests/infra/nodes) pass on every host, deploy/rolling_restart.yml replaces every peer
 group one host at a time, a job then runs across the three hosts and writes exactly its input, a
-second rollout changes nothing, losing the ZooKeeper quorum raises its alerts in Prometheus and the
-firing one reaches Alertmanager, and the zookeeper role turns a member's exporter off and on again.
-The tenancy is protected by a digest ACL: every client here passes its credentials, a job's code
-shipped with it runs on the hosts, and a client without the credentials is refused.
+host whose link is cut briefly is unreachable but keeps its work while one cut past the auto-down
+time is downed and rejoins under a fresh id, a second rollout changes nothing, losing the ZooKeeper
+quorum raises its alerts in Prometheus and the firing one reaches Alertmanager, and the zookeeper
+role turns a member's exporter off and on again. The tenancy is protected by a digest ACL: every
+client here passes its credentials, a job's code shipped with it runs on the hosts, and a client
+without the credentials is refused.
 
 Grafana is NOT rolled out: the hosts reach only this machine, and this machine cannot download a
 Grafana release (it reaches only PyPI, Debian and npm), so the inventory's `grafana` group is empty
@@ -26,6 +28,7 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -42,7 +45,7 @@ from peer import api
 from peer.log import subscriber
 from peer.log.apply import apply_entry
 from peer.log.replica import Replica, ring_cycle
-from tests.infra.rig import REPO, Rig
+from tests.infra.rig import REPO, Host, Rig
 
 pytestmark = [pytest.mark.rollout, pytest.mark.timeout(3600)]
 
@@ -203,12 +206,16 @@ def _hosts(sites: Mapping[str, str], groups: set[str]) -> set[str]:
     return {sites.get(g, "?:").rsplit(":", 1)[0] for g in groups}
 
 
-def _wait[T](probe: Callable[[], T], until: Callable[[T], bool], timeout: float, what: str) -> T:
-    """The first value of ``probe`` that ``until`` accepts; fails with the last one seen."""
+def _wait[T](
+    probe: Callable[[], T], until: Callable[[T], bool], timeout: float, what: str,
+    every: float = 2,
+) -> T:  # fmt: skip
+    """The first value of ``probe`` (asked every ``every`` seconds) that ``until`` accepts;
+    fails with the last one seen."""
     deadline = time.monotonic() + timeout
     while not until(seen := probe()):
         assert time.monotonic() < deadline, f"timed out waiting for {what}; last seen: {seen}"
-        time.sleep(2)
+        time.sleep(every)
     return seen
 
 
@@ -256,52 +263,231 @@ def test_a_rolling_restart_replaces_the_groups_one_host_at_a_time(rollout: Rollo
     assert ring_cycle(after) is not None, f"the ring is not one cycle: {dict(after.pairs)}"
 
 
-def test_a_job_runs_across_the_three_hosts(rollout: Rollout) -> None:
-    rig, onyx = rollout.rig, Onyx(rollout.rig)
-    addresses = {h.address for h in rig.hosts}
-    out = f"/var/lib/onyx/rollout-{uuid.uuid4().hex[:8]}"  # the groups' state dir: onyx may write
-    job = {
+def _copy_job(out: str, count: int) -> dict[str, Any]:
+    """A job that copies ``count`` numbers, one segment a batch, into jsonl files under ``out``
+    on the hosts of its output peers, two peers a task."""
+    return {
         "workflow": [["numbers", "copy"], ["copy", "write"]],
         "catalog": [
             {"name": "numbers", "kind": "input", "plugin": "peer.plugins.memory:input",
-             "params": {"count": COUNT}, "n_peers": 2, "batch_size": 1},
+             "params": {"count": count}, "n_peers": 2, "batch_size": 1},
             {"name": "copy", "kind": "function", "fn": "copy:copy", "n_peers": 2, "batch_size": 1},
             {"name": "write", "kind": "output", "plugin": "peer.plugins.jsonl:output",
              "params": {"path": f"{out}/{{slot}}.jsonl"}, "n_peers": 2, "batch_size": 1},
         ],
         "barrier_period": None,  # no checkpoint storage the three hosts share
     }  # fmt: skip
-    job_file = rollout.directory / "job.json"
-    job_file.write_text(json.dumps(job))
 
-    with rollout.phase("job"):
-        deadline = time.monotonic() + 120
-        while _hosts((replica := onyx.replica())["sites"], set(replica["groups"])) != addresses:
-            assert time.monotonic() < deadline, f"the ring never held every host's group: {replica}"
-            time.sleep(1)
-        job_id = onyx("job", "submit", str(job_file)).strip()
-        deadline = time.monotonic() + 120
-        while len(allocation := (replica := onyx.replica())["allocations"].get(job_id, {})) < 3:
-            assert job_id not in replica["finished"], (
-                f"job {job_id} ended before an allocation was seen (raise COUNT): {replica}"
-            )
-            assert time.monotonic() < deadline, f"job {job_id} was never allocated: {replica}"
-            time.sleep(0.2)
-        group_of = {p: g for g, ps in replica["group_peers"].items() for p in ps}
-        assert {t: len(ps) for t, ps in allocation.items()} == {"numbers": 2, "copy": 2, "write": 2}
-        held = {group_of[p] for ps in allocation.values() for p in ps}
-        assert _hosts(replica["sites"], held) == addresses, (
-            f"allocation {allocation}, replica {replica}"
+
+def _run_across_hosts(rollout: Rollout, onyx: Onyx, count: int) -> tuple[str, str]:
+    """Submits a copy job of ``count`` numbers once the ring holds a group of every host and
+    returns (its id, its output directory on the hosts) once its peers are on all three."""
+    addresses = {h.address for h in rollout.rig.hosts}
+    out = f"/var/lib/onyx/rollout-{uuid.uuid4().hex[:8]}"  # the groups' state dir: onyx may write
+    job_file = rollout.directory / f"job-{count}.json"
+    job_file.write_text(json.dumps(_copy_job(out, count)))
+    deadline = time.monotonic() + 120
+    while _hosts((replica := onyx.replica())["sites"], set(replica["groups"])) != addresses:
+        assert time.monotonic() < deadline, f"the ring never held every host's group: {replica}"
+        time.sleep(1)
+    job_id = onyx("job", "submit", str(job_file)).strip()
+    deadline = time.monotonic() + 120
+    while len(allocation := (replica := onyx.replica())["allocations"].get(job_id, {})) < 3:
+        assert job_id not in replica["finished"], (
+            f"job {job_id} ended before an allocation was seen (raise its count): {replica}"
         )
-        assert "completed" in onyx("job", "wait", job_id, "--timeout", "600", timeout=660)
+        assert time.monotonic() < deadline, f"job {job_id} was never allocated: {replica}"
+        time.sleep(0.2)
+    group_of = {p: g for g, ps in replica["group_peers"].items() for p in ps}
+    assert {t: len(ps) for t, ps in allocation.items()} == {"numbers": 2, "copy": 2, "write": 2}
+    held = {group_of[p] for ps in allocation.values() for p in ps}
+    assert _hosts(replica["sites"], held) == addresses, (
+        f"allocation {allocation}, replica {replica}"
+    )
+    return job_id, out
 
-    written = [
+
+def _written(rig: Rig, out: str) -> list[int]:
+    """The numbers a copy job wrote under ``out``, on every host."""
+    return [
         json.loads(line)["n"]
         for host in rig.hosts
         for line in rig.ssh(host, f"cat {out}/*.jsonl 2>/dev/null || true").stdout.splitlines()
     ]
+
+
+def test_a_job_runs_across_the_three_hosts(rollout: Rollout) -> None:
+    onyx = Onyx(rollout.rig)
+    with rollout.phase("job"):
+        job_id, out = _run_across_hosts(rollout, onyx, COUNT)
+        assert "completed" in onyx("job", "wait", job_id, "--timeout", "600", timeout=660)
+    written = _written(rollout.rig, out)
     print(f"job {job_id}: {len(written)} segments written on the hosts")
     assert set(written) == set(range(COUNT))
+
+
+# -- a partition: one host's link cut --------------------------------------------------------------
+#
+# The groups run with the peer role's membership settings (heartbeats every 0.25 s, auto-down
+# after 5 s unreachable, ZooKeeper sessions of 10 s). Every host runs a ZooKeeper member, so the
+# host cut is one whose member follows: the other two keep the quorum and its leader, and the
+# cut member's follower drops out of the ensemble only after syncLimit * tickTime (10 s), longer
+# than either cut here, so it never has to rejoin by election. This machine talks to the
+# ZooKeeper members of the hosts left connected: the cut one answers nothing, or old news.
+
+PARTITION_COUNT = 150_000  # segments of the job a brief cut falls inside of (about 12 s)
+
+
+def _zookeeper_mode(address: str) -> str:
+    """What a ZooKeeper member says it is (leader, follower, standalone), from its `srvr`
+    answer; "not serving" without one."""
+    try:
+        with socket.create_connection((address, 2181), timeout=5) as connection:
+            connection.sendall(b"srvr")
+            answer = b"".join(iter(lambda: connection.recv(4096), b"")).decode()
+    except OSError:
+        return "not serving"
+    modes = [line.split(":", 1)[1].strip() for line in answer.splitlines() if "Mode:" in line]
+    return modes[0] if modes else "not serving"
+
+
+def _follower_host(rig: Rig) -> tuple[Host, list[Host]]:
+    """The last host whose ZooKeeper member follows (once every member serves), and the
+    others."""
+    modes = _wait(lambda: {h.name: _zookeeper_mode(h.address) for h in rig.hosts},
+                  lambda m: "not serving" not in m.values() and "leader" in m.values(), 120,
+                  "every ZooKeeper member to serve")  # fmt: skip
+    cut = [h for h in rig.hosts if modes[h.name] == "follower"][-1]
+    return cut, [h for h in rig.hosts if h != cut]
+
+
+def _store_of(onyx: Onyx, hosts: Sequence[Host]) -> api.ZooKeeperStore:
+    """The log, read through the ZooKeeper members of ``hosts`` only."""
+    members = ",".join(f"{h.address}:2181" for h in hosts)
+    return api.connect(members, onyx.tenancy, connect_timeout=30, auth=CREDENTIALS)
+
+
+def _group_on(replica: Replica, host: Host) -> str | None:
+    """The group in the ring whose segments go to ``host`` (each host runs one)."""
+    groups = sorted(_groups_on(replica, host))
+    assert len(groups) <= 1, f"{host.name} runs groups {groups}: one expected"
+    return groups[0] if groups else None
+
+
+def _groups_on(replica: Replica, host: Host) -> set[str]:
+    return {g for g in replica.groups if replica.sites.get(g, "").rsplit(":", 1)[0] == host.address}
+
+
+def _journal(rig: Rig, host: Host, since: float, text: str) -> list[tuple[float, str]]:
+    """The lines holding ``text`` that the groups of ``host`` logged at ``since`` (a Unix time)
+    or later, with the journal's stamps, from the clock the hosts share with this machine."""
+    grep = f"grep -F -- {shlex.quote(text)} || true"
+    journal = f"journalctl -u 'onyx-peer@*' --since @{int(since)} -o short-unix --no-pager"
+    lines = rig.ssh(host, f"{journal} | {grep}", timeout=30).stdout.splitlines()
+    stamped = [(float(stamp), line) for stamp, line in (x.split(maxsplit=1) for x in lines)]
+    return [(stamp, line) for stamp, line in stamped if stamp >= since]
+
+
+def _logged(rig: Rig, hosts: Sequence[Host], since: float, text: str) -> dict[str, float]:
+    """When the groups of each of ``hosts`` first logged a line holding ``text`` since
+    ``since``; hosts without one are left out."""
+    found = {h.name: _journal(rig, h, since, text) for h in hosts}
+    return {name: lines[0][0] for name, lines in found.items() if lines}
+
+
+@contextlib.contextmanager
+def _link_cut(host: Host) -> Iterator[None]:
+    """``host`` cut off from every other host and from this machine: its veth on the bridge
+    down, so whatever it sends or is sent is lost (its TCP connections stay open and resume
+    afterwards). Restored on the way out, whatever happened."""
+    subprocess.run(["ip", "link", "set", host.veth, "down"], check=True, timeout=30)
+    try:
+        yield
+    finally:
+        subprocess.run(["ip", "link", "set", host.veth, "up"], check=True, timeout=30)
+
+
+def test_a_host_cut_off_for_less_than_the_auto_down_time_moves_nothing(rollout: Rollout) -> None:
+    """With a job running on the three hosts, one host's link is cut until the others log its
+    group unreachable (detection, well under the auto-down time and the ZooKeeper session), then
+    restored: they log it reachable again, nobody downs it, the job keeps its allocation and
+    writes exactly its input."""
+    rig, onyx = rollout.rig, Onyx(rollout.rig)
+    cut, others = _follower_host(rig)
+    store = _store_of(onyx, others)
+    try:
+        with rollout.phase("partition healed before auto-down"):
+            job_id, out = _run_across_hosts(rollout, onyx, PARTITION_COUNT)
+            before = api.replica(store)
+            member, version = _group_on(before, cut), before.allocation_versions[job_id]
+            unreachable, start = f"member {member} is unreachable", time.time()
+            with _link_cut(cut):
+                said = _wait(lambda: _logged(rig, others, start, unreachable), bool, 60,
+                             f"the others to log {unreachable!r}", every=0.2)  # fmt: skip
+                print(f"{cut.name} cut for {time.time() - start:.1f} s; {said}")
+            back = f"member {member} is reachable again"
+            _wait(lambda: _logged(rig, others, start, back), lambda b: set(b) >= set(said), 60,
+                  f"{sorted(said)} to log {back!r}", every=0.5)  # fmt: skip
+            healed = api.replica(store)
+            assert job_id in healed.jobs, (
+                f"job {job_id} ended before the cut healed: raise its count"
+            )
+            assert member in healed.groups
+            assert member not in healed.left
+            assert healed.allocation_versions[job_id] == version, "the job was reallocated"
+            assert not _logged(rig, rig.hosts, start, "downs member"), "a group downed another"
+            assert "completed" in onyx("job", "wait", job_id, "--timeout", "600", timeout=660)
+    finally:
+        store.close()
+    assert sorted(_written(rig, out)) == list(range(PARTITION_COUNT))
+
+
+def test_a_host_cut_off_past_the_auto_down_time_is_downed_and_rejoins_fresh(
+    rollout: Rollout,
+) -> None:
+    """One host's link is cut until the leader has downed its group: the others log it
+    unreachable while it is still in the ring, the leader downs it for that (not ZooKeeper:
+    its session outlives the cut) and its group leaves the ring. Restored, the cut group reads
+    of its own departure and joins again under a fresh id, and the groups on the other side are
+    all still there: the cut side, alone, downed nobody."""
+    rig, onyx = rollout.rig, Onyx(rollout.rig)
+    cut, others = _follower_host(rig)
+    store = _store_of(onyx, others)
+    try:
+        with rollout.phase("partition past auto-down"):
+            before = _wait(lambda: api.replica(store),
+                           lambda r: all(_group_on(r, h) for h in rig.hosts), 120,
+                           "a group of every host in the ring")  # fmt: skip
+            member, start = _group_on(before, cut), time.time()
+            unreachable = f"member {member} is unreachable"
+            with _link_cut(cut):
+                said = _wait(lambda: _logged(rig, others, start, unreachable), bool, 60,
+                             f"the others to log {unreachable!r}", every=0.2)  # fmt: skip
+                assert member in api.replica(store).groups, "downed before it was unreachable"
+                downed = api.follow(store, lambda r: member not in r.groups, 60)
+                print(f"{cut.name} cut for {time.time() - start:.1f} s; unreachable: {said}")
+            assert member in downed.left
+            assert set(downed.groups) == set(before.groups) - {member}
+            downs = _logged(rig, others, start, f"downs member {member}, unreachable too long")
+            assert downs, "no leader downed it"
+            assert min(downs.values()) >= min(said.values())
+            after = _wait(lambda: api.replica(store),
+                          lambda r: all(_group_on(r, h) for h in rig.hosts), 120,
+                          f"a group of {cut.name} in the ring again")  # fmt: skip
+        fresh = _group_on(after, cut)
+        assert fresh != member
+        changes, _ = _ring_changes(store, before)
+        said_there = [line for _, line in _journal(rig, cut, start, "downs member")]
+        assert not set(after.left) & set(before.groups) - {member}, (
+            f"the cut side downed the others; {cut.name} logged {said_there}; ring changes "
+            f"(hosts left, hosts joined, groups): {changes}"
+        )
+        assert set(after.groups) == set(before.groups) - {member} | {fresh}
+        assert _logged(
+            rig, [cut], start, f"group {member} was removed from the cluster while alive"
+        )
+    finally:
+        store.close()
 
 
 SHIPPED = "def tag(segment):\n    return {**segment, 'shipped': True}\n"
