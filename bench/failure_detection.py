@@ -1,4 +1,5 @@
-"""Failure detection and membership: how fast a change spreads by gossip, and what it costs.
+"""Failure detection and membership: how fast a dead member is found, how often a live one is
+suspected, and how fast a change spreads by gossip.
 
 Gossip convergence (measured): --sizes simulated members (10, 100 and 1,000) in one process,
 each holding its own membership state and running the real gossip code of peer/membership
@@ -30,13 +31,44 @@ the messages sent until convergence, full states apart from statuses and request
 --jobs processes (their results do not depend on it), so each run's wall time is measured while
 the other processes run too.
 
-Detection time of a kill -9 and needless reallocations per hour under pauses (phi accrual against
-the fixed timeout) are measured on real peer groups, where the detector now runs; that is not
-written yet: they print as null with a note, and their functions are where it will go.
+Failure detection (measured on real processes): a cluster of member processes
+(bench/membership_member.py), each running the real MembershipService over the real Aeron
+beacon of a transport with its own embedded media driver, driven by a loop like a peer group's;
+the benchmark stands in for the log (it tells every member the members and their sites, and
+lets a downed member leave). Three observers stay up: ``a-phi`` with the shipped
+MembershipSettings (first in sorted order, so the leader, which downs), and two recorders that
+heartbeat the same way every 0.1 s and every 0.5 s with a threshold out of reach, so they never
+mark anyone unreachable themselves. Each observer writes down when every heartbeat reply of the
+subject arrived, and its own loop's stalls.
 
-Run: .venv/bin/python bench/failure_detection.py [--sizes 10,100,1000] [--gossip-interval 1.0]
-     [--latency 0.001] [--repeat 5] [--jobs 2] [--seed 1] [--quick]
-``--quick`` is --repeat 1. The last line of output is one JSON document holding every figure.
+- Kills: --kills subjects in turn join, are heard by every observer, heartbeat for --warmup
+  seconds, and are killed -9. Phi's detection is live: from the kill until the leader's
+  gossiped state holds the subject unreachable (its own verdict); its down is live too: until
+  the leader downs it, where a peer group writes GROUP_LEAVE to the log. The fixed detector
+  (the deleted peer/runtime/liveness.py: suspect after 1 s without a heartbeat, heartbeats every
+  0.1 s, and report the peers at once) is the bench's FixedJudge on the replies the 0.1 s
+  recorder got in the same run (request/reply through the real service, where the old beats
+  were one-way from a thread of the sender). Its reallocation time is its detection: suspecting
+  was writing the leave. Both stop at the leave handed to the log, whose write and the
+  reallocation after it are the same for both.
+- Load: a fresh subject, one busy loop per core, and the subject stopped by SIGSTOP for 0.3-1.5 s
+  (seeded) every --pause-gap seconds, for --load-seconds. Phi's false suspicions are the
+  leader's live unreachable marks of the subject, its needless reallocations the leader's
+  downs; the fixed detector's suspicions come from FixedJudge on the 0.1 s trace, each one a
+  reallocation. Counts are extrapolated per hour from the measured period.
+- Grid: every (heartbeat interval of an observer, acceptable pause, threshold) judged by the real
+  HeartbeatMonitor (PhiJudge) on the same recorded traces, asked every membership tick, with
+  the agent's forgiveness of the observer's own stalls: detection median and max over the kills,
+  false suspicions and needless reallocations (suspicions lasting the shipped auto-down time)
+  per hour, and whether it meets the goal (median no slower than the fixed detector's, at most a
+  tenth of its needless reallocations). The shipped settings are judged this way too, as a
+  check of the live figures.
+
+Run: .venv/bin/python -m bench.failure_detection [--kills 20] [--warmup 3] [--load-seconds 180]
+     [--pause-gap 1,5] [--sizes 10,100,1000] [--gossip-interval 1.0] [--latency 0.001]
+     [--repeat 5] [--jobs 2] [--parts detection,gossip] [--seed 1] [--quick]
+``--quick`` is --repeat 1 --kills 5 --load-seconds 30. The last line of output is one JSON
+document holding every figure.
 """
 
 from __future__ import annotations
@@ -459,11 +491,13 @@ def suspicions(trace: Trace, judge: Judge, step: float = TICK) -> list[Suspicion
 
 
 def detection_after(trace: Trace, judge: Judge, killed: float) -> float | None:
-    """Seconds from the kill until the suspicion that never healed began (None: none did)."""
-    last = suspicions(trace, judge)
-    if not last or last[-1].end is not None:
-        return None
-    return last[-1].start - killed
+    """Seconds from the kill until the judge first suspected the dead subject: its first
+    suspicion after the last reply (None: none). A later one (the observer stalled, forgave
+    and suspected again) is not a detection."""
+    last = trace.arrivals[-1]
+    after = (s for s in suspicions(trace, judge) if s.start >= last)
+    first = next(after, None)
+    return None if first is None else first.start - killed
 
 
 def needless(found: Sequence[Suspicion], trace_end: float, after: float | None) -> int:
