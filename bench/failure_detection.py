@@ -826,36 +826,9 @@ def detection_figures(args: argparse.Namespace) -> dict[str, Any]:
     fixed, shipped = judge_runs(FIXED, kills, load), judge_runs(SHIPPED_SETTING, kills, load)
     live = [k.unreachable_s for k in kills]
     downs = [k.down_s for k in kills]
-    hours = fixed.hours
-    print(f"detection of a kill -9, {len(kills)} kills (phi accrual, shipped | fixed 1 s timeout):")
-    print(f"  median: {r(statistics.median(live))} s | {r(fixed.median)} s"
-          f"  (phi on the recorded replies: {r(shipped.median)} s)")  # fmt: skip
-    print(f"  max: {r(max(live))} s | {r(max(fixed.detection))} s"
-          f"  (phi on the recorded replies: {r(max(shipped.detection))} s)")  # fmt: skip
-    print(
-        f"until reallocation (phi: down by the leader after auto-down "
-        f"{SHIPPED.auto_down_unreachable_after} s | fixed: its suspicion reported the peers):"
-    )
-    print(f"  median: {r(statistics.median(downs))} s | {r(statistics.median(fixed.detection))} s;"
-          f" max {r(max(downs))} s | {r(max(fixed.detection))} s")  # fmt: skip
-    stops = len(load.pauses)
-    print(
-        f"under load ({os.cpu_count()} busy loops, {stops} stops of {PAUSE_RANGE[0]}-"
-        f"{PAUSE_RANGE[1]} s every {args.pause_gap[0]}-{args.pause_gap[1]} s, "
-        f"measured for {r(load.end - load.start)} s, per hour extrapolated):"
-    )
-    print(f"  false suspicions: {shipped.per_hour(load.unreachable)} /h | "
-          f"{fixed.per_hour(fixed.suspicions)} /h  (phi on the recorded replies: "
-          f"{shipped.per_hour(shipped.suspicions)} /h; counts {load.unreachable} | "
-          f"{fixed.suspicions})")  # fmt: skip
-    print(
-        f"  needless reallocations: {shipped.per_hour(load.downs)} /h | "
-        f"{fixed.per_hour(fixed.reallocations)} /h  (counts {load.downs} | "
-        f"{fixed.reallocations}; phi on the recorded replies: {shipped.reallocations})"
-    )
-    print(f"  unpaused members the leader held unreachable: {load.others_unreachable}; "
-          f"observers' loop gaps over {STALL} s: {load.stalls}")  # fmt: skip
-    figures = {
+    report_kills(live, downs, fixed, shipped)
+    report_load(load, fixed, shipped, args.pause_gap)
+    return {
         "detection_s_median_phi": r(statistics.median(live)),
         "detection_s_max_phi": r(max(live)),
         "detection_s_median_phi_trace": r(shipped.median),
@@ -870,16 +843,45 @@ def detection_figures(args: argparse.Namespace) -> dict[str, Any]:
         "needless_reallocations_per_hour_phi": shipped.per_hour(load.downs),
         "needless_reallocations_per_hour_fixed": fixed.per_hour(fixed.reallocations),
         "load_period_s": r(load.end - load.start),
-        "load_stops": stops,
+        "load_stops": len(load.pauses),
         "load_paused_s": r(sum(e - s for s, e in load.pauses)),
         "load_observer_stalls": load.stalls,
         "kills": len(kills),
+        "grid": grid_figures(kills, load, fixed),
     }
-    figures["grid"] = grid_figures(kills, load, fixed, hours)
-    return figures
 
 
-def grid_figures(kills: Sequence[Kill], load: LoadRun, fixed: Judged, hours: float) -> list[Any]:
+def report_kills(live: list[float], downs: list[float], fixed: Judged, shipped: Judged) -> None:
+    print(f"detection of a kill -9, {len(live)} kills (phi accrual, shipped | fixed 1 s timeout):")
+    print(f"  median: {r(statistics.median(live))} s | {r(fixed.median)} s"
+          f"  (phi on the recorded replies: {r(shipped.median)} s)")  # fmt: skip
+    print(f"  max: {r(max(live))} s | {r(max(fixed.detection))} s"
+          f"  (phi on the recorded replies: {r(max(shipped.detection))} s)")  # fmt: skip
+    after = SHIPPED.auto_down_unreachable_after
+    print(f"until reallocation (phi: down by the leader after auto-down {after} s | "
+          f"fixed: its suspicion reported the peers):")  # fmt: skip
+    print(f"  median: {r(statistics.median(downs))} s | {r(fixed.median)} s;"
+          f" max {r(max(downs))} s | {r(max(fixed.detection))} s")  # fmt: skip
+
+
+def report_load(load: LoadRun, fixed: Judged, shipped: Judged, gap: tuple[float, float]) -> None:
+    paused = r(sum(e - s for s, e in load.pauses))
+    print(f"under load ({os.cpu_count()} busy loops; {len(load.pauses)} stops of "
+          f"{PAUSE_RANGE[0]}-{PAUSE_RANGE[1]} s, {paused} s in all, every {gap[0]}-{gap[1]} s; "
+          f"measured for {r(load.end - load.start)} s, per hour extrapolated):")  # fmt: skip
+    print(f"  false suspicions: {shipped.per_hour(load.unreachable)} /h | "
+          f"{fixed.per_hour(fixed.suspicions)} /h  (phi on the recorded replies: "
+          f"{shipped.per_hour(shipped.suspicions)} /h; counts {load.unreachable} | "
+          f"{fixed.suspicions})")  # fmt: skip
+    print(f"  needless reallocations: {shipped.per_hour(load.downs)} /h | "
+          f"{fixed.per_hour(fixed.reallocations)} /h  (counts {load.downs} | "
+          f"{fixed.reallocations}; phi on the recorded replies: "
+          f"{shipped.reallocations})")  # fmt: skip
+    print(f"  unpaused members the leader held unreachable: {load.others_unreachable}; "
+          f"observers' loop gaps over {STALL} s: {load.stalls}")  # fmt: skip
+
+
+def grid_figures(kills: Sequence[Kill], load: LoadRun, fixed: Judged) -> list[Any]:
     """Every setting of the grid on the same traces, against the fixed detector: the goal is
     detection no slower and at most a tenth of its needless reallocations."""
     print(
