@@ -1,4 +1,5 @@
-"""Failure detection and membership: how fast a change spreads by gossip, and what it costs.
+"""Failure detection and membership: how fast a dead member is found, how often a live one is
+suspected, and how fast a change spreads by gossip.
 
 Gossip convergence (measured): --sizes simulated members (10, 100 and 1,000) in one process,
 each holding its own membership state and running the real gossip code of peer/membership
@@ -30,13 +31,44 @@ the messages sent until convergence, full states apart from statuses and request
 --jobs processes (their results do not depend on it), so each run's wall time is measured while
 the other processes run too.
 
-Detection time of a kill -9 and needless reallocations per hour under pauses (phi accrual against
-the fixed timeout) are measured on real peer groups, where the detector now runs; that is not
-written yet: they print as null with a note, and their functions are where it will go.
+Failure detection (measured on real processes): a cluster of member processes
+(bench/membership_member.py), each running the real MembershipService over the real Aeron
+beacon of a transport with its own embedded media driver, driven by a loop like a peer group's;
+the benchmark stands in for the log (it tells every member the members and their sites, and
+lets a downed member leave). Three observers stay up: ``a-phi`` with the shipped
+MembershipSettings (first in sorted order, so the leader, which downs), and two recorders that
+heartbeat the same way every 0.1 s and every 0.5 s with a threshold out of reach, so they never
+mark anyone unreachable themselves. Each observer writes down when every heartbeat reply of the
+subject arrived, and its own loop's stalls.
 
-Run: .venv/bin/python bench/failure_detection.py [--sizes 10,100,1000] [--gossip-interval 1.0]
-     [--latency 0.001] [--repeat 5] [--jobs 2] [--seed 1] [--quick]
-``--quick`` is --repeat 1. The last line of output is one JSON document holding every figure.
+- Kills: --kills subjects in turn join, are heard by every observer, heartbeat for --warmup
+  seconds, and are killed -9. Phi's detection is live: from the kill until the leader's
+  gossiped state holds the subject unreachable (its own verdict); its down is live too: until
+  the leader downs it, where a peer group writes GROUP_LEAVE to the log. The fixed detector
+  (the deleted peer/runtime/liveness.py: suspect after 1 s without a heartbeat, heartbeats every
+  0.1 s, and report the peers at once) is the bench's FixedJudge on the replies the 0.1 s
+  recorder got in the same run (request/reply through the real service, where the old beats
+  were one-way from a thread of the sender). Its reallocation time is its detection: suspecting
+  was writing the leave. Both stop at the leave handed to the log, whose write and the
+  reallocation after it are the same for both.
+- Load: a fresh subject, one busy loop per core, and the subject stopped by SIGSTOP for 0.3-1.5 s
+  (seeded) every --pause-gap seconds, for --load-seconds. Phi's false suspicions are the
+  leader's live unreachable marks of the subject, its needless reallocations the leader's
+  downs; the fixed detector's suspicions come from FixedJudge on the 0.1 s trace, each one a
+  reallocation. Counts are extrapolated per hour from the measured period.
+- Grid: every (heartbeat interval of an observer, acceptable pause, threshold) judged by the real
+  HeartbeatMonitor (PhiJudge) on the same recorded traces, asked every membership tick, with
+  the agent's forgiveness of the observer's own stalls: detection median and max over the kills,
+  false suspicions and needless reallocations (suspicions lasting the shipped auto-down time)
+  per hour, and whether it meets the goal (median no slower than the fixed detector's, at most a
+  tenth of its needless reallocations). The shipped settings are judged this way too, as a
+  check of the live figures.
+
+Run: .venv/bin/python -m bench.failure_detection [--kills 20] [--warmup 3] [--load-seconds 180]
+     [--pause-gap 1,5] [--sizes 10,100,1000] [--gossip-interval 1.0] [--latency 0.001]
+     [--repeat 5] [--jobs 2] [--parts detection,gossip] [--seed 1] [--quick]
+``--quick`` is --repeat 1 --kills 5 --load-seconds 30. The last line of output is one JSON
+document holding every figure.
 """
 
 from __future__ import annotations
@@ -45,9 +77,14 @@ import argparse
 import heapq
 import itertools
 import json
+import os
 import random
+import signal
 import statistics
+import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -58,7 +95,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.membership_member import STALL  # noqa: E402
+from peer.membership.agent import MembershipSettings  # noqa: E402
 from peer.membership.gossip import Gossip, Status  # noqa: E402
+from peer.membership.heartbeat import HeartbeatMonitor  # noqa: E402
+from peer.membership.phi import PhiSettings  # noqa: E402
 from peer.membership.pushpull import (  # noqa: E402
     GossipStatus,
     Reply,
@@ -66,6 +107,7 @@ from peer.membership.pushpull import (  # noqa: E402
     respond,
     rounds_per_interval,
 )
+from peer.membership.service import TICK  # noqa: E402
 from peer.membership.vclock import VectorClock  # noqa: E402
 
 #: Simulated intervals after which a run that has not converged is a failure, not a slow figure.
@@ -327,22 +369,561 @@ def gossip_figures(args: argparse.Namespace) -> dict[str, Any]:
     return figures
 
 
-NOT_MEASURED = "not measured yet: the runs of real peer groups this needs are not written"
+# -- failure detection on real processes ---------------------------------------------------------
+
+
+FIXED_TIMEOUT = 1.0
+"""The deleted fixed detector: a group not heard from for this long was reported."""
+FIXED_INTERVAL = 0.1
+"""... with heartbeats every this often."""
+SHIPPED = MembershipSettings()
+LEADER = "a-phi"
+"""The member with the shipped settings; first in sorted order, so the leader that downs."""
+RECORDERS = {"b-record-0.1": FIXED_INTERVAL, "c-record-0.5": 0.5}
+"""Members heartbeating at other intervals only to record reply arrivals: their threshold is
+out of reach, so the unreachability and downs of the cluster are the shipped member's alone."""
+RECORDER_THRESHOLD = 1e6
+PAUSE_RANGE = (0.3, 1.5)
+"""Seconds of each SIGSTOP of the paused member: a stand-in for a long collection."""
+GRID_PAUSES = (0.2, 0.3, 0.5, 1.0)
+GRID_THRESHOLDS = (8.0, 12.0)
+HORIZON = 20.0
+"""Seconds after a kill within which every detector of the grid must have suspected."""
+DEADLINE = 60.0
+"""Seconds to wait for any one thing a member process should say."""
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """What one observer saw of one subject: the heartbeat replies' arrival times and the
+    observer's own stalls (gaps of its loop), judged from ``start`` to ``end``; monotonic s."""
+
+    arrivals: tuple[float, ...]
+    stalls: tuple[tuple[float, float], ...]
+    start: float
+    end: float
+
+
+@dataclass(frozen=True, slots=True)
+class Suspicion:
+    start: float
+    end: float | None
+    """None: still suspected when the trace ends."""
+
+    def length(self, trace_end: float) -> float:
+        return (self.end if self.end is not None else trace_end) - self.start
+
+
+class FixedJudge:
+    """The deleted fixed detector (peer/runtime/liveness.py): a subject not heard from for
+    ``timeout`` seconds is suspected, and suspecting it reported its peers at once; an observer
+    that finds its own loop stalled for over half the timeout restarts the clock."""
+
+    def __init__(self, timeout: float = FIXED_TIMEOUT) -> None:
+        self.timeout = timeout
+        self.forgive_after = timeout / 2
+        self.last: float | None = None
+
+    def heartbeat(self, now: float) -> None:
+        self.last = now
+
+    def forgive(self, now: float) -> None:
+        if self.last is not None:
+            self.last = now
+
+    def suspects(self, now: float) -> bool:
+        return self.last is not None and now - self.last > self.timeout
+
+
+class PhiJudge:
+    """The shipped detector as a member's agent runs it: the real HeartbeatMonitor with the
+    given settings, forgiving the observer's own stalls longer than the acceptable pause."""
+
+    def __init__(self, settings: PhiSettings) -> None:
+        self.monitor = HeartbeatMonitor("observer", settings, 1).for_members(["subject"])
+        self.forgive_after = settings.acceptable_heartbeat_pause
+
+    def heartbeat(self, now: float) -> None:
+        self.monitor = self.monitor.replied("subject", now)
+
+    def forgive(self, now: float) -> None:
+        self.monitor = self.monitor.forgive(now)
+
+    def suspects(self, now: float) -> bool:
+        return not self.monitor.reachability(now).get("subject", True)
+
+
+Judge = FixedJudge | PhiJudge
+
+
+def suspicions(trace: Trace, judge: Judge, step: float = TICK) -> list[Suspicion]:
+    """The judge's suspicions along ``trace``, asked every ``step`` seconds as the membership
+    thread asks its agent. Heartbeats are taken in at their arrival times; a stall of the
+    observer longer than the judge forgives is forgiven at its end, and nobody is judged during
+    it (the agent's rule; the fixed detector's loop did not run either)."""
+    events = sorted(
+        [(t, 1) for t in trace.arrivals]
+        + [(end, 0) for start, end in trace.stalls if end - start > judge.forgive_after]
+    )
+    blackouts = [
+        (s + judge.forgive_after, e) for s, e in trace.stalls if e - s > judge.forgive_after
+    ]
+    found: list[Suspicion] = []
+    opened: float | None = None
+    i = 0
+    for k in range(int((trace.end - trace.start) / step) + 1):
+        now = trace.start + k * step
+        while i < len(events) and events[i][0] <= now:
+            moment, kind = events[i]
+            (judge.heartbeat if kind else judge.forgive)(moment)
+            i += 1
+        if any(s < now < e for s, e in blackouts):
+            continue
+        suspected = judge.suspects(now)
+        if suspected and opened is None:
+            opened = now
+        elif not suspected and opened is not None:
+            found.append(Suspicion(opened, now))
+            opened = None
+    if opened is not None:
+        found.append(Suspicion(opened, None))
+    return found
+
+
+def detection_after(trace: Trace, judge: Judge, killed: float) -> float | None:
+    """Seconds from the kill until the judge first suspected the dead subject: its first
+    suspicion after the last reply (None: none). A later one (the observer stalled, forgave
+    and suspected again) is not a detection."""
+    last = trace.arrivals[-1]
+    after = (s for s in suspicions(trace, judge) if s.start >= last)
+    first = next(after, None)
+    return None if first is None else first.start - killed
+
+
+def needless(found: Sequence[Suspicion], trace_end: float, after: float | None) -> int:
+    """How many suspicions reallocated: all of them with ``after`` 0 (the fixed detector
+    reported at once), those lasting ``after`` seconds with auto-down, none without it."""
+    if after is None:
+        return 0
+    return sum(1 for s in found if s.length(trace_end) >= after)
+
+
+class MemberProcess:
+    """A bench/membership_member.py process and the lines it has written, read by a thread."""
+
+    def __init__(self, member: str, flags: Sequence[str], logs: Path) -> None:
+        self.id = member
+        self.stderr = (logs / f"{member}.log").open("w")
+        command = [sys.executable, "-m", "bench.membership_member", member, *flags]
+        self.process = subprocess.Popen(
+            command, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self.stderr, text=True, bufsize=1,
+        )  # fmt: skip
+        self.events: list[dict[str, Any]] = []
+        self.changed = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.site = self.wait_for(lambda e: e["e"] == "ready")["site"]
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            with self.changed:
+                self.events.append(json.loads(line))
+                self.changed.notify_all()
+        with self.changed:
+            self.changed.notify_all()
+
+    def wait_for(self, wanted: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """The first event ``wanted`` accepts, waiting up to DEADLINE for it."""
+        deadline = time.monotonic() + DEADLINE
+        with self.changed:
+            while True:
+                found = next((e for e in self.events if wanted(e)), None)
+                if found is not None:
+                    return found
+                left = deadline - time.monotonic()
+                if left <= 0 or self.process.poll() is not None:
+                    raise RuntimeError(f"member {self.id} did not say what was awaited in time "
+                                       f"(its log: {self.stderr.name})")  # fmt: skip
+                self.changed.wait(left)
+
+    def tell(self, view: str) -> None:
+        if self.process.poll() is None and self.process.stdin is not None:
+            try:
+                self.process.stdin.write(view + "\n")
+                self.process.stdin.flush()
+            except BrokenPipeError:
+                pass
+
+    def trace(self, subject: str, end: float) -> Trace:
+        """This observer's view of ``subject``, judged from its first reply until ``end``."""
+        with self.changed:
+            events = list(self.events)
+        arrivals = tuple(e["t"] for e in events if e["e"] == "hb" and e["member"] == subject)
+        stalls = tuple((e["start"], e["end"]) for e in events if e["e"] == "stall")
+        return Trace(arrivals, stalls, arrivals[0], end)
+
+    def times(self, event: str, member: str) -> list[float]:
+        with self.changed:
+            return [e["t"] for e in self.events if e["e"] == event and e.get("member") == member]
+
+    def close(self) -> None:
+        if self.process.stdin is not None and self.process.poll() is None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.stderr.close()
+
+
+class Cluster:
+    """The observers and the subject of the moment, each told the members as a log would."""
+
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        self.members: dict[str, MemberProcess] = {}
+        self.left: set[str] = set()
+        self.add(LEADER, [])
+        for member, interval in RECORDERS.items():
+            flags = ["--heartbeat-interval", str(interval), "--auto-down", "none"]
+            self.add(member, [*flags, "--threshold", str(RECORDER_THRESHOLD)])
+
+    @property
+    def observers(self) -> list[MemberProcess]:
+        return [self.members[m] for m in (LEADER, *RECORDERS)]
+
+    def add(self, member: str, flags: Sequence[str]) -> MemberProcess:
+        self.members[member] = MemberProcess(member, flags, self.logs)
+        self._tell()
+        return self.members[member]
+
+    def leave(self, member: str) -> None:
+        """What a GROUP_LEAVE in the log does: the member is gone for everyone."""
+        self.left.add(member)
+        self._tell()
+
+    def warm_up(self, subject: str, seconds: float) -> None:
+        """Every observer hears ``subject``, then its history builds for ``seconds``."""
+        for observer in self.observers:
+            observer.wait_for(lambda e: e["e"] == "hb" and e["member"] == subject)
+        time.sleep(seconds)
+
+    def _tell(self) -> None:
+        sites = {m: p.site for m, p in self.members.items()}
+        view = json.dumps({"members": sites, "left": sorted(self.left)})
+        for member, process in self.members.items():
+            if member not in self.left:
+                process.tell(view)
+
+    def close(self) -> None:
+        for process in self.members.values():
+            process.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Kill:
+    subject: str
+    killed: float
+    unreachable_s: float
+    """The leader's gossiped state holds the subject unreachable (its own phi verdict)."""
+    down_s: float
+    """The leader downs it: where a group writes GROUP_LEAVE to the log."""
+    traces: dict[str, Trace]
+    """Per observer."""
+
+
+def kill_runs(cluster: Cluster, kills: int, warmup: float) -> list[Kill]:
+    """``kills`` subjects in turn: each joins, warms up and is killed -9; the next starts once
+    the leader holds the last unreachable, and is killed once the last is down."""
+    leader = cluster.members[LEADER]
+    done: list[Kill] = []
+    pending: tuple[str, float, float] | None = None
+    subject = cluster.add("subject-01", [])
+    for k in range(1, kills + 1):
+        cluster.warm_up(subject.id, warmup)
+        if pending is not None:
+            done.append(finish_kill(cluster, *pending))
+        killed = time.monotonic()
+        os.kill(subject.process.pid, signal.SIGKILL)
+        subject.process.wait()
+        name = subject.id
+        seen = leader.wait_for(lambda e, n=name: e["e"] == "unreachable" and e["member"] == n)
+        pending = (name, killed, seen["t"] - killed)
+        if k < kills:
+            subject = cluster.add(f"subject-{k + 1:02d}", [])
+    if pending is not None:
+        done.append(finish_kill(cluster, *pending))
+    return done
+
+
+def finish_kill(cluster: Cluster, subject: str, killed: float, unreachable_s: float) -> Kill:
+    """Waits for the leader's down of ``subject``, then lets it leave, as the log would."""
+    leader = cluster.members[LEADER]
+    down = leader.wait_for(lambda e: e["e"] == "down" and e["member"] == subject)
+    cluster.leave(subject)
+    end = killed + HORIZON
+    traces = {o.id: o.trace(subject, end) for o in cluster.observers}
+    return Kill(subject, killed, unreachable_s, down["t"] - killed, traces)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadRun:
+    start: float
+    end: float
+    pauses: tuple[tuple[float, float], ...]
+    traces: dict[str, Trace]
+    unreachable: int
+    """Times the leader held the paused member unreachable in the period (live)."""
+    downs: int
+    """Members the leader downed in the period (live): each a needless reallocation."""
+    others_unreachable: int
+    """Times the leader held an unpaused member unreachable (live)."""
+    stalls: int
+    """Observers' loop gaps over STALL in the period (forgiven past each detector's limit)."""
+
+
+def load_run(cluster: Cluster, seconds: float, warmup: float, gaps: tuple[float, float],
+             rng: random.Random) -> LoadRun:  # fmt: skip
+    """A member paused by random SIGSTOPs while a busy loop per core runs, for ``seconds``."""
+    subject = cluster.add("subject-paused", [])
+    cluster.warm_up(subject.id, warmup)
+    hog = [sys.executable, "-c", "while True: pass"]
+    hogs = [subprocess.Popen(hog) for _ in range(os.cpu_count() or 1)]
+    pauses: list[tuple[float, float]] = []
+    leader = cluster.members[LEADER]
+    try:
+        start = time.monotonic()
+        while time.monotonic() < start + seconds and not leader.times("down", subject.id):
+            time.sleep(rng.uniform(*gaps))
+            stopped = time.monotonic()
+            os.kill(subject.process.pid, signal.SIGSTOP)
+            try:
+                time.sleep(rng.uniform(*PAUSE_RANGE))
+            finally:
+                os.kill(subject.process.pid, signal.SIGCONT)
+            pauses.append((stopped, time.monotonic()))
+        end = time.monotonic()
+    finally:
+        for process in hogs:
+            process.kill()
+            process.wait()
+    traces = {o.id: o.trace(subject.id, end) for o in cluster.observers}
+    with leader.changed:
+        events = [e for e in leader.events if start <= e.get("t", start - 1) <= end]
+    unreachable = [e for e in events if e["e"] == "unreachable"]
+    stalls = sum(1 for t in traces.values() for s, _ in t.stalls if start <= s <= end)
+    return LoadRun(
+        start, end, tuple(pauses), traces,
+        unreachable=sum(1 for e in unreachable if e["member"] == subject.id),
+        downs=sum(1 for e in events if e["e"] == "down"),
+        others_unreachable=sum(1 for e in unreachable if e["member"] != subject.id),
+        stalls=stalls,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One point of the grid: a phi detector on the trace of the observer heartbeating at
+    ``interval``, or the fixed detector (``phi`` None) on the 0.1 s trace."""
+
+    name: str
+    observer: str
+    phi: PhiSettings | None
+    auto_down: float | None
+
+    def judge(self) -> Judge:
+        return FixedJudge() if self.phi is None else PhiJudge(self.phi)
+
+    @property
+    def reallocate_after(self) -> float | None:
+        return 0.0 if self.phi is None else self.auto_down
+
+
+def phi_setting(observer: str, interval: float, pause: float, threshold: float) -> Setting:
+    phi = replace(
+        SHIPPED.phi,
+        acceptable_heartbeat_pause=pause,
+        threshold=threshold,
+        first_heartbeat_estimate=interval,
+    )
+    name = f"phi interval {interval} s, pause {pause} s, threshold {threshold:g}"
+    return Setting(name, observer, phi, SHIPPED.auto_down_unreachable_after)
+
+
+FIXED = Setting(f"fixed {FIXED_TIMEOUT} s timeout, beats every {FIXED_INTERVAL} s",
+                "b-record-0.1", None, None)  # fmt: skip
+SHIPPED_SETTING = phi_setting(
+    LEADER, SHIPPED.heartbeat_interval, SHIPPED.acceptable_heartbeat_pause, SHIPPED.threshold
+)
+
+
+def grid() -> list[Setting]:
+    """The shipped setting first, then every other combination of interval (one per recording
+    observer), acceptable pause and threshold."""
+    observers = {LEADER: SHIPPED.heartbeat_interval, **RECORDERS}
+    points = [
+        phi_setting(o, i, p, t)
+        for o, i in sorted(observers.items(), key=lambda item: item[1])
+        for p in GRID_PAUSES
+        for t in GRID_THRESHOLDS
+    ]
+    return [SHIPPED_SETTING, *(p for p in points if p != SHIPPED_SETTING)]
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    detection: list[float]
+    suspicions: int
+    reallocations: int
+    hours: float
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.detection)
+
+    def per_hour(self, count: int) -> float:
+        return round(count / self.hours, 1)
+
+
+def judge_runs(setting: Setting, kills: Sequence[Kill], load: LoadRun) -> Judged:
+    """A setting's detection times over the kills and its suspicions in the load period."""
+    detection = []
+    for kill in kills:
+        seconds = detection_after(kill.traces[setting.observer], setting.judge(), kill.killed)
+        if seconds is None:
+            raise RuntimeError(f"{setting.name} never suspected {kill.subject}")
+        detection.append(seconds)
+    trace = load.traces[setting.observer]
+    found = [s for s in suspicions(trace, setting.judge()) if load.start <= s.start <= load.end]
+    return Judged(
+        detection,
+        suspicions=len(found),
+        reallocations=needless(found, trace.end, setting.reallocate_after),
+        hours=(load.end - load.start) / 3600,
+    )
+
+
+def measured(args: argparse.Namespace) -> tuple[list[Kill], LoadRun]:
+    """The kills, then the load run, on one cluster of real member processes."""
+    with tempfile.TemporaryDirectory(prefix="onyx-fd-bench-") as logs:
+        cluster = Cluster(Path(logs))
+        try:
+            kills = kill_runs(cluster, args.kills, args.warmup)
+            load = load_run(cluster, args.load_seconds, args.warmup, args.pause_gap,
+                            random.Random(args.seed))  # fmt: skip
+        finally:
+            cluster.close()
+    return kills, load
 
 
 def detection_figures(args: argparse.Namespace) -> dict[str, Any]:
-    """Detection time of a kill -9, phi accrual against the fixed timeout: to come."""
-    print(f"detection time of a kill -9: {NOT_MEASURED}")
-    return {"detection_s_median_phi": None, "detection_s_median_fixed": None}
-
-
-def false_suspicion_figures(args: argparse.Namespace) -> dict[str, Any]:
-    """Needless reallocations per hour under pauses and load, phi against fixed: to come."""
-    print(f"needless reallocations per hour: {NOT_MEASURED}")
+    """Detection, down and reallocation after kill -9, and suspicions under load: phi accrual
+    (the shipped settings, live and on the recorded traces) against the fixed detector on the
+    same run's 0.1 s heartbeat stream; then the grid of settings on the same traces."""
+    kills, load = measured(args)
+    fixed, shipped = judge_runs(FIXED, kills, load), judge_runs(SHIPPED_SETTING, kills, load)
+    live = [k.unreachable_s for k in kills]
+    downs = [k.down_s for k in kills]
+    report_kills(live, downs, fixed, shipped)
+    report_load(load, fixed, shipped, args.pause_gap)
     return {
-        "needless_reallocations_per_hour_phi": None,
-        "needless_reallocations_per_hour_fixed": None,
+        "detection_s_median_phi": r(statistics.median(live)),
+        "detection_s_max_phi": r(max(live)),
+        "detection_s_median_phi_trace": r(shipped.median),
+        "detection_s_median_fixed": r(fixed.median),
+        "detection_s_max_fixed": r(max(fixed.detection)),
+        "down_s_median_phi": r(statistics.median(downs)),
+        "down_s_max_phi": r(max(downs)),
+        "reallocation_s_median_fixed": r(fixed.median),
+        "false_suspicions_per_hour_phi": shipped.per_hour(load.unreachable),
+        "false_suspicions_per_hour_phi_trace": shipped.per_hour(shipped.suspicions),
+        "false_suspicions_per_hour_fixed": fixed.per_hour(fixed.suspicions),
+        "needless_reallocations_per_hour_phi": shipped.per_hour(load.downs),
+        "needless_reallocations_per_hour_fixed": fixed.per_hour(fixed.reallocations),
+        "load_period_s": r(load.end - load.start),
+        "load_stops": len(load.pauses),
+        "load_paused_s": r(sum(e - s for s, e in load.pauses)),
+        "load_observer_stalls": load.stalls,
+        "kills": len(kills),
+        "grid": grid_figures(kills, load, fixed),
     }
+
+
+def report_kills(live: list[float], downs: list[float], fixed: Judged, shipped: Judged) -> None:
+    print(f"detection of a kill -9, {len(live)} kills (phi accrual, shipped | fixed 1 s timeout):")
+    print(f"  median: {r(statistics.median(live))} s | {r(fixed.median)} s"
+          f"  (phi on the recorded replies: {r(shipped.median)} s)")  # fmt: skip
+    print(f"  max: {r(max(live))} s | {r(max(fixed.detection))} s"
+          f"  (phi on the recorded replies: {r(max(shipped.detection))} s)")  # fmt: skip
+    after = SHIPPED.auto_down_unreachable_after
+    print(f"until reallocation (phi: down by the leader after auto-down {after} s | "
+          f"fixed: its suspicion reported the peers):")  # fmt: skip
+    print(f"  median: {r(statistics.median(downs))} s | {r(fixed.median)} s;"
+          f" max {r(max(downs))} s | {r(max(fixed.detection))} s")  # fmt: skip
+
+
+def report_load(load: LoadRun, fixed: Judged, shipped: Judged, gap: tuple[float, float]) -> None:
+    paused = r(sum(e - s for s, e in load.pauses))
+    print(f"under load ({os.cpu_count()} busy loops; {len(load.pauses)} stops of "
+          f"{PAUSE_RANGE[0]}-{PAUSE_RANGE[1]} s, {paused} s in all, every {gap[0]}-{gap[1]} s; "
+          f"measured for {r(load.end - load.start)} s, per hour extrapolated):")  # fmt: skip
+    print(f"  false suspicions: {shipped.per_hour(load.unreachable)} /h | "
+          f"{fixed.per_hour(fixed.suspicions)} /h  (phi on the recorded replies: "
+          f"{shipped.per_hour(shipped.suspicions)} /h; counts {load.unreachable} | "
+          f"{fixed.suspicions})")  # fmt: skip
+    print(f"  needless reallocations: {shipped.per_hour(load.downs)} /h | "
+          f"{fixed.per_hour(fixed.reallocations)} /h  (counts {load.downs} | "
+          f"{fixed.reallocations}; phi on the recorded replies: "
+          f"{shipped.reallocations})")  # fmt: skip
+    print(f"  unpaused members the leader held unreachable: {load.others_unreachable}; "
+          f"observers' loop gaps over {STALL} s: {load.stalls}")  # fmt: skip
+
+
+def grid_figures(kills: Sequence[Kill], load: LoadRun, fixed: Judged) -> list[Any]:
+    """Every setting of the grid on the same traces, against the fixed detector: the goal is
+    detection no slower and at most a tenth of its needless reallocations."""
+    print(
+        f"settings on the same traces (detection median / max over the kills; false suspicions"
+        f" and needless reallocations per hour; the goal: median <= {r(fixed.median)} s, "
+        f"reallocations <= {round(fixed.per_hour(fixed.reallocations) / 10, 1)} /h):"
+    )
+    rows = []
+    for setting in grid():
+        judged = judge_runs(setting, kills, load)
+        meets = judged.median <= fixed.median and judged.reallocations * 10 <= fixed.reallocations
+        print(f"  {setting.name}: {r(judged.median)} / {r(max(judged.detection))} s; "
+              f"{judged.per_hour(judged.suspicions)} /h; "
+              f"{judged.per_hour(judged.reallocations)} /h{GOAL_MET if meets else ''}")  # fmt: skip
+        assert setting.phi is not None
+        rows.append({
+            "heartbeat_interval": setting.phi.first_heartbeat_estimate,
+            "acceptable_heartbeat_pause": setting.phi.acceptable_heartbeat_pause,
+            "threshold": setting.phi.threshold,
+            "detection_s_median": r(judged.median),
+            "detection_s_max": r(max(judged.detection)),
+            "false_suspicions_per_hour": judged.per_hour(judged.suspicions),
+            "needless_reallocations_per_hour": judged.per_hour(judged.reallocations),
+            "meets_goal": meets,
+        })  # fmt: skip
+    return rows
+
+
+GOAL_MET = "  meets the goal"
+
+
+def r(seconds: float) -> float:
+    return round(seconds, 3)
+
+
+def gaps(text: str) -> tuple[float, float]:
+    low, high = (float(part) for part in text.split(","))
+    if not 0 < low <= high:
+        raise argparse.ArgumentTypeError(
+            "the gap between stops is LOW,HIGH seconds, 0 < LOW <= HIGH"
+        )
+    return low, high
 
 
 def sizes(text: str) -> list[int]:
@@ -352,27 +933,63 @@ def sizes(text: str) -> list[int]:
     return values
 
 
+PARTS = ("detection", "gossip")
+
+
+def parts(text: str) -> set[str]:
+    chosen = set(text.split(","))
+    if not chosen <= set(PARTS):
+        raise argparse.ArgumentTypeError(f"parts are some of {','.join(PARTS)}")
+    return chosen
+
+
+NOT_RUN = dict.fromkeys(
+    ["detection_s_median_phi", "detection_s_median_fixed", "detection_s_max_phi",
+     "detection_s_max_fixed", "down_s_median_phi", "reallocation_s_median_fixed",
+     "needless_reallocations_per_hour_phi", "needless_reallocations_per_hour_fixed",
+     "false_suspicions_per_hour_phi", "false_suspicions_per_hour_fixed"]
+)  # fmt: skip
+"""The detection figures' keys, null when --parts leaves that part out."""
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    detection = parser.add_argument_group("detection on real member processes")
+    detection.add_argument("--kills", type=int, default=20, help="members killed -9 in turn")
+    detection.add_argument("--warmup", type=float, default=3.0,
+                           help="seconds of heartbeats before a kill or the load")  # fmt: skip
+    detection.add_argument("--load-seconds", type=float, default=180.0,
+                           help="seconds of the period under load and stops")  # fmt: skip
+    detection.add_argument("--pause-gap", type=gaps, default=(1.0, 5.0),
+                           help="LOW,HIGH seconds of running between two stops")  # fmt: skip
     gossip = parser.add_argument_group("gossip convergence")
     gossip.add_argument("--sizes", type=sizes, default=[10, 100, 1000], help="members, a,b,c")
     gossip.add_argument("--gossip-interval", type=float, default=1.0, help="seconds")
     gossip.add_argument("--latency", type=float, default=0.001, help="one-way, seconds")
     gossip.add_argument("--repeat", type=int, default=5, help="runs per size and kind")
     gossip.add_argument("--jobs", type=int, default=2, help="processes running simulations")
+    parser.add_argument("--parts", type=parts, default=set(PARTS), help="detection,gossip")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--quick", action="store_true", help="--repeat 1")
+    parser.add_argument("--quick", action="store_true",
+                        help="--repeat 1 --kills 5 --load-seconds 30")  # fmt: skip
     args = parser.parse_args(argv)
     if args.quick:
-        args.repeat = 1
+        args.repeat, args.kills, args.load_seconds = 1, 5, 30.0
+    if args.kills < 1:
+        parser.error("--kills must be at least 1")
 
     began = time.perf_counter()
-    figures = {
-        **detection_figures(args),
-        **false_suspicion_figures(args),
-        **gossip_figures(args),
-    }
+    figures: dict[str, Any] = dict(NOT_RUN)
+    if "detection" in args.parts:
+        figures.update(detection_figures(args))
+    if "gossip" in args.parts:
+        figures.update(gossip_figures(args))
     figures["options"] = {
+        "parts": sorted(args.parts),
+        "kills": args.kills,
+        "warmup": args.warmup,
+        "load_seconds": args.load_seconds,
+        "pause_gap": list(args.pause_gap),
         "sizes": args.sizes,
         "gossip_interval": args.gossip_interval,
         "latency": args.latency,
