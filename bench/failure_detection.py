@@ -778,6 +778,8 @@ class Judged:
     suspicions: int
     reallocations: int
     hours: float
+    longest: float
+    """Seconds of the longest suspicion under load: what the auto-down time must outlast."""
 
     @property
     def median(self) -> float:
@@ -802,6 +804,7 @@ def judge_runs(setting: Setting, kills: Sequence[Kill], load: LoadRun) -> Judged
         suspicions=len(found),
         reallocations=needless(found, trace.end, setting.reallocate_after),
         hours=(load.end - load.start) / 3600,
+        longest=max((s.length(trace.end) for s in found), default=0.0),
     )
 
 
@@ -840,6 +843,7 @@ def detection_figures(args: argparse.Namespace) -> dict[str, Any]:
         "false_suspicions_per_hour_phi": shipped.per_hour(load.unreachable),
         "false_suspicions_per_hour_phi_trace": shipped.per_hour(shipped.suspicions),
         "false_suspicions_per_hour_fixed": fixed.per_hour(fixed.suspicions),
+        "longest_suspicion_s_phi_trace": r(shipped.longest),
         "needless_reallocations_per_hour_phi": shipped.per_hour(load.downs),
         "needless_reallocations_per_hour_fixed": fixed.per_hour(fixed.reallocations),
         "load_period_s": r(load.end - load.start),
@@ -894,7 +898,7 @@ def grid_figures(kills: Sequence[Kill], load: LoadRun, fixed: Judged) -> list[An
         judged = judge_runs(setting, kills, load)
         meets = judged.median <= fixed.median and judged.reallocations * 10 <= fixed.reallocations
         print(f"  {setting.name}: {r(judged.median)} / {r(max(judged.detection))} s; "
-              f"{judged.per_hour(judged.suspicions)} /h; "
+              f"{judged.per_hour(judged.suspicions)} /h (longest {r(judged.longest)} s); "
               f"{judged.per_hour(judged.reallocations)} /h{GOAL_MET if meets else ''}")  # fmt: skip
         assert setting.phi is not None
         rows.append({
@@ -904,6 +908,7 @@ def grid_figures(kills: Sequence[Kill], load: LoadRun, fixed: Judged) -> list[An
             "detection_s_median": r(judged.median),
             "detection_s_max": r(max(judged.detection)),
             "false_suspicions_per_hour": judged.per_hour(judged.suspicions),
+            "longest_suspicion_s": r(judged.longest),
             "needless_reallocations_per_hour": judged.per_hour(judged.reallocations),
             "meets_goal": meets,
         })  # fmt: skip
