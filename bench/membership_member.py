@@ -113,7 +113,7 @@ class Member:
         self.transport.close()
 
     def _report(self, now: float) -> None:
-        for member in self.service.take_downs():
+        for member in self.service.take_decisions().downs:
             emit("down", member=member, t=now)
         unreachable = self.service.agent.gossip.unreachable_members()
         if unreachable is self.unreachable:

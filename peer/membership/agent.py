@@ -187,6 +187,7 @@ class MembershipAgent:
         sends: list[tuple[str, MembershipMessage]] = []
         if now >= self.next_heartbeat:
             sends += [(r, HeartbeatRequest(self.me)) for r in self.monitor.receivers]
+            self.monitor = self.monitor.asked(now)
             self.next_heartbeat = now + self.settings.heartbeat_interval
         stalled = self._stalled(now)
         downs = self._judge(now) if not stalled else ()

@@ -4,6 +4,12 @@ A member watches its receivers on the hashed ring (peer.membership.monitors): it
 heartbeat request every interval and feeds the reply into that receiver's detector, so what is
 measured is a round trip through both members' loops, as in Akka. The monitor is a value: the
 agent holding it passes the time in and keeps the new monitor each call returns.
+
+A member that never answers must be suspected too (it joined, then died or stopped before its
+first reply), yet its detector has no history to judge by. So the monitor remembers when it first
+asked each member it has not heard from, and judges that member as though it had answered at
+once: silence from then on raises phi as it would after a reply. Its detector stays untouched,
+so the first real reply starts the history without an interval that never happened.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ class HeartbeatMonitor:
     monitors: int = DEFAULT_MONITORS
     detectors: dict[str, PhiAccrualDetector] = field(default_factory=dict)
     """One per receiver, sorted by id; replaced whole, never changed in place."""
+    first_asked: dict[str, float] = field(default_factory=dict)
+    """When each receiver not heard from yet was first asked for a heartbeat."""
 
     def for_members(self, members: Iterable[str]) -> HeartbeatMonitor:
         """The monitor of ``members`` (this member among them): the receivers the ring gives it
@@ -32,7 +40,19 @@ class HeartbeatMonitor:
             subject: self.detectors.get(subject, PhiAccrualDetector(self.settings))
             for subject in sorted(watched)
         }
-        return replace(self, detectors=detectors)
+        asked = {s: t for s, t in self.first_asked.items() if s in detectors}
+        return replace(self, detectors=detectors, first_asked=asked)
+
+    def asked(self, now: float) -> HeartbeatMonitor:
+        """The monitor after asking every receiver for a heartbeat at ``now``."""
+        new = [
+            s
+            for s, d in self.detectors.items()
+            if not d.is_monitoring and s not in self.first_asked
+        ]
+        if not new:
+            return self
+        return replace(self, first_asked={**self.first_asked, **dict.fromkeys(new, now)})
 
     @property
     def receivers(self) -> tuple[str, ...]:
@@ -44,17 +64,21 @@ class HeartbeatMonitor:
         detector = self.detectors.get(subject)
         if detector is None:
             return self
-        return replace(self, detectors={**self.detectors, subject: detector.heartbeat(now)})
+        asked = {s: t for s, t in self.first_asked.items() if s != subject}
+        detectors = {**self.detectors, subject: detector.heartbeat(now)}
+        return replace(self, detectors=detectors, first_asked=asked)
 
     def reachability(self, now: float) -> dict[str, bool]:
         """Each watched member's verdict at ``now``: reachable while its phi is below the
-        threshold. A member not yet heard from has none: whether it ever came up is joining's
-        business, not this monitor's."""
-        return {
-            subject: detector.available(now)
-            for subject, detector in self.detectors.items()
-            if detector.is_monitoring
-        }
+        threshold. One not heard from yet is judged from when it was first asked; one not even
+        asked yet has no verdict."""
+        verdicts = {}
+        for subject, detector in self.detectors.items():
+            if detector.is_monitoring:
+                verdicts[subject] = detector.available(now)
+            elif subject in self.first_asked:
+                verdicts[subject] = detector.heartbeat(self.first_asked[subject]).available(now)
+        return verdicts
 
     def forgive(self, now: float) -> HeartbeatMonitor:
         """The monitor after this member itself was silent (its loop stalled, its process was
@@ -64,4 +88,4 @@ class HeartbeatMonitor:
             subject: replace(detector, last_heartbeat=now) if detector.is_monitoring else detector
             for subject, detector in self.detectors.items()
         }
-        return replace(self, detectors=detectors)
+        return replace(self, detectors=detectors, first_asked=dict.fromkeys(self.first_asked, now))

@@ -125,8 +125,8 @@ class HeartbeatHistory:
 @dataclass(frozen=True, slots=True)
 class PhiAccrualDetector:
     """One monitor's view of one subject. Build it with settings only; ``heartbeat`` gives the
-    next one. Before the first heartbeat phi is 0: a member not yet heard from is not suspected
-    (whether it ever came up is the business of joining, not of this detector).
+    next one. Before the first heartbeat phi is 0: the detector has nothing to judge by (its
+    monitor judges a member that never answers: peer.membership.heartbeat).
     """
 
     settings: PhiSettings = field(default_factory=PhiSettings)

@@ -43,6 +43,12 @@ class Cluster:
     def eligible(self, task: TaskDemand) -> int:
         return sum(n for tags, n in self.signatures if task.required_tags <= tags)
 
+    def usable(self, job: JobDemand) -> int:
+        """The peers able to run at least one of the job's tasks: all the job can ever hold,
+        as one peer runs one task."""
+        tasks = job.tasks
+        return sum(n for tags, n in self.signatures if any(t.required_tags <= tags for t in tasks))
+
     def task_cap(self, task: TaskDemand) -> int:
         """At most max_peers, and never more than the peers able to run the task."""
         room = self.eligible(task)
@@ -62,20 +68,22 @@ class Cluster:
         if job.task_scheduler == "colocated":
             return self.pipeline_groups(job) >= max(t.min_peers for t in job.tasks)
         return all(self.eligible(t) >= t.min_peers for t in job.tasks) and (
-            len(self.peers) >= job.minimum
+            self.usable(job) >= job.minimum
         )
 
     def saturation(self, job: JobDemand) -> int:
         """The most peers the job can use; with no max_peers this is bounded only by the
-        peers able to run its tasks."""
+        peers able to run its tasks: each task's, and all its tasks' together (a job whose
+        tasks all need a tag gets no share of the untagged peers, which it could not place)."""
         caps = [self.task_cap(t) for t in job.tasks]
         if job.task_scheduler == "colocated":
             return len(job.tasks) * min([*caps, self.pipeline_groups(job)])
         if job.task_scheduler == "percentage" and any(_weight(t) for t in job.tasks):
-            return sum(
+            wanted = sum(
                 c if _weight(t) else t.min_peers for t, c in zip(job.tasks, caps, strict=True)
             )
-        return sum(caps)
+            return min(wanted, self.usable(job))
+        return min(sum(caps), self.usable(job))
 
 
 def _always(_: str) -> bool:

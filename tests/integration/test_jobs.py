@@ -373,3 +373,39 @@ def test_a_group_given_a_directory_without_a_driver_says_so(zookeeper, tenancy, 
 def test_a_bad_mtu_is_refused_in_one_line(zookeeper, tenancy):
     result = onyx("peer", "start", *cluster_args(zookeeper, tenancy), "--mtu", "1000")
     assert_one_line_error(result, 1, "MTU 1000")
+
+
+def test_a_job_that_does_not_touch_an_unreachable_member_goes_on_to_the_end(
+    start_peer, zookeeper, tenancy, tmp_path
+):
+    """Unreachable holds up only what touches the member: a job whose tasks all need a tag the
+    stopped group lacks completes, exactly, while that group is still stopped and not down."""
+    patient = ["--auto-down-unreachable-after", "60"]
+    tagged = [
+        start_peer(vpeers=2, session_timeout=60.0, extra=[*patient, "--tags", "near"])
+        for _ in range(2)
+    ]
+    stopped = start_peer(vpeers=2, session_timeout=60.0, extra=patient)
+    await_peers(zookeeper, tenancy, 6)
+    path, expected = wordcount_job(tmp_path, 2_000)
+    job = yaml.safe_load(path.read_text())
+    for task in job["catalog"]:
+        task["required_tags"] = ["near"]
+    path.write_text(yaml.safe_dump(job))
+    store = api.connect(zookeeper.address, tenancy)
+    try:
+        group = next(g for g in api.replica(store).groups if g in stopped.output())
+        stopped.signal(signal.SIGSTOP)
+        try:
+            said = f"member {group} is unreachable"
+            wait_for(lambda: all(said in p.output() for p in tagged), 60, "an unreachable log")
+            job_id = api.submit(store, path)
+            final = api.wait(store, job_id, 120)
+            during = api.replica(store)
+        finally:
+            stopped.signal(signal.SIGCONT)
+    finally:
+        store.close()
+    assert final.state == "completed"
+    assert group in during.groups, "the stopped group was downed"
+    assert counts(tmp_path / "out" / "counts.jsonl") == expected

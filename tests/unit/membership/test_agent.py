@@ -126,6 +126,13 @@ def test_a_killed_member_is_found_unreachable_then_downed_by_the_leader_alone():
             assert cluster.agents[member].gossip.members["g3"].status is Status.DOWN
 
 
+def test_a_member_killed_before_its_first_reply_is_found_unreachable_and_downed():
+    cluster = Cluster(IDS)
+    cluster.killed.add("g3")
+    cluster.run(cluster.settings.auto_down_unreachable_after + 4)
+    assert cluster.downs == [("g0", "g3")]
+
+
 def test_a_killed_leader_is_downed_by_the_next_one():
     cluster = Cluster(IDS)
     cluster.run(3)

@@ -6,6 +6,7 @@ from peer.membership.downing import AutoDown
 from peer.membership.gossip import Gossip, Status
 from peer.membership.heartbeat import HeartbeatMonitor
 from peer.membership.monitors import receivers
+from peer.membership.phi import PhiAccrualDetector
 
 
 def test_the_monitor_watches_its_ring_receivers_and_keeps_their_history():
@@ -20,10 +21,22 @@ def test_the_monitor_watches_its_ring_receivers_and_keeps_their_history():
     assert HeartbeatMonitor("g0").for_members(["g0"]).receivers == ()
 
 
-def test_only_members_heard_from_have_a_verdict_and_silence_turns_it():
+def test_only_members_asked_have_a_verdict_and_silence_turns_it():
     monitor = HeartbeatMonitor("a").for_members(["a", "b", "c"]).replied("b", 0.0)
     assert monitor.reachability(0.5) == {"b": True}
     assert monitor.reachability(60.0) == {"b": False}
+
+
+def test_a_member_that_never_answers_is_judged_from_when_it_was_first_asked():
+    monitor = HeartbeatMonitor("a").for_members(["a", "b"]).asked(10.0).asked(11.0)
+    assert monitor.first_asked == {"b": 10.0}
+    assert monitor.reachability(10.5) == {"b": True}
+    assert monitor.reachability(30.0) == {"b": False}
+    assert monitor.forgive(29.0).reachability(30.0) == {"b": True}
+    answered = monitor.replied("b", 30.0)
+    assert answered.first_asked == {}
+    assert answered.detectors["b"] == PhiAccrualDetector(monitor.settings).heartbeat(30.0)
+    assert answered.reachability(30.1) == {"b": True}
 
 
 def test_forgiving_restarts_the_clocks_without_learning_the_gap():

@@ -64,6 +64,19 @@ def test_tagged_tasks_get_tagged_peers_and_untagged_work_takes_untagged_peers_fi
     }
 
 
+def test_a_job_whose_tasks_all_need_a_tag_takes_the_tagged_peers_beside_untagged_ones():
+    cluster = [*peers(2), *peers(4, tags=GPU, prefix="q")]
+    tasks = [TaskDemand(name, max_peers=cap, required_tags=GPU)
+             for name, cap in [("r", 1), ("s", None), ("c", None), ("w", 1)]]  # fmt: skip
+    allocation = allocate("balanced", [job("a", *tasks)], cluster, None)
+    assert sorted(p for ps in plain(allocation)["a"].values() for p in ps) == [
+        "q0",
+        "q1",
+        "q2",
+        "q3",
+    ]
+
+
 def test_a_job_whose_tags_no_peer_has_waits():
     jobs = [job("a", "prep", TaskDemand("train", required_tags=GPU)), job("b", "x")]
     allocation = allocate("greedy", jobs, peers(3), None)
