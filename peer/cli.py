@@ -437,29 +437,22 @@ def build_parser() -> argparse.ArgumentParser:
     _cluster_args(gc)
     gc.set_defaults(handler=collect_garbage)
 
-    down = commands.add_parser(
-        "down",
-        help="down a member (a peer group): its work moves to the others; a running one rejoins "
+    _member_command(
+        commands, "down", down_member,
+        "down a member (a peer group): its work moves to the others; a running one rejoins "
         "under a new id",
-    )
-    _cluster_args(down)
-    down.add_argument("member", help="its id, or a prefix of it (as `onyx replica` prints)")
-    down.set_defaults(handler=down_member)
-
-    leave = commands.add_parser(
-        "leave",
-        help="make a member (a peer group) leave gracefully: its jobs commit their current "
-        "epochs, its work moves to the others, and it exits",
-    )
-    _cluster_args(leave)
-    leave.add_argument("member", help="its id, or a prefix of it (as `onyx replica` prints)")
+    )  # fmt: skip
+    leave = _member_command(
+        commands, "leave", leave_member,
+        "make a member (a peer group) leave gracefully: its jobs commit their current epochs, "
+        "its work moves to the others, and it exits",
+    )  # fmt: skip
     leave.add_argument(
         "--wait",
         type=positive_seconds,
         metavar="SECONDS",
         help="wait up to SECONDS until the member has been removed",
     )
-    leave.set_defaults(handler=leave_member)
     _config_parser(commands)
 
     run = commands.add_parser(
@@ -814,6 +807,20 @@ def replica(args: argparse.Namespace) -> int:
         current = api.replica(store)
     print(json.dumps(current.to_json(), indent=2) if args.json else describe(current))
     return 0
+
+
+def _member_command(
+    commands: argparse._SubParsersAction,
+    name: str,
+    handler: Callable[[argparse.Namespace], int],
+    help: str,
+) -> argparse.ArgumentParser:
+    """A command acting on one member, named as `onyx replica` prints it."""
+    command = commands.add_parser(name, help=help)
+    _cluster_args(command)
+    command.add_argument("member", help="its id, or a prefix of it (as `onyx replica` prints)")
+    command.set_defaults(handler=handler)
+    return command
 
 
 def down_member(args: argparse.Namespace) -> int:
