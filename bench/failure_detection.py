@@ -427,7 +427,7 @@ class FixedJudge:
     def heartbeat(self, now: float) -> None:
         self.last = now
 
-    def forgive(self, now: float) -> None:
+    def forgive(self, since: float, now: float) -> None:
         if self.last is not None:
             self.last = now
 
@@ -437,17 +437,18 @@ class FixedJudge:
 
 class PhiJudge:
     """The shipped detector as a member's agent runs it: the real HeartbeatMonitor with the
-    given settings, forgiving the observer's own stalls longer than the acceptable pause."""
+    given settings, leaving the observer's own stalls longer than an interval and the
+    acceptable pause (MembershipSettings.stall_after) out of the subject's silence."""
 
     def __init__(self, settings: PhiSettings) -> None:
         self.monitor = HeartbeatMonitor("observer", settings, 1).for_members(["subject"])
-        self.forgive_after = settings.acceptable_heartbeat_pause
+        self.forgive_after = settings.first_heartbeat_estimate + settings.acceptable_heartbeat_pause
 
     def heartbeat(self, now: float) -> None:
         self.monitor = self.monitor.replied("subject", now)
 
-    def forgive(self, now: float) -> None:
-        self.monitor = self.monitor.forgive(now)
+    def forgive(self, since: float, now: float) -> None:
+        self.monitor = self.monitor.forgive(since, now)
 
     def suspects(self, now: float) -> bool:
         return not self.monitor.reachability(now).get("subject", True)
@@ -462,8 +463,8 @@ def suspicions(trace: Trace, judge: Judge, step: float = TICK) -> list[Suspicion
     observer longer than the judge forgives is forgiven at its end, and nobody is judged during
     it (the agent's rule; the fixed detector's loop did not run either)."""
     events = sorted(
-        [(t, 1) for t in trace.arrivals]
-        + [(end, 0) for start, end in trace.stalls if end - start > judge.forgive_after]
+        [(t, 1, t) for t in trace.arrivals]
+        + [(end, 0, start) for start, end in trace.stalls if end - start > judge.forgive_after]
     )
     blackouts = [
         (s + judge.forgive_after, e) for s, e in trace.stalls if e - s > judge.forgive_after
@@ -474,8 +475,11 @@ def suspicions(trace: Trace, judge: Judge, step: float = TICK) -> list[Suspicion
     for k in range(int((trace.end - trace.start) / step) + 1):
         now = trace.start + k * step
         while i < len(events) and events[i][0] <= now:
-            moment, kind = events[i]
-            (judge.heartbeat if kind else judge.forgive)(moment)
+            moment, kind, since = events[i]
+            if kind:
+                judge.heartbeat(moment)
+            else:
+                judge.forgive(since, moment)
             i += 1
         if any(s < now < e for s, e in blackouts):
             continue

@@ -21,8 +21,9 @@ group) sends those and writes the downs to the log. What it does, as in Akka Clu
 Where each member listens (its site) comes from the log through ``sync``; sites learned from a
 join request or a welcome fill in for members the log has no site for yet.
 
-A member whose own loop has stalled (``polled`` not called for longer than the acceptable
-heartbeat pause) judges nobody until it runs again: the silence it would see is its own.
+A member whose own loop has stalled (``polled`` not called for longer than ``stall_after``)
+judges nobody until it runs again, and then does not count the stall as anyone's silence: the
+silence it would see is its own.
 """
 
 from __future__ import annotations
@@ -56,6 +57,13 @@ class MembershipSettings:
     acceptable_heartbeat_pause: float = 0.2
     min_std_deviation: float = 0.1
     auto_down_unreachable_after: float | None = 5.0
+
+    @property
+    def stall_after(self) -> float:
+        """How long the member's own loop may go without taking in replies before the gap
+        counts as its own stall: a gap shorter than an interval and the acceptable pause delays
+        a reply by less than the detectors tolerate anyway, and their history absorbs it."""
+        return self.heartbeat_interval + self.acceptable_heartbeat_pause
 
     @property
     def phi(self) -> PhiSettings:
@@ -177,9 +185,9 @@ class MembershipAgent:
 
     def polled(self, now: float) -> None:
         """The caller's loop has just taken in what arrived: after a stall, the detectors
-        restart their clocks instead of blaming the others for it."""
-        if self.last_poll is not None and now - self.last_poll > self._stall():
-            self.monitor = self.monitor.forgive(now)
+        leave the stall out of the silences they measure instead of blaming the others for it."""
+        if self.last_poll is not None and now - self.last_poll > self.settings.stall_after:
+            self.monitor = self.monitor.forgive(self.last_poll, now)
         self.last_poll = now
 
     def tick(self, now: float) -> Outbox:
@@ -283,8 +291,5 @@ class MembershipAgent:
         unreachable = self.gossip.unreachable_members()
         return [m for m in self._alive() if m not in unreachable]
 
-    def _stall(self) -> float:
-        return self.settings.phi.acceptable_heartbeat_pause
-
     def _stalled(self, now: float) -> bool:
-        return self.last_poll is not None and now - self.last_poll > self._stall()
+        return self.last_poll is not None and now - self.last_poll > self.settings.stall_after

@@ -80,12 +80,19 @@ class HeartbeatMonitor:
                 verdicts[subject] = detector.heartbeat(self.first_asked[subject]).available(now)
         return verdicts
 
-    def forgive(self, now: float) -> HeartbeatMonitor:
-        """The monitor after this member itself was silent (its loop stalled, its process was
-        stopped): every detector restarts its clock at ``now`` without learning the gap, which
-        said nothing of the others."""
+    def forgive(self, since: float, now: float) -> HeartbeatMonitor:
+        """The monitor after this member itself was silent from ``since`` to ``now`` (its loop
+        stalled, its process was stopped): that stretch said nothing of the others, so every
+        clock moves forward by it (never past ``now``: a reply taken in as the loop resumed is
+        the latest word). A member heard from just before the stall is judged as if it had
+        not happened; one already silent for long before it stays suspected, so a
+        member whose observers keep stalling is still found dead."""
+        gap = now - since
         detectors = {
-            subject: replace(detector, last_heartbeat=now) if detector.is_monitoring else detector
+            subject: replace(detector, last_heartbeat=min(detector.last_heartbeat + gap, now))
+            if detector.last_heartbeat is not None
+            else detector
             for subject, detector in self.detectors.items()
         }
-        return replace(self, detectors=detectors, first_asked=dict.fromkeys(self.first_asked, now))
+        asked = {subject: min(t + gap, now) for subject, t in self.first_asked.items()}
+        return replace(self, detectors=detectors, first_asked=asked)

@@ -170,6 +170,20 @@ def test_a_member_whose_own_loop_stalls_suspects_nobody():
     )
 
 
+def test_members_whose_loops_keep_stalling_still_down_a_killed_member():
+    """On a loaded machine: their stalls are left out of the dead member's silence, not taken
+    for its answers."""
+    cluster = Cluster(IDS)
+    cluster.run(3)
+    cluster.killed.add("g3")
+    for _ in range(round(cluster.settings.auto_down_unreachable_after) + 10):
+        cluster.stalled.update(m for m in IDS if m != "g3")
+        cluster.run(0.6)
+        cluster.stalled.clear()
+        cluster.run(0.4)
+    assert cluster.downs == [("g0", "g3")]
+
+
 @settings(deadline=None, max_examples=15)
 @given(st.integers(2, 12), st.data())
 def test_whoever_is_killed_the_survivors_agree_and_one_down_is_written(n, data):

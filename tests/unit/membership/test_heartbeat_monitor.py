@@ -32,19 +32,21 @@ def test_a_member_that_never_answers_is_judged_from_when_it_was_first_asked():
     assert monitor.first_asked == {"b": 10.0}
     assert monitor.reachability(10.5) == {"b": True}
     assert monitor.reachability(30.0) == {"b": False}
-    assert monitor.forgive(29.0).reachability(30.0) == {"b": True}
+    assert monitor.forgive(10.5, 29.5).reachability(30.0) == {"b": True}
     answered = monitor.replied("b", 30.0)
     assert answered.first_asked == {}
     assert answered.detectors["b"] == PhiAccrualDetector(monitor.settings).heartbeat(30.0)
     assert answered.reachability(30.1) == {"b": True}
 
 
-def test_forgiving_restarts_the_clocks_without_learning_the_gap():
-    monitor = HeartbeatMonitor("a").for_members(["a", "b"])
-    for t in range(10):
+def test_forgiving_leaves_the_stall_out_of_the_silence_without_learning_it():
+    monitor = HeartbeatMonitor("a").for_members(["a", "b", "c"])
+    for t in range(30):
         monitor = monitor.replied("b", float(t))
-    forgiven = monitor.forgive(60.0)
-    assert forgiven.reachability(60.5) == {"b": True}
+        monitor = monitor.replied("c", float(t)) if t < 5 else monitor
+    forgiven = monitor.forgive(29.1, 80.0)
+    assert forgiven.reachability(80.5) == {"b": True, "c": False}, "c was silent before"
+    assert forgiven.reachability(80.0 + 30) == {"b": False, "c": False}
     assert forgiven.detectors["b"].history == monitor.detectors["b"].history
 
 
