@@ -45,10 +45,11 @@ from peer.membership.removal import due_removals
 class MembershipSettings:
     """Durations in seconds, the defaults chosen with bench/failure_detection.py on real member
     processes (bench/README.md has the figures). An acceptable pause of 0.2 s at a 0.25 s
-    interval detects a kill -9 no slower than the old fixed 1 s timeout did (0.91 s median
-    against 0.95 s) and suspects a member paused by 0.3-1.5 s stops about 8 times less often;
-    the longer pauses tried (0.5 s, 1 s) were slower to detect. Five seconds of auto-down outlast
-    every suspicion those pauses caused, so none of them moved any work."""
+    interval detects a kill -9 no slower than the old fixed 1 s timeout did (0.90 s median
+    against 0.98 s) and suspects a member paused by 0.3-1.5 s stops 2 to 8 times less often
+    (two runs); the longer pauses tried (0.3 s and up) were slower to detect. Five seconds of
+    auto-down outlast the longest suspicion those pauses caused (0.5 s) many times over, so
+    none of them moved any work."""
 
     heartbeat_interval: float = 0.25
     gossip_interval: float = 0.5
