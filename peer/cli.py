@@ -305,6 +305,13 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
         help="how often this group asks the groups it monitors for a heartbeat",
     )
     start.add_argument(
+        "--monitors",
+        type=positive_int,
+        default=membership.monitors,
+        metavar="N",
+        help="how many groups monitor each group (its next N on a ring hashed by group id)",
+    )
+    start.add_argument(
         "--auto-down-unreachable-after",
         type=positive_seconds,
         default=membership.auto_down_unreachable_after,
@@ -571,6 +578,7 @@ def peer_start(args: argparse.Namespace) -> int:
         dataplane=DataPlaneConfig(
             membership=MembershipSettings(
                 heartbeat_interval=args.heartbeat_interval,
+                monitors=args.monitors,
                 auto_down_unreachable_after=args.auto_down_unreachable_after,
             ),
             seed_nodes=tuple(dict.fromkeys(args.seed_nodes)),

@@ -97,6 +97,8 @@ def test_unreachable_zookeeper(command):
          ["--seed-nodes", "'h:1,h:x'", "'x' is not a port"]),
         (["peer", "start", "--zookeeper", "h:1", "--tenancy", "t", "--seed-nodes", ":4000"],
          ["--seed-nodes", "':4000'", "no host"]),
+        (["peer", "start", "--zookeeper", "h:1", "--tenancy", "t", "--monitors", "0"],
+         ["--monitors", "'0' is not a whole number of at least 1"]),
         (["frobnicate"], ["frobnicate"]),
         (["run", "--groups", "0"], ["--groups"]),
     ],
