@@ -10,6 +10,9 @@ complete-job entries from current ones.
 Flux policies: a started job that the schedulers leave without peers is killed when any of its
 tasks says ``kill``, and otherwise waits for peers (``recover``; ``continue`` already lowered its
 minimum in peer.job.demand).
+
+The schedulers see only ``scheduling_request(replica)``, and the allocation is
+``schedule`` of it: a scheduling server given that request computes the very same allocation.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from pyrsistent import pmap
 from peer.job.demand import job_demand
 from peer.log.entries.jobs import finish
 from peer.log.replica import Replica
-from peer.scheduling import Allocation, PeerInfo, allocate
+from peer.scheduling import Allocation, PeerInfo
+from peer.scheduling.request import SchedulingRequest, schedule
 
 
 def reallocate(old: Replica, new: Replica, position: int) -> Replica:
@@ -54,13 +58,25 @@ def _flux_reason(replica: Replica, job: str) -> str:
 
 
 def _plan(replica: Replica) -> Allocation:
-    demands = [job_demand(replica.jobs[j], started=j in replica.started) for j in replica.job_order]
-    peers = [
-        PeerInfo(p, g, frozenset(replica.group_tags.get(g, ())))
-        for g in sorted(replica.groups - replica.exiting)
-        for p in sorted(replica.group_peers.get(g, ()))
-    ]
-    return allocate(replica.job_scheduler, demands, peers, replica.allocations)
+    return schedule(scheduling_request(replica))
+
+
+def scheduling_request(replica: Replica) -> SchedulingRequest:
+    """What the schedulers read of the replica: the jobs in submission order, the peers of
+    the joined groups that are not exiting, and the allocations so far."""
+    return SchedulingRequest(
+        job_scheduler=replica.job_scheduler,
+        jobs=tuple(
+            job_demand(replica.jobs[j], started=j in replica.started) for j in replica.job_order
+        ),
+        started=frozenset(j for j in replica.job_order if j in replica.started),
+        peers=tuple(
+            PeerInfo(p, g, frozenset(replica.group_tags.get(g, ())))
+            for g in sorted(replica.groups - replica.exiting)
+            for p in sorted(replica.group_peers.get(g, ()))
+        ),
+        previous=tuple((j, tuple(tasks.items())) for j, tasks in replica.allocations.items()),
+    )
 
 
 def _record(replica: Replica, plan: Allocation, position: int) -> Replica:
