@@ -27,15 +27,7 @@ from peer.scheduling.request import SchedulingRequest, schedule
 
 
 def reallocate(old: Replica, new: Replica, position: int) -> Replica:
-    if (
-        old.jobs is new.jobs
-        and old.groups is new.groups
-        and old.exiting is new.exiting
-        and old.group_peers is new.group_peers
-        and old.group_tags is new.group_tags
-    ):
-        return new
-    if not new.jobs:
+    if not needs_allocation(old, new):
         return new
     plan = _plan(new)
     doomed = [
@@ -50,6 +42,19 @@ def reallocate(old: Replica, new: Replica, position: int) -> Replica:
     if doomed:
         plan = _plan(new)
     return _record(new, plan, position)
+
+
+def needs_allocation(old: Replica, new: Replica) -> bool:
+    """Whether an entry that took ``old`` to ``new`` has the allocation recomputed: only when
+    it changed the jobs or the active peers, and there are jobs to give peers to."""
+    unchanged = (
+        old.jobs is new.jobs
+        and old.groups is new.groups
+        and old.exiting is new.exiting
+        and old.group_peers is new.group_peers
+        and old.group_tags is new.group_tags
+    )
+    return not unchanged and bool(new.jobs)
 
 
 def _flux_reason(replica: Replica, job: str) -> str:

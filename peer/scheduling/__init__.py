@@ -5,6 +5,7 @@ inputs: nothing here depends on randomness or on the iteration order of a dict o
 """
 
 from peer.scheduling.allocate import allocate, waiting
+from peer.scheduling.answers import AnswerCache
 from peer.scheduling.demand import (
     JOB_SCHEDULERS,
     TASK_SCHEDULERS,
@@ -14,15 +15,26 @@ from peer.scheduling.demand import (
     TaskDemand,
     freeze,
 )
+from peer.scheduling.request import (
+    SchedulingRequest,
+    allocation_from_json,
+    allocation_to_json,
+    schedule,
+)
 
 __all__ = [
     "JOB_SCHEDULERS",
     "TASK_SCHEDULERS",
     "Allocation",
+    "AnswerCache",
     "JobDemand",
     "PeerInfo",
+    "SchedulingRequest",
     "TaskDemand",
     "allocate",
+    "allocation_from_json",
+    "allocation_to_json",
     "freeze",
+    "schedule",
     "waiting",
 ]

@@ -72,7 +72,7 @@ class SchedulingRequest:
             "jobs": [_job_json(job) for job in self.jobs],
             "started": sorted(self.started),
             "peers": [{"id": p.id, "group": p.group, "tags": sorted(p.tags)} for p in self.peers],
-            "previous": {job: dict(tasks) for job, tasks in self.previous},
+            "previous": {job: {t: list(ps) for t, ps in tasks} for job, tasks in self.previous},
         }
 
     @classmethod
@@ -86,12 +86,13 @@ class SchedulingRequest:
             raise ValueError(f"scheduling request: format {wire.format}, expected {FORMAT}")
         _refuse_unknown_keys(doc)
         try:
+            previous = _peers_by_task(wire.previous, "$.previous")
             return cls(
                 job_scheduler=wire.job_scheduler,
                 jobs=wire.jobs,
                 started=wire.started,
                 peers=wire.peers,
-                previous=tuple((j, tuple(ts.items())) for j, ts in wire.previous.items()),
+                previous=tuple((j, tuple(ts.items())) for j, ts in previous.items()),
             )
         except ValueError as e:
             raise ValueError(f"scheduling request: {e}") from None
@@ -125,8 +126,8 @@ def allocation_from_json(doc: Any, request: SchedulingRequest) -> Allocation:
     rather than recorded in the log.
     """
     try:
-        plain = msgspec.convert(doc, dict[str, dict[str, tuple[str, ...]]])
-    except msgspec.ValidationError as e:
+        plain = _peers_by_task(doc, "$")
+    except ValueError as e:
         raise ValueError(f"allocation: {e}") from None
     if set(plain) != {job.id for job in request.jobs}:
         raise ValueError(f"allocation: jobs {sorted(plain)} are not the request's")
@@ -151,13 +152,33 @@ def allocation_from_json(doc: Any, request: SchedulingRequest) -> Allocation:
     )
 
 
+def _peers_by_task(doc: Any, path: str) -> dict[str, dict[str, tuple[str, ...]]]:
+    """An allocation-shaped document, job to task to peer ids, checked at every level so
+    that a bad one is refused with the job and task it is under."""
+    if not isinstance(doc, Mapping):
+        raise ValueError(f"expected an object of jobs - at `{path}`")
+    plain: dict[str, dict[str, tuple[str, ...]]] = {}
+    for job, tasks in doc.items():
+        if not isinstance(job, str) or not isinstance(tasks, Mapping):
+            raise ValueError(f"expected an object of tasks - at `{path}[{job!r}]`")
+        plain[job] = {}
+        for task, peers in tasks.items():
+            where = f"{path}[{job!r}][{task!r}]"
+            if not isinstance(task, str) or not isinstance(peers, list | tuple):
+                raise ValueError(f"expected an array of peer ids - at `{where}`")
+            if not all(isinstance(p, str) for p in peers):
+                raise ValueError(f"expected peer ids to be strings - at `{where}`")
+            plain[job][task] = tuple(peers)
+    return plain
+
+
 class _Wire(msgspec.Struct, forbid_unknown_fields=True):
     format: int
     job_scheduler: str
     jobs: tuple[JobDemand, ...]
     started: frozenset[str]
     peers: tuple[PeerInfo, ...]
-    previous: dict[str, dict[str, tuple[str, ...]]]
+    previous: Any
 
 
 def _job_json(job: JobDemand) -> dict[str, Any]:
