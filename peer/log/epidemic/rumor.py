@@ -13,7 +13,7 @@ still passes it on but stores it once (``reorder``).
 
 Which members a copy goes to is drawn from a ``random.Random`` made from the copy itself
 (``copy_rng``), so a run is reproducible whatever order copies arrive in, and two copies that
-reach a member by different paths go on to different members.
+reach a member from different senders go on to different members.
 """
 
 from __future__ import annotations
