@@ -47,13 +47,16 @@ class Decision:
     Exactly one holds: ``entry`` is set (watch the joiner, tell it to watch ``target``, write
     the entry, and once it is applied send the joiner the replica as of it); ``joined`` (the
     joiner is in the ring already: send it the replica, write nothing); or ``refused`` says why
-    not now (the joiner asks again, this aider later or another).
+    not now (the joiner asks again, this aider later or another), and ``left`` that it never
+    will: the joiner's id has left the cluster (reported dead before it heard it had joined), so
+    its group restarts under a new id instead of asking again.
     """
 
     entry: Entry | None = None
     target: str | None = None
     joined: bool = False
     refused: str | None = None
+    left: bool = False
 
 
 def decide(
@@ -67,11 +70,11 @@ def decide(
     joiner = request.joiner
     if joiner in replica.groups:
         return Decision(joined=True)
-    if aiding:
-        return Decision(refused=f"aider {aider} is stitching in {sorted(aiding)[0]} already")
     reason = refusal(replica, joiner, aider)
     if reason is not None:
-        return Decision(refused=reason)
+        return Decision(refused=reason, left=joiner in replica.left)
+    if aiding:
+        return Decision(refused=f"aider {aider} is stitching in {sorted(aiding)[0]} already")
     return Decision(entry=request.entry(aider), target=replica.pairs.get(aider, aider))
 
 
@@ -81,4 +84,5 @@ def answer(t: Transition) -> Decision:
     joiner, aider = t.entry.args["joiner"], t.entry.args["aider"]
     if joiner in t.new.groups:
         return Decision(joined=True)
-    return Decision(refused=refusal(t.old, joiner, aider) or "the entry was refused as malformed")
+    reason = refusal(t.old, joiner, aider) or "the entry was refused as malformed"
+    return Decision(refused=reason, left=joiner in t.new.left)

@@ -14,18 +14,19 @@ Applying the entry reads the ring as of its own position: the joiner watches wha
 watches then, not what the aider told it when it decided. Watches are reconciled with the
 replica after every entry, so a successor that changed in between only moves a watch.
 
-The entry changes nothing (every group refuses it alike) when ``refusal`` names a reason:
+The entry changes nothing (every group refuses it alike) when ``refusal`` names a reason, the
+first of these that holds:
+- the joiner has joined already (by an earlier join-direct whose reply was lost with its aider,
+  or otherwise): it joins exactly once, however many aiders it asked;
+- the joiner is joining by the classic protocol: that join goes on and this one gives way;
+- the joiner has left: that id is gone for good, and its group comes back under a new one;
 - the aider has not joined (it never did, or it has left: an aider whose group-leave-cluster
   came first aids nobody, and its joiner times out and asks another);
 - the aider is leaving or exiting: it is handing its work over and will be removed, and a
   joiner stitched next to it would only have its watcher move again at once;
 - the aider is the watcher of a classic join in flight (it is a key of ``prepared`` or
   ``accepted``): each watcher stitches one joiner at a time, whichever protocol asks, so a
-  classic joiner's accept always finds the watcher where its notify left it;
-- the joiner has joined already (by an earlier join-direct whose reply was lost with its aider,
-  or otherwise): it joins exactly once, however many aiders it asked;
-- the joiner is joining by the classic protocol: that join goes on and this one gives way;
-- the joiner has left: that id is gone for good, and its group comes back under a new one.
+  classic joiner's accept always finds the watcher where its notify left it.
 
 No group writes anything in reaction. The joiner learns it has joined either from the aider's
 reply (the aider's replica as of this entry, the full replica transfer) or by reading the entry
@@ -45,6 +46,12 @@ NAME = "join-direct"
 def refusal(replica: Replica, joiner: str, aider: str) -> str | None:
     """Why a join-direct of ``joiner`` aided by ``aider`` changes nothing on ``replica``, or
     None when it stitches the joiner in. The single rule both the entry and ``decide`` follow."""
+    if joiner in replica.groups:
+        return f"joiner {joiner} has joined already"
+    if joiner in replica.joining():
+        return f"joiner {joiner} is joining by the classic join"
+    if joiner in replica.left:
+        return f"joiner {joiner} has left the cluster: its group must come back under a new id"
     if aider not in replica.groups:
         return f"aider {aider} has not joined the cluster"
     if aider in replica.leaving or aider in replica.exiting:
@@ -52,12 +59,6 @@ def refusal(replica: Replica, joiner: str, aider: str) -> str | None:
     stitching = replica.prepared.get(aider) or replica.accepted.get(aider)
     if stitching is not None:
         return f"aider {aider} is stitching in {stitching} by the classic join"
-    if joiner in replica.groups:
-        return f"joiner {joiner} has joined already"
-    if joiner in replica.joining():
-        return f"joiner {joiner} is joining by the classic join"
-    if joiner in replica.left:
-        return f"joiner {joiner} has left the cluster: its group must come back under a new id"
     return None
 
 

@@ -8,6 +8,7 @@ from pyrsistent import pset
 
 from peer.cluster.aider import Decision, JoinRequest, answer, decide
 from peer.log.apply import apply_entry
+from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.join import ACCEPT_JOIN, NOTIFY_JOIN, PREPARE_JOIN
 from peer.log.entries.join_direct import JOIN_DIRECT, refusal
 from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER
@@ -208,7 +209,7 @@ def test_aider_refuses_what_the_entry_would_refuse(make_replica, state, aider, r
     if "j" in replica.groups:
         assert decision == Decision(joined=True)
     else:
-        assert decision == Decision(refused=reason)
+        assert decision == Decision(refused=reason, left="j" in replica.left)
 
 
 def test_aider_stitches_one_joiner_at_a_time(make_replica):
@@ -219,6 +220,18 @@ def test_aider_stitches_one_joiner_at_a_time(make_replica):
     assert decide(replica, "a", JoinRequest("j"), aiding=["j"]) == Decision(
         refused="aider a is stitching in j already"
     )
+
+
+def test_joiner_whose_id_has_left_is_told_to_restart(make_replica):
+    """Reported dead after its entry stitched it in but before it heard so: asking again is
+    useless, its group comes back under a new id."""
+    joined = apply_entry(make_replica(3, ring=["a", "b"]), direct("j", "a", 4)).new
+    gone = apply_entry(joined, GROUP_LEAVE.entry(id="j").at(5)).new
+    assert decide(gone, "b", JoinRequest("j")) == Decision(
+        refused="joiner j has left the cluster: its group must come back under a new id",
+        left=True,
+    )
+    assert decide(gone, "b", JoinRequest("j"), aiding=["k"]).left
 
 
 def test_answer_after_reading_the_entry_back(make_replica):
