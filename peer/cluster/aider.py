@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from peer.log.entries.join import NOTIFY_JOIN
 from peer.log.entries.join_direct import JOIN_DIRECT, refusal
 from peer.log.entry import Entry, Transition
 from peer.log.replica import Replica
@@ -86,3 +87,18 @@ def answer(t: Transition) -> Decision:
         return Decision(joined=True)
     reason = refusal(t.old, joiner, aider) or "the entry was refused as malformed"
     return Decision(refused=reason, left=joiner in t.new.left)
+
+
+def owed(replica: Replica, joiner: str) -> tuple[Entry, ...]:
+    """What a joiner handed ``replica`` must write for entries it never applied itself.
+
+    A joiner whose aider died before answering is in the ring but reads nothing until another
+    aider hands it a replica later than its join. Meanwhile a classic prepare may have chosen it
+    as the watcher of another joiner: the notify that prepare asked of it is still owed, or that
+    join would wait for ever. Watches need nothing (they follow the replica), and a notify that
+    turns out stale changes nothing.
+    """
+    stitching = replica.prepared.get(joiner)
+    if stitching is None:
+        return ()
+    return (NOTIFY_JOIN.entry(joiner=stitching, watcher=joiner),)
