@@ -69,6 +69,7 @@ class DirectModel(ClusterModel):
         super().__init__()
         self.requests: dict[str, JoinRequest] = {}
         self.aiding: dict[str, Aiding] = {}
+        self.attempts: dict[str, int] = {}
         self._direct_ids = 0
 
     def start_direct(self, vpeers: int) -> str:
@@ -124,7 +125,7 @@ class DirectModel(ClusterModel):
         for peer in request.peers:
             self.append(ADD_VIRTUAL_PEER.entry(id=peer, group=joiner))
 
-    def time_out(self, joiner: str, attempt: int) -> None:
+    def time_out(self, joiner: str) -> None:
         """The joiner heard nothing in time and asks the next live group in turn; when none of
         them has joined, nor knows the joiner has, there is no cluster to be stitched into and
         the joiner founds it."""
@@ -135,6 +136,8 @@ class DirectModel(ClusterModel):
         ):
             self.found(joiner)
         else:
+            attempt = self.attempts.get(joiner, 0)
+            self.attempts[joiner] = attempt + 1
             self.ask(joiner, others[attempt % len(others)], "no")
 
     def settle(self, max_steps: int = 200_000) -> bool:
@@ -147,7 +150,7 @@ class DirectModel(ClusterModel):
                 return True
             if not any(progressed) or step % TIME_OUT == 0:
                 for joiner in waiting:
-                    self.time_out(joiner, step)
+                    self.time_out(joiner)
         return False
 
     def advance(self, gid: str) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pyrsistent import pset
 
-from peer.cluster.aider import Decision, JoinRequest, answer, decide
+from peer.cluster.aider import Decision, JoinRequest, answer, decide, owed
 from peer.log.apply import apply_entry
 from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.join import ACCEPT_JOIN, NOTIFY_JOIN, PREPARE_JOIN
@@ -243,3 +243,13 @@ def test_answer_after_reading_the_entry_back(make_replica):
     assert answer(refused) == Decision(refused="aider a is stitching in k by the classic join")
     malformed = apply_entry(before, direct("j", "a", 4, peers=[""]))
     assert answer(malformed) == Decision(refused="the entry was refused as malformed")
+
+
+def test_joiner_handed_a_later_replica_owes_the_notify_a_prepare_asked_of_it(make_replica):
+    """Its aider died before answering; meanwhile a classic prepare chose it as a watcher."""
+    joined = apply_entry(make_replica(3, ring=["a", "b"]), direct("j", "a", 4)).new
+    prepared = apply_entry(joined, PREPARE_JOIN.entry(joiner="k").at(5)).new
+    assert dict(prepared.prepared) == {"j": "k"}
+    assert owed(prepared, "j") == (NOTIFY_JOIN.entry(joiner="k", watcher="j"),)
+    assert owed(prepared, "a") == ()
+    assert owed(joined, "j") == ()
