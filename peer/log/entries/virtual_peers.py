@@ -18,20 +18,39 @@ from peer.log.replica import Replica
 def _apply_add(replica: Replica, entry: Entry) -> Replica:
     peer, group = entry.args["id"], entry.args["group"]
     tags = entry.args.get("tags", [])
-    if not all(isinstance(t, str) and t for t in tags):
-        raise InvalidEntry(f"add-virtual-peer: tags must be non-empty strings, got {tags!r}")
-    peers = replica.group_peers.get(group, pset())
-    if group in replica.left or peer in peers:
+    check_strings("add-virtual-peer", "tags", tags)
+    if group in replica.left:
         return replica
-    site = entry.args.get("site")
+    return announce(replica, group, [peer], entry.args.get("site"), tags)
+
+
+def check_strings(kind: str, name: str, values: list) -> None:
+    """Refuse a list argument unless it holds only non-empty strings."""
+    if not all(isinstance(v, str) and v for v in values):
+        raise InvalidEntry(f"{kind}: {name} must be non-empty strings, got {values!r}")
+
+
+def announce(
+    replica: Replica, group: str, peers: list[str], site: str | None, tags: list[str]
+) -> Replica:
+    """The group's new virtual peers, each with its short id (given in sorted order), and the
+    group's site and tags when given. Peers the group has announced already change nothing:
+    with none new, the very replica given is returned."""
+    known = replica.group_peers.get(group, pset())
+    new = [p for p in sorted(set(peers)) if p not in known]
+    if not new:
+        return replica
+    short_ids = replica.short_ids.evolver()
+    for offset, peer in enumerate(new):
+        short_ids[peer] = replica.next_short_id + offset
     return replica.evolve(
-        group_peers=replica.group_peers.set(group, peers.add(peer)),
+        group_peers=replica.group_peers.set(group, known.update(new)),
         sites=replica.sites.set(group, site) if site else replica.sites,
         group_tags=replica.group_tags.set(group, tuple(sorted(set(tags))))
         if tags
         else replica.group_tags,
-        short_ids=replica.short_ids.set(peer, replica.next_short_id),
-        next_short_id=replica.next_short_id + 1,
+        short_ids=short_ids.persistent(),
+        next_short_id=replica.next_short_id + len(new),
     )
 
 

@@ -19,6 +19,7 @@ ALL_KINDS = [
     "notify-join-cluster",
     "accept-join-cluster",
     "abort-join-cluster",
+    "join-direct",
     "group-leave-cluster",
     "member-leave",
     "member-exit",
