@@ -44,7 +44,7 @@ class AutoDown:
     def due(self, state: Gossip, me: str, now: float) -> tuple[str, ...]:
         """The members ``me`` downs now: none unless it leads ``state``, else those unreachable
         for ``after`` seconds or more."""
-        if self.after is None or state.leader() != me or not majority(state):
+        if self.after is None or not self.since or state.leader() != me or not majority(state):
             return ()
         return tuple(m for m, since in self.since.items() if now - since >= self.after)
 
@@ -53,7 +53,8 @@ def majority(state: Gossip) -> bool:
     """Whether the members not held unreachable in ``state`` are the side that may down the
     others: more than half of those taking part, or half with the lowest id among them."""
     taking_part = sorted(state.awaited())
-    reachable = [m for m in taking_part if m not in state.unreachable_members()]
+    unreachable = state.unreachable_members()
+    reachable = [m for m in taking_part if m not in unreachable]
     if 2 * len(reachable) != len(taking_part):
         return 2 * len(reachable) > len(taking_part)
     return bool(reachable) and reachable[0] == taking_part[0]

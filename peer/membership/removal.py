@@ -14,6 +14,8 @@ from peer.membership.gossip import Gossip, Status
 def due_removals(state: Gossip, me: str) -> tuple[str, ...]:
     """The exiting members ``me`` removes from ``state`` now, sorted."""
     exiting = sorted(m for m, record in state.members.items() if record.status is Status.EXITING)
+    if not exiting:
+        return ()
     leader = state.leader()
     if leader is None:
         return tuple(m for m in exiting if m == me)
