@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from peer import metrics
 from peer.cluster.handover import HandOver
+from peer.cluster.modes import CoordinationModes
 from peer.cluster.readiness import Readiness, readiness
 from peer.cluster.ring import watch_targets
 from peer.log import subscriber
@@ -122,6 +123,8 @@ class GroupConfig:
     dataplane: DataPlaneConfig = field(default_factory=DataPlaneConfig)
     idle_wait: float = 0.001
     """The longest the group sleeps between rounds of data-plane work when there is none."""
+    modes: CoordinationModes = field(default_factory=CoordinationModes)
+    """Which coordination mechanisms this group runs besides (or instead of) the classic ones."""
 
 
 class Incarnation:
