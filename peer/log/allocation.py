@@ -12,7 +12,8 @@ tasks says ``kill``, and otherwise waits for peers (``recover``; ``continue`` al
 minimum in peer.job.demand).
 
 The schedulers see only ``scheduling_request(replica)``, and the allocation is
-``schedule`` of it: a scheduling server given that request computes the very same allocation.
+``schedule`` of it, whichever planner runs it: a scheduling server given that request computes
+the very same allocation.
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ from peer.job.demand import job_demand
 from peer.log.entries.jobs import finish
 from peer.log.replica import Replica
 from peer.scheduling import Allocation, PeerInfo
-from peer.scheduling.request import SchedulingRequest, schedule
+from peer.scheduling.request import Planner, SchedulingRequest, plan_here
 
 
-def reallocate(old: Replica, new: Replica, position: int) -> Replica:
+def reallocate(old: Replica, new: Replica, position: int, planner: Planner = plan_here) -> Replica:
+    """``new`` with its allocations brought up to date at ``position``, if the entry that took
+    ``old`` to ``new`` asks for it; ``planner`` computes them (peer.scheduling.request)."""
     if not needs_allocation(old, new):
         return new
-    plan = _plan(new)
+    plan = planner(scheduling_request(new), position)
     doomed = [
         j
         for j in new.job_order
@@ -40,7 +43,7 @@ def reallocate(old: Replica, new: Replica, position: int) -> Replica:
     for job in doomed:
         new = finish(new, job, "killed", _flux_reason(new, job))
     if doomed:
-        plan = _plan(new)
+        plan = planner(scheduling_request(new), position)
     return _record(new, plan, position)
 
 
@@ -60,10 +63,6 @@ def needs_allocation(old: Replica, new: Replica) -> bool:
 def _flux_reason(replica: Replica, job: str) -> str:
     killers = sorted(t.name for t in replica.jobs[job].catalog if t.flux_policy == "kill")
     return f"left without peers, and task {killers[0]!r} has flux_policy kill"
-
-
-def _plan(replica: Replica) -> Allocation:
-    return schedule(scheduling_request(replica))
 
 
 def scheduling_request(replica: Replica) -> SchedulingRequest:

@@ -9,6 +9,7 @@ from peer.log.entries import KINDS
 from peer.log.entry import UNDECODABLE, Entry, EntryKind, InvalidEntry, Transition
 from peer.log.limits import cut
 from peer.log.replica import Replica
+from peer.scheduling.request import Planner, plan_here
 
 log = logging.getLogger(__name__)
 
@@ -26,13 +27,14 @@ def kind_of(entry: Entry) -> EntryKind:
     return kind
 
 
-def apply_entry(replica: Replica, entry: Entry) -> Transition:
+def apply_entry(replica: Replica, entry: Entry, planner: Planner = plan_here) -> Transition:
     """The replica after ``entry``, at the entry's position.
 
     A malformed entry, or one of no known kind, changes nothing but the version: every peer
     refuses it the same way, so all replicas at that position still agree. The kind's diff sees
     the replica before the version is stamped, so an entry that changed nothing diffs as such.
-    Peers are then reallocated to jobs if the entry changed either.
+    Peers are then reallocated to jobs if the entry changed either; ``planner`` computes the
+    allocation, and every planner gives the same one.
 
     Whatever else applying, validating, reallocating or diffing raises is a refusal too. Each of
     them is a pure function of the replica and the entry, so what raises for one replica raises
@@ -44,7 +46,7 @@ def apply_entry(replica: Replica, entry: Entry) -> Transition:
     """
     try:
         kind = kind_of(entry)
-        applied = reallocate(replica, kind.apply(replica, entry), entry.position)
+        applied = reallocate(replica, kind.apply(replica, entry), entry.position, planner)
         diff = kind.diff(entry, replica, applied)
     except MemoryError:
         raise

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any
@@ -109,6 +109,17 @@ def schedule(request: SchedulingRequest) -> Allocation:
     return allocate(
         request.job_scheduler, request.jobs, request.peers, request.previous_allocation()
     )
+
+
+type Planner = Callable[[SchedulingRequest, int], Allocation]
+"""Who computes the allocation a request at a log position asks for: ``plan_here`` does it in
+this process; a client of scheduling servers asks them and falls back to ``schedule`` itself,
+so every planner answers alike."""
+
+
+def plan_here(request: SchedulingRequest, position: int) -> Allocation:
+    """The planner that computes every allocation in this process."""
+    return schedule(request)
 
 
 def allocation_to_json(allocation: Allocation) -> dict[str, dict[str, list[str]]]:
