@@ -27,6 +27,7 @@ from typing import NoReturn
 from peer import __version__, api, config, endpoints, log_output, metrics, systemd
 from peer.cluster.group import GroupConfig, PeerGroup, new_id
 from peer.cluster.local import LocalCluster, peers_for
+from peer.cluster.modes import CoordinationModes
 from peer.deploy.inventory import InventoryError, convert, read_output
 from peer.job.code import CodeError, pack
 from peer.job.spec import JobError, Task
@@ -35,7 +36,7 @@ from peer.log.store import StoreError, StoreUnreachable
 from peer.log.stores.zookeeper import TENANCY_PATTERN
 from peer.membership.agent import MembershipSettings
 from peer.membership.members import MemberError, lifecycle
-from peer.membership.seeds import parse_seed_nodes
+from peer.membership.seeds import parse_seed_nodes, parse_site
 from peer.messaging.aeron import AeronTransport, TransportError, run_media_driver
 from peer.messaging.counters import serve_driver_metrics
 from peer.metrics import MetricsError
@@ -46,6 +47,7 @@ from peer.runtime.checkpoints import (
     committed_epochs,
 )
 from peer.runtime.dataplane import DataPlaneConfig
+from peer.scheduling import server as scheduling_server
 from peer.spark import report as spark_report
 from peer.spark import session as spark_session
 
@@ -67,6 +69,7 @@ examples:
   onyx media-driver --dir /dev/shm/onyx-aeron
   onyx peer start --zookeeper zk1:2181 --tenancy prod --vpeers 4 --aeron-dir /dev/shm/onyx-aeron
   onyx peer start --config /etc/onyx/peer-0.toml
+  onyx scheduler serve --listen 0.0.0.0:7070
   onyx job submit job.yaml --zookeeper zk1:2181 --tenancy prod
   ONYX_CONFIG=/etc/onyx/peer-0.toml onyx replica --json
   onyx config show peer start --config /etc/onyx/peer-0.toml
@@ -103,6 +106,24 @@ def seed_nodes(value: str) -> list[str]:
         raise argparse.ArgumentTypeError(
             f"{value!r} is not HOST:PORT[,HOST:PORT...]: {e}"
         ) from None
+
+
+def scheduler_servers(value: str) -> list[str]:
+    """HOST:PORT[,HOST:PORT...]: each a running `onyx scheduler serve`."""
+    try:
+        return list(parse_seed_nodes(value))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not HOST:PORT[,HOST:PORT...]: {e}"
+        ) from None
+
+
+def listen_address(value: str) -> str:
+    """HOST:PORT to listen on."""
+    try:
+        return parse_site(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{value!r} is not HOST:PORT: {e}") from None
 
 
 def tenancy_name(value: str) -> str:
@@ -333,10 +354,63 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="where the code shipped with jobs is unpacked, one directory per archive",
     )
+    _scheduler_args(start)
     _spark_args(start)
     _metrics_args(start, "this peer group", " (and /healthz, /readyz, /replica, /jobs, /jobs/ID)")
     _log_args(start, "info")
     start.set_defaults(handler=peer_start)
+
+
+def _scheduler_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--scheduler-servers",
+        action="extend",
+        type=scheduler_servers,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="scheduling servers (`onyx scheduler serve`) this group asks for allocations; "
+        "with none, or none answering in time, it computes them itself (the same ones)",
+    )
+    parser.add_argument(
+        "--scheduler-timeout",
+        type=positive_seconds,
+        default=CoordinationModes().scheduler_timeout,
+        metavar="S",
+        help="seconds the scheduling servers have, together, to answer one allocation",
+    )
+
+
+def _scheduler_parser(commands: argparse._SubParsersAction) -> None:
+    scheduler = commands.add_parser("scheduler", help="scheduling server commands")
+    scheduler_commands = scheduler.add_subparsers(
+        dest="scheduler_command", required=True, parser_class=Parser
+    )
+    serve = scheduler_commands.add_parser(
+        "serve",
+        help="answer members' allocation requests over HTTP until SIGTERM",
+        description="Run a stateless scheduling server: members started with "
+        "--scheduler-servers\nsend it the scheduling subset of their replica and get the "
+        "allocation back.",
+    )
+    serve.add_argument(
+        "--listen", required=True, type=listen_address, metavar="HOST:PORT",
+        help="where to answer POST /allocation, GET /metrics and GET /healthz",
+    )  # fmt: skip
+    serve.add_argument(
+        "--cache",
+        type=positive_int,
+        default=scheduling_server.CACHE_ANSWERS,
+        metavar="N",
+        help="answers kept, one per log position and request",
+    )
+    serve.add_argument(
+        "--max-body",
+        type=positive_int,
+        default=scheduling_server.MAX_BODY,
+        metavar="BYTES",
+        help="the largest request taken; a larger one is refused",
+    )
+    _log_args(serve, "info")
+    serve.set_defaults(handler=scheduler_serve)
 
 
 def _timeout_arg(parser: argparse.ArgumentParser, what: str) -> None:
@@ -434,6 +508,7 @@ def build_parser() -> argparse.ArgumentParser:
     driver.set_defaults(handler=media_driver)
 
     _job_parser(commands)
+    _scheduler_parser(commands)
 
     show = commands.add_parser("replica", help="print the cluster's current replica")
     _cluster_args(show)
@@ -584,6 +659,10 @@ def peer_start(args: argparse.Namespace) -> int:
             seed_nodes=tuple(dict.fromkeys(args.seed_nodes)),
             code_cache=args.code_cache,
         ),
+        modes=CoordinationModes(
+            scheduler_servers=tuple(dict.fromkeys(args.scheduler_servers)),
+            scheduler_timeout=args.scheduler_timeout,
+        ),
     )
     with ExitStack() as stack:
         stack.callback(store.close)
@@ -633,6 +712,18 @@ def media_driver(args: argparse.Namespace) -> int:
             args.metrics_port, args.dir, metrics.driver_registry(), args.metrics_address
         )
     run_media_driver(args.dir, stop)
+    return 0
+
+
+def scheduler_serve(args: argparse.Namespace) -> int:
+    log_output.configure(args.log_level, args.log_format)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    host, _, port = args.listen.rpartition(":")
+    scheduling_server.serve(
+        host.strip("[]"), int(port), stop, capacity=args.cache, max_body=args.max_body
+    )
     return 0
 
 
@@ -1016,6 +1107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         InventoryError,
         CodeError,
         MemberError,
+        scheduling_server.ServerError,
     ) as e:
         _error(str(e))
         return 1

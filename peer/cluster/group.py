@@ -51,6 +51,7 @@ from peer.membership.service import MembershipService
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.coordinator import Coordinator
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig, Transport
+from peer.scheduling.client import planner_for
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,8 @@ class Incarnation:
         self.id = new_id()
         self.peers = [new_id() for _ in range(config.vpeers)]
         self.rng = random.Random(self.id)
+        modes = config.modes
+        self.planner = planner_for(modes.scheduler_servers, modes.scheduler_timeout)
         self.replica = Replica()
         self.watches: dict[str, Callable[[], None]] = {}
         self.reported: set[str] = set()
@@ -241,7 +244,7 @@ class Incarnation:
 
     def _handle(self, entry: Entry) -> None:
         started = time.perf_counter()
-        t = apply_entry(self.replica, entry)
+        t = apply_entry(self.replica, entry, self.planner)
         self.replica = t.new
         reactions = t.act((self.id, *self.peers), self)
         self._count(t, time.perf_counter() - started)

@@ -22,6 +22,9 @@ class CoordinationModes:
     scheduler_servers: tuple[str, ...] = ()
     """``HOST:PORT`` of scheduling servers to ask for allocations (peer.scheduling); none
     computes every allocation here."""
+    scheduler_timeout: float = 0.5
+    """Seconds a member gives the scheduling servers, all of them together, to answer one
+    allocation before it computes the allocation itself."""
     async_allocation: bool = False
     """Compute allocations off the log's thread, applying the entries that do not read them
     meanwhile (the multi-versioned replica)."""
