@@ -10,11 +10,13 @@ an answer to it there, and never raises for a server's fault: replicas agree eit
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import Counter, Histogram
@@ -25,6 +27,7 @@ from peer.scheduling.request import (
     Planner,
     SchedulingRequest,
     allocation_from_json,
+    canonical_text,
     plan_here,
     schedule,
 )
@@ -45,6 +48,15 @@ SECONDS = Histogram(
 )
 for _source in ("server", "local"):
     ANSWERS.labels(_source)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """One allocation asked for: the request, its position and digest."""
+
+    request: SchedulingRequest
+    position: int
+    digest: str
 
 
 class ServerFault(Exception):
@@ -71,14 +83,16 @@ class SchedulingClient:
         against the request, or ``schedule(request)`` computed here."""
         started = time.perf_counter()
         deadline = time.monotonic() + self.timeout
-        body = json.dumps({"position": position, "request": request.to_json()}).encode()
+        text = canonical_text(request.to_json())
+        body = b'{"position":%d,"request":%s}' % (position, text)
+        asked = Asked(request, position, hashlib.sha256(text).hexdigest())
         first = position % len(self.servers)
         for server in self.servers[first:] + self.servers[:first]:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
             try:
-                allocation = self._ask(server, body, left, request, position)
+                allocation = self._ask(server, body, left, asked)
             except ServerFault as e:
                 self._failed(server, str(e))
                 continue
@@ -86,9 +100,7 @@ class SchedulingClient:
             return self._count("server", started, allocation)
         return self._count("local", started, schedule(request))
 
-    def _ask(
-        self, server: str, body: bytes, timeout: float, request: SchedulingRequest, position: int
-    ) -> Allocation:
+    def _ask(self, server: str, body: bytes, timeout: float, asked: Asked) -> Allocation:
         host, _, port = server.rpartition(":")
         connection = http.client.HTTPConnection(host.strip("[]"), int(port), timeout=timeout)
         try:
@@ -101,7 +113,7 @@ class SchedulingClient:
             raise ServerFault(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__) from e
         finally:
             connection.close()
-        return _answer(response.status, text, request, position)
+        return _answer(response.status, text, asked)
 
     def _failed(self, server: str, why: str) -> None:
         with self.lock:
@@ -128,8 +140,9 @@ class SchedulingClient:
         return allocation
 
 
-def _answer(status: int, text: bytes, request: SchedulingRequest, position: int) -> Allocation:
-    """The allocation a server's reply holds, checked to answer ``request``, or ServerFault."""
+def _answer(status: int, text: bytes, asked: Asked) -> Allocation:
+    """The allocation a server's reply holds, checked to answer what was asked, or
+    ServerFault."""
     try:
         doc: Any = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
@@ -137,12 +150,12 @@ def _answer(status: int, text: bytes, request: SchedulingRequest, position: int)
     if status != 200:
         error = doc.get("error") if isinstance(doc, dict) else None
         raise ServerFault(f"HTTP {status}: {error or 'no error given'}")
-    if not isinstance(doc, dict) or doc.get("digest") != request.digest():
+    if not isinstance(doc, dict) or doc.get("digest") != asked.digest:
         raise ServerFault("it answered another request (its digest is not this request's)")
-    if doc.get("position") != position:
-        raise ServerFault(f"it answered for position {doc.get('position')!r}, not {position}")
+    if doc.get("position") != asked.position:
+        raise ServerFault(f"it answered for position {doc.get('position')!r}, not {asked.position}")
     try:
-        return allocation_from_json(doc.get("allocation"), request)
+        return allocation_from_json(doc.get("allocation"), asked.request)
     except ValueError as e:
         raise ServerFault(f"a wrong answer: {e}") from None
 

@@ -99,8 +99,19 @@ class SchedulingRequest:
 
     def digest(self) -> str:
         """sha256 of the canonical document, hex: equal requests, equal digests."""
-        text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"), allow_nan=False)
-        return hashlib.sha256(text.encode()).hexdigest()
+        return digest_of(self.to_json())
+
+
+def canonical_text(doc: Any) -> bytes:
+    """A JSON document as digests read it: keys sorted, no spaces. A request's canonical
+    document in this form is what a member sends, so a server can find the answer it keeps
+    for it from the text alone."""
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+def digest_of(doc: Any) -> str:
+    """sha256 of ``canonical_text(doc)``, hex: a request's digest when ``doc`` is its JSON."""
+    return hashlib.sha256(canonical_text(doc)).hexdigest()
 
 
 def schedule(request: SchedulingRequest) -> Allocation:

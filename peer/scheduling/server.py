@@ -33,7 +33,12 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from peer.metrics import LATENCY, build_info
 from peer.scheduling.answers import AnswerCache
 from peer.scheduling.demand import Allocation
-from peer.scheduling.request import SchedulingRequest, allocation_to_json, schedule
+from peer.scheduling.request import (
+    SchedulingRequest,
+    allocation_to_json,
+    digest_of,
+    schedule,
+)
 
 log = logging.getLogger(__name__)
 
@@ -87,19 +92,35 @@ class Scheduler:
         )
 
     def answer(self, body: bytes) -> Reply:
-        """The reply to one request's body: 200 and the answer, or 400 naming what is wrong."""
+        """The reply to one request's body: 200 and the answer, or 400 naming what is wrong.
+        A request in its canonical form (as members send it) whose answer is kept is answered
+        without being read further: its text is that of the request the answer was for."""
         try:
-            position, request = parse(body)
+            position, doc = envelope(body)
+            kept = self._kept(position, doc)
+            if kept is not None:
+                digest, allocation, outcome = *kept, "cached"
+            else:
+                request = read_request(doc)
+                digest = request.digest()
+                allocation, outcome = self.allocation(position, digest, request)
         except Refused as e:
             self.requests.labels("refused").inc()
             return Reply(e.status, {"error": str(e)})
-        digest = request.digest()
-        allocation, outcome = self.allocation(position, digest, request)
         self.requests.labels(outcome).inc()
         return Reply(
             200,
             {"position": position, "digest": digest, "allocation": allocation_to_json(allocation)},
         )
+
+    def _kept(self, position: int, doc: Any) -> tuple[str, Allocation] | None:
+        try:
+            digest = digest_of(doc)
+        except (ValueError, RecursionError):
+            return None
+        with self.lock:
+            kept = self.cache.get(position, digest)
+        return None if kept is None else (digest, kept)
 
     def allocation(
         self, position: int, digest: str, request: SchedulingRequest
@@ -132,8 +153,9 @@ class Scheduler:
         return allocation, "computed"
 
 
-def parse(body: bytes) -> tuple[int, SchedulingRequest]:
-    """The position and request a body holds, or Refused (400) naming the field at fault."""
+def envelope(body: bytes) -> tuple[int, Any]:
+    """The position and the request's document a body holds, or Refused (400) naming the
+    field at fault."""
     try:
         doc = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -150,9 +172,14 @@ def parse(body: bytes) -> tuple[int, SchedulingRequest]:
         raise Refused(400, f"position: expected a log position (an integer >= 0), not {position!r}")
     if "request" not in doc:
         raise Refused(400, "request: missing")
+    return position, doc["request"]
+
+
+def read_request(doc: Any) -> SchedulingRequest:
+    """The request a document describes, or Refused (400) naming the field at fault."""
     try:
-        return position, SchedulingRequest.from_json(doc["request"])
-    except (ValueError, TypeError) as e:
+        return SchedulingRequest.from_json(doc)
+    except (ValueError, TypeError, RecursionError) as e:
         raise Refused(400, f"request: {e}") from None
 
 

@@ -41,13 +41,33 @@ def outcomes(registry: CollectorRegistry) -> dict[str, float]:
 def test_the_answer_after_the_server_and_the_round_trip_is_schedule_of_the_request(
     request: SchedulingRequest, position: int
 ):
-    reply = Scheduler(CollectorRegistry()).answer(body(position, wire(request.to_json())))
+    """Asked twice: computed, then answered from the cache."""
+    scheduler = Scheduler(CollectorRegistry())
+    for _ in range(2):
+        reply = scheduler.answer(body(position, wire(request.to_json())))
+        assert reply.status == 200
+        doc = wire(reply.doc)
+        assert (doc["position"], doc["digest"]) == (position, request.digest())
+        answer = allocation_from_json(doc["allocation"], request)
+        assert allocation_to_json(answer) == allocation_to_json(schedule(request))
+        assert answer == schedule(request)
+
+
+@settings(max_examples=100, deadline=None)
+@given(requests(), requests(), positions)
+def test_a_kept_answer_goes_only_to_the_request_it_was_computed_for(first, second, position):
+    """Another request at the same position, or the same one in another order, is read in
+    full: its answer is its own."""
+    scheduler = Scheduler(CollectorRegistry())
+    scheduler.answer(body(position, first.to_json()))
+    reordered = second.to_json()
+    reordered["peers"].reverse()
+    reply = scheduler.answer(body(position, reordered))
     assert reply.status == 200
-    doc = wire(reply.doc)
-    assert (doc["position"], doc["digest"]) == (position, request.digest())
-    answer = allocation_from_json(doc["allocation"], request)
-    assert allocation_to_json(answer) == allocation_to_json(schedule(request))
-    assert answer == schedule(request)
+    assert reply.doc["digest"] == second.digest()
+    assert allocation_to_json(allocation_from_json(wire(reply.doc)["allocation"], second)) == (
+        allocation_to_json(schedule(second))
+    )
 
 
 def test_the_same_request_at_the_same_position_is_computed_once():
