@@ -27,6 +27,7 @@ from typing import NoReturn
 from peer import __version__, api, config, endpoints, log_output, metrics, systemd
 from peer.cluster.group import GroupConfig, PeerGroup, new_id
 from peer.cluster.local import LocalCluster, peers_for
+from peer.cluster.modes import CoordinationModes
 from peer.deploy.inventory import InventoryError, convert, read_output
 from peer.job.code import CodeError, pack
 from peer.job.spec import JobError, Task
@@ -327,6 +328,19 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
         "none, or none answering, it learns the members from ZooKeeper alone",
     )
     start.add_argument(
+        "--join-direct",
+        action="store_true",
+        help="join by asking a running member (a seed node, else one found by its pulse) to "
+        "stitch this group in and send its replica, instead of replaying the whole log",
+    )
+    start.add_argument(
+        "--join-direct-timeout",
+        type=positive_seconds,
+        default=CoordinationModes().join_direct_timeout,
+        metavar="S",
+        help="how long a joiner waits for a member's answer before it asks another",
+    )
+    start.add_argument(
         "--code-cache",
         type=Path,
         default=DataPlaneConfig().code_cache,
@@ -583,6 +597,9 @@ def peer_start(args: argparse.Namespace) -> int:
             ),
             seed_nodes=tuple(dict.fromkeys(args.seed_nodes)),
             code_cache=args.code_cache,
+        ),
+        modes=CoordinationModes(
+            join_direct=args.join_direct, join_direct_timeout=args.join_direct_timeout
         ),
     )
     with ExitStack() as stack:
