@@ -140,7 +140,7 @@ def test_a_joiner_whose_aider_dies_asks_another_and_the_ring_stays_sound(
     wait_for(lambda: f"asks the member at {doomed_site}" in joiner.output(), DEADLINE,
              "the joiner's ask of the stopped member")  # fmt: skip
     doomed.kill()
-    position, aider = joined_directly(joiner).groups()
+    aider = joined_directly(joiner).group(2)
     assert aider == group_id(other)
     assert f"the member at {doomed_site} did not answer" in joiner.output()
     survivors = {group_id(other), group_id(joiner)}
@@ -156,8 +156,9 @@ def test_a_joiner_whose_aider_dies_asks_another_and_the_ring_stays_sound(
 def test_a_job_runs_to_exact_counts_on_a_cluster_whose_second_member_joined_directly(
     start_peer, zookeeper, tenancy, tmp_path
 ):
-    start_peer(vpeers=2)
+    first = start_peer(vpeers=2, extra=["--join-direct"])
     await_ring(zookeeper, tenancy, 1)
+    assert "aided by" not in first.output()  # the first member of a cluster joins classically
     joiner = start_peer(vpeers=2, extra=["--join-direct"])
     joined_directly(joiner)
     await_ring(zookeeper, tenancy, 2)
