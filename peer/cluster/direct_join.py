@@ -55,6 +55,10 @@ log = logging.getLogger(__name__)
 
 POLL_WAIT = 0.002
 """Seconds a waiting joiner sleeps between polls of the transport when nothing came."""
+AIDING_FOR = 10
+"""Join-direct timeouts after which an aider stops waiting to read its entry back (a gc may
+have trimmed it unread): it aids others again, and each entry still reads the ring as of its
+own position."""
 
 
 class Host(Protocol):
@@ -103,8 +107,9 @@ class DirectJoin:
         self.host, self.transport, self.modes, self.tags = host, transport, modes, tags
         self.seeds = tuple(s for s in seeds if s != transport.address)
         self.outbox: dict[str, tuple[float, deque[bytes]]] = {}
-        self.aiding: dict[str, str] = {}
-        """Joiner → its reply site: whose join-direct this aider has written and not read back."""
+        self.aiding: dict[str, tuple[str, float]] = {}
+        """Joiner → its reply site and when to stop waiting: whose join-direct this aider has
+        written and not read back."""
         self.joining = False
         self.replies: list[Reply] = []
 
@@ -182,14 +187,17 @@ class DirectJoin:
 
     def _aid(self, ask: Ask) -> None:
         h = self.host
-        joiner = ask.request.joiner
+        joiner, now = ask.request.joiner, time.monotonic()
+        self.aiding = {j: held for j, held in self.aiding.items() if held[1] > now}
         decision = decide(h.replica, h.id, ask.request, tuple(sorted(self.aiding)))
+        if decision.entry is not None and not h.store.connected:
+            decision = Decision(refused=f"aider {h.id} cannot reach the log store now")
         if decision.entry is None:
             replica = h.replica if decision.joined else None
             self._reply(ask.reply_to, Reply(joiner, h.id, decision, replica))
             return
         log.info("group %s stitches in group %s (to watch %s)", h.id, joiner, decision.target)
-        self.aiding[joiner] = ask.reply_to
+        self.aiding[joiner] = (ask.reply_to, now + AIDING_FOR * self.modes.join_direct_timeout)
         h.reconcile_watches()
         try:
             h.append(decision.entry)
@@ -202,9 +210,10 @@ class DirectJoin:
         args = t.entry.args
         if t.entry.fn != JOIN_DIRECT.name or args.get("aider") != self.host.id:
             return
-        site = self.aiding.pop(args.get("joiner"), None)
-        if site is None:
+        held = self.aiding.pop(args.get("joiner"), None)
+        if held is None:
             return
+        site = held[0]
         decision: Decision = answer_of(t)
         replica = t.new if decision.joined else None
         self._reply(site, Reply(args["joiner"], self.host.id, decision, replica))

@@ -183,3 +183,16 @@ def test_the_embedded_store_finds_the_sites_of_live_pulses() -> None:
     assert first.pulse_sites() == {"a": "h:1", "c": "h:3"}
     second.close()
     assert first.pulse_sites() == {"a": "h:1"}
+
+
+def test_an_aider_that_cannot_reach_the_store_refuses_instead_of_waiting_for_it() -> None:
+    network, log = Network(), MemoryLog()
+    aider = founded(network, log, "a")
+    aider.store.connected = False
+    aider.direct.receive(JoinAsk(["j", [], None, [], "j:1"]))
+    aider.direct.flush()
+    assert len(log.session().read(-1)) == 1
+    assert aider.direct.watching() == frozenset()
+    [frame] = network.frames["j:1"]
+    _, reply = messages.decode(frame)
+    assert "cannot reach the log store" in reply.body[3]
