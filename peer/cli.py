@@ -348,6 +348,19 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
         "none, or none answering, it learns the members from ZooKeeper alone",
     )
     start.add_argument(
+        "--join-direct",
+        action="store_true",
+        help="join by asking a running member (a seed node, else one found by its pulse) to "
+        "stitch this group in and send its replica, instead of replaying the whole log",
+    )
+    start.add_argument(
+        "--join-direct-timeout",
+        type=positive_seconds,
+        default=CoordinationModes().join_direct_timeout,
+        metavar="S",
+        help="how long a joiner waits for a member's answer before it asks another",
+    )
+    start.add_argument(
         "--code-cache",
         type=Path,
         default=DataPlaneConfig().code_cache,
@@ -662,6 +675,8 @@ def peer_start(args: argparse.Namespace) -> int:
         modes=CoordinationModes(
             scheduler_servers=tuple(dict.fromkeys(args.scheduler_servers)),
             scheduler_timeout=args.scheduler_timeout,
+            join_direct=args.join_direct,
+            join_direct_timeout=args.join_direct_timeout,
         ),
     )
     with ExitStack() as stack:

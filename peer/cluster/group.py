@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from peer import metrics
+from peer.cluster.direct_join import DirectJoin, Joined
 from peer.cluster.handover import HandOver
 from peer.cluster.modes import CoordinationModes
 from peer.cluster.readiness import Readiness, readiness
@@ -167,17 +168,20 @@ class Incarnation:
         self.dataplane = DataPlane(
             self.id, transport, self._write_work, config.dataplane, store=store, storage=storage
         )
+        self.direct: DirectJoin | None = None
+        if transport is not None:
+            seeds = config.dataplane.seed_nodes
+            self.direct = DirectJoin(self, transport, config.modes, seeds, config.tags)
+            self.dataplane.side = self.direct
 
     # -- the loop -------------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> str:
         """Play the log until this identity ends: "left", "restart" or "lost"."""
-        self.store.register_pulse(self.id)
-        self.replica = subscriber.boot(self.store)
-        self.origin = self.replica.version
-        self.outbox = [PREPARE_JOIN.entry(joiner=self.id), *map(self._announce, self.peers)]
+        self.store.register_pulse(self.id, getattr(self.transport, "address", None))
         log.info("group %s starting with %d virtual peers", self.id, len(self.peers))
         try:
+            self._join(stop)
             while self.ended is None:
                 self.wakeup.clear()
                 self._step(stop)
@@ -188,6 +192,29 @@ class Incarnation:
             self._finish()
             self.observe()
         return self.ended
+
+    def _join(self, stop: threading.Event) -> None:
+        """Directly when the mode is on and an aider stitches this group in (adopting the
+        aider's replica, reading only what follows); else by the classic join, from the origin."""
+        joined = None
+        if self.config.modes.join_direct and self.direct is not None:
+            joined = self.direct.join(stop)
+        if isinstance(joined, str):
+            self.ended = joined
+        elif isinstance(joined, Joined):
+            log.info("group %s joined the ring at log position %d, aided by group %s",
+                     self.id, joined.replica.version, joined.aider)  # fmt: skip
+            self.replica = joined.replica
+            self.origin, self.outbox = self.replica.version, list(joined.owed)
+            self.dataplane.sync(self.replica, self.peers)
+            self.reconcile_watches()
+        else:
+            self.replica = subscriber.boot(self.store)
+            self.origin = self.replica.version
+            self.outbox = [PREPARE_JOIN.entry(joiner=self.id), *map(self._announce, self.peers)]
+
+    def step_data_plane(self) -> bool:
+        return self.dataplane.step()
 
     def _work_until(self, deadline: float) -> None:
         """Drive the data plane until the log needs reading, backing off while it is idle."""
@@ -253,7 +280,9 @@ class Incarnation:
         self.outbox.extend(reactions)
         if self.id in t.new.groups and self.id not in t.old.groups:
             log.info("group %s joined the ring at log position %d", self.id, t.new.version)
-        self._reconcile_watches()
+        if self.direct is not None:
+            self.direct.applied(t)
+        self.reconcile_watches()
         if self.leave_position is not None and self.replica.version >= self.leave_position:
             self.ended = "left"
 
@@ -302,8 +331,10 @@ class Incarnation:
 
     # -- watches --------------------------------------------------------------------------------
 
-    def _reconcile_watches(self) -> None:
-        wanted = watch_targets(self.replica, self.id) - self.reported
+    def reconcile_watches(self) -> None:
+        """Watch what the ring says, and the joiners this group is stitching in meanwhile."""
+        aiding = self.direct.watching() if self.direct is not None else frozenset()
+        wanted = (watch_targets(self.replica, self.id) | aiding) - self.reported
         for group in sorted(set(self.watches) - wanted):
             self.watches.pop(group)()
         for group in sorted(wanted - set(self.watches)):

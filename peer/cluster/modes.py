@@ -16,6 +16,9 @@ class CoordinationModes:
     join_direct: bool = False
     """Join by asking a live member to stitch this one into the ring and send its replica
     (peer.cluster.aider), instead of the classic three-phase join and a replay of the log."""
+    join_direct_timeout: float = 3.0
+    """Seconds a direct joiner waits for an aider's answer before it asks another: longer than
+    an aider takes to write one entry and read it back."""
     epidemic_log: bool = False
     """Learn new entries from their writers' gossip and read ZooKeeper by position only when
     it falls silent (peer.log.epidemic), instead of watching the log directory."""

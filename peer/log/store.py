@@ -53,8 +53,12 @@ class LogStore(Protocol):
     def trim(self, before: int) -> int:
         """Delete the entries before position ``before``; how many went."""
 
-    def register_pulse(self, group: str) -> None:
-        """Announce ``group`` alive for as long as this session lasts."""
+    def register_pulse(self, group: str, site: str | None = None) -> None:
+        """Announce ``group`` alive for as long as this session lasts, and where it listens
+        (its ``site``, when it has one), so a newcomer finds a member in one read."""
+
+    def pulse_sites(self) -> dict[str, str]:
+        """The groups with a pulse now that announced a site, and their sites: one read."""
 
     def remove_pulse(self, group: str) -> None: ...
 

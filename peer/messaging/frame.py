@@ -50,7 +50,8 @@ class FrameError(ValueError):
 class MessageType(IntEnum):
     """What a frame carries: the wire's side of peer.messaging.messages, which says what each
     one's epoch field and body hold. FRAGMENT carries a piece of a frame too large for one
-    message (peer.messaging.fragments)."""
+    message (peer.messaging.fragments). JOIN_ASK and JOIN_REPLY are join direct's side channel
+    (peer.cluster.direct_join); a peer that predates them drops them as unknown."""
 
     BATCH = 1
     END = 2
@@ -63,6 +64,8 @@ class MessageType(IntEnum):
     WATERMARK = 9
     CREDIT = 10
     FRAGMENT = 11
+    JOIN_ASK = 12
+    JOIN_REPLY = 13
 
 
 class Header(NamedTuple):

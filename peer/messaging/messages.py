@@ -6,7 +6,8 @@ a ``Barrier`` (the epoch ends here; ``final`` when it is the job's last), a ``Wa
 coordinator to its peers: ``Recover`` (where to restore from, or nothing), a ``Barrier`` for an
 input and ``Committed``; from its peers to the coordinator: ``Ack`` (the sender's snapshot of an
 epoch is stored) and ``Drained`` (an output has every end marker). Between groups:
-``Membership`` (heartbeats and gossip, whose body peer.membership.wire writes and reads). The
+``Membership`` (heartbeats and gossip, whose body peer.membership.wire writes and reads), and
+join direct's ``JoinAsk`` and ``JoinReply`` (peer.cluster.join_wire). The
 task runner, its inbox and the coordinator take and give these same types; the data plane hands
 them over as they are within a group and through this table between groups, so a batch that
 stays in its process is never encoded.
@@ -83,8 +84,31 @@ class Membership:
     """A membership message as plain data (peer.membership.wire)."""
 
 
+@dataclass(frozen=True, slots=True)
+class JoinAsk:
+    body: list[Any]
+    """A joiner's request to be stitched in, as plain data (peer.cluster.join_wire)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JoinReply:
+    body: list[Any]
+    """An aider's answer, with its replica when the joiner is in (peer.cluster.join_wire)."""
+
+
 Message = (
-    Batch | Barrier | Watermark | End | Credit | Recover | Ack | Drained | Committed | Membership
+    Batch
+    | Barrier
+    | Watermark
+    | End
+    | Credit
+    | Recover
+    | Ack
+    | Drained
+    | Committed
+    | Membership
+    | JoinAsk
+    | JoinReply
 )
 END = End()
 DRAINED = Drained()
@@ -151,6 +175,9 @@ TABLE = (
     Kind(Committed, MessageType.COMMITTED, lambda m: m.epoch, _nothing, lambda e, _: Committed(e)),
     Kind(Membership, MessageType.MEMBERSHIP, _zero, lambda m: m.body,
          lambda _, b: Membership(_list(b))),
+    Kind(JoinAsk, MessageType.JOIN_ASK, _zero, lambda m: m.body, lambda _, b: JoinAsk(_list(b))),
+    Kind(JoinReply, MessageType.JOIN_REPLY, _zero, lambda m: m.body,
+         lambda _, b: JoinReply(_list(b))),
 )  # fmt: skip
 _BY_CLASS = {kind.message: kind for kind in TABLE}
 _BY_TYPE = {kind.type: kind for kind in TABLE}

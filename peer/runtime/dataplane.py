@@ -64,6 +64,8 @@ from peer.messaging.messages import (
     Credit,
     Drained,
     End,
+    JoinAsk,
+    JoinReply,
     Membership,
     Message,
     Recover,
@@ -99,6 +101,15 @@ class Transport(Protocol):
     def beacon(self) -> Any:
         """An ``offer(address, frame)``, a ``forget(address)`` and a ``max_frame`` for the
         membership thread."""
+
+
+class SideChannel(Protocol):
+    """Who takes the frames that are for the group itself, not a peer (peer.cluster.direct_join),
+    and offers its own between the data plane's rounds."""
+
+    def receive(self, message: JoinAsk | JoinReply) -> None: ...
+
+    def flush(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -146,6 +157,7 @@ class DataPlane:
         self.peer_sites: dict[str, str] = {}
         self.short_peers: dict[int, str] = {}
         self.membership: MembershipService | None = None
+        self.side: SideChannel | None = None
         self.closed = False
         if transport is not None:
             beacon = transport.beacon()
@@ -373,6 +385,8 @@ class DataPlane:
             except TaskFailed as e:
                 self._fail(key, e)
         busy = self._flush() or busy
+        if self.side is not None:
+            busy = self.side.flush() or busy
         if self.membership is not None:
             self._carry_out(self.membership.take_decisions())
         return busy
@@ -481,6 +495,10 @@ class DataPlane:
         if isinstance(message, Membership):
             if self.membership is not None:
                 self.membership.receive(message.body)
+            return
+        if isinstance(message, (JoinAsk, JoinReply)):
+            if self.side is not None:
+                self.side.receive(message)
             return
         self._dispatch(messages.address_of(header), message)
 

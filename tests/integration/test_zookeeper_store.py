@@ -81,3 +81,12 @@ def test_watching_a_missing_pulse_fires_at_once(store):
 def test_an_unknown_tenancy_is_refused(zookeeper):
     with pytest.raises(StoreError, match="no tenancy 'nobody-here'"):
         api.connect(zookeeper.address, "nobody-here")
+
+
+def test_one_read_of_the_pulses_finds_the_sites_they_announced(zookeeper, tenancy, store):
+    other = api.connect(zookeeper.address, tenancy)
+    other.register_pulse("with-site", "127.0.0.1:4000")
+    other.register_pulse("without-site")
+    assert store.pulse_sites() == {"with-site": "127.0.0.1:4000"}
+    other.close()
+    wait_for(lambda: store.pulse_sites() == {}, 10, "the pulses to go with their session")

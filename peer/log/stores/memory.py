@@ -26,6 +26,7 @@ class MemoryLog:
         self.next_position = 0
         self.origin: Replica | None = None
         self.pulses: dict[str, MemoryStore] = {}
+        self.pulse_sites: dict[str, str] = {}
         self.append_callbacks: list[Callable[[], None]] = []
         self.pulse_watches: dict[str, dict[int, Callable[[str], None]]] = {}
         self.commits: dict[str, tuple[bytes, int]] = {}
@@ -89,14 +90,21 @@ class MemoryStore:
                 del self.log.entries[p]
             return len(doomed)
 
-    def register_pulse(self, group: str) -> None:
+    def register_pulse(self, group: str, site: str | None = None) -> None:
         with self.log.lock:
             self.log.pulses[group] = self
+            if site is not None:
+                self.log.pulse_sites[group] = site
+
+    def pulse_sites(self) -> dict[str, str]:
+        with self.log.lock:
+            return {g: s for g, s in self.log.pulse_sites.items() if g in self.log.pulses}
 
     def remove_pulse(self, group: str) -> None:
         with self.log.lock:
             if self.log.pulses.get(group) is self:
                 del self.log.pulses[group]
+                self.log.pulse_sites.pop(group, None)
                 self.log.fire_pulse_gone(group)
 
     def pulse_exists(self, group: str) -> bool:

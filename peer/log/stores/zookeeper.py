@@ -3,7 +3,8 @@
 Layout under ``/onyx/<tenancy>``: ``log/entry-NNNNNNNNNN``, persistent sequential znodes whose
 sequence number is the entry's position (readers do not assume the numbers are contiguous);
 ``origin``, the compressed replica the last gc stored; ``pulse/<group>``, one ephemeral
-znode per peer group, whose disappearance is how a group's death is seen; and
+znode per peer group, whose disappearance is how a group's death is seen (its data, JSON, says
+where the group runs and listens: ``host``, ``pid``, ``site``); and
 ``checkpoints/<job>``, each job's commit record, written only by compare-and-set on the znode's
 version (made on first use, so a tenancy created before checkpoints existed needs nothing).
 """
@@ -233,9 +234,31 @@ class ZooKeeperStore:
                 pass
         return deleted
 
-    def register_pulse(self, group: str) -> None:
-        about = json.dumps({"host": socket.gethostname(), "pid": os.getpid()}).encode()
-        self._guard(self.client.create, f"{self.pulse_path}/{group}", about, ephemeral=True)
+    def register_pulse(self, group: str, site: str | None = None) -> None:
+        about: dict[str, object] = {"host": socket.gethostname(), "pid": os.getpid()}
+        if site is not None:
+            about["site"] = site
+        data = json.dumps(about).encode()
+        self._guard(self.client.create, f"{self.pulse_path}/{group}", data, ephemeral=True)
+
+    def pulse_sites(self) -> dict[str, str]:
+        return self._guard(self._pulse_sites)
+
+    def _pulse_sites(self) -> dict[str, str]:
+        """A pulse that went meanwhile, or whose data is not ours, is left out."""
+        pending = [
+            (g, self.client.get_async(f"{self.pulse_path}/{g}"))
+            for g in sorted(self.client.get_children(self.pulse_path))
+        ]
+        sites = {}
+        for group, result in pending:
+            try:
+                site = json.loads(result.get()[0]).get("site")
+            except (NoNodeError, ValueError, AttributeError):
+                continue
+            if isinstance(site, str):
+                sites[group] = site
+        return sites
 
     def remove_pulse(self, group: str) -> None:
         with contextlib.suppress(NoNodeError):

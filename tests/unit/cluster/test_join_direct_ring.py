@@ -40,6 +40,7 @@ OPS = st.one_of(
     st.tuples(st.just("direct"), st.integers(min_value=1, max_value=3), INDEX, DIES),
     st.tuples(st.just("direct"), st.integers(min_value=1, max_value=3), INDEX, DIES),
     st.tuples(st.just("ask"), INDEX, INDEX, DIES),
+    st.tuples(st.just("give_up"), INDEX),
     st.tuples(st.just("advance"), INDEX, st.integers(min_value=1, max_value=6)),
     st.tuples(st.just("settle")),
     st.tuples(st.just("kill"), INDEX),
@@ -118,8 +119,10 @@ class DirectModel(ClusterModel):
         self.start_direct(vpeers)
 
     def found(self, joiner: str) -> None:
-        """No other group is alive to aid: the joiner joins by the classic protocol, which on
-        an empty cluster joins it at once, announcing its peers on its own."""
+        """No other group is alive to aid, or (``give_up``) a round of asking every member it
+        found stitched it in nowhere it heard of: the joiner joins by the classic protocol,
+        announcing its peers on its own and replaying the log. On an empty cluster that joins it
+        at once; otherwise its prepare gives way to a join-direct written for it meanwhile."""
         request = self.requests.pop(joiner)
         self.append(PREPARE_JOIN.entry(joiner=joiner))
         for peer in request.peers:
@@ -216,6 +219,8 @@ def apply_op(model: DirectModel, op: Op) -> None:
         ask_some_aider(model, model.start_direct(args[0]), args[1], args[2])
     elif kind == "ask":
         ask_some_aider(model, pick(model.waiting(), args[0]), args[1], args[2])
+    elif kind == "give_up" and model.waiting():
+        model.found(pick(model.waiting(), args[0]))
     elif kind == "advance" and ids:
         gid = pick(ids, args[0])
         for _ in range(args[1]):
