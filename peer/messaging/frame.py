@@ -63,6 +63,7 @@ class MessageType(IntEnum):
     WATERMARK = 9
     CREDIT = 10
     FRAGMENT = 11
+    RUMOR = 12
 
 
 class Header(NamedTuple):

@@ -6,7 +6,8 @@ a ``Barrier`` (the epoch ends here; ``final`` when it is the job's last), a ``Wa
 coordinator to its peers: ``Recover`` (where to restore from, or nothing), a ``Barrier`` for an
 input and ``Committed``; from its peers to the coordinator: ``Ack`` (the sender's snapshot of an
 epoch is stored) and ``Drained`` (an output has every end marker). Between groups:
-``Membership`` (heartbeats and gossip, whose body peer.membership.wire writes and reads). The
+``Membership`` (heartbeats and gossip, whose body peer.membership.wire writes and reads) and
+``LogRumor`` (a log entry gossiped, whose payload peer.log.epidemic.wire writes and reads). The
 task runner, its inbox and the coordinator take and give these same types; the data plane hands
 them over as they are within a group and through this table between groups, so a batch that
 stays in its process is never encoded.
@@ -83,8 +84,24 @@ class Membership:
     """A membership message as plain data (peer.membership.wire)."""
 
 
+@dataclass(frozen=True, slots=True)
+class LogRumor:
+    payload: bytes
+    """A copy of a log entry on its way from member to member (peer.log.epidemic.wire)."""
+
+
 Message = (
-    Batch | Barrier | Watermark | End | Credit | Recover | Ack | Drained | Committed | Membership
+    Batch
+    | Barrier
+    | Watermark
+    | End
+    | Credit
+    | Recover
+    | Ack
+    | Drained
+    | Committed
+    | Membership
+    | LogRumor
 )
 END = End()
 DRAINED = Drained()
@@ -100,7 +117,7 @@ class Address(NamedTuple):
 
 
 NOWHERE = Address(0, 0, 0, 0)
-"""The address of a membership message, which is for a group, not a peer."""
+"""The address of a membership message or a rumor, which is for a group, not a peer."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +168,8 @@ TABLE = (
     Kind(Committed, MessageType.COMMITTED, lambda m: m.epoch, _nothing, lambda e, _: Committed(e)),
     Kind(Membership, MessageType.MEMBERSHIP, _zero, lambda m: m.body,
          lambda _, b: Membership(_list(b))),
+    Kind(LogRumor, MessageType.RUMOR, _zero, lambda m: [m.payload],
+         lambda _, b: LogRumor(_one(b, bytes))),
 )  # fmt: skip
 _BY_CLASS = {kind.message: kind for kind in TABLE}
 _BY_TYPE = {kind.type: kind for kind in TABLE}

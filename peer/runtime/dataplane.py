@@ -64,6 +64,7 @@ from peer.messaging.messages import (
     Credit,
     Drained,
     End,
+    LogRumor,
     Membership,
     Message,
     Recover,
@@ -146,6 +147,8 @@ class DataPlane:
         self.peer_sites: dict[str, str] = {}
         self.short_peers: dict[int, str] = {}
         self.membership: MembershipService | None = None
+        self.on_rumor: Callable[[bytes], None] = lambda _payload: None
+        """Where a rumor of a log entry goes (the group's log feed, peer.log.feed)."""
         self.closed = False
         if transport is not None:
             beacon = transport.beacon()
@@ -481,6 +484,9 @@ class DataPlane:
         if isinstance(message, Membership):
             if self.membership is not None:
                 self.membership.receive(message.body)
+            return
+        if isinstance(message, LogRumor):
+            self.on_rumor(message.payload)
             return
         self._dispatch(messages.address_of(header), message)
 

@@ -23,6 +23,7 @@ from peer.messaging.messages import (
     Credit,
     Drained,
     End,
+    LogRumor,
     Membership,
     Recover,
     Watermark,
@@ -59,6 +60,7 @@ every_message = st.one_of(
     st.just(DRAINED),
     st.builds(Committed, u64),
     st.builds(Membership, st.lists(st.text(max_size=30), max_size=4)),
+    st.builds(LogRumor, st.binary(max_size=300)),
 )
 
 
@@ -82,7 +84,8 @@ def test_every_message_comes_back_as_itself_whatever_the_limit(address, message,
 
 
 def test_the_table_has_one_row_per_message_kind_and_frame_type():
-    kinds = {Batch, Barrier, Watermark, End, Credit, Recover, Ack, Drained, Committed, Membership}
+    kinds = {Batch, Barrier, Watermark, End, Credit, Recover, Ack, Drained, Committed, Membership,
+             LogRumor}  # fmt: skip
     assert {row.message for row in TABLE} == kinds
     assert {row.type for row in TABLE} == set(MessageType) - {MessageType.FRAGMENT}
 
