@@ -334,7 +334,7 @@ class Incarnation:
         self.leave_deadline = time.monotonic() + self.config.leave_timeout
         entry = GROUP_LEAVE.entry(id=self.id)
         self.leave_position = self.store.append(entry)
-        self.feed.wrote(self.leave_position, entry)
+        self.feed.wrote(self.leave_position, entry, self.replica)
 
     def _exit_once_handed_over(self) -> None:
         if self.handing_over is None or not self.handing_over.done(self.replica, time.monotonic()):
@@ -363,7 +363,7 @@ class Incarnation:
 
     def append(self, entry: Entry) -> None:
         if not self.lost.is_set():
-            self.feed.wrote(self.store.append(entry), entry)
+            self.feed.wrote(self.store.append(entry), entry, self.replica)
 
     def back_off(self) -> None:
         self.hold_until = time.monotonic() + self.rng.uniform(0, 2 * self.config.join_back_off)

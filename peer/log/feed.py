@@ -24,8 +24,9 @@ class LogFeed(Protocol):
     def next_entries(self, replica: Replica) -> list[Entry]:
         """The entries to apply next to ``replica``, in order; [] when none has come yet."""
 
-    def wrote(self, position: int, entry: Entry) -> None:
-        """This member appended ``entry`` and the log put it at ``position``."""
+    def wrote(self, position: int, entry: Entry, replica: Replica) -> None:
+        """This member appended ``entry``, with ``replica`` applied, and the log put it at
+        ``position``."""
 
     def receive(self, payload: bytes) -> None:
         """A rumor's payload, from another member."""
@@ -45,7 +46,7 @@ class ClassicFeed:
     def next_entries(self, replica: Replica) -> list[Entry]:
         return subscriber.poll(self.store, replica.version)
 
-    def wrote(self, position: int, entry: Entry) -> None:
+    def wrote(self, position: int, entry: Entry, replica: Replica) -> None:
         """Every reader hears of it from the directory's watch."""
 
     def receive(self, payload: bytes) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -52,6 +53,9 @@ log = logging.getLogger(__name__)
 
 STUCK_SILENCES = 3
 """Silences a position may stay missing, with later ones known, before the feed lists the log."""
+RETRY = 0.01
+"""Seconds between offers of a copy Aeron refused: a publication to a member takes a moment to
+connect after its first offer, and a copy is sent only once."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,8 @@ class EpidemicFeed:
         self.store, self.me, self.send, self.max_frame = store, me, send, max_frame
         self.settings, self.clock, self.wake, self.forget = settings, clock, wake, forget
         self.cache = ReorderCache(0, settings.cache)
-        self.fallback = Fallback.start(clock(), settings.silence)
+        self.fallback = Fallback(settings.silence, clock())
+        """Due at once: a member that starts catches up on the log before it writes."""
         self.known = EMPTY_VERSION
         """The highest position known to exist: from a rumor, or this member's own write."""
         self.announced: set[int] = set()
@@ -103,12 +108,15 @@ class EpidemicFeed:
         self.sites: dict[str, str] = {}
         self.spread: Spread | None = None
         self.groups: object = None
+        self.refused: deque[tuple[str, bytes, float]] = deque()
+        """Copies Aeron refused, (site, frame, until when to offer them again)."""
 
     # -- what the group asks --------------------------------------------------------------------
 
     def next_entries(self, replica: Replica) -> list[Entry]:
         self._follow(replica)
         now = self.clock()
+        self._offer_refused(now)
         entries: list[Entry] = []
         while True:
             run, self.cache = self.cache.take()
@@ -121,7 +129,8 @@ class EpidemicFeed:
                 return entries
             entries.extend(read)
 
-    def wrote(self, position: int, entry: Entry) -> None:
+    def wrote(self, position: int, entry: Entry, replica: Replica) -> None:
+        self._follow(replica)
         data = entry.encode()
         self.known = max(self.known, position)
         if position >= self.cache.next:
@@ -154,7 +163,8 @@ class EpidemicFeed:
     def due_in(self, now: float) -> float:
         if self.cache.next in self.cache.held or self.cache.next in self.announced:
             return 0.0
-        return max(self.fallback.due_at - now, 0.0)
+        wait = max(self.fallback.due_at - now, 0.0)
+        return min(wait, RETRY) if self.refused else wait
 
     def close(self) -> None:
         for site in sorted(set(self.sites.values())):
@@ -164,7 +174,8 @@ class EpidemicFeed:
 
     def _follow(self, replica: Replica) -> None:
         """The cache waits for the position after the replica's (it may have booted from an
-        origin); the live members and their sites are the replica's."""
+        origin). The live members are those with a site: in the ring, or joining it (a site is
+        announced with a group's first virtual peer and goes when the group leaves)."""
         if self.cache.next <= replica.version:
             self.cache = self.cache.advance_to(replica.version + 1)
             self.announced = {p for p in self.announced if p > replica.version}
@@ -173,7 +184,7 @@ class EpidemicFeed:
             return
         self.groups = replica.groups
         self.sites = dict(replica.sites)
-        self.members = LiveMembers.of(g for g in replica.groups if g != self.me and g in self.sites)
+        self.members = LiveMembers.of(g for g in self.sites if g != self.me)
         self.spread = self._spread(len(self.members.ids) + 1)
 
     def _spread(self, members: int) -> Spread | None:
@@ -234,18 +245,35 @@ class EpidemicFeed:
     # -- sending --------------------------------------------------------------------------------
 
     def _send(self, sends: Sends, whole: bool) -> None:
-        """One frame for every target; an entry too large for it goes as its position alone."""
+        """One frame for every target; an entry too large for it goes as its position alone.
+        A copy Aeron refuses is offered again for up to a silence, then given up."""
         if not sends.targets:
             return
         frame = self._frame(sends.rumor, whole)
+        until = self.clock() + self.settings.silence
         for target in sends.targets:
             site = self.sites.get(target)
-            try:
-                if site is not None and self.send(site, frame):
-                    metrics.RUMORS_SENT.inc()
-            except Exception as e:  # one lost copy must not stop the group
-                log.warning("group %s: the rumor of log position %d was not sent to member %s: "
-                            "%s", self.me, sends.rumor.position, target, e)  # fmt: skip
+            if site is not None and not self._offer(site, frame):
+                self.refused.append((site, frame, until))
+        while len(self.refused) > self.settings.cache:
+            self.refused.popleft()
+
+    def _offer_refused(self, now: float) -> None:
+        for _ in range(len(self.refused)):
+            site, frame, until = self.refused.popleft()
+            if until > now and not self._offer(site, frame):
+                self.refused.append((site, frame, until))
+
+    def _offer(self, site: str, frame: bytes) -> bool:
+        """Whether Aeron took ``frame`` for ``site``; an error loses this copy alone."""
+        try:
+            taken = bool(self.send(site, frame))
+        except Exception as e:  # one lost copy must not stop the group
+            log.warning("group %s: a rumor was not sent to %s: %s", self.me, site, e)
+            return True
+        if taken:
+            metrics.RUMORS_SENT.inc()
+        return taken
 
     def _frame(self, rumor: Rumor, whole: bool) -> bytes:
         frames = messages.encode(NOWHERE, LogRumor(wire.encode(rumor, self.me, with_data=whole)),

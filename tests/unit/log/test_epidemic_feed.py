@@ -81,15 +81,18 @@ def positions(entries) -> list[int]:
     return [e.position for e in entries]
 
 
-def forbidding(n: int) -> ByPositionOnly:
-    log = MemoryLog()
-    log_of(n, log.session())
-    return ByPositionOnly(log)
+def started(n: int, **options) -> tuple[ByPositionOnly, Harness]:
+    """A member that has started (its first look at the log found it empty) and a log of
+    ``n`` entries written since, on a session that refuses to list it."""
+    store = ByPositionOnly(MemoryLog())
+    h = Harness(store, **options)
+    assert h.consume() == []
+    log_of(n, store)
+    return store, h
 
 
 def test_rumors_in_order_are_consumed_in_order_without_reading_zookeeper():
-    store = forbidding(3)
-    h = Harness(store)
+    store, h = started(3)
     for p in range(3):
         h.feed.receive(rumor(store, p))
     assert positions(h.consume()) == [0, 1, 2]
@@ -97,8 +100,7 @@ def test_rumors_in_order_are_consumed_in_order_without_reading_zookeeper():
 
 
 def test_rumors_out_of_order_wait_for_the_one_before_them():
-    store = forbidding(4)
-    h = Harness(store)
+    store, h = started(4)
     h.feed.receive(rumor(store, 2))
     h.feed.receive(rumor(store, 3))
     assert h.consume() == []
@@ -109,8 +111,7 @@ def test_rumors_out_of_order_wait_for_the_one_before_them():
 
 
 def test_a_rumor_heard_twice_is_consumed_once():
-    store = forbidding(2)
-    h = Harness(store)
+    store, h = started(2)
     for payload in [rumor(store, 0), rumor(store, 0, "third", 2), rumor(store, 1)]:
         h.feed.receive(payload)
     assert positions(h.consume()) == [0, 1]
@@ -120,17 +121,22 @@ def test_a_rumor_heard_twice_is_consumed_once():
 
 
 def test_the_group_is_woken_only_when_the_next_entry_is_there():
-    store = forbidding(2)
-    h = Harness(store)
+    store, h = started(2)
     h.feed.receive(rumor(store, 1))
     assert h.woken == 0
     h.feed.receive(rumor(store, 0))
     assert h.woken == 1
 
 
+def test_a_member_that_starts_catches_up_on_the_log_at_once_by_position():
+    log = MemoryLog()
+    log_of(3, log.session())
+    h = Harness(ByPositionOnly(log))
+    assert positions(h.consume()) == [0, 1, 2]
+
+
 def test_after_a_silence_the_next_positions_are_read_one_by_one_never_listed():
-    store = forbidding(3)
-    h = Harness(store)
+    store, h = started(3)
     assert h.consume() == []
     assert h.feed.due_in(h.clock.now) == SILENCE
     h.clock.now = SILENCE
@@ -143,8 +149,7 @@ def test_after_a_silence_the_next_positions_are_read_one_by_one_never_listed():
 
 
 def test_an_entry_consumed_from_gossip_puts_the_read_off_a_whole_silence():
-    store = forbidding(2)
-    h = Harness(store)
+    store, h = started(2)
     h.clock.now = 0.9 * SILENCE
     h.feed.receive(rumor(store, 0))
     assert positions(h.consume()) == [0]
@@ -190,8 +195,7 @@ def test_a_missing_position_with_later_ones_known_is_listed_once_with_one_warnin
 
 
 def test_a_malformed_rumor_is_dropped_with_one_warning(caplog):
-    store = forbidding(1)
-    h = Harness(store)
+    store, h = started(1)
     caplog.set_level(logging.WARNING)
     for payload in [b"\xc1 not msgpack", msgspec.msgpack.encode([1, 2]),
                     msgspec.msgpack.encode([-4, 0, "x", b"{}"]),
@@ -211,8 +215,7 @@ def with_members(replica: Replica, *members: str) -> Replica:
 
 
 def test_a_copy_is_passed_on_to_fanout_members_other_than_itself_and_its_writer_originates():
-    store = forbidding(1)
-    h = Harness(store, fanout=2)
+    store, h = started(1, fanout=2)
     h.replica = with_members(h.replica, "me", "a", "b", "c", "d")
     h.consume()
     h.feed.receive(rumor(store, 0, "a", 0))
@@ -221,18 +224,17 @@ def test_a_copy_is_passed_on_to_fanout_members_other_than_itself_and_its_writer_
     assert {wire.decode(p)[0].round for _, p in h.sent} == {1}
     h.sent.clear()
     entry = PREPARE_JOIN.entry(joiner="mine")
-    h.feed.wrote(1, entry)
+    h.feed.wrote(1, entry, h.replica)
     assert len(h.sent) == 2
     assert {wire.decode(p)[0] for _, p in h.sent} == {Rumor(1, entry.encode(), 0)}
 
 
 def test_fanout_zero_sends_nothing():
-    store = forbidding(1)
-    h = Harness(store, fanout=0)
+    store, h = started(1, fanout=0)
     h.replica = with_members(h.replica, "me", "a", "b")
     h.consume()
     h.feed.receive(rumor(store, 0))
-    h.feed.wrote(1, PREPARE_JOIN.entry(joiner="mine"))
+    h.feed.wrote(1, PREPARE_JOIN.entry(joiner="mine"), h.replica)
     assert h.sent == []
 
 
@@ -243,7 +245,7 @@ def test_an_entry_too_large_for_a_frame_goes_as_its_position_and_is_read_at_once
     writer = Harness(store, me="w", max_frame=512)
     writer.replica = with_members(writer.replica, "w", "me")
     writer.consume()
-    writer.feed.wrote(position, big)
+    writer.feed.wrote(position, big, writer.replica)
     [(_, payload)] = writer.sent
     assert wire.decode(payload)[2] is False
     reader = Harness(ByPositionOnly(store.log))
@@ -256,8 +258,7 @@ def test_an_entry_too_large_for_a_frame_goes_as_its_position_and_is_read_at_once
 @given(st.data())
 def test_whatever_arrives_in_whatever_order_the_log_is_consumed_in_order_once(data):
     n = data.draw(st.integers(1, 12))
-    store = forbidding(n)
-    h = Harness(store)
+    store, h = started(n)
     heard = data.draw(st.lists(st.integers(0, n - 1), max_size=3 * n))
     consumed = []
     for p in heard:
