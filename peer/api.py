@@ -42,7 +42,9 @@ def connect(
     session_timeout: float = 10.0,
     connect_timeout: float = 10.0,
     auth: str | None = None,
+    watch_log: bool = True,
 ) -> ZooKeeperStore:
+    """A session on ``tenancy``; without ``watch_log`` it never watches the log directory."""
     return ZooKeeperStore(
         zookeeper,
         tenancy,
@@ -50,6 +52,7 @@ def connect(
         session_timeout=session_timeout,
         connect_timeout=connect_timeout,
         auth=auth,
+        watch_log=watch_log,
     )
 
 

@@ -165,6 +165,19 @@ def spark_setting(value: str) -> str:
 
 
 positive_int = _positive(int, "a whole number of at least 1")
+
+
+def whole_number(value: str) -> int:
+    """An int of at least 0."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of at least 0")
+    return number
+
+
 port_number = _positive(int, "a port number from 1 to 65535", 65535)
 positive_seconds = _positive(
     float, f"a positive, finite number of seconds (at most {MAX_SECONDS}, a year)", MAX_SECONDS
@@ -368,6 +381,7 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
         help="where the code shipped with jobs is unpacked, one directory per archive",
     )
     _scheduler_args(start)
+    _epidemic_args(start)
     _spark_args(start)
     _metrics_args(start, "this peer group", " (and /healthz, /readyz, /replica, /jobs, /jobs/ID)")
     _log_args(start, "info")
@@ -424,6 +438,45 @@ def _scheduler_parser(commands: argparse._SubParsersAction) -> None:
     )
     _log_args(serve, "info")
     serve.set_defaults(handler=scheduler_serve)
+
+
+def _epidemic_args(start: argparse.ArgumentParser) -> None:
+    modes = CoordinationModes()
+    start.add_argument(
+        "--epidemic-log",
+        action="store_true",
+        help="learn new log entries from their writers' gossip and read ZooKeeper by position "
+        "only when it falls silent, instead of watching the log directory",
+    )
+    start.add_argument(
+        "--gossip-fanout",
+        type=whole_number,
+        default=modes.gossip_fanout,
+        metavar="N",
+        help="with --epidemic-log: members each copy of an entry goes to (0 gossips nothing)",
+    )
+    start.add_argument(
+        "--gossip-rounds",
+        type=positive_int,
+        metavar="N",
+        help="with --epidemic-log: rounds an entry is passed on; none picks enough to reach "
+        "every member",
+    )
+    start.add_argument(
+        "--log-read-after",
+        type=positive_seconds,
+        default=modes.log_read_after,
+        metavar="S",
+        help="with --epidemic-log: seconds without a new entry before reading the next one "
+        "from ZooKeeper",
+    )
+    start.add_argument(
+        "--reorder-cache",
+        type=positive_int,
+        default=modes.reorder_cache,
+        metavar="N",
+        help="with --epidemic-log: the most entries held ahead of the next one needed",
+    )
 
 
 def _timeout_arg(parser: argparse.ArgumentParser, what: str) -> None:
@@ -657,6 +710,7 @@ def peer_start(args: argparse.Namespace) -> int:
         session_timeout=args.session_timeout,
         connect_timeout=args.connect_timeout,
         auth=args.zookeeper_auth,
+        watch_log=not args.epidemic_log,
     )
     settings = GroupConfig(
         vpeers=args.vpeers,
@@ -677,6 +731,11 @@ def peer_start(args: argparse.Namespace) -> int:
             scheduler_timeout=args.scheduler_timeout,
             join_direct=args.join_direct,
             join_direct_timeout=args.join_direct_timeout,
+            epidemic_log=args.epidemic_log,
+            gossip_fanout=args.gossip_fanout,
+            gossip_rounds=args.gossip_rounds,
+            log_read_after=args.log_read_after,
+            reorder_cache=args.reorder_cache,
         ),
     )
     with ExitStack() as stack:

@@ -74,6 +74,21 @@ JOINS_ABORTED = Counter("onyx_ring_joins_aborted", "abort-join-cluster entries t
 DEATHS_DETECTED = Counter(
     "onyx_ring_deaths_detected", "Groups this group reported dead (their pulse was gone)"
 )
+ENTRIES_LEARNED = Counter(
+    "onyx_log_entries_learned",
+    "Log entries this group consumed, by how it learned them: gossip, zookeeper (read by "
+    "position), written (its own), listing (the gap safety net) or origin (a jump past a trim)",
+    ["source"],
+)
+READS_BY_POSITION = Counter(
+    "onyx_log_reads_by_position",
+    "Reads of one log entry at its position from ZooKeeper, by whether it was there",
+    ["found"],
+)
+RUMORS_SENT = Counter("onyx_log_rumors_sent", "Copies of log entries this group gossiped")
+RUMORS_DROPPED = Counter(
+    "onyx_log_rumors_dropped", "Rumors this group dropped: they did not read, or found no site"
+)
 
 SEGMENTS_IN = Counter(
     "onyx_task_segments_in",

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from peer import metrics
 from peer.cluster.direct_join import DirectJoin, Joined
 from peer.cluster.handover import HandOver
+from peer.cluster.log_feed import feed_for
 from peer.cluster.modes import CoordinationModes
 from peer.cluster.readiness import Readiness, readiness
 from peer.cluster.ring import watch_targets
@@ -173,6 +174,9 @@ class Incarnation:
             seeds = config.dataplane.seed_nodes
             self.direct = DirectJoin(self, transport, config.modes, seeds, config.tags)
             self.dataplane.side = self.direct
+        self.feed = feed_for(store, config.modes, self.id, transport, wakeup.set)
+        """Where the log's next entries come from (peer.log.feed)."""
+        self.dataplane.on_rumor = self.feed.receive
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -245,7 +249,7 @@ class Incarnation:
             self._begin_leave()
         self._report_gone()
         before = self.replica
-        for entry in subscriber.poll(self.store, self.replica.version):
+        for entry in self.feed.next_entries(self.replica):
             if self._session_lost():
                 return
             self._handle(entry)
@@ -264,7 +268,7 @@ class Incarnation:
         return self.ended == "lost"
 
     def _sleep(self) -> float:
-        wait = self.config.poll_interval
+        wait = min(self.config.poll_interval, self.feed.due_in(time.monotonic()))
         if self.outbox and self.hold_until > time.monotonic():
             wait = min(wait, self.hold_until - time.monotonic())
         return max(wait, 0.0)
@@ -362,7 +366,9 @@ class Incarnation:
         log.info("group %s leaving the cluster", self.id)
         self.outbox.clear()
         self.leave_deadline = time.monotonic() + self.config.leave_timeout
-        self.leave_position = self.store.append(GROUP_LEAVE.entry(id=self.id))
+        entry = GROUP_LEAVE.entry(id=self.id)
+        self.leave_position = self.store.append(entry)
+        self.feed.wrote(self.leave_position, entry, self.replica)
 
     def _exit_once_handed_over(self) -> None:
         if self.handing_over is None or not self.handing_over.done(self.replica, time.monotonic()):
@@ -377,6 +383,7 @@ class Incarnation:
 
     def _finish(self) -> None:
         self.dataplane.close()
+        self.feed.close()
         for cancel in self.watches.values():
             cancel()
         self.watches.clear()
@@ -390,7 +397,7 @@ class Incarnation:
 
     def append(self, entry: Entry) -> None:
         if not self.lost.is_set():
-            self.store.append(entry)
+            self.feed.wrote(self.store.append(entry), entry, self.replica)
 
     def back_off(self) -> None:
         self.hold_until = time.monotonic() + self.rng.uniform(0, 2 * self.config.join_back_off)

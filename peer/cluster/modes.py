@@ -22,6 +22,16 @@ class CoordinationModes:
     epidemic_log: bool = False
     """Learn new entries from their writers' gossip and read ZooKeeper by position only when
     it falls silent (peer.log.epidemic), instead of watching the log directory."""
+    gossip_fanout: int = 3
+    """How many members each copy of an entry goes to; 0 gossips nothing (every entry is read
+    from ZooKeeper by position)."""
+    gossip_rounds: int | None = None
+    """How many rounds an entry is passed on; None picks the fewest that reach every member
+    of the cluster as it is (peer.log.epidemic.rumor.rounds_for)."""
+    log_read_after: float = 1.0
+    """Seconds without a new entry before this member reads the next one from ZooKeeper."""
+    reorder_cache: int = 4096
+    """The most entries held ahead of the next one this member needs."""
     scheduler_servers: tuple[str, ...] = ()
     """``HOST:PORT`` of scheduling servers to ask for allocations (peer.scheduling); none
     computes every allocation here."""

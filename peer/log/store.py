@@ -38,11 +38,17 @@ class LogStore(Protocol):
         """The entries past position ``after`` that are there now, in order. Positions may have
         gaps; a run of entries cut short by a concurrent trim ends before the trimmed one."""
 
+    def read_at(self, position: int) -> Entry | None:
+        """The entry at exactly ``position``, None when there is none (not written yet, or
+        trimmed): one read of one entry, never a listing of the log."""
+
     def tail(self) -> int:
         """The position of the newest entry; EMPTY_VERSION (-1) before the first."""
 
     def on_append(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` (from any thread) whenever new entries may have arrived."""
+        """Call ``callback`` (from any thread) whenever new entries may have arrived. A store
+        that does not watch the log (the epidemic mode, peer.log.epidemic) calls it only when
+        its connection comes back."""
 
     def origin(self) -> Replica | None:
         """The replica a gc stored, at its version; None before the first gc."""

@@ -66,6 +66,7 @@ class MessageType(IntEnum):
     FRAGMENT = 11
     JOIN_ASK = 12
     JOIN_REPLY = 13
+    RUMOR = 14
 
 
 class Header(NamedTuple):

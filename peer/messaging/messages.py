@@ -6,8 +6,9 @@ a ``Barrier`` (the epoch ends here; ``final`` when it is the job's last), a ``Wa
 coordinator to its peers: ``Recover`` (where to restore from, or nothing), a ``Barrier`` for an
 input and ``Committed``; from its peers to the coordinator: ``Ack`` (the sender's snapshot of an
 epoch is stored) and ``Drained`` (an output has every end marker). Between groups:
-``Membership`` (heartbeats and gossip, whose body peer.membership.wire writes and reads), and
-join direct's ``JoinAsk`` and ``JoinReply`` (peer.cluster.join_wire). The
+``Membership`` (heartbeats and gossip, whose body peer.membership.wire writes and reads),
+join direct's ``JoinAsk`` and ``JoinReply`` (peer.cluster.join_wire), and ``LogRumor`` (a log
+entry gossiped, whose payload peer.log.epidemic.wire writes and reads). The
 task runner, its inbox and the coordinator take and give these same types; the data plane hands
 them over as they are within a group and through this table between groups, so a batch that
 stays in its process is never encoded.
@@ -96,6 +97,12 @@ class JoinReply:
     """An aider's answer, with its replica when the joiner is in (peer.cluster.join_wire)."""
 
 
+@dataclass(frozen=True, slots=True)
+class LogRumor:
+    payload: bytes
+    """A copy of a log entry on its way from member to member (peer.log.epidemic.wire)."""
+
+
 Message = (
     Batch
     | Barrier
@@ -109,6 +116,7 @@ Message = (
     | Membership
     | JoinAsk
     | JoinReply
+    | LogRumor
 )
 END = End()
 DRAINED = Drained()
@@ -124,7 +132,7 @@ class Address(NamedTuple):
 
 
 NOWHERE = Address(0, 0, 0, 0)
-"""The address of a membership message, which is for a group, not a peer."""
+"""The address of a membership message or a rumor, which is for a group, not a peer."""
 
 
 @dataclass(frozen=True)
@@ -178,6 +186,8 @@ TABLE = (
     Kind(JoinAsk, MessageType.JOIN_ASK, _zero, lambda m: m.body, lambda _, b: JoinAsk(_list(b))),
     Kind(JoinReply, MessageType.JOIN_REPLY, _zero, lambda m: m.body,
          lambda _, b: JoinReply(_list(b))),
+    Kind(LogRumor, MessageType.RUMOR, _zero, lambda m: [m.payload],
+         lambda _, b: LogRumor(_one(b, bytes))),
 )  # fmt: skip
 _BY_CLASS = {kind.message: kind for kind in TABLE}
 _BY_TYPE = {kind.type: kind for kind in TABLE}

@@ -66,6 +66,7 @@ from peer.messaging.messages import (
     End,
     JoinAsk,
     JoinReply,
+    LogRumor,
     Membership,
     Message,
     Recover,
@@ -158,6 +159,8 @@ class DataPlane:
         self.short_peers: dict[int, str] = {}
         self.membership: MembershipService | None = None
         self.side: SideChannel | None = None
+        self.on_rumor: Callable[[bytes], None] = lambda _payload: None
+        """Where a rumor of a log entry goes (the group's log feed, peer.log.feed)."""
         self.closed = False
         if transport is not None:
             beacon = transport.beacon()
@@ -499,6 +502,9 @@ class DataPlane:
         if isinstance(message, (JoinAsk, JoinReply)):
             if self.side is not None:
                 self.side.receive(message)
+            return
+        if isinstance(message, LogRumor):
+            self.on_rumor(message.payload)
             return
         self._dispatch(messages.address_of(header), message)
 

@@ -55,6 +55,34 @@ def test_a_reader_behind_a_gc_jumps_to_the_origin(store):
     assert [e.position for e in entries[1:]] == [tail]
 
 
+def test_an_entry_is_read_at_its_exact_position_and_a_trimmed_or_unwritten_one_is_none(store):
+    positions = [store.append(PREPARE_JOIN.entry(joiner=f"g{i}")) for i in range(3)]
+    assert [store.read_at(p).args["joiner"] for p in positions] == ["g0", "g1", "g2"]
+    assert store.read_at(positions[1]).position == positions[1]
+    assert store.read_at(positions[-1] + 1) is None
+    store.trim(before=positions[1])
+    assert store.read_at(positions[0]) is None
+    assert store.read_at(positions[1]) is not None
+
+
+def test_a_store_that_does_not_watch_the_log_is_not_woken_by_appends(zookeeper, tenancy, store):
+    quiet = api.connect(zookeeper.address, tenancy, watch_log=False)
+    watching = api.connect(zookeeper.address, tenancy)
+    try:
+        woken = {"quiet": threading.Event(), "watching": threading.Event()}
+        quiet.on_append(woken["quiet"].set)
+        watching.on_append(woken["watching"].set)
+        woken["quiet"].clear()
+        wait_for(woken["watching"].is_set, 10, "the watch to be set and fire once")
+        woken["watching"].clear()
+        store.append(PREPARE_JOIN.entry(joiner="new"))
+        wait_for(woken["watching"].is_set, 10, "the watching store to hear of the append")
+        assert not woken["quiet"].is_set()
+    finally:
+        quiet.close()
+        watching.close()
+
+
 def test_origin_only_moves_forward(store):
     assert store.store_origin(Replica(version=10))
     assert not store.store_origin(Replica(version=5))

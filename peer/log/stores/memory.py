@@ -69,6 +69,11 @@ class MemoryStore:
             positions = sorted(p for p in self.log.entries if p > after)
             return [Entry.decode(self.log.entries[p], p) for p in positions]
 
+    def read_at(self, position: int) -> Entry | None:
+        with self.log.lock:
+            data = self.log.entries.get(position)
+        return None if data is None else Entry.decode(data, position)
+
     def on_append(self, callback: Callable[[], None]) -> None:
         with self.log.lock:
             self.log.append_callbacks.append(callback)

@@ -75,7 +75,12 @@ class ZooKeeperStore:
         connect_timeout: float = 10.0,
         create: bool = False,
         auth: str | None = None,
+        watch_log: bool = True,
     ) -> None:
+        """Without ``watch_log`` nothing watches the log directory: a reader that learns of
+        new entries otherwise (peer.log.epidemic) reads them by position, and ``on_append``
+        only hears of reconnections."""
+        self.watch_log = watch_log
         self.hosts, self.tenancy = hosts, tenancy
         self.auth = auth
         self.root = tenancy_root(tenancy)
@@ -185,9 +190,17 @@ class ZooKeeperStore:
             entries.append(Entry.decode(data, position))
         return entries
 
+    def read_at(self, position: int) -> Entry | None:
+        try:
+            data, _ = self._guard(self.client.get, self._entry_path(position))
+        except NoNodeError:
+            return None
+        return Entry.decode(data, position)
+
     def on_append(self, callback: Callable[[], None]) -> None:
         self.append_callbacks.append(callback)
-        ChildrenWatch(self.client, self.log_path, lambda _children: callback())
+        if self.watch_log:
+            ChildrenWatch(self.client, self.log_path, lambda _children: callback())
 
     def origin(self) -> Replica | None:
         try:

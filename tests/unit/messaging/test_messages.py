@@ -25,6 +25,7 @@ from peer.messaging.messages import (
     End,
     JoinAsk,
     JoinReply,
+    LogRumor,
     Membership,
     Recover,
     Watermark,
@@ -63,6 +64,7 @@ every_message = st.one_of(
     st.builds(JoinAsk, st.just(["g1", ["p1"], "127.0.0.1:1", [], "127.0.0.1:1"])),
     st.builds(JoinReply, st.just(["g1", "g2", True, None, False, b"\x00" * 3_000_000])),
     st.builds(Membership, st.lists(st.text(max_size=30), max_size=4)),
+    st.builds(LogRumor, st.binary(max_size=300)),
 )
 
 
@@ -88,6 +90,7 @@ def test_every_message_comes_back_as_itself_whatever_the_limit(address, message,
 def test_the_table_has_one_row_per_message_kind_and_frame_type():
     kinds = {Batch, Barrier, Watermark, End, Credit, Recover, Ack, Drained, Committed, Membership}
     kinds |= {JoinAsk, JoinReply}
+    kinds |= {LogRumor}
     assert {row.message for row in TABLE} == kinds
     assert {row.type for row in TABLE} == set(MessageType) - {MessageType.FRAGMENT}
 

@@ -1,0 +1,129 @@
+"""Epidemic log sharing on a real cluster: `onyx peer start --epidemic-log` processes on a real
+ZooKeeper, rumors over Aeron. Members learn entries from each other's gossip, read ZooKeeper by
+position when it falls silent (alone, when nothing is gossiped), and reach the same replica as
+a classic member beside them."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections import defaultdict
+from contextlib import closing
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from peer import api
+from tests.integration.test_jobs import await_peers, cluster_args, counts, wordcount_job
+from tests.support import PeerProcess, free_port, onyx, wait_for
+
+pytestmark = pytest.mark.integration
+
+LINES = 1_000
+
+
+class Member:
+    """One `onyx peer start` with its metrics port, to read its replica and counters."""
+
+    def __init__(self, start_peer, *flags: str) -> None:
+        self.port = free_port()
+        self.process: PeerProcess = start_peer(
+            vpeers=2, extra=["--metrics-port", str(self.port), "--metrics-address", "127.0.0.1",
+                             *flags],
+        )  # fmt: skip
+
+    def get(self, path: str) -> bytes:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as reply:
+            return reply.read()
+
+    def replica(self) -> dict | None:
+        try:
+            return json.loads(self.get("/replica"))
+        except OSError:
+            return None
+
+    def counters(self) -> dict[str, float]:
+        """Every sample of the log feed's counters, by name and label values."""
+        found: dict[str, float] = defaultdict(float)
+        for family in text_string_to_metric_families(self.get("/metrics").decode()):
+            for sample in family.samples:
+                if sample.name.startswith(("onyx_log_entries_learned", "onyx_log_reads_by")):
+                    key = ",".join([sample.name, *sample.labels.values()])
+                    found[key] += sample.value
+        return found
+
+
+def run_word_count(zookeeper, tenancy, tmp_path) -> None:
+    job, expected = wordcount_job(tmp_path, LINES)
+    submitted = onyx("job", "submit", str(job), *cluster_args(zookeeper, tenancy))
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
+    waited = onyx("job", "wait", job_id, *cluster_args(zookeeper, tenancy), "--timeout", "60")
+    assert waited.returncode == 0, waited.stderr
+    assert counts(tmp_path / "out" / "counts.jsonl") == expected
+
+
+def assert_replicas_agree(zookeeper, tenancy, members: list[Member]) -> None:
+    """Every member's replica comes to equal the log's, read from ZooKeeper at its tail."""
+    with closing(api.connect(zookeeper.address, tenancy)) as store:
+
+        def agree() -> bool:
+            expected = api.replica(store).to_json()
+            return all(m.replica() == expected for m in members)
+
+        wait_for(agree, 20, "every member's replica to equal the log's")
+
+
+def learned(before: dict[str, float], after: dict[str, float], source: str) -> float:
+    key = f"onyx_log_entries_learned_total,{source}"
+    return after.get(key, 0.0) - before.get(key, 0.0)
+
+
+def test_three_epidemic_members_run_a_job_and_learn_most_entries_by_gossip(
+    start_peer, zookeeper, tenancy, tmp_path
+):
+    """Members starting together write their first entries before they know each other's
+    sites, so those are read from ZooKeeper; what the three learn once running (a fourth
+    member's join, the job's end) comes by gossip, all but the job's submission, which the
+    CLI writes without gossiping."""
+    flags = ("--epidemic-log", "--log-read-after", "0.5")
+    members = [Member(start_peer, *flags) for _ in range(3)]
+    await_peers(zookeeper, tenancy, 6)
+    assert_replicas_agree(zookeeper, tenancy, members)
+    before = [m.counters() for m in members]
+    members.append(Member(start_peer, *flags))
+    await_peers(zookeeper, tenancy, 8)
+    run_word_count(zookeeper, tenancy, tmp_path)
+    assert_replicas_agree(zookeeper, tenancy, members)
+    after = [m.counters() for m in members[:3]]
+    gossip = sum(learned(b, a, "gossip") for b, a in zip(before, after, strict=True))
+    read = sum(learned(b, a, "zookeeper") for b, a in zip(before, after, strict=True))
+    assert gossip > read, (gossip, read)
+    for member in members:
+        assert "trimmed" not in member.process.output()
+        assert "dropped a rumor" not in member.process.output()
+
+
+def test_with_gossip_off_the_zookeeper_timer_alone_keeps_members_up_to_date(
+    start_peer, zookeeper, tenancy, tmp_path
+):
+    flags = ("--epidemic-log", "--gossip-fanout", "0", "--log-read-after", "0.3")
+    members = [Member(start_peer, *flags) for _ in range(2)]
+    await_peers(zookeeper, tenancy, 4)
+    run_word_count(zookeeper, tenancy, tmp_path)
+    assert_replicas_agree(zookeeper, tenancy, members)
+    for member in members:
+        counters = member.counters()
+        assert counters.get("onyx_log_entries_learned_total,gossip", 0) == 0
+        assert counters["onyx_log_reads_by_position_total,true"] > 0
+
+
+def test_a_classic_and_an_epidemic_member_reach_the_same_replica(
+    start_peer, zookeeper, tenancy, tmp_path
+):
+    members = [Member(start_peer), Member(start_peer, "--epidemic-log", "--log-read-after", "0.5")]
+    await_peers(zookeeper, tenancy, 4)
+    run_word_count(zookeeper, tenancy, tmp_path)
+    assert_replicas_agree(zookeeper, tenancy, members)
+    classic = members[0].counters()
+    assert classic.get("onyx_log_reads_by_position_total,true", 0) == 0

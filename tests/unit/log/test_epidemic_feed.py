@@ -1,0 +1,272 @@
+"""The epidemic feed over the embedded store: rumors consumed in order whatever order they come
+in, each once; ZooKeeper read by position after a silence, never listed; a trim crossed by the
+origin; a gap listed once, with one warning; a malformed frame dropped with one warning."""
+
+from __future__ import annotations
+
+import logging
+
+import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyrsistent import pmap, pset
+
+from peer.log import subscriber
+from peer.log.apply import apply_entry
+from peer.log.entries.gc import SET_REPLICA
+from peer.log.entries.join import PREPARE_JOIN
+from peer.log.epidemic import wire
+from peer.log.epidemic.feed import STUCK_SILENCES, EpidemicFeed, FeedSettings
+from peer.log.epidemic.rumor import Rumor
+from peer.log.replica import Replica
+from peer.log.store import store_origin_and_trim
+from peer.log.stores.memory import MemoryLog, MemoryStore
+from peer.messaging import messages
+
+SILENCE = 1.0
+
+
+class ByPositionOnly(MemoryStore):
+    """A session that refuses to list the log, so a test fails if the feed ever does."""
+
+    def read(self, after: int) -> list:
+        raise AssertionError(f"the feed listed the log after position {after}")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Harness:
+    def __init__(self, store: MemoryStore, *, me: str = "me", fanout: int = 3,
+                 max_frame: int = 8192) -> None:  # fmt: skip
+        self.store, self.clock, self.sent = store, Clock(), []
+        self.woken = 0
+        self.feed = EpidemicFeed(
+            store, me, self._send, max_frame, FeedSettings(fanout=fanout, silence=SILENCE),
+            clock=self.clock, wake=self._wake,
+        )  # fmt: skip
+        self.replica = Replica()
+
+    def _send(self, site: str, frame: bytes) -> bool:
+        self.sent.append((site, messages.decode(frame)[1].payload))
+        return True
+
+    def _wake(self) -> None:
+        self.woken += 1
+
+    def consume(self) -> list:
+        entries = self.feed.next_entries(self.replica)
+        for entry in entries:
+            self.replica = apply_entry(self.replica, entry).new
+        return entries
+
+
+def log_of(n: int, store: MemoryStore | None = None) -> MemoryStore:
+    store = store or MemoryLog().session()
+    for i in range(n):
+        store.append(PREPARE_JOIN.entry(joiner=f"g{i}"))
+    return store
+
+
+def rumor(store: MemoryStore, position: int, sender: str = "other", round_: int = 0) -> bytes:
+    return wire.encode(Rumor(position, store.log.entries[position], round_), sender)
+
+
+def positions(entries) -> list[int]:
+    return [e.position for e in entries]
+
+
+def started(n: int, **options) -> tuple[ByPositionOnly, Harness]:
+    """A member that has started (its first look at the log found it empty) and a log of
+    ``n`` entries written since, on a session that refuses to list it."""
+    store = ByPositionOnly(MemoryLog())
+    h = Harness(store, **options)
+    assert h.consume() == []
+    log_of(n, store)
+    return store, h
+
+
+def test_rumors_in_order_are_consumed_in_order_without_reading_zookeeper():
+    store, h = started(3)
+    for p in range(3):
+        h.feed.receive(rumor(store, p))
+    assert positions(h.consume()) == [0, 1, 2]
+    assert h.replica == subscriber.catch_up(log_of(3))
+
+
+def test_rumors_out_of_order_wait_for_the_one_before_them():
+    store, h = started(4)
+    h.feed.receive(rumor(store, 2))
+    h.feed.receive(rumor(store, 3))
+    assert h.consume() == []
+    h.feed.receive(rumor(store, 0))
+    assert positions(h.consume()) == [0]
+    h.feed.receive(rumor(store, 1))
+    assert positions(h.consume()) == [1, 2, 3]
+
+
+def test_a_rumor_heard_twice_is_consumed_once():
+    store, h = started(2)
+    for payload in [rumor(store, 0), rumor(store, 0, "third", 2), rumor(store, 1)]:
+        h.feed.receive(payload)
+    assert positions(h.consume()) == [0, 1]
+    h.feed.receive(rumor(store, 0))
+    h.feed.receive(rumor(store, 1))
+    assert h.consume() == []
+
+
+def test_the_group_is_woken_only_when_the_next_entry_is_there():
+    store, h = started(2)
+    h.feed.receive(rumor(store, 1))
+    assert h.woken == 0
+    h.feed.receive(rumor(store, 0))
+    assert h.woken == 1
+
+
+def test_a_member_that_starts_catches_up_on_the_log_at_once_by_position():
+    log = MemoryLog()
+    log_of(3, log.session())
+    h = Harness(ByPositionOnly(log))
+    assert positions(h.consume()) == [0, 1, 2]
+
+
+def test_after_a_silence_the_next_positions_are_read_one_by_one_never_listed():
+    store, h = started(3)
+    assert h.consume() == []
+    assert h.feed.due_in(h.clock.now) == SILENCE
+    h.clock.now = SILENCE
+    assert positions(h.consume()) == [0, 1, 2]
+    store.append(PREPARE_JOIN.entry(joiner="late"))
+    h.clock.now += SILENCE / 2
+    assert h.consume() == []
+    h.clock.now += SILENCE
+    assert positions(h.consume()) == [3]
+
+
+def test_an_entry_consumed_from_gossip_puts_the_read_off_a_whole_silence():
+    store, h = started(2)
+    h.clock.now = 0.9 * SILENCE
+    h.feed.receive(rumor(store, 0))
+    assert positions(h.consume()) == [0]
+    h.clock.now = 1.5 * SILENCE
+    assert h.consume() == []
+    h.clock.now = 1.9 * SILENCE
+    assert positions(h.consume()) == [1]
+
+
+def test_a_member_behind_a_trim_jumps_to_the_origin():
+    store = log_of(4)
+    origin = subscriber.catch_up(store)
+    store.append(PREPARE_JOIN.entry(joiner="late"))
+    h = Harness(store)
+    h.feed.receive(rumor(store, 0))
+    assert positions(h.consume()) == [0]
+    store_origin_and_trim(store, origin)
+    h.feed.receive(rumor(store, 4))
+    h.clock.now = SILENCE
+    entries = h.consume()
+    assert [(e.fn, e.position) for e in entries] == [(SET_REPLICA.name, 3), (PREPARE_JOIN.name, 4)]
+    untrimmed = log_of(4)
+    untrimmed.append(PREPARE_JOIN.entry(joiner="late"))
+    assert h.replica == subscriber.catch_up(untrimmed)
+
+
+def test_a_missing_position_with_later_ones_known_is_listed_once_with_one_warning(caplog):
+    store = log_of(4)
+    del store.log.entries[1]  # a gap ZooKeeper never leaves: the safety net's case
+    h = Harness(store)
+    h.feed.receive(rumor(store, 3))
+    h.clock.now = SILENCE
+    caplog.set_level(logging.WARNING)
+    assert positions(h.consume()) == [0]
+    for _ in range(STUCK_SILENCES - 1):
+        h.clock.now += SILENCE
+        assert h.consume() == []
+    h.clock.now += SILENCE
+    assert positions(h.consume()) == [2, 3]
+    warnings = [r for r in caplog.records if "missing" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "position 1" in warnings[0].getMessage()
+
+
+def test_a_malformed_rumor_is_dropped_with_one_warning(caplog):
+    store, h = started(1)
+    caplog.set_level(logging.WARNING)
+    for payload in [b"\xc1 not msgpack", msgspec.msgpack.encode([1, 2]),
+                    msgspec.msgpack.encode([-4, 0, "x", b"{}"]),
+                    msgspec.msgpack.encode([0, 0, "", b"{}"])]:  # fmt: skip
+        h.feed.receive(payload)
+    assert len(caplog.records) == 4
+    assert all("dropped a rumor" in r.getMessage() for r in caplog.records)
+    h.feed.receive(rumor(store, 0))
+    assert positions(h.consume()) == [0]
+
+
+def with_members(replica: Replica, *members: str) -> Replica:
+    return replica.evolve(
+        groups=pset(members),
+        sites=pmap({m: f"127.0.0.1:{9000 + i}" for i, m in enumerate(members)}),
+    )
+
+
+def test_a_copy_is_passed_on_to_fanout_members_other_than_itself_and_its_writer_originates():
+    store, h = started(1, fanout=2)
+    h.replica = with_members(h.replica, "me", "a", "b", "c", "d")
+    h.consume()
+    h.feed.receive(rumor(store, 0, "a", 0))
+    assert len(h.sent) == 2
+    assert "127.0.0.1:9000" not in {site for site, _ in h.sent}  # itself
+    assert {wire.decode(p)[0].round for _, p in h.sent} == {1}
+    h.sent.clear()
+    entry = PREPARE_JOIN.entry(joiner="mine")
+    h.feed.wrote(1, entry, h.replica)
+    assert len(h.sent) == 2
+    assert {wire.decode(p)[0] for _, p in h.sent} == {Rumor(1, entry.encode(), 0)}
+
+
+def test_fanout_zero_sends_nothing():
+    store, h = started(1, fanout=0)
+    h.replica = with_members(h.replica, "me", "a", "b")
+    h.consume()
+    h.feed.receive(rumor(store, 0))
+    h.feed.wrote(1, PREPARE_JOIN.entry(joiner="mine"), h.replica)
+    assert h.sent == []
+
+
+def test_an_entry_too_large_for_a_frame_goes_as_its_position_and_is_read_at_once():
+    store = log_of(0)
+    big = PREPARE_JOIN.entry(joiner="x" * 2000)
+    position = store.append(big)
+    writer = Harness(store, me="w", max_frame=512)
+    writer.replica = with_members(writer.replica, "w", "me")
+    writer.consume()
+    writer.feed.wrote(position, big, writer.replica)
+    [(_, payload)] = writer.sent
+    assert wire.decode(payload)[2] is False
+    reader = Harness(ByPositionOnly(store.log))
+    reader.feed.receive(payload)
+    assert reader.woken == 1
+    assert [e.args["joiner"] for e in reader.consume()] == ["x" * 2000]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_whatever_arrives_in_whatever_order_the_log_is_consumed_in_order_once(data):
+    n = data.draw(st.integers(1, 12))
+    store, h = started(n)
+    heard = data.draw(st.lists(st.integers(0, n - 1), max_size=3 * n))
+    consumed = []
+    for p in heard:
+        h.feed.receive(rumor(store, p))
+        if data.draw(st.booleans()):
+            consumed += h.consume()
+    while len(consumed) < n:
+        h.clock.now += SILENCE
+        consumed += h.consume()
+    assert positions(consumed) == list(range(n))
+    assert h.replica == subscriber.catch_up(log_of(n))
