@@ -8,6 +8,7 @@ import json
 import random
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import yaml
 from peer import api
 from peer.runtime.checkpoints import Commits
 from peer.runtime.placement import placements
+from tests.integration.test_scheduler_servers import SchedulerProcess
 from tests.support import onyx, wait_for
 
 pytestmark = pytest.mark.integration
@@ -72,11 +74,29 @@ def reference(tmp_path_factory) -> list[str]:
     return records
 
 
+SCALE_MODES = ["--join-direct", "--epidemic-log"]
+"""The coordination modes built for large clusters (peer.cluster.modes), besides scheduling
+servers, which need a server to ask."""
+
+
+@pytest.fixture(params=["classic"])
+def modes(request, tmp_path) -> Iterator[list[str]]:
+    """The coordination options of the cluster's groups. "at scale" is every mode built for
+    large clusters, with a scheduling server of their own: the replacements of killed groups
+    join directly and every group learns the log by gossip."""
+    if request.param == "classic":
+        yield []
+        return
+    server = SchedulerProcess(tmp_path)
+    yield [*SCALE_MODES, "--scheduler-servers", server.address]
+    server.kill()
+
+
 @pytest.fixture
-def cluster(start_peer, zookeeper, tenancy, monkeypatch):
+def cluster(modes, start_peer, zookeeper, tenancy, monkeypatch):
     """Three groups of two peers with a paced job's code, and a client on their log."""
     monkeypatch.setenv("ONYX_TEST_PACE", "0.02")
-    options = {"vpeers": 2, "extra": ["--auto-down-unreachable-after", "1"]}
+    options = {"vpeers": 2, "extra": ["--auto-down-unreachable-after", "1", *modes]}
     groups = [start_peer(**options) for _ in range(3)]
     store = api.connect(zookeeper.address, tenancy, create=True)
     wait_for(lambda: len(api.replica(store).peers) >= 6, 60, "6 peers")
@@ -84,8 +104,12 @@ def cluster(start_peer, zookeeper, tenancy, monkeypatch):
     store.close()
 
 
-@pytest.mark.parametrize("victims", ["random", "coordinator"])
-def test_three_kills_change_nothing_in_the_published_output(victims, reference, cluster, tmp_path):
+@pytest.mark.parametrize(
+    ("victims", "modes"), [("random", "classic"), ("coordinator", "at scale")], indirect=["modes"]
+)
+def test_three_kills_change_nothing_in_the_published_output(
+    victims, modes, reference, cluster, tmp_path
+):
     groups, replace, store = cluster
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
@@ -103,6 +127,9 @@ def test_three_kills_change_nothing_in_the_published_output(victims, reference, 
     final = api.wait(store, job_id, 300)
     assert final.state == "completed", f"seed {seed}"
     assert published(tmp_path / "out") == reference, f"seed {seed}"
+    if modes:
+        replacements = [g.output() for g in groups[3:]]
+        assert all(", aided by group " in o for o in replacements), "replacements joined directly"
 
 
 def progressed(store, commits: Commits, job_id: str) -> None:
@@ -128,6 +155,7 @@ def pick(replica, job_id: str, victims: str, rng: random.Random) -> str:
     return rng.choice(working)
 
 
+@pytest.mark.parametrize("modes", ["at scale"], indirect=True)
 def test_a_member_leaving_gracefully_hands_over_and_changes_nothing_in_the_output(
     reference, cluster, zookeeper, tenancy, tmp_path
 ):
