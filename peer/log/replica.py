@@ -17,6 +17,9 @@ from peer.job.load import from_dict
 
 EMPTY_VERSION = -1
 
+UNVERSIONED = frozenset({"version", "key_versions"})
+"""The fields that are not keys of the state: the position itself and the keys' versions."""
+
 
 @dataclass(frozen=True, slots=True)
 class Replica:
@@ -78,6 +81,10 @@ class Replica:
     done: PMap = field(default_factory=pmap)
     short_ids: PMap = field(default_factory=pmap)
     next_short_id: int = 0
+    key_versions: PMap = field(default_factory=pmap, compare=False)
+    """The log position of the entry that last changed each key (field) of the replica, by
+    name; a key never changed has none. It is the history's, not the state's: replicas equal
+    in every key compare equal whatever their versions (peer.log.versions keeps them)."""
 
     def evolve(self, **changes: Any) -> Replica:
         return replace(self, **changes)
@@ -147,6 +154,7 @@ class Replica:
             "done": {j: sorted(ps) for j, ps in sorted(self.done.items())},
             "short_ids": dict(sorted(self.short_ids.items())),
             "next_short_id": self.next_short_id,
+            "key_versions": dict(sorted(self.key_versions.items())),
         }
 
     @classmethod
@@ -197,7 +205,12 @@ class Replica:
             done=pmap({str(j): _strings(ps) for j, ps in doc.get("done", {}).items()}),
             short_ids=pmap({str(k): int(v) for k, v in doc.get("short_ids", {}).items()}),
             next_short_id=int(doc.get("next_short_id", 0)),
+            key_versions=pmap({str(k): int(v) for k, v in doc.get("key_versions", {}).items()}),
         )
+
+
+KEYS: frozenset[str] = frozenset(f.name for f in fields(Replica)) - UNVERSIONED
+"""Every key of the replica: what entries read and write, and what carries a version."""
 
 
 def _strings(items: Iterable[Any]) -> PSet:

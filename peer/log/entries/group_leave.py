@@ -16,6 +16,12 @@ from peer.log.entries.join import ABORT_JOIN
 from peer.log.entry import Diff, Effects, Entry, EntryKind, Transition
 from peer.log.replica import Replica
 
+_CHANGED = (
+    "groups", "pairs", "prepared", "accepted", "aborted", "left", "leaving", "exiting",
+    "removed", "group_peers", "sites", "group_tags", "short_ids",
+)  # fmt: skip
+"""What a departure reads and changes: the group leaves every key that names it."""
+
 
 def _known(replica: Replica, group: str) -> bool:
     return group in replica.groups or group in replica.group_peers or group in replica.joining()
@@ -96,6 +102,8 @@ GROUP_LEAVE = EntryKind(
     diff=_diff,
     reactions=_reactions,
     side_effects=_side_effects,
+    reads=frozenset(_CHANGED),
+    writes=frozenset(_CHANGED),
 )
 
 KINDS = (GROUP_LEAVE,)

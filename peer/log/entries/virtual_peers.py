@@ -54,6 +54,10 @@ def announce(
     )
 
 
+ANNOUNCED = frozenset({"group_peers", "sites", "group_tags", "short_ids", "next_short_id"})
+"""The keys ``announce`` reads and writes."""
+
+
 def _diff_peer(entry: Entry, old: Replica, new: Replica) -> Diff:
     return None if old is new else {"peer": entry.args["id"], "group": entry.args["group"]}
 
@@ -64,6 +68,8 @@ ADD_VIRTUAL_PEER = EntryKind(
     optional={"site": str, "tags": list},
     apply=_apply_add,
     diff=_diff_peer,
+    reads=ANNOUNCED | {"left"},
+    writes=ANNOUNCED,
 )
 
 
@@ -90,6 +96,8 @@ LEAVE_CLUSTER = EntryKind(
     apply=_apply_leave,
     diff=_diff_peer,
     side_effects=_effects_leave,
+    reads=frozenset({"group_peers", "short_ids"}),
+    writes=frozenset({"group_peers", "short_ids"}),
 )
 
 KINDS = (ADD_VIRTUAL_PEER, LEAVE_CLUSTER)
