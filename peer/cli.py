@@ -27,6 +27,7 @@ from typing import NoReturn
 from peer import __version__, api, config, endpoints, log_output, metrics, systemd
 from peer.cluster.group import GroupConfig, PeerGroup, new_id
 from peer.cluster.local import LocalCluster, peers_for
+from peer.cluster.modes import CoordinationModes
 from peer.deploy.inventory import InventoryError, convert, read_output
 from peer.job.code import CodeError, pack
 from peer.job.spec import JobError, Task
@@ -333,6 +334,12 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="where the code shipped with jobs is unpacked, one directory per archive",
     )
+    start.add_argument(
+        "--async-allocation",
+        action="store_true",
+        help="compute allocations on a thread of their own, applying the log entries that do "
+        "not read them meanwhile (the multi-versioned replica); off, the classic apply",
+    )
     _spark_args(start)
     _metrics_args(start, "this peer group", " (and /healthz, /readyz, /replica, /jobs, /jobs/ID)")
     _log_args(start, "info")
@@ -584,6 +591,7 @@ def peer_start(args: argparse.Namespace) -> int:
             seed_nodes=tuple(dict.fromkeys(args.seed_nodes)),
             code_cache=args.code_cache,
         ),
+        modes=CoordinationModes(async_allocation=args.async_allocation),
     )
     with ExitStack() as stack:
         stack.callback(store.close)

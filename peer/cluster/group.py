@@ -30,12 +30,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from peer import metrics
+from peer.cluster.applier import Applier, applier_for
 from peer.cluster.handover import HandOver
 from peer.cluster.modes import CoordinationModes
 from peer.cluster.readiness import Readiness, readiness
 from peer.cluster.ring import watch_targets
 from peer.log import subscriber
-from peer.log.apply import apply_entry
 from peer.log.entries import KINDS
 from peer.log.entries.gc import GC
 from peer.log.entries.group_leave import GROUP_LEAVE
@@ -149,6 +149,7 @@ class Incarnation:
         self.peers = [new_id() for _ in range(config.vpeers)]
         self.rng = random.Random(self.id)
         self.replica = Replica()
+        self.applier: Applier | None = None
         self.watches: dict[str, Callable[[], None]] = {}
         self.reported: set[str] = set()
         self.gone: queue.SimpleQueue[str] = queue.SimpleQueue()
@@ -172,6 +173,7 @@ class Incarnation:
         self.store.register_pulse(self.id)
         self.replica = subscriber.boot(self.store)
         self.origin = self.replica.version
+        self.applier = applier_for(self.config.modes.async_allocation, self.replica, self.wakeup)
         self.outbox = [PREPARE_JOIN.entry(joiner=self.id), *map(self._announce, self.peers)]
         log.info("group %s starting with %d virtual peers", self.id, len(self.peers))
         try:
@@ -214,15 +216,18 @@ class Incarnation:
         if stop.is_set() and self.leave_position is None:
             self._begin_leave()
         self._report_gone()
-        before = self.replica
-        for entry in subscriber.poll(self.store, self.replica.version):
+        synced = self.applier.complete
+        started = time.perf_counter()
+        entries = subscriber.poll(self.store, self.applier.position)
+        for t in self.applier.transitions(entries):
             if self._session_lost():
                 return
-            self._handle(entry)
+            self._handle(t, started)
             if self.ended is not None:
                 return
-        if self.replica is not before:
-            self.dataplane.sync(self.replica, self.peers)
+            started = time.perf_counter()
+        if self.applier.complete is not synced:
+            self.dataplane.sync(self.applier.complete, self.peers)
         self._exit_once_handed_over()
         self.flush()
 
@@ -239,9 +244,7 @@ class Incarnation:
             wait = min(wait, self.hold_until - time.monotonic())
         return max(wait, 0.0)
 
-    def _handle(self, entry: Entry) -> None:
-        started = time.perf_counter()
-        t = apply_entry(self.replica, entry)
+    def _handle(self, t: Transition, started: float) -> None:
         self.replica = t.new
         reactions = t.act((self.id, *self.peers), self)
         self._count(t, time.perf_counter() - started)
@@ -342,6 +345,8 @@ class Incarnation:
         self.wakeup.set()
 
     def _finish(self) -> None:
+        if self.applier is not None:
+            self.applier.close()
         self.dataplane.close()
         for cancel in self.watches.values():
             cancel()

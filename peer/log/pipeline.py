@@ -4,11 +4,11 @@ The allocation is the one expensive part of applying an entry (peer.log.allocati
 is split off: an entry that needs one has its kind's own change applied at once, and its
 allocation becomes owed at its position, to be computed by the caller wherever it likes (a
 worker thread, a scheduling server) and handed back with ``land``. Meanwhile the keys that
-allocation may write lag. An entry whose kind reads none of them (peer.log.entry, ``reads``;
-whatever a kind writes it reads) applies at once, and its transition comes out; one that reads
-a lagging key waits, and every entry after it waits too, since the log is applied in order. A
-second allocation is owed behind the first: it reads what the first writes, so it can only be
-computed once the first has landed, and until then everything an allocation may write lags.
+allocation may write lag. An entry whose kind neither reads nor writes any of them (its
+``reads`` and ``writes``, peer.log.entry) applies at once, and its transition comes out; one
+that reads a lagging key waits, and every entry after it waits too, since the log is applied
+in order. A second allocation is owed behind the first: it reads what the first writes, so it
+can only be computed once the first has landed, and until then all an allocation may write lags.
 
 Transitions come out in log order, one per entry, each once every key its kind reads is
 current: its reactions and side effects are those of the sequential apply. Its ``new`` is the
@@ -131,7 +131,7 @@ class Pipeline:
         old = self.current
         try:
             kind = kind_of(entry)
-            if kind.reads & self.lagging():
+            if (kind.reads | kind.writes) & self.lagging():
                 return replace(self, unapplied=(entry,)), Progress()
             changed = kind.apply(old, entry)
             diff = kind.diff(entry, old, changed)
