@@ -84,6 +84,7 @@ class Background:
         self.answers: queue.SimpleQueue[tuple[int, Replica | Exception]] = queue.SimpleQueue()
         self.worker = threading.Thread(target=self._work, name="allocations", daemon=True)
         self.worker.start()
+        log.info("allocations computed in the background from log position %d", self.offered)
 
     @property
     def position(self) -> int:

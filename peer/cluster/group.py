@@ -173,7 +173,6 @@ class Incarnation:
         self.store.register_pulse(self.id)
         self.replica = subscriber.boot(self.store)
         self.origin = self.replica.version
-        self.applier = applier_for(self.config.modes.async_allocation, self.replica, self.wakeup)
         self.outbox = [PREPARE_JOIN.entry(joiner=self.id), *map(self._announce, self.peers)]
         log.info("group %s starting with %d virtual peers", self.id, len(self.peers))
         try:
@@ -216,6 +215,9 @@ class Incarnation:
         if stop.is_set() and self.leave_position is None:
             self._begin_leave()
         self._report_gone()
+        if self.applier is None:
+            modes = self.config.modes
+            self.applier = applier_for(modes.async_allocation, self.replica, self.wakeup)
         synced = self.applier.complete
         started = time.perf_counter()
         entries = subscriber.poll(self.store, self.applier.position)
