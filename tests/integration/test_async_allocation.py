@@ -1,6 +1,6 @@
 """Allocations computed in the background on a real cluster: two `onyx peer start
---async-allocation` members (or one of them and a classic one) on a real ZooKeeper, segments over Aeron, run a job to its exact
-output, and the replica they play equals the one the classic apply reaches."""
+--async-allocation` members (or one of them and a classic one) on a real ZooKeeper, segments
+over Aeron, run a job to its exact output, and the log replays to the job's completion."""
 
 from __future__ import annotations
 
