@@ -175,11 +175,11 @@ def main() -> None:
         "entries": len(log),
         "apply_us_per_entry_10k_peers": round(on_thread * 1e6, 1),
         "apply_us_per_entry_10k_peers_classic": round(classic_cost(replica, log) * 1e6, 1),
-        "entry_wait_s_behind_allocation": round(waits(Background, replica, log, args.round), 4),
+        "entry_wait_s_behind_allocation": round(waits(Background, replica, log, args.round), 6),
         "entry_wait_s_behind_allocation_classic": round(
-            waits(lambda r, w: Sequential(r), replica, log, args.round), 4
+            waits(lambda r, w: Sequential(r), replica, log, args.round), 6
         ),
-        "allocation_s_10k_peers": round(allocation, 4),
+        "allocation_s_10k_peers": round(allocation, 6),
     }
     for key, value in figures.items():
         unit = " us" if "_us_" in key else " s" if "_s_" in key else ""
