@@ -6,7 +6,7 @@ import logging
 
 from pyrsistent import PMap
 
-from peer.log.allocation import reallocate
+from peer.log.allocation import ALLOCATION_WRITES, reallocate
 from peer.log.entries import KINDS
 from peer.log.entry import UNDECODABLE, Entry, EntryKind, InvalidEntry, Transition
 from peer.log.limits import cut
@@ -56,19 +56,21 @@ def apply_entry(replica: Replica, entry: Entry, planner: Planner = plan_here) ->
         raise
     except Exception as refused:
         return refuse(replica, entry, refused)
-    versions = own_versions(replica, changed, entry.position)
-    versions = stamped(versions, changed, applied, entry.position)
+    versions = own_versions(replica, changed, entry.position, kind.writes)
+    if applied is not changed:
+        versions = stamped(versions, changed, applied, entry.position, ALLOCATION_WRITES)
     new = applied.evolve(version=entry.position, key_versions=versions)
     return Transition(entry, replica, new, diff, kind)
 
 
-def own_versions(old: Replica, changed: Replica, position: int) -> PMap:
+def own_versions(old: Replica, changed: Replica, position: int, writes: frozenset[str]) -> PMap:
     """The key versions after a kind's own change from ``old`` to ``changed`` at ``position``,
-    before any allocation. A kind that brought versions of its own (the
-    set-replica that jumps to an origin, whose versions are the origin's) keeps them."""
+    before any allocation; only the keys it ``writes`` can have changed. A kind that brought
+    versions of its own (the set-replica that jumps to an origin, whose versions are the
+    origin's) keeps them."""
     if changed.key_versions is not old.key_versions:
         return changed.key_versions
-    return stamped(old.key_versions, old, changed, position)
+    return stamped(old.key_versions, old, changed, position, writes)
 
 
 def refuse(replica: Replica, entry: Entry, refused: Exception) -> Transition:

@@ -139,7 +139,7 @@ class Pipeline:
             raise
         except Exception as refused:
             return self._applied(refuse(old, entry, refused), owes=False)
-        versions = own_versions(old, changed, entry.position)
+        versions = own_versions(old, changed, entry.position, kind.writes)
         new = changed.evolve(version=entry.position, key_versions=versions)
         owes = triggered(old, changed) and ("jobs" in self.lagging() or bool(changed.jobs))
         return self._applied(Transition(entry, old, new, diff, kind), owes)

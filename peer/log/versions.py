@@ -1,9 +1,9 @@
 """Per-key versions: the log position of the entry that last changed each key of the replica.
 
-A key changed when its value did. Identity is checked first, which is what makes the check
-cheap: an entry that leaves a key alone hands the very same collection on. A key rebuilt with
-an equal value has not changed, so whether it is stamped never depends on how a kind built its
-result, only on values, and every member stamps alike.
+A key changed when the entry handed on another object for it. Kinds hand a key they leave
+unchanged on as the very object they were given, and never rebuild a key to an equal value (a
+property test holds every kind to it), so identity tells a change from none in constant time,
+and every member, whatever its objects, stamps alike.
 
 Applying one entry has two parts, the kind's own change and then the allocation's
 (peer.log.allocation); each part stamps the keys it changed, at the entry's position. Splitting
@@ -21,12 +21,8 @@ from peer.log.replica import KEYS, Replica
 
 
 def changed_keys(old: Replica, new: Replica, keys: Iterable[str] = KEYS) -> list[str]:
-    """The keys among ``keys`` whose values differ between ``old`` and ``new``, sorted."""
-    return sorted(k for k in keys if not _same(getattr(old, k), getattr(new, k)))
-
-
-def _same(a: object, b: object) -> bool:
-    return a is b or a == b
+    """The keys among ``keys`` that ``new`` holds other objects for than ``old``."""
+    return [k for k in keys if getattr(old, k) is not getattr(new, k)]
 
 
 def stamped(
@@ -35,9 +31,4 @@ def stamped(
     """``versions`` with every key of ``keys`` that changed from ``old`` to ``new`` stamped
     with ``position``."""
     changed = changed_keys(old, new, keys)
-    if not changed:
-        return versions
-    evolver = versions.evolver()
-    for key in changed:
-        evolver[key] = position
-    return evolver.persistent()
+    return versions.update(dict.fromkeys(changed, position)) if changed else versions

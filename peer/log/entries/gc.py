@@ -31,9 +31,8 @@ def _apply_gc(replica: Replica, entry: Entry) -> Replica:
         name: pmap({j: v for j, v in getattr(replica, name).items() if j not in finished})
         for name in FORGOTTEN
     }
-    if all(len(kept[name]) == len(getattr(replica, name)) for name in FORGOTTEN):
-        return replica
-    return replica.evolve(**kept)
+    shrunk = {name: m for name, m in kept.items() if len(m) < len(getattr(replica, name))}
+    return replica.evolve(**shrunk) if shrunk else replica
 
 
 def _diff_gc(entry: Entry, old: Replica, new: Replica) -> Diff:

@@ -37,13 +37,12 @@ def _apply(replica: Replica, entry: Entry) -> Replica:
     if watcher is not None:
         pairs = pairs.set(watcher, target) if watcher != target else pairs.discard(watcher)
     stranded = {replica.prepared.get(group), replica.accepted.get(group)} - {None}
-    prepared = {w: j for w, j in replica.prepared.items() if group not in (w, j)}
-    accepted = {w: j for w, j in replica.accepted.items() if group not in (w, j)}
+    prepared, accepted = _dropped(replica.prepared, group), _dropped(replica.accepted, group)
     return replica.evolve(
         groups=replica.groups.discard(group),
         pairs=pairs,
-        prepared=pmap(prepared),
-        accepted=pmap(accepted),
+        prepared=prepared,
+        accepted=accepted,
         aborted=replica.aborted.update(stranded).discard(group),
         left=replica.left.add(group),
         leaving=replica.leaving.discard(group),
@@ -54,6 +53,14 @@ def _apply(replica: Replica, entry: Entry) -> Replica:
         group_tags=replica.group_tags.discard(group),
         short_ids=_without(replica.short_ids, replica.group_peers.get(group, ())),
     )
+
+
+def _dropped(joins: PMap, group: str) -> PMap:
+    """``joins`` without those the group is in, as watcher or as joiner; the very map when it
+    is in none, so that the key keeps its version."""
+    if group not in joins and group not in joins.values():
+        return joins
+    return pmap({w: j for w, j in joins.items() if group not in (w, j)})
 
 
 def _without(short_ids: PMap, peers: Iterable[str]) -> PMap:

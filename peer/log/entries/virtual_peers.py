@@ -9,7 +9,7 @@ peers that stop answering that way.
 
 from __future__ import annotations
 
-from pyrsistent import pset
+from pyrsistent import PMap, pset
 
 from peer.log.entry import Diff, Effects, Entry, EntryKind, InvalidEntry, Transition
 from peer.log.replica import Replica
@@ -43,12 +43,11 @@ def announce(
     short_ids = replica.short_ids.evolver()
     for offset, peer in enumerate(new):
         short_ids[peer] = replica.next_short_id + offset
+    tagged = tuple(sorted(set(tags)))
     return replica.evolve(
         group_peers=replica.group_peers.set(group, known.update(new)),
-        sites=replica.sites.set(group, site) if site else replica.sites,
-        group_tags=replica.group_tags.set(group, tuple(sorted(set(tags))))
-        if tags
-        else replica.group_tags,
+        sites=_updated(replica.sites, group, site) if site else replica.sites,
+        group_tags=_updated(replica.group_tags, group, tagged) if tags else replica.group_tags,
         short_ids=short_ids.persistent(),
         next_short_id=replica.next_short_id + len(new),
     )
@@ -56,6 +55,12 @@ def announce(
 
 ANNOUNCED = frozenset({"group_peers", "sites", "group_tags", "short_ids", "next_short_id"})
 """The keys ``announce`` reads and writes."""
+
+
+def _updated(values: PMap, group: str, value: object) -> PMap:
+    """``values`` with the group's ``value``; the very map when it holds that value already,
+    so that the key keeps its version."""
+    return values if values.get(group) == value else values.set(group, value)
 
 
 def _diff_peer(entry: Entry, old: Replica, new: Replica) -> Diff:

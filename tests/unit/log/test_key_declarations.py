@@ -1,6 +1,7 @@
 """Every kind's declared keys against what applying it does, over random replicas and entries:
-an entry never changes a key its kind does not declare to write, and nothing it computes (its
-result, diff, reactions, side effects) changes when the keys it does not declare to read do."""
+an entry never changes a key its kind does not declare to write, nothing it computes (its
+result, diff, reactions, side effects) changes when the keys it does not declare to read do,
+and a key it hands on as another object holds another value (key versions go by identity)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from peer.log.entries import KINDS
 from peer.log.entries.gc import SET_REPLICA, set_replica
 from peer.log.entry import Entry, EntryKind, InvalidEntry, Transition
 from peer.log.replica import KEYS, Replica
+from peer.log.versions import changed_keys
 from tests.unit.log.random_logs import random_logs, replay
 from tests.unit.log.test_allocation_properties import GROUPS
 
@@ -65,6 +67,10 @@ def test_entries_touch_only_the_keys_their_kinds_declare(log, data):
             continue
         for key in sorted(KEYS - kind.writes):
             assert getattr(after, key) is getattr(before, key), f"{kind.name} changed {key}"
+        for key in changed_keys(before, after):
+            assert getattr(after, key) != getattr(before, key), (
+                f"{kind.name} rebuilt {key} to an equal value: its version would move"
+            )
         other = data.draw(st.sampled_from(replicas))
         assert outcome(blend(before, other, kind), entry) == outcome(before, entry), (
             f"{kind.name} at {position} depends on a key it does not declare to read"
