@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import logging
 
-from pyrsistent import PMap
-
 from peer.log.allocation import ALLOCATION_WRITES, reallocate
 from peer.log.entries import KINDS
 from peer.log.entry import UNDECODABLE, Entry, EntryKind, InvalidEntry, Transition
@@ -63,7 +61,9 @@ def apply_entry(replica: Replica, entry: Entry, planner: Planner = plan_here) ->
     return Transition(entry, replica, new, diff, kind)
 
 
-def own_versions(old: Replica, changed: Replica, position: int, writes: frozenset[str]) -> PMap:
+def own_versions(
+    old: Replica, changed: Replica, position: int, writes: frozenset[str]
+) -> tuple[int, ...]:
     """The key versions after a kind's own change from ``old`` to ``changed`` at ``position``,
     before any allocation; only the keys it ``writes`` can have changed. A kind that brought
     versions of its own (the set-replica that jumps to an origin, whose versions are the

@@ -35,7 +35,7 @@ from peer.log.allocation import ALLOCATION_WRITES, allocate, allocation_writes, 
 from peer.log.apply import apply_entry, kind_of, own_versions, refuse
 from peer.log.entry import Entry, Transition
 from peer.log.replica import Replica
-from peer.log.versions import stamped
+from peer.log.versions import stamped, taken
 from peer.scheduling.request import Planner, plan_here
 
 
@@ -208,7 +208,5 @@ class Pipeline:
 def _merged(view: Replica, landed: Replica, keys: frozenset[str]) -> Replica:
     """``view`` with the keys an allocation wrote taken from the replica it landed in. The
     entries applied after it neither read nor wrote them, so nothing else changes."""
-    versions = view.key_versions.update(
-        {k: landed.key_versions[k] for k in keys if k in landed.key_versions}
-    )
+    versions = taken(view.key_versions, {k: landed.key_version(k) for k in keys})
     return view.evolve(**{k: getattr(landed, k) for k in keys}, key_versions=versions)

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pyrsistent import PMap
-
-from peer.log.replica import KEYS, Replica
+from peer.log.replica import EMPTY_VERSION, KEY_INDEX, KEY_ORDER, KEYS, Replica
 
 
 def changed_keys(old: Replica, new: Replica, keys: Iterable[str] = KEYS) -> list[str]:
@@ -26,9 +24,23 @@ def changed_keys(old: Replica, new: Replica, keys: Iterable[str] = KEYS) -> list
 
 
 def stamped(
-    versions: PMap, old: Replica, new: Replica, position: int, keys: Iterable[str] = KEYS
-) -> PMap:
-    """``versions`` with every key of ``keys`` that changed from ``old`` to ``new`` stamped
-    with ``position``."""
+    versions: tuple[int, ...],
+    old: Replica,
+    new: Replica,
+    position: int,
+    keys: Iterable[str] = KEYS,
+) -> tuple[int, ...]:
+    """``versions`` (as ``Replica.key_versions``) with every key of ``keys`` that changed from
+    ``old`` to ``new`` stamped with ``position``."""
     changed = changed_keys(old, new, keys)
-    return versions.update(dict.fromkeys(changed, position)) if changed else versions
+    if not changed:
+        return versions
+    return taken(versions, dict.fromkeys(changed, position))
+
+
+def taken(versions: tuple[int, ...], given: dict[str, int]) -> tuple[int, ...]:
+    """``versions`` with the keys of ``given`` at the versions it gives."""
+    out = list(versions) if versions else [EMPTY_VERSION] * len(KEY_ORDER)
+    for key, version in given.items():
+        out[KEY_INDEX[key]] = version
+    return tuple(out)

@@ -36,7 +36,7 @@ def test_members_allocating_in_the_background_run_a_job_to_exact_counts(
     finally:
         store.close()
     assert replica.finished[job_id] == "completed"
-    assert "allocations" in replica.key_versions
+    assert replica.key_version("allocations") > 0
     for member, extra in zip(members, modes, strict=True):
         assert member.process.poll() is None, member.output()
         background = "allocations computed in the background" in member.output()

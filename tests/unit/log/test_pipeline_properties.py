@@ -145,7 +145,7 @@ def test_an_entry_reading_a_lagging_key_waits_and_so_does_everything_after_it():
     assert [t.entry.position for t in out.transitions] == [4, 5]
     assert [r.version for r in out.settled] == [3, 4, 5]
     assert machine.idle
-    assert machine.current.key_versions["allocations"] == 3
+    assert machine.current.key_version("allocations") == 3
 
 
 def test_a_second_allocation_queues_behind_the_first():
