@@ -382,6 +382,12 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
     )
     _scheduler_args(start)
     _epidemic_args(start)
+    start.add_argument(
+        "--async-allocation",
+        action="store_true",
+        help="compute allocations on a thread of their own, applying the log entries that do "
+        "not read them meanwhile (the multi-versioned replica); off, the classic apply",
+    )
     _spark_args(start)
     _metrics_args(start, "this peer group", " (and /healthz, /readyz, /replica, /jobs, /jobs/ID)")
     _log_args(start, "info")
@@ -736,6 +742,7 @@ def peer_start(args: argparse.Namespace) -> int:
             gossip_rounds=args.gossip_rounds,
             log_read_after=args.log_read_after,
             reorder_cache=args.reorder_cache,
+            async_allocation=args.async_allocation,
         ),
     )
     with ExitStack() as stack:

@@ -13,7 +13,8 @@ each other unjoined and fall back alike. A late ``joined`` answer still counts, 
 
 As an aider (any joined member, whatever its modes) it decides on its replica; to stitch the
 joiner in it first watches the joiner's pulse (the group keeps that watch while it aids), then
-writes the one entry, and when it reads that entry back it answers with its replica as of it.
+writes the one entry, and when it reads that entry back it answers with its replica as of it,
+or of the first position after it where nothing lags (allocations computed in the background).
 It aids one joiner at a time.
 
 A frame that does not read, or an answer for another joiner, is logged once and dropped.
@@ -72,6 +73,10 @@ class Host(Protocol):
 
     def append(self, entry: Entry) -> None: ...
 
+    def settled(self) -> Replica:
+        """The last replica with nothing lagging (allocations computed in the background may
+        lag ``replica``): the only kind a joiner may adopt."""
+
     def reconcile_watches(self) -> None: ...
 
     def step_data_plane(self) -> bool: ...
@@ -110,6 +115,9 @@ class DirectJoin:
         self.aiding: dict[str, tuple[str, float]] = {}
         """Joiner → its reply site and when to stop waiting: whose join-direct this aider has
         written and not read back."""
+        self.answering: list[tuple[str, str, Decision, int]] = []
+        """Joined answers not sent yet: (reply site, joiner, decision, the position it joined
+        at). Each goes with the first settled replica at or past that position."""
         self.joining = False
         self.replies: list[Reply] = []
 
@@ -192,9 +200,12 @@ class DirectJoin:
         decision = decide(h.replica, h.id, ask.request, tuple(sorted(self.aiding)))
         if decision.entry is not None and not h.store.connected:
             decision = Decision(refused=f"aider {h.id} cannot reach the log store now")
+        if decision.joined:
+            self.answering.append((ask.reply_to, joiner, decision, h.replica.version))
+            self.answer_settled()
+            return
         if decision.entry is None:
-            replica = h.replica if decision.joined else None
-            self._reply(ask.reply_to, Reply(joiner, h.id, decision, replica))
+            self._reply(ask.reply_to, Reply(joiner, h.id, decision, None))
             return
         log.info("group %s stitches in group %s (to watch %s)", h.id, joiner, decision.target)
         self.aiding[joiner] = (ask.reply_to, now + AIDING_FOR * self.modes.join_direct_timeout)
@@ -215,8 +226,20 @@ class DirectJoin:
             return
         site = held[0]
         decision: Decision = answer_of(t)
-        replica = t.new if decision.joined else None
-        self._reply(site, Reply(args["joiner"], self.host.id, decision, replica))
+        if decision.joined:
+            self.answering.append((site, args["joiner"], decision, t.entry.position))
+            self.answer_settled()
+        else:
+            self._reply(site, Reply(args["joiner"], self.host.id, decision, None))
+
+    def answer_settled(self) -> None:
+        """Send the joined answers the settled replica covers, with it: a joiner adopts a
+        replica at or past its join, never one whose allocation is still being computed."""
+        settled = self.host.settled()
+        due = [a for a in self.answering if a[3] <= settled.version]
+        self.answering = [a for a in self.answering if a[3] > settled.version]
+        for site, joiner, decision, _ in due:
+            self._reply(site, Reply(joiner, self.host.id, decision, settled))
 
     def _reply(self, site: str, reply: Reply) -> None:
         source = REPLY_SOURCE | (zlib.crc32(self.host.id.encode()) & (REPLY_SOURCE - 1))

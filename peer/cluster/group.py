@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from peer import metrics
+from peer.cluster.applier import Applier, applier_for
 from peer.cluster.direct_join import DirectJoin, Joined
 from peer.cluster.handover import HandOver
 from peer.cluster.log_feed import feed_for
@@ -37,7 +38,6 @@ from peer.cluster.modes import CoordinationModes
 from peer.cluster.readiness import Readiness, readiness
 from peer.cluster.ring import watch_targets
 from peer.log import subscriber
-from peer.log.apply import apply_entry
 from peer.log.entries import KINDS
 from peer.log.entries.gc import GC
 from peer.log.entries.group_leave import GROUP_LEAVE
@@ -154,6 +154,7 @@ class Incarnation:
         modes = config.modes
         self.planner = planner_for(modes.scheduler_servers, modes.scheduler_timeout)
         self.replica = Replica()
+        self.applier: Applier | None = None
         self.watches: dict[str, Callable[[], None]] = {}
         self.reported: set[str] = set()
         self.gone: queue.SimpleQueue[str] = queue.SimpleQueue()
@@ -217,6 +218,9 @@ class Incarnation:
             self.origin = self.replica.version
             self.outbox = [PREPARE_JOIN.entry(joiner=self.id), *map(self._announce, self.peers)]
 
+    def settled(self) -> Replica:
+        return self.replica if self.applier is None else self.applier.complete
+
     def step_data_plane(self) -> bool:
         return self.dataplane.step()
 
@@ -248,15 +252,25 @@ class Incarnation:
         if stop.is_set() and self.leave_position is None:
             self._begin_leave()
         self._report_gone()
-        before = self.replica
-        for entry in self.feed.next_entries(self.replica):
+        if self.applier is None:
+            modes = self.config.modes
+            self.applier = applier_for(
+                modes.async_allocation, self.replica, self.wakeup, self.planner
+            )
+        synced = self.applier.complete
+        started = time.perf_counter()
+        entries = self.feed.next_entries(self.applier.position, self.replica)
+        for t in self.applier.transitions(entries):
             if self._session_lost():
                 return
-            self._handle(entry)
+            self._handle(t, started)
             if self.ended is not None:
                 return
-        if self.replica is not before:
-            self.dataplane.sync(self.replica, self.peers)
+            started = time.perf_counter()
+        if self.applier.complete is not synced:
+            self.dataplane.sync(self.applier.complete, self.peers)
+            if self.direct is not None:
+                self.direct.answer_settled()
         self._exit_once_handed_over()
         self.flush()
 
@@ -273,9 +287,7 @@ class Incarnation:
             wait = min(wait, self.hold_until - time.monotonic())
         return max(wait, 0.0)
 
-    def _handle(self, entry: Entry) -> None:
-        started = time.perf_counter()
-        t = apply_entry(self.replica, entry, self.planner)
+    def _handle(self, t: Transition, started: float) -> None:
         self.replica = t.new
         reactions = t.act((self.id, *self.peers), self)
         self._count(t, time.perf_counter() - started)
@@ -382,6 +394,8 @@ class Incarnation:
         self.wakeup.set()
 
     def _finish(self) -> None:
+        if self.applier is not None:
+            self.applier.close()
         self.dataplane.close()
         self.feed.close()
         for cancel in self.watches.values():

@@ -26,38 +26,71 @@ from peer.log.replica import Replica
 from peer.scheduling import Allocation, PeerInfo
 from peer.scheduling.request import Planner, SchedulingRequest, plan_here
 
+TRIGGERS = frozenset({"jobs", "groups", "exiting", "group_peers", "group_tags"})
+"""The keys whose change has the allocation recomputed: the jobs and the active peers."""
+
+RECORD_WRITES = frozenset({"allocations", "allocation_versions", "started", "done"})
+"""What recording an allocation writes."""
+
+KILL_WRITES = frozenset({"jobs", "job_order", "finished", "reasons", "short_ids"})
+"""What a flux policy's kill writes besides: the killed job leaves (peer.log.entries.jobs)."""
+
+ALLOCATION_READS = TRIGGERS | RECORD_WRITES | KILL_WRITES | frozenset({"job_scheduler"})
+"""Every key computing an allocation reads, flux kills included."""
+
+ALLOCATION_WRITES = RECORD_WRITES | KILL_WRITES
+"""Every key an allocation may write."""
+
 
 def reallocate(old: Replica, new: Replica, position: int, planner: Planner = plan_here) -> Replica:
     """``new`` with its allocations brought up to date at ``position``, if the entry that took
     ``old`` to ``new`` asks for it; ``planner`` computes them (peer.scheduling.request)."""
     if not needs_allocation(old, new):
         return new
-    plan = planner(scheduling_request(new), position)
+    return allocate(new, position, planner)
+
+
+def allocate(replica: Replica, position: int, planner: Planner = plan_here) -> Replica:
+    """The expensive step on its own: ``replica`` with its allocations recomputed at
+    ``position``, killing the started jobs left without peers whose flux policy says so. A
+    replica without jobs is returned as it is."""
+    if not replica.jobs:
+        return replica
+    plan = planner(scheduling_request(replica), position)
     doomed = [
         j
-        for j in new.job_order
-        if j in new.started
+        for j in replica.job_order
+        if j in replica.started
         and not any(plan[j].values())
-        and any(t.flux_policy == "kill" for t in new.jobs[j].catalog)
+        and any(t.flux_policy == "kill" for t in replica.jobs[j].catalog)
     ]
     for job in doomed:
-        new = finish(new, job, "killed", _flux_reason(new, job))
+        replica = finish(replica, job, "killed", _flux_reason(replica, job))
     if doomed:
-        plan = planner(scheduling_request(new), position)
-    return _record(new, plan, position)
+        plan = planner(scheduling_request(replica), position)
+    return _record(replica, plan, position)
+
+
+def allocation_writes(replica: Replica) -> frozenset[str]:
+    """The keys allocating ``replica`` may write: a flux kill's too only when some started
+    job has a task whose flux policy is kill, since only such a job can be killed."""
+    killable = any(
+        t.flux_policy == "kill" for j in replica.started if j in replica.jobs
+        for t in replica.jobs[j].catalog
+    )  # fmt: skip
+    return ALLOCATION_WRITES if killable else RECORD_WRITES
+
+
+def triggered(old: Replica, new: Replica) -> bool:
+    """Whether the entry that took ``old`` to ``new`` changed the jobs or the active peers
+    (by identity: a kind that leaves a key alone hands it on as it was)."""
+    return any(getattr(old, k) is not getattr(new, k) for k in TRIGGERS)
 
 
 def needs_allocation(old: Replica, new: Replica) -> bool:
     """Whether an entry that took ``old`` to ``new`` has the allocation recomputed: only when
     it changed the jobs or the active peers, and there are jobs to give peers to."""
-    unchanged = (
-        old.jobs is new.jobs
-        and old.groups is new.groups
-        and old.exiting is new.exiting
-        and old.group_peers is new.group_peers
-        and old.group_tags is new.group_tags
-    )
-    return not unchanged and bool(new.jobs)
+    return triggered(old, new) and bool(new.jobs)
 
 
 def _flux_reason(replica: Replica, job: str) -> str:

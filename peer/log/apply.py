@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 
-from peer.log.allocation import reallocate
+from peer.log.allocation import ALLOCATION_WRITES, reallocate
 from peer.log.entries import KINDS
 from peer.log.entry import UNDECODABLE, Entry, EntryKind, InvalidEntry, Transition
 from peer.log.limits import cut
 from peer.log.replica import Replica
+from peer.log.versions import stamped
 from peer.scheduling.request import Planner, plan_here
 
 log = logging.getLogger(__name__)
@@ -46,16 +47,34 @@ def apply_entry(replica: Replica, entry: Entry, planner: Planner = plan_here) ->
     """
     try:
         kind = kind_of(entry)
-        applied = reallocate(replica, kind.apply(replica, entry), entry.position, planner)
+        changed = kind.apply(replica, entry)
+        applied = reallocate(replica, changed, entry.position, planner)
         diff = kind.diff(entry, replica, applied)
     except MemoryError:
         raise
     except Exception as refused:
-        return _refuse(replica, entry, refused)
-    return Transition(entry, replica, applied.evolve(version=entry.position), diff, kind)
+        return refuse(replica, entry, refused)
+    versions = own_versions(replica, changed, entry.position, kind.writes)
+    if applied is not changed:
+        versions = stamped(versions, changed, applied, entry.position, ALLOCATION_WRITES)
+    new = applied.evolve(version=entry.position, key_versions=versions)
+    return Transition(entry, replica, new, diff, kind)
 
 
-def _refuse(replica: Replica, entry: Entry, refused: Exception) -> Transition:
+def own_versions(
+    old: Replica, changed: Replica, position: int, writes: frozenset[str]
+) -> tuple[int, ...]:
+    """The key versions after a kind's own change from ``old`` to ``changed`` at ``position``,
+    before any allocation; only the keys it ``writes`` can have changed. A kind that brought
+    versions of its own (the set-replica that jumps to an origin, whose versions are the
+    origin's) keeps them."""
+    if changed.key_versions is not old.key_versions:
+        return changed.key_versions
+    return stamped(old.key_versions, old, changed, position, writes)
+
+
+def refuse(replica: Replica, entry: Entry, refused: Exception) -> Transition:
+    """The transition of an entry every peer refuses: only the version moves."""
     reason = str(refused) if isinstance(refused, InvalidEntry) else _described(refused)
     log.warning(
         "log entry %d ignored (%s, %s): %s",

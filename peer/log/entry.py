@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from peer.log.limits import MAX_ENTRY_BYTES, MAX_ENTRY_DEPTH, deeper_than
-from peer.log.replica import Replica
+from peer.log.replica import KEYS, Replica
 
 Diff = Mapping[str, Any] | None
 
@@ -154,6 +154,14 @@ class EntryKind:
     tells "no change" by identity, in constant time, however large the replica.
     ``while_joining`` says whether a group may write the kind before it has fully joined: the
     membership protocol's own entries may, everything a group volunteers for work waits.
+
+    ``reads`` and ``writes`` name the replica keys (peer.log.replica.KEYS) the kind depends on
+    and may change: ``apply`` changes no other key, and nothing the kind computes (its result,
+    diff, reactions and side effects, and what the group's Effects read of the replica for
+    them) depends on any other. Whatever a kind writes it reads too (it updates the old value).
+    Applying an entry later than its predecessors (peer.log.pipeline) relies on them: a kind
+    that reads nothing an allocation still owes can be applied meanwhile. A kind that declares
+    nothing is taken to read and write everything.
     """
 
     name: str
@@ -164,6 +172,13 @@ class EntryKind:
     side_effects: Callable[[Transition, str, Effects], None] = _no_side_effects
     while_joining: bool = True
     optional: Mapping[str, type] = field(default_factory=dict)
+    reads: frozenset[str] = KEYS
+    writes: frozenset[str] = KEYS
+
+    def __post_init__(self) -> None:
+        unknown = (self.reads | self.writes) - KEYS
+        if unknown:
+            raise ValueError(f"entry kind {self.name}: not keys of the replica: {sorted(unknown)}")
 
     def validate(self, entry: Entry) -> None:
         given = [(n, k) for n, k in self.optional.items() if n in entry.args]

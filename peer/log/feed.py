@@ -21,8 +21,10 @@ from peer.log.store import LogStore
 
 
 class LogFeed(Protocol):
-    def next_entries(self, replica: Replica) -> list[Entry]:
-        """The entries to apply next to ``replica``, in order; [] when none has come yet."""
+    def next_entries(self, after: int, replica: Replica) -> list[Entry]:
+        """The entries after position ``after`` (the last one the group took), in order; []
+        when none has come yet. ``replica`` is the group's, for who the members are: it may lag
+        behind ``after`` while an allocation is computed in the background."""
 
     def wrote(self, position: int, entry: Entry, replica: Replica) -> None:
         """This member appended ``entry``, with ``replica`` applied, and the log put it at
@@ -43,8 +45,8 @@ class ClassicFeed:
 
     store: LogStore
 
-    def next_entries(self, replica: Replica) -> list[Entry]:
-        return subscriber.poll(self.store, replica.version)
+    def next_entries(self, after: int, replica: Replica) -> list[Entry]:
+        return subscriber.poll(self.store, after)
 
     def wrote(self, position: int, entry: Entry, replica: Replica) -> None:
         """Every reader hears of it from the directory's watch."""

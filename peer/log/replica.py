@@ -17,6 +17,9 @@ from peer.job.load import from_dict
 
 EMPTY_VERSION = -1
 
+UNVERSIONED = frozenset({"version", "key_versions"})
+"""The fields that are not keys of the state: the position itself and the keys' versions."""
+
 
 @dataclass(frozen=True, slots=True)
 class Replica:
@@ -78,9 +81,21 @@ class Replica:
     done: PMap = field(default_factory=pmap)
     short_ids: PMap = field(default_factory=pmap)
     next_short_id: int = 0
+    key_versions: tuple[int, ...] = field(default=(), compare=False)
+    """The log position of the entry that last changed each key (field) of the replica, in the
+    order of KEY_ORDER, EMPTY_VERSION for a key never changed; empty while none has been (see
+    ``key_version``). A tuple, since an entry stamps a few keys and copying a few dozen
+    integers costs less than updating a persistent map. It is the history's, not the state's:
+    replicas equal in every key compare equal whatever their versions (peer.log.versions keeps
+    them)."""
 
     def evolve(self, **changes: Any) -> Replica:
         return replace(self, **changes)
+
+    def key_version(self, key: str) -> int:
+        """The position of the entry that last changed ``key``, EMPTY_VERSION if none has."""
+        index = KEY_INDEX[key]
+        return self.key_versions[index] if self.key_versions else EMPTY_VERSION
 
     @property
     def peers(self) -> list[str]:
@@ -147,6 +162,9 @@ class Replica:
             "done": {j: sorted(ps) for j, ps in sorted(self.done.items())},
             "short_ids": dict(sorted(self.short_ids.items())),
             "next_short_id": self.next_short_id,
+            "key_versions": {
+                k: v for k, v in zip(KEY_ORDER, self.key_versions, strict=False) if v >= 0
+            },
         }
 
     @classmethod
@@ -197,7 +215,27 @@ class Replica:
             done=pmap({str(j): _strings(ps) for j, ps in doc.get("done", {}).items()}),
             short_ids=pmap({str(k): int(v) for k, v in doc.get("short_ids", {}).items()}),
             next_short_id=int(doc.get("next_short_id", 0)),
+            key_versions=_key_versions(doc.get("key_versions", {})),
         )
+
+
+KEYS: frozenset[str] = frozenset(f.name for f in fields(Replica)) - UNVERSIONED
+"""Every key of the replica: what entries read and write, and what carries a version."""
+
+KEY_ORDER: tuple[str, ...] = tuple(sorted(KEYS))
+"""The order of ``Replica.key_versions``."""
+
+KEY_INDEX: dict[str, int] = {key: i for i, key in enumerate(KEY_ORDER)}
+
+
+def _key_versions(doc: Mapping[str, Any]) -> tuple[int, ...]:
+    """Key versions from their JSON form (absent in documents written before they were kept)."""
+    unknown = set(doc) - KEYS
+    if unknown:
+        raise ValueError(f"replica document: key_versions names unknown keys: {sorted(unknown)}")
+    if not doc:
+        return ()
+    return tuple(int(doc.get(key, EMPTY_VERSION)) for key in KEY_ORDER)
 
 
 def _strings(items: Iterable[Any]) -> PSet:

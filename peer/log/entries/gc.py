@@ -13,7 +13,7 @@ from __future__ import annotations
 from pyrsistent import pmap
 
 from peer.log.entry import Diff, Effects, Entry, EntryKind, Transition
-from peer.log.replica import Replica
+from peer.log.replica import KEYS, Replica
 
 FORGOTTEN = ("reasons", "names", "submitted")
 """What a gc drops of finished jobs."""
@@ -31,9 +31,8 @@ def _apply_gc(replica: Replica, entry: Entry) -> Replica:
         name: pmap({j: v for j, v in getattr(replica, name).items() if j not in finished})
         for name in FORGOTTEN
     }
-    if all(len(kept[name]) == len(getattr(replica, name)) for name in FORGOTTEN):
-        return replica
-    return replica.evolve(**kept)
+    shrunk = {name: m for name, m in kept.items() if len(m) < len(getattr(replica, name))}
+    return replica.evolve(**shrunk) if shrunk else replica
 
 
 def _diff_gc(entry: Entry, old: Replica, new: Replica) -> Diff:
@@ -46,15 +45,29 @@ def _effects_gc(t: Transition, actor: str, effects: Effects) -> None:
 
 
 GC = EntryKind(
-    name="gc", args={"id": str}, apply=_apply_gc, diff=_diff_gc, side_effects=_effects_gc
+    name="gc",
+    args={"id": str},
+    apply=_apply_gc,
+    diff=_diff_gc,
+    side_effects=_effects_gc,
+    reads=KEYS,
+    writes=frozenset(FORGOTTEN),
 )
+"""Its caller stores the whole replica as the origin: gc reads every key."""
 
 
 def _apply_set_replica(replica: Replica, entry: Entry) -> Replica:
     return entry.args["replica"]
 
 
-SET_REPLICA = EntryKind(name="set-replica", args={"replica": Replica}, apply=_apply_set_replica)
+SET_REPLICA = EntryKind(
+    name="set-replica",
+    args={"replica": Replica},
+    apply=_apply_set_replica,
+    reads=frozenset(),
+    writes=KEYS,
+)
+"""It replaces the replica whole, whatever the replica was."""
 
 
 def set_replica(replica: Replica) -> Entry:

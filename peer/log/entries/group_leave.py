@@ -16,6 +16,12 @@ from peer.log.entries.join import ABORT_JOIN
 from peer.log.entry import Diff, Effects, Entry, EntryKind, Transition
 from peer.log.replica import Replica
 
+_CHANGED = (
+    "groups", "pairs", "prepared", "accepted", "aborted", "left", "leaving", "exiting",
+    "removed", "group_peers", "sites", "group_tags", "short_ids",
+)  # fmt: skip
+"""What a departure reads and changes: the group leaves every key that names it."""
+
 
 def _known(replica: Replica, group: str) -> bool:
     return group in replica.groups or group in replica.group_peers or group in replica.joining()
@@ -31,13 +37,12 @@ def _apply(replica: Replica, entry: Entry) -> Replica:
     if watcher is not None:
         pairs = pairs.set(watcher, target) if watcher != target else pairs.discard(watcher)
     stranded = {replica.prepared.get(group), replica.accepted.get(group)} - {None}
-    prepared = {w: j for w, j in replica.prepared.items() if group not in (w, j)}
-    accepted = {w: j for w, j in replica.accepted.items() if group not in (w, j)}
+    prepared, accepted = _dropped(replica.prepared, group), _dropped(replica.accepted, group)
     return replica.evolve(
         groups=replica.groups.discard(group),
         pairs=pairs,
-        prepared=pmap(prepared),
-        accepted=pmap(accepted),
+        prepared=prepared,
+        accepted=accepted,
         aborted=replica.aborted.update(stranded).discard(group),
         left=replica.left.add(group),
         leaving=replica.leaving.discard(group),
@@ -48,6 +53,14 @@ def _apply(replica: Replica, entry: Entry) -> Replica:
         group_tags=replica.group_tags.discard(group),
         short_ids=_without(replica.short_ids, replica.group_peers.get(group, ())),
     )
+
+
+def _dropped(joins: PMap, group: str) -> PMap:
+    """``joins`` without those the group is in, as watcher or as joiner; the very map when it
+    is in none, so that the key keeps its version."""
+    if group not in joins and group not in joins.values():
+        return joins
+    return pmap({w: j for w, j in joins.items() if group not in (w, j)})
 
 
 def _without(short_ids: PMap, peers: Iterable[str]) -> PMap:
@@ -96,6 +109,8 @@ GROUP_LEAVE = EntryKind(
     diff=_diff,
     reactions=_reactions,
     side_effects=_side_effects,
+    reads=frozenset(_CHANGED),
+    writes=frozenset(_CHANGED),
 )
 
 KINDS = (GROUP_LEAVE,)

@@ -67,6 +67,13 @@ def _apply_submit(replica: Replica, entry: Entry) -> Replica:
     )
 
 
+FINISHED = frozenset(
+    {"jobs", "job_order", "finished", "reasons", "allocations", "allocation_versions",
+     "started", "done", "short_ids"}
+)  # fmt: skip
+"""What ``finish`` reads and writes."""
+
+
 def finish(replica: Replica, job_id: str, outcome: str, reason: str | None = None) -> Replica:
     """The job leaves the running set for good; its peers are freed by the next allocation."""
     return replica.evolve(
@@ -127,6 +134,10 @@ SUBMIT_JOB = EntryKind(
     diff=_diff_job,
     while_joining=False,
     optional={"hash": str, "at": float},
+    reads=frozenset({"jobs", "finished", "hashes", "names", "submitted", "job_order"})
+    | {"short_ids", "next_short_id"},
+    writes=frozenset({"jobs", "hashes", "names", "submitted", "job_order"})
+    | {"short_ids", "next_short_id"},
 )
 KILL_JOB = EntryKind(
     name="kill-job",
@@ -135,6 +146,8 @@ KILL_JOB = EntryKind(
     diff=_diff_job,
     while_joining=False,
     optional={"reason": str},
+    reads=FINISHED,
+    writes=FINISHED,
 )
 COMPLETE_JOB = EntryKind(
     name="complete-job",
@@ -142,6 +155,8 @@ COMPLETE_JOB = EntryKind(
     apply=_apply_complete,
     diff=_diff_job,
     while_joining=False,
+    reads=FINISHED,
+    writes=FINISHED,
 )
 
 KINDS = (SUBMIT_JOB, KILL_JOB, COMPLETE_JOB)

@@ -91,6 +91,8 @@ PREPARE_JOIN = EntryKind(
     diff=_diff_prepare,
     reactions=_react_prepare,
     side_effects=_effects_prepare,
+    reads=frozenset({"groups", "left", "prepared", "accepted", "pairs", "aborted"}),
+    writes=frozenset({"groups", "aborted", "prepared"}),
 )
 
 
@@ -126,6 +128,8 @@ NOTIFY_JOIN = EntryKind(
     apply=_apply_notify,
     diff=_diff_stitch,
     reactions=_react_notify,
+    reads=frozenset({"prepared", "accepted", "groups", "pairs"}),
+    writes=frozenset({"prepared", "accepted"}),
 )
 
 
@@ -149,6 +153,8 @@ ACCEPT_JOIN = EntryKind(
     args={"joiner": str, "watcher": str},
     apply=_apply_accept,
     diff=_diff_stitch,
+    reads=frozenset({"pairs", "accepted", "groups", "aborted"}),
+    writes=frozenset({"groups", "pairs", "accepted", "aborted"}),
 )
 
 
@@ -190,6 +196,8 @@ ABORT_JOIN = EntryKind(
     diff=_diff_abort,
     reactions=_react_abort,
     side_effects=_effects_abort,
+    reads=frozenset({"groups", "left", "prepared", "accepted", "aborted"}),
+    writes=frozenset({"prepared", "accepted", "aborted"}),
 )
 
 KINDS = (PREPARE_JOIN, NOTIFY_JOIN, ACCEPT_JOIN, ABORT_JOIN)

@@ -36,7 +36,7 @@ answers).
 
 from __future__ import annotations
 
-from peer.log.entries.virtual_peers import announce, check_strings
+from peer.log.entries.virtual_peers import ANNOUNCED, announce, check_strings
 from peer.log.entry import Diff, Entry, EntryKind
 from peer.log.replica import Replica
 
@@ -92,6 +92,11 @@ JOIN_DIRECT = EntryKind(
     optional={"peers": list, "site": str, "tags": list},
     apply=_apply,
     diff=_diff,
+    reads=frozenset(
+        {"groups", "prepared", "accepted", "left", "leaving", "exiting", "pairs", "aborted"}
+    )
+    | ANNOUNCED,
+    writes=frozenset({"groups", "pairs", "aborted"}) | ANNOUNCED,
 )
 
 KINDS = (JOIN_DIRECT,)

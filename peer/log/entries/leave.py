@@ -37,6 +37,8 @@ def _diff(entry: Entry, old: Replica, new: Replica) -> Diff:
 
 
 def _hand_over(t: Transition, group: str, effects: Effects) -> None:
+    """The group's hand-over reads which of its peers work on which jobs (its allocations and
+    jobs), so member-leave reads them too."""
     if t.diff is not None and t.diff["member"] == group:
         effects.hand_over()
 
@@ -47,8 +49,17 @@ LEAVE = EntryKind(
     apply=_leave,
     diff=_diff,
     side_effects=_hand_over,
+    reads=frozenset({"groups", "leaving", "exiting", "allocations", "jobs"}),
+    writes=frozenset({"leaving"}),
 )
 
-EXIT = EntryKind(name="member-exit", args={"id": str}, apply=_exit, diff=_diff)
+EXIT = EntryKind(
+    name="member-exit",
+    args={"id": str},
+    apply=_exit,
+    diff=_diff,
+    reads=frozenset({"leaving", "exiting"}),
+    writes=frozenset({"leaving", "exiting"}),
+)
 
 KINDS = (LEAVE, EXIT)

@@ -9,7 +9,7 @@ peers that stop answering that way.
 
 from __future__ import annotations
 
-from pyrsistent import pset
+from pyrsistent import PMap, pset
 
 from peer.log.entry import Diff, Effects, Entry, EntryKind, InvalidEntry, Transition
 from peer.log.replica import Replica
@@ -43,15 +43,24 @@ def announce(
     short_ids = replica.short_ids.evolver()
     for offset, peer in enumerate(new):
         short_ids[peer] = replica.next_short_id + offset
+    tagged = tuple(sorted(set(tags)))
     return replica.evolve(
         group_peers=replica.group_peers.set(group, known.update(new)),
-        sites=replica.sites.set(group, site) if site else replica.sites,
-        group_tags=replica.group_tags.set(group, tuple(sorted(set(tags))))
-        if tags
-        else replica.group_tags,
+        sites=_updated(replica.sites, group, site) if site else replica.sites,
+        group_tags=_updated(replica.group_tags, group, tagged) if tags else replica.group_tags,
         short_ids=short_ids.persistent(),
         next_short_id=replica.next_short_id + len(new),
     )
+
+
+ANNOUNCED = frozenset({"group_peers", "sites", "group_tags", "short_ids", "next_short_id"})
+"""The keys ``announce`` reads and writes."""
+
+
+def _updated(values: PMap, group: str, value: object) -> PMap:
+    """``values`` with the group's ``value``; the very map when it holds that value already,
+    so that the key keeps its version."""
+    return values if values.get(group) == value else values.set(group, value)
 
 
 def _diff_peer(entry: Entry, old: Replica, new: Replica) -> Diff:
@@ -64,6 +73,8 @@ ADD_VIRTUAL_PEER = EntryKind(
     optional={"site": str, "tags": list},
     apply=_apply_add,
     diff=_diff_peer,
+    reads=ANNOUNCED | {"left"},
+    writes=ANNOUNCED,
 )
 
 
@@ -90,6 +101,8 @@ LEAVE_CLUSTER = EntryKind(
     apply=_apply_leave,
     diff=_diff_peer,
     side_effects=_effects_leave,
+    reads=frozenset({"group_peers", "short_ids"}),
+    writes=frozenset({"group_peers", "short_ids"}),
 )
 
 KINDS = (ADD_VIRTUAL_PEER, LEAVE_CLUSTER)

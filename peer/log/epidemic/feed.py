@@ -113,8 +113,8 @@ class EpidemicFeed:
 
     # -- what the group asks --------------------------------------------------------------------
 
-    def next_entries(self, replica: Replica) -> list[Entry]:
-        self._follow(replica)
+    def next_entries(self, after: int, replica: Replica) -> list[Entry]:
+        self._follow(after, replica)
         now = self.clock()
         self._offer_refused(now)
         entries: list[Entry] = []
@@ -130,7 +130,7 @@ class EpidemicFeed:
             entries.extend(read)
 
     def wrote(self, position: int, entry: Entry, replica: Replica) -> None:
-        self._follow(replica)
+        self._follow(replica.version, replica)
         data = entry.encode()
         self.known = max(self.known, position)
         if position >= self.cache.next:
@@ -172,14 +172,15 @@ class EpidemicFeed:
 
     # -- following the replica ------------------------------------------------------------------
 
-    def _follow(self, replica: Replica) -> None:
-        """The cache waits for the position after the replica's (it may have booted from an
-        origin). The live members are those with a site: in the ring, or joining it (a site is
-        announced with a group's first virtual peer and goes when the group leaves)."""
-        if self.cache.next <= replica.version:
-            self.cache = self.cache.advance_to(replica.version + 1)
-            self.announced = {p for p in self.announced if p > replica.version}
-            self.own = {p for p in self.own if p > replica.version}
+    def _follow(self, after: int, replica: Replica) -> None:
+        """The cache waits for the position after ``after`` (the group may have booted from an
+        origin, or adopted an aider's replica). The live members are those with a site: in the
+        ring, or joining it (a site is announced with a group's first virtual peer and goes when
+        the group leaves)."""
+        if self.cache.next <= after:
+            self.cache = self.cache.advance_to(after + 1)
+            self.announced = {p for p in self.announced if p > after}
+            self.own = {p for p in self.own if p > after}
         if replica.groups is self.groups:
             return
         self.groups = replica.groups

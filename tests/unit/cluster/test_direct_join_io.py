@@ -11,6 +11,7 @@ import threading
 from collections import defaultdict
 
 from peer.cluster.direct_join import DirectJoin, Joined
+from peer.cluster.join_wire import read_reply
 from peer.cluster.modes import CoordinationModes
 from peer.log.apply import apply_entry
 from peer.log.entries.join import PREPARE_JOIN
@@ -65,6 +66,7 @@ class Member:
         self.lost = threading.Event()
         self.alive = alive
         self.watched: set[str] = set()
+        self.lagging: Replica | None = None
         self.assembly = fragments.Assembly()
         self.transport = Loopback(network, f"{name}:1")
         self.direct = DirectJoin(self, self.transport, MODES, ())
@@ -73,6 +75,11 @@ class Member:
 
     def append(self, entry: Entry) -> None:
         self.store.append(entry)
+
+    def settled(self) -> Replica:
+        """The replica itself, or an older one while ``lagging`` (an allocation computed in
+        the background)."""
+        return self.lagging or self.replica
 
     def reconcile_watches(self) -> None:
         self.watched = set(self.direct.watching())
@@ -122,6 +129,22 @@ def test_an_aider_stitches_the_joiner_in_and_hands_it_the_replica() -> None:
     written = [e.fn for e in log.session().read(-1)]
     assert written == [PREPARE_JOIN.name, JOIN_DIRECT.name]
     assert aider.direct.watching() == frozenset()
+
+
+def test_an_aider_whose_allocations_lag_answers_once_its_replica_has_settled() -> None:
+    network, log = Network(), MemoryLog()
+    aider = founded(network, log, "a")
+    aider.lagging = aider.replica
+    aider.direct.receive(JoinAsk(["j", ["j-p0"], "j:1", [], "j:1"]))
+    aider.poll()
+    assert "j" in aider.replica.groups
+    assert network.frames.get("j:1", []) == [], "no answer with a replica that lags the join"
+    aider.lagging = None
+    aider.direct.answer_settled()
+    aider.direct.flush()
+    reply = read_reply(messages.read(*fragments.Assembly().add(network.frames["j:1"][0])).body)
+    assert reply.decision.joined
+    assert reply.replica == aider.replica
 
 
 def test_the_aider_watches_the_joiner_from_before_it_writes_the_entry() -> None:

@@ -60,7 +60,7 @@ class Harness:
         self.woken += 1
 
     def consume(self) -> list:
-        entries = self.feed.next_entries(self.replica)
+        entries = self.feed.next_entries(self.replica.version, self.replica)
         for entry in entries:
             self.replica = apply_entry(self.replica, entry).new
         return entries

@@ -24,6 +24,7 @@ def sample(make_replica):
 
 def test_to_json_is_plain_and_sorted(sample):
     assert sample.to_json() == {
+        "key_versions": {},
         "version": 17,
         "groups": ["a", "b", "c"],
         "peers": ["a1", "a2"],
