@@ -74,7 +74,7 @@ def reference(tmp_path_factory) -> list[str]:
     return records
 
 
-SCALE_MODES = ["--join-direct", "--epidemic-log"]
+SCALE_MODES = ["--join-direct", "--epidemic-log", "--async-allocation"]
 """The coordination modes built for large clusters (peer.cluster.modes), besides scheduling
 servers, which need a server to ask."""
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from peer.cluster.aider import JoinRequest, decide, owed
@@ -111,6 +111,7 @@ class DirectModel(ClusterModel):
             self.groups[joiner].replica = replica
             for entry in owed(replica, joiner):
                 self.append(entry)
+            self.detect_deaths()  # a group sets its watches from the replica it adopts
 
     def restart_direct(self, joiner: str) -> None:
         vpeers = self.groups[joiner].vpeers
@@ -287,6 +288,10 @@ def run(ops: Sequence[Op]) -> DirectModel:
 
 @settings(max_examples=150, deadline=None)
 @given(SCENARIOS)
+@example(
+    ops=[("start", 1), ("start", 1), ("start", 3), ("start", 3), ("settle",),
+         ("direct", 1, 0, "after"), ("direct", 1, 3, "after")],
+)  # fmt: skip
 def test_direct_and_classic_joins_keep_one_ring(ops: list[Op]) -> None:
     run(ops)
 
