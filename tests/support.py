@@ -121,6 +121,11 @@ class PeerProcess:
     def output(self) -> str:
         return self.log_path.read_text()
 
+    def runs(self, group: str) -> bool:
+        """Whether this process started group ``group``: its log names other groups too (the
+        members it monitors, aids or asks), so only the group's own start line tells."""
+        return f"group {group} starting with" in self.output()
+
     def signal(self, sig: signal.Signals) -> None:
         os.kill(self.process.pid, sig)
 

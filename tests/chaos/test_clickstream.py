@@ -105,7 +105,7 @@ def test_kill_9_of_peer_groups_changes_nothing_in_the_sessions_table(reference, 
             {current.group_of(p) for ps in current.allocations[job_id].values() for p in ps}
         )
         victim = rng.choice(working)
-        next(g for g in groups if victim in g.output()).signal(signal.SIGKILL)
+        next(g for g in groups if g.runs(victim)).signal(signal.SIGKILL)
         replace()
     final = api.wait(store, job_id, 600)
     assert final.state == "completed", f"seed {seed}"

@@ -122,7 +122,7 @@ def test_three_kills_change_nothing_in_the_published_output(
         current = api.replica(store)
         assert job_id in current.jobs, f"seed {seed}: the job ended before kill {kill + 1}"
         victim_group = pick(current, job_id, victims, rng)
-        next(g for g in groups if victim_group in g.output()).signal(signal.SIGKILL)
+        next(g for g in groups if g.runs(victim_group)).signal(signal.SIGKILL)
         replace()
     final = api.wait(store, job_id, 300)
     assert final.state == "completed", f"seed {seed}"
@@ -168,7 +168,7 @@ def test_a_member_leaving_gracefully_hands_over_and_changes_nothing_in_the_outpu
     progressed(store, Commits(store, job_id), job_id)
     current = api.replica(store)
     leaving = pick(current, job_id, "random", random.Random(0))
-    process = next(g for g in groups if leaving in g.output())
+    process = next(g for g in groups if g.runs(leaving))
     steps: list[tuple[str, int | None]] = []
 
     def record(t) -> None:
