@@ -172,7 +172,7 @@ class Incarnation:
         self.store.register_pulse(self.id)
         self.replica = subscriber.boot(self.store)
         self.origin = self.replica.version
-        self.outbox = [PREPARE_JOIN.entry(joiner=self.id), *map(self._announce, self.peers)]
+        self.outbox = [PREPARE_JOIN.entry(joiner=self.id), *self._announcements()]
         log.info("group %s starting with %d virtual peers", self.id, len(self.peers))
         try:
             while self.ended is None:
@@ -195,6 +195,13 @@ class Incarnation:
                 continue
             idle = min(max(2 * idle, 0.0005), self.config.idle_wait)
             self.wakeup.wait(min(idle, deadline - now))
+
+    def _announcements(self) -> list[Entry]:
+        return [self._announce(peer) for peer in self.peers]
+
+    def _local_peers(self) -> list[str]:
+        """The peers whose task runners run in this process's data plane."""
+        return self.peers
 
     def _announce(self, peer: str) -> Entry:
         extra = {"site": self.transport.address} if self.transport is not None else {}
@@ -222,7 +229,7 @@ class Incarnation:
             if self.ended is not None:
                 return
         if self.replica is not before:
-            self.dataplane.sync(self.replica, self.peers)
+            self.dataplane.sync(self.replica, self._local_peers())
         self._exit_once_handed_over()
         self.flush()
 
@@ -402,8 +409,13 @@ class PeerGroup:
         transport: Transport | None = None,
         storage: CheckpointStorage | None = None,
         on_readiness: Callable[[Readiness], None] | None = None,
+        *,
+        incarnation: type[Incarnation] | Callable[..., Incarnation] = Incarnation,
     ) -> None:
+        """``incarnation`` makes each identity: a member with worker processes passes its own
+        (peer.cluster.member)."""
         self.store, self.config, self.transport = store, config, transport
+        self.incarnation = incarnation
         self.storage = storage
         self.on_readiness = on_readiness
         self.observed = readiness(None)
@@ -437,7 +449,7 @@ class PeerGroup:
 
     def run(self) -> None:
         while True:
-            self.current = Incarnation(
+            self.current = self.incarnation(
                 self.store,
                 self.config,
                 self.wakeup,
