@@ -110,7 +110,8 @@ class Worker:
     def run(self) -> None:
         threading.Thread(target=self._read, name="onyx-worker-pipe", daemon=True).start()
         self._send(Hello(self.transport.address))
-        log.info("worker %d listens at %s", self.spec.slot, self.transport.address)
+        log.info("worker %d (pid %d) listens at %s",
+                 self.spec.slot, os.getpid(), self.transport.address)  # fmt: skip
         try:
             while not self.gone.is_set():
                 self.wakeup.clear()
