@@ -103,7 +103,8 @@ def test_a_worker_killed_mid_job_is_restarted_and_the_output_is_exact(members, t
     assert final.state == "completed"
     assert published(tmp_path) == sorted(expected.items())
     moves = allocations(store, job_id)
-    assert counter in moves[0] and counter not in moves[-1]
+    assert counter in moves[0]
+    assert counter not in moves[-1]
     assert f"worker {slot_of(member, pid)} died" in member.output()
     after = api.follow(store, lambda r: replaced(r, group, counter), 30)
     assert group in after.groups
@@ -146,5 +147,6 @@ def test_a_member_killed_mid_job_takes_its_workers_and_the_output_is_exact(membe
     assert final.state == "completed"
     assert published(tmp_path) == sorted(expected.items())
     moves, gone = allocations(store, job_id), set(before.group_peers[group])
-    assert moves[0] & gone and not moves[-1] & gone
+    assert moves[0] & gone
+    assert not moves[-1] & gone
     assert group not in api.replica(store).groups

@@ -575,5 +575,6 @@ def test_segments_cross_between_the_worker_processes_of_one_member():
     two.sync(replica, sorted({"a1", "b1"} - {reader}))
     drive(lambda: written, one, two, what="the output to complete")
     assert [e.fn for e in written] == ["complete-job"]
-    assert one.membership is None and two.membership is None
+    assert one.membership is None
+    assert two.membership is None
     assert not Loopback.boxes["M"]
