@@ -2,11 +2,12 @@
 
 The member's pipe to a worker carries the log: a ``Reset`` (the member's identity, its replica
 and the worker's peers) whenever the worker must start over, then every entry the member
-applies, in order, as ``Apply``, and ``Assign`` when the worker's peers change. The worker
-answers on the same pipe with ``Hello`` (its site, once its transport listens) and ``Append``
-for each entry its peers want written. The second pipe carries the store calls of the worker's
-coordinators (``Call``, answered by ``Answer`` or ``Failure``): they wait for ZooKeeper, so they
-get a pipe of their own and never hold up the log.
+applies, in order, as ``Apply``, ``Assign`` when the worker's peers change, and ``Stop`` as
+the member stops (closing the pipe is not enough: the member's own reader still holds it).
+The worker answers on the same pipe with ``Hello`` (its site, once its transport listens) and
+``Append`` for each entry its peers want written. The second pipe carries the store calls of
+the worker's coordinators (``Call``, answered by ``Answer`` or ``Failure``): they wait for
+ZooKeeper, so they get a pipe of their own and never hold up the log.
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ class Apply:
 @dataclass(frozen=True)
 class Assign:
     peers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Stop:
+    pass
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from peer.cluster.ipc import (
     Failure,
     Hello,
     Reset,
+    Stop,
 )
 from peer.log.entries.virtual_peers import LEAVE_CLUSTER
 from peer.log.entry import Entry
@@ -193,11 +194,10 @@ class Workers:
         return [s.process.pid for s in self.slots if s.process is not None]
 
     def close(self) -> None:
-        """Close every worker's pipe, which stops it; kill any that has not stopped in time."""
+        """Stop every worker; kill any that has not stopped in time."""
         self.closing = True
-        for state in self.slots:
-            if state.conn is not None:
-                state.conn.close()
+        for slot in range(self.count):
+            self.send(slot, Stop())
         for slot, state in enumerate(self.slots):
             if state.process is None:
                 continue

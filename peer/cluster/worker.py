@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from peer import log_output
-from peer.cluster.ipc import Append, Apply, Assign, Call, Failure, Hello, Reset
+from peer.cluster.ipc import Append, Apply, Assign, Call, Failure, Hello, Reset, Stop
 from peer.log.apply import apply_entry
 from peer.log.entry import Entry
 from peer.log.replica import Replica
@@ -146,6 +146,8 @@ class Worker:
                         self.replica = apply_entry(self.replica, entry).new
                 case Assign(peers):
                     self.peers = peers
+                case Stop():
+                    self.gone.set()
                 case _:
                     log.warning("worker %d dropped a message it does not know: %.200r",
                                 self.spec.slot, message)  # fmt: skip
@@ -168,7 +170,7 @@ class Worker:
     def _work(self) -> None:
         """Drive the data plane until the member sends something, backing off while idle."""
         idle = 0.0
-        while not self.wakeup.is_set():
+        while not self.wakeup.is_set() and not self.gone.is_set():
             if self.dataplane is not None and self.dataplane.step():
                 idle = 0.0
                 continue

@@ -82,12 +82,19 @@ def members(start_peer, zookeeper, tenancy, tmp_path, monkeypatch):
 
 
 def test_each_member_holds_the_one_session_of_its_machine(members, zookeeper):
+    """And a member stopped gracefully leaves and stops its workers before it exits."""
     (two, one), _, _, _ = members
     assert [len(workers_of(m)) for m in (two, one)] == [2, 1]
     for member in (two, one):
         assert zookeeper_connections(member.process.pid, zookeeper.port) == 1
         for pid in workers_of(member).values():
             assert zookeeper_connections(pid, zookeeper.port) == 0
+    pids = list(workers_of(two).values())
+    two.signal(signal.SIGTERM)
+    assert two.process.wait(30) == 0
+    assert not [pid for pid in pids if alive(pid)]
+    assert sorted(re.findall(r"worker (\d) stopped", two.output())) == ["0", "1"]
+    assert "did not stop in time" not in two.output()
 
 
 def test_a_worker_killed_mid_job_is_restarted_and_the_output_is_exact(members, tmp_path):
