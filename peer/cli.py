@@ -638,6 +638,8 @@ def _worker_spec(args: argparse.Namespace, settings: GroupConfig) -> WorkerSpec:
         slot=0, tenancy=args.tenancy, checkpoints=args.checkpoints, bind=args.bind,
         aeron_dir=args.aeron_dir, mtu=args.mtu, dataplane=settings.dataplane,
         idle_wait=settings.idle_wait, log_level=args.log_level, log_format=args.log_format,
+        spark_master=args.spark_master,
+        spark_conf=tuple(tuple(s.split("=", 1)) for s in args.spark_conf),
     )  # fmt: skip
 
 

@@ -17,6 +17,7 @@ that worker listens. The workers are started from the member's main thread and d
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing
 import os
 import queue
@@ -50,6 +51,9 @@ log = logging.getLogger(__name__)
 
 STOP_TIMEOUT = 10.0
 """Seconds a stopping member waits for each worker to close before killing it."""
+RESTART_BACK_OFF = 2.0
+"""The least time between two starts of one worker: one that dies as it starts is not started
+again in a tight loop."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,9 @@ class Slot:
     conn: Connection | None = None
     generation: int = 0
     site: str | None = None
+    started: float = -math.inf
+    due: float | None = None
+    """When a worker that died is to be started again."""
 
 
 class Workers:
@@ -94,7 +101,7 @@ class Workers:
         a worker when the thread that started it ends (PR_SET_PDEATHSIG)."""
         state = self.slots[slot]
         state.generation += 1
-        state.site = None
+        state.site, state.due, state.started = None, None, time.monotonic()
         conn, child = self.context.Pipe()
         calls, child_calls = self.context.Pipe()
         spec = replace(self.spec, slot=slot)
@@ -112,6 +119,23 @@ class Workers:
                          name=f"onyx-worker-{slot}-pipe", daemon=True).start()  # fmt: skip
         threading.Thread(target=self._serve, args=(slot, calls),
                          name=f"onyx-worker-{slot}-calls", daemon=True).start()  # fmt: skip
+
+    def restart(self, slot: int) -> None:
+        """Start the worker of ``slot`` again, at once unless it started moments ago."""
+        state = self.slots[slot]
+        state.due = max(time.monotonic(), state.started + RESTART_BACK_OFF)
+        self.restart_due()
+
+    def restart_due(self) -> float | None:
+        """Start the workers whose time has come (from the member's main thread); the seconds
+        until the next is due, if one is waiting."""
+        now, waits = time.monotonic(), []
+        for slot, state in enumerate(self.slots):
+            if state.due is not None and state.due <= now and not self.closing:
+                self.spawn(slot)
+            elif state.due is not None:
+                waits.append(state.due - now)
+        return min(waits, default=None)
 
     def site(self, slot: int) -> str | None:
         return self.slots[slot].site
@@ -249,6 +273,10 @@ class MemberIncarnation(Incarnation):
         super()._handle(entry)
         self.applied.append(entry)
 
+    def _sleep(self) -> float:
+        waiting = self.workers.restart_due()
+        return super()._sleep() if waiting is None else min(super()._sleep(), waiting)
+
     def _take_events(self) -> None:
         for slot, event in self.workers.take():
             match event:
@@ -280,7 +308,7 @@ class MemberIncarnation(Incarnation):
             self.retired[peer] = slot
             self.outbox.append(LEAVE_CLUSTER.entry(id=peer, group=self.id))
         self.told.pop(slot, None)
-        self.workers.spawn(slot)
+        self.workers.restart(slot)
 
     def restart_virtual_peer(self, peer: str) -> None:
         """The peer's place goes to a fresh id in the same worker."""

@@ -32,6 +32,7 @@ from peer.log.store import StoreError
 from peer.messaging.aeron import AeronTransport
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig
+from peer.spark import session as spark_session
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,8 @@ class WorkerSpec:
     idle_wait: float = 0.001
     log_level: str = "info"
     log_format: str = "text"
+    spark_master: str = spark_session.DEFAULT_MASTER
+    spark_conf: tuple[tuple[str, str], ...] = ()
 
 
 def die_with(parent: int) -> None:
@@ -195,6 +198,7 @@ def main(spec: WorkerSpec, conn: Connection, calls: Connection, parent: int) -> 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     log_output.configure(spec.log_level, spec.log_format)
+    spark_session.configure(spec.spark_master, dict(spec.spark_conf))
     transport = AeronTransport(aeron_dir=spec.aeron_dir, host=spec.bind, mtu=spec.mtu)
     storage = CheckpointStorage(spec.checkpoints, spec.tenancy)
     try:
@@ -203,6 +207,7 @@ def main(spec: WorkerSpec, conn: Connection, calls: Connection, parent: int) -> 
         backstop = threading.Timer(EXIT_GRACE, os._exit, (1,))
         backstop.daemon = True
         backstop.start()
+        spark_session.stop()
         storage.close()
         transport.close()
         log.info("worker %d stopped", spec.slot)

@@ -6,6 +6,7 @@ fails answers with a Failure naming the call instead of ending the member's thre
 from __future__ import annotations
 
 import threading
+import time
 from multiprocessing import Pipe
 
 import pytest
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from peer.cluster.ipc import Answer, Apply, Assign, Call, Failure, Reset
-from peer.cluster.member import Workers
+from peer.cluster.member import RESTART_BACK_OFF, Workers
 from peer.cluster.model import ClusterModel
 from peer.cluster.worker import StoreCalls, Worker, WorkerSpec
 from peer.log.apply import apply_entry
@@ -91,3 +92,28 @@ def test_a_failing_store_call_reaches_the_worker_as_a_store_error():
     child.close()
     serving.join(5)
     assert not serving.is_alive()
+
+
+class Counted(Workers):
+    """Workers whose starts are only counted."""
+
+    def spawn(self, slot: int) -> None:
+        state = self.slots[slot]
+        state.generation += 1
+        state.due, state.started = None, time.monotonic()
+
+
+def test_a_worker_that_dies_as_it_starts_is_started_again_only_after_a_back_off():
+    workers = Counted(2, SPEC, MemoryLog().session())
+    workers.spawn(0)
+    workers.restart(0)
+    assert workers.slots[0].generation == 1
+    waiting = workers.restart_due()
+    assert waiting is not None
+    assert 0 < waiting <= RESTART_BACK_OFF
+    workers.slots[0].started -= RESTART_BACK_OFF
+    workers.slots[0].due -= RESTART_BACK_OFF
+    assert workers.restart_due() is None
+    assert workers.slots[0].generation == 2
+    workers.restart(1)
+    assert workers.slots[1].generation == 1
