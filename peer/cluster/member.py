@@ -123,6 +123,7 @@ class Workers:
     def restart(self, slot: int) -> None:
         """Start the worker of ``slot`` again, at once unless it started moments ago."""
         state = self.slots[slot]
+        state.site, state.conn = None, None
         state.due = max(time.monotonic(), state.started + RESTART_BACK_OFF)
         self.restart_due()
 
@@ -160,14 +161,17 @@ class Workers:
                 taken.append((slot, event))
         return taken
 
-    def send(self, slot: int, message: Any) -> None:
-        """A message to a worker; one that has died is seen to by its Died event."""
+    def send(self, slot: int, message: Any) -> bool:
+        """A message to a worker; whether it went. One that has died is seen to by its Died
+        event."""
         conn = self.slots[slot].conn
         try:
             if conn is not None:
                 conn.send(message)
+                return True
         except OSError as e:
             log.warning("worker %d cannot be reached: %s", slot, e)
+        return False
 
     def _listen(self, slot: int, generation: int, conn: Connection) -> None:
         while True:
@@ -330,7 +334,8 @@ class MemberIncarnation(Incarnation):
         for slot in self.workers.ready():
             peers = tuple(sorted(p for p, s in self.slot_of.items() if s == slot))
             if slot not in self.told:
-                self.workers.send(slot, Reset(self.id, self.replica.to_json(), peers))
+                if not self.workers.send(slot, Reset(self.id, self.replica.to_json(), peers)):
+                    continue
             else:
                 if applied:
                     self.workers.send(slot, Apply(tuple(applied)))
