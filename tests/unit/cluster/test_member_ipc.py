@@ -104,10 +104,14 @@ class Counted(Workers):
 
 
 def test_a_worker_that_dies_as_it_starts_is_started_again_only_after_a_back_off():
+    """Meanwhile it counts as not listening, so the member sends it nothing."""
     workers = Counted(2, SPEC, MemoryLog().session())
     workers.spawn(0)
+    workers.slots[0].site = "127.0.0.1:1"
     workers.restart(0)
     assert workers.slots[0].generation == 1
+    assert workers.ready() == []
+    assert not workers.send(0, Assign(()))
     waiting = workers.restart_due()
     assert waiting is not None
     assert 0 < waiting <= RESTART_BACK_OFF
