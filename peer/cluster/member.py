@@ -66,6 +66,8 @@ class Died:
 
 @dataclass
 class Slot:
+    """One worker's place: its current process, the pipe to it, and its site once it listens."""
+
     process: Any = None
     conn: Connection | None = None
     generation: int = 0
@@ -217,9 +219,6 @@ class Workers:
             return Answer(getattr(self.store, call.method)(*call.args))
         except Exception as e:
             return Failure(f"{call.method} for worker {slot}: {type(e).__name__}: {e}")
-
-    def pids(self) -> list[int]:
-        return [s.process.pid for s in self.slots if s.process is not None]
 
     def close(self) -> None:
         """Stop every worker; kill any that has not stopped in time."""
