@@ -20,7 +20,11 @@ from tests.support import PeerProcess, wait_for
 
 pytestmark = pytest.mark.integration
 
-LINES = 1_500
+LINES = 3_000
+"""Long enough that the job is still running when both reallocations a worker's restart causes
+(its peers leaving, their replacements joining) have been read: a job reallocated after its
+final epoch committed would publish its end-of-input output twice (a gap of the checkpoint
+protocol, not of the members)."""
 
 
 def workers_of(member: PeerProcess) -> dict[str, int]:
