@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import NoReturn
 
 from peer import __version__, api, config, endpoints, log_output, metrics, systemd
-from peer.cluster.group import GroupConfig, PeerGroup, new_id
+from peer.cluster import member
+from peer.cluster.group import GroupConfig, Incarnation, PeerGroup, new_id
 from peer.cluster.local import LocalCluster, peers_for
 from peer.cluster.modes import CoordinationModes
+from peer.cluster.worker import WorkerSpec
 from peer.deploy.inventory import InventoryError, convert, read_output
 from peer.job.code import CodeError, pack
 from peer.job.spec import JobError, Task
@@ -178,6 +180,16 @@ def whole_number(value: str) -> int:
     return number
 
 
+MAX_WORKERS = 1024
+
+
+def worker_count(value: str) -> int:
+    """0 (the peers run in the member's own process) up to MAX_WORKERS."""
+    if not value.strip().isdigit() or int(value) > MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number from 0 to {MAX_WORKERS}")
+    return int(value)
+
+
 port_number = _positive(int, "a port number from 1 to 65535", 65535)
 positive_seconds = _positive(
     float, f"a positive, finite number of seconds (at most {MAX_SECONDS}, a year)", MAX_SECONDS
@@ -291,6 +303,14 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
     _cluster_args(start)
     start.add_argument(
         "--vpeers", type=positive_int, default=1, metavar="N", help="virtual peers of this group"
+    )
+    start.add_argument(
+        "--workers",
+        type=worker_count,
+        default=0,
+        metavar="N",
+        help="worker processes that run this member's virtual peers, each at a site of its "
+        "own; 0 runs them in the member's own process",
     )
     start.add_argument(
         "--session-timeout",
@@ -755,7 +775,14 @@ def peer_start(args: argparse.Namespace) -> int:
         storage = CheckpointStorage(args.checkpoints, args.tenancy)
         stack.callback(storage.close)
         storage.check_writable()
-        group = PeerGroup(store, settings, transport, storage, on_readiness=systemd.announce)
+        incarnation = Incarnation
+        if args.workers:
+            workers = member.start(args.workers, _worker_spec(args, settings), store)
+            stack.callback(workers.close)
+            incarnation = member.incarnations(workers)
+        group = PeerGroup(
+            store, settings, transport, storage, systemd.announce, incarnation=incarnation
+        )
         if args.metrics_port is not None:
             endpoints.serve(args.metrics_port, args.metrics_address, lambda: group.current)
         stop = _stopper(store, group)
@@ -763,6 +790,17 @@ def peer_start(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, stop)
         group.run()
     return 0
+
+
+def _worker_spec(args: argparse.Namespace, settings: GroupConfig) -> WorkerSpec:
+    """What each worker process of this member starts with: the member's own settings."""
+    return WorkerSpec(
+        slot=0, tenancy=args.tenancy, checkpoints=args.checkpoints, bind=args.bind,
+        aeron_dir=args.aeron_dir, mtu=args.mtu, dataplane=settings.dataplane,
+        idle_wait=settings.idle_wait, log_level=args.log_level, log_format=args.log_format,
+        spark_master=args.spark_master,
+        spark_conf=tuple(tuple(s.split("=", 1)) for s in args.spark_conf),
+    )  # fmt: skip
 
 
 def _stopper(store: api.ZooKeeperStore, group: PeerGroup) -> Callable[..., None]:
@@ -1166,7 +1204,26 @@ def parse_args(argv: Sequence[str] | None, environ: Mapping[str, str]) -> argpar
         config.resolve(parser, args, environ)
     except config.ConfigError as e:
         parser.error(str(e))
+    clash = _clash(args)
+    if clash is not None:
+        parser.error(clash)
     return args
+
+
+def _clash(args: argparse.Namespace) -> str | None:
+    """Options, however set, that do not go together (yet), named: a member with worker
+    processes joins by the classic join, whose entries give each peer its worker's site, and
+    feeds its workers every entry in order, so neither join direct nor allocations in the
+    background apply to it."""
+    if not getattr(args, "workers", 0):
+        return None
+    for option, on in (
+        ("join-direct", args.join_direct),
+        ("async-allocation", args.async_allocation),
+    ):
+        if on:
+            return f"--workers {args.workers} and --{option} do not go together (yet)"
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

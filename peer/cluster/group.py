@@ -216,7 +216,7 @@ class Incarnation:
         else:
             self.replica = subscriber.boot(self.store)
             self.origin = self.replica.version
-            self.outbox = [PREPARE_JOIN.entry(joiner=self.id), *map(self._announce, self.peers)]
+            self.outbox = [PREPARE_JOIN.entry(joiner=self.id), *self._announcements()]
 
     def settled(self) -> Replica:
         return self.replica if self.applier is None else self.applier.complete
@@ -233,6 +233,13 @@ class Incarnation:
                 continue
             idle = min(max(2 * idle, 0.0005), self.config.idle_wait)
             self.wakeup.wait(min(idle, deadline - now))
+
+    def _announcements(self) -> list[Entry]:
+        return [self._announce(peer) for peer in self.peers]
+
+    def _local_peers(self) -> list[str]:
+        """The peers whose task runners run in this process's data plane."""
+        return self.peers
 
     def _announce(self, peer: str) -> Entry:
         extra = {"site": self.transport.address} if self.transport is not None else {}
@@ -268,7 +275,7 @@ class Incarnation:
                 return
             started = time.perf_counter()
         if self.applier.complete is not synced:
-            self.dataplane.sync(self.applier.complete, self.peers)
+            self.dataplane.sync(self.applier.complete, self._local_peers())
             if self.direct is not None:
                 self.direct.answer_settled()
         self._exit_once_handed_over()
@@ -457,8 +464,13 @@ class PeerGroup:
         transport: Transport | None = None,
         storage: CheckpointStorage | None = None,
         on_readiness: Callable[[Readiness], None] | None = None,
+        *,
+        incarnation: type[Incarnation] | Callable[..., Incarnation] = Incarnation,
     ) -> None:
+        """``incarnation`` makes each identity: a member with worker processes passes its own
+        (peer.cluster.member)."""
         self.store, self.config, self.transport = store, config, transport
+        self.incarnation = incarnation
         self.storage = storage
         self.on_readiness = on_readiness
         self.observed = readiness(None)
@@ -492,7 +504,7 @@ class PeerGroup:
 
     def run(self) -> None:
         while True:
-            self.current = Incarnation(
+            self.current = self.incarnation(
                 self.store,
                 self.config,
                 self.wakeup,

@@ -29,6 +29,18 @@ class ModelGroup:
     reported: set[str] = field(default_factory=set)
 
 
+def announcement(peer: str, group: str) -> Entry:
+    """A group listens at a site named for it; every other of its peers listens at a site of its
+    own, as the peers of a member's worker processes do."""
+    own = {"peer_site": f"site-{peer}"} if hash_of(peer) % 2 else {}
+    return ADD_VIRTUAL_PEER.entry(id=peer, group=group, site=f"site-{group}", **own)
+
+
+def hash_of(name: str) -> int:
+    """A stable hash (Python's own changes from run to run)."""
+    return sum(name.encode())
+
+
 class ModelEffects:
     """Side effects carried out on the model instead of the world."""
 
@@ -49,7 +61,7 @@ class ModelEffects:
         self.model.end_incarnation(self.group)
 
     def restart_virtual_peer(self, peer: str) -> None:
-        self.model.append(ADD_VIRTUAL_PEER.entry(id=f"{peer}'", group=self.group.id))
+        self.model.append(announcement(f"{peer}'", self.group.id))
 
     def store_origin(self, replica: Replica) -> None:
         return None
@@ -82,7 +94,7 @@ class ClusterModel:
         self.groups[gid] = ModelGroup(gid, vpeers)
         self.append(PREPARE_JOIN.entry(joiner=gid))
         for i in range(vpeers):
-            self.append(ADD_VIRTUAL_PEER.entry(id=f"{gid}-p{i}", group=gid))
+            self.append(announcement(f"{gid}-p{i}", gid))
         return gid
 
     def end_incarnation(self, group: ModelGroup) -> None:

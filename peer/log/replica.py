@@ -31,7 +31,8 @@ class Replica:
     virtual peers, joined or not, to them: a peer is active once its group has joined and
     orphaned before. ``left`` remembers groups that are gone so that a late announcement from
     one of them cannot resurrect it. ``sites`` and ``group_tags`` say where a group listens for
-    segments and what its peers offer the schedulers.
+    segments and what its peers offer the schedulers; ``peer_sites`` names the peers that listen
+    elsewhere than their group's site (those of a member's worker processes, each at its own).
 
     A graceful leave is three steps: a ``leaving`` group keeps its work until its current epochs
     commit, an ``exiting`` one has handed its work over (the schedulers no longer give it peers)
@@ -66,6 +67,7 @@ class Replica:
     removed: PSet = field(default_factory=pset)
     group_peers: PMap = field(default_factory=pmap)
     sites: PMap = field(default_factory=pmap)
+    peer_sites: PMap = field(default_factory=pmap)
     group_tags: PMap = field(default_factory=pmap)
     job_scheduler: str = "balanced"
     jobs: PMap = field(default_factory=pmap)
@@ -111,6 +113,10 @@ class Replica:
         """The group a virtual peer lives in; linear, used off the hot path."""
         return next((g for g, ps in self.group_peers.items() if peer in ps), None)
 
+    def site_of(self, peer: str, group: str) -> str | None:
+        """Where ``peer`` of ``group`` listens for segments: its own site, else its group's."""
+        return self.peer_sites.get(peer) or self.sites.get(group)
+
     def task_of(self, peer: str) -> tuple[str, str] | None:
         """(job, task) the peer is allocated to, if any."""
         for job, tasks in self.allocations.items():
@@ -144,6 +150,7 @@ class Replica:
             "orphaned": self.orphaned,
             "group_peers": {g: sorted(ps) for g, ps in sorted(self.group_peers.items())},
             "sites": dict(sorted(self.sites.items())),
+            "peer_sites": dict(sorted(self.peer_sites.items())),
             "group_tags": {g: list(ts) for g, ts in sorted(self.group_tags.items())},
             "job_scheduler": self.job_scheduler,
             "jobs": {j: job.to_dict() for j, job in sorted(self.jobs.items())},
@@ -189,6 +196,7 @@ class Replica:
                 {str(g): _strings(ps) for g, ps in doc.get("group_peers", {}).items()}
             ),
             sites=_string_map(doc.get("sites", {})),
+            peer_sites=_string_map(doc.get("peer_sites", {})),
             group_tags=pmap(
                 {str(g): tuple(map(str, ts)) for g, ts in doc.get("group_tags", {}).items()}
             ),
@@ -309,6 +317,10 @@ def invariant_violations(replica: Replica) -> list[str]:
     if members & set(replica.left):
         problems.append(f"groups both joined and left: {sorted(members & set(replica.left))}")
     problems += _departure_violations(replica)
+    announced = {p for peers in replica.group_peers.values() for p in peers}
+    if not set(replica.peer_sites) <= announced:
+        stray = sorted(set(replica.peer_sites) - announced)
+        problems.append(f"sites of peers no group has: {stray}")
     if not replica.prepared and not replica.accepted and ring_cycle(replica) is None:
         problems.append("no join is in flight but the pairs are not one ring over the groups")
     return problems

@@ -136,7 +136,10 @@ class DataPlane:
         *,
         store: LogStore | None = None,
         storage: CheckpointStorage | None = None,
+        membership: bool = True,
     ) -> None:
+        """Without ``membership`` the transport carries segments only: a member's worker
+        processes leave watching and gossip to their member."""
         self.group, self.transport, self.write = group, transport, write
         self.config = config or DataPlaneConfig()
         self.store, self.storage = store, storage
@@ -162,7 +165,7 @@ class DataPlane:
         self.on_rumor: Callable[[bytes], None] = lambda _payload: None
         """Where a rumor of a log entry goes (the group's log feed, peer.log.feed)."""
         self.closed = False
-        if transport is not None:
+        if transport is not None and membership:
             beacon = transport.beacon()
             self.membership = MembershipService(
                 group, self.config.membership, beacon.offer, beacon.max_frame,
@@ -210,8 +213,8 @@ class DataPlane:
     def _index(self, replica: Replica) -> None:
         self.peer_sites, self.short_peers = {}, {}
         for group in replica.groups:
-            site = replica.sites.get(group)
             for peer in replica.group_peers.get(group, ()):
+                site = replica.site_of(peer, group)
                 if site is not None:
                     self.peer_sites[peer] = site
                 if peer in replica.short_ids:
@@ -361,7 +364,7 @@ class DataPlane:
                     self.waiting[short].append((header, body))
 
     def _drop_queues(self, replica: Replica) -> None:
-        live = set(replica.sites.values())
+        live = {*replica.sites.values(), *replica.peer_sites.values()}
         for site in sorted(set(self.queues) - live):
             del self.queues[site]
             if self.transport is not None:
@@ -376,6 +379,7 @@ class DataPlane:
         busy = False
         if self.transport is not None:
             busy = self.transport.poll(self._receive) > 0
+        if self.membership is not None:
             self.membership.polled()
         now = time.monotonic()
         for key, coordinator in list(self.coordinators.items()):

@@ -50,6 +50,7 @@ def _apply(replica: Replica, entry: Entry) -> Replica:
         removed=replica.removed.add(group) if group in replica.exiting else replica.removed,
         group_peers=replica.group_peers.discard(group),
         sites=replica.sites.discard(group),
+        peer_sites=_without(replica.peer_sites, replica.group_peers.get(group, ())),
         group_tags=replica.group_tags.discard(group),
         short_ids=_without(replica.short_ids, replica.group_peers.get(group, ())),
     )

@@ -3,6 +3,8 @@
 add-virtual-peer announces one; it stays orphaned until its group has joined the ring, so a
 group that aborts its join never has peers counted as workers. It also carries the group's
 site (where it listens for segments) and tags, and gives the peer its short id for the wire.
+A peer that listens elsewhere than its group (one of a member's worker processes) carries its
+own ``peer_site`` as well.
 leave-cluster removes one peer while its group lives on: the data plane's heartbeats report
 peers that stop answering that way.
 """
@@ -21,7 +23,18 @@ def _apply_add(replica: Replica, entry: Entry) -> Replica:
     check_strings("add-virtual-peer", "tags", tags)
     if group in replica.left:
         return replica
-    return announce(replica, group, [peer], entry.args.get("site"), tags)
+    announced = announce(replica, group, [peer], entry.args.get("site"), tags)
+    return _own_site(announced, replica, group, peer, entry.args.get("peer_site"))
+
+
+def _own_site(
+    announced: Replica, before: Replica, group: str, peer: str, site: str | None
+) -> Replica:
+    """Record ``peer``'s own site when it is newly announced and listens elsewhere than its
+    group."""
+    if announced is before or not site or site == announced.sites.get(group):
+        return announced
+    return announced.evolve(peer_sites=announced.peer_sites.set(peer, site))
 
 
 def check_strings(kind: str, name: str, values: list) -> None:
@@ -70,7 +83,7 @@ def _diff_peer(entry: Entry, old: Replica, new: Replica) -> Diff:
 ADD_VIRTUAL_PEER = EntryKind(
     name="add-virtual-peer",
     args={"id": str, "group": str},
-    optional={"site": str, "tags": list},
+    optional={"site": str, "peer_site": str, "tags": list},
     apply=_apply_add,
     diff=_diff_peer,
     reads=ANNOUNCED | {"left"},
@@ -86,6 +99,7 @@ def _apply_leave(replica: Replica, entry: Entry) -> Replica:
     return replica.evolve(
         group_peers=replica.group_peers.set(group, peers.remove(peer)),
         short_ids=replica.short_ids.discard(peer),
+        peer_sites=replica.peer_sites.discard(peer),
     )
 
 

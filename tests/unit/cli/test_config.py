@@ -264,3 +264,25 @@ def test_config_show_never_prints_a_password(capsys, monkeypatch):
         shown = capsys.readouterr().out
         assert "operator:***" in shown
         assert "s3cret" not in shown
+
+
+def test_workers_come_from_the_command_line_the_environment_or_a_file(tmp_path):
+    assert parse(["peer", "start", *CLUSTER]).workers == 0
+    assert parse(["peer", "start", *CLUSTER, "--workers", "4"]).workers == 4
+    assert parse(["peer", "start", *CLUSTER], {"ONYX_WORKERS": "2"}).workers == 2
+    toml = "[peer.start]\nworkers = 3\n"
+    assert parse(["peer", "start", *CLUSTER], toml=toml, tmp_path=tmp_path).workers == 3
+
+
+@pytest.mark.parametrize("text", ["-1", "x", "1.5", "100000"])
+def test_a_number_of_workers_that_is_not_one_is_refused(capsys, text):
+    line = refused(capsys, ["peer", "start", *CLUSTER, "--workers", text])
+    assert "--workers" in line
+    assert repr(text) in line
+
+
+@pytest.mark.parametrize("mode", ["--join-direct", "--async-allocation"])
+def test_workers_and_a_mode_they_do_not_run_with_are_refused_together(capsys, mode):
+    line = refused(capsys, ["peer", "start", *CLUSTER, "--workers", "2", mode])
+    assert f"--workers 2 and {mode} do not go together" in line
+    assert parse(["peer", "start", *CLUSTER, "--workers", "0", mode]).workers == 0

@@ -39,6 +39,7 @@ def test_to_json_is_plain_and_sorted(sample):
         "orphaned": {"j": ["j1"], "k": ["k1"]},
         "group_peers": {"a": ["a1", "a2"], "c": [], "j": ["j1"], "k": ["k1"]},
         "sites": {},
+        "peer_sites": {},
         "group_tags": {},
         "job_scheduler": "balanced",
         "jobs": {},

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from peer.log.apply import apply_entry
+from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.join import ACCEPT_JOIN
 from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER, LEAVE_CLUSTER
+from peer.log.replica import Replica
 
 
 def add(peer, group, position):
@@ -128,3 +130,52 @@ def test_duplicate_leave_replaces_the_peer_once(make_replica, effects):
     assert second.new == first.new.evolve(version=7)
     assert effects(first, "a") == {"a": [("restart_virtual_peer", "a1")]}
     assert effects(second, "a") == {"a": []}
+
+
+# a peer's own site: the peers of a member's worker processes listen apart from their member
+
+
+def add_at(peer, group, position, peer_site, site="M"):
+    return ADD_VIRTUAL_PEER.entry(id=peer, group=group, site=site, peer_site=peer_site).at(position)
+
+
+def test_a_peer_with_a_site_of_its_own_is_found_there(make_replica):
+    before = make_replica(3, ring=["a", "m"])
+    t = apply_entry(before, add_at("m1", "m", 4, "W1"))
+    assert t.new.sites == {"m": "M"}
+    assert t.new.peer_sites == {"m1": "W1"}
+    assert t.new.site_of("m1", "m") == "W1"
+
+
+def test_a_peer_at_its_groups_site_keeps_no_site_of_its_own(make_replica):
+    t = apply_entry(make_replica(3, ring=["m"]), add_at("m1", "m", 4, "M"))
+    assert t.new.peer_sites == {}
+    assert t.new.site_of("m1", "m") == "M"
+
+
+def test_a_repeated_announcement_does_not_move_a_peer(make_replica):
+    first = apply_entry(make_replica(3, ring=["m"]), add_at("m1", "m", 4, "W1"))
+    second = apply_entry(first.new, add_at("m1", "m", 5, "W2"))
+    assert second.new.peer_sites == {"m1": "W1"}
+
+
+def test_a_peer_that_leaves_takes_its_site_along(make_replica):
+    before = apply_entry(make_replica(3, ring=["m"]), add_at("m1", "m", 4, "W1")).new
+    before = apply_entry(before, add_at("m2", "m", 5, "W2")).new
+    t = apply_entry(before, leave("m1", "m", 6))
+    assert t.new.peer_sites == {"m2": "W2"}
+
+
+def test_a_group_that_leaves_takes_its_peers_sites_along(make_replica):
+    before = apply_entry(make_replica(3, ring=["a", "m"]), add_at("m1", "m", 4, "W1")).new
+    before = apply_entry(before, add_at("a1", "a", 5, "A1", site="A")).new
+    t = apply_entry(before, GROUP_LEAVE.entry(id="m").at(6))
+    assert t.new.peer_sites == {"a1": "A1"}
+    assert t.new.to_json()["peer_sites"] == {"a1": "A1"}
+    assert Replica.from_json(t.new.to_json()) == t.new
+
+
+def test_a_peer_site_that_is_not_a_string_is_refused(make_replica):
+    before = make_replica(3, ring=["m"])
+    t = apply_entry(before, ADD_VIRTUAL_PEER.entry(id="m1", group="m", peer_site=7).at(4))
+    assert t.new == before.evolve(version=4)

@@ -552,3 +552,29 @@ def test_segments_keep_moving_while_a_commit_waits_for_the_store(abs_planes, tmp
     a.store.release.set()
     drive(lambda: written["b"], a, b, what="the job to complete")
     assert output().written == 20_000
+
+
+def test_segments_cross_between_the_worker_processes_of_one_member():
+    """One member (group m, site M) whose peers live in two workers, each at a site of its own:
+    the frames go to the peer's site, not the member's, and the workers run no membership."""
+    Loopback.boxes.clear()
+    replica = play(
+        Replica(),
+        PREPARE_JOIN.entry(joiner="m"),
+        ADD_VIRTUAL_PEER.entry(id="a1", group="m", site="M", peer_site="W1"),
+        ADD_VIRTUAL_PEER.entry(id="b1", group="m", site="M", peer_site="W2"),
+    ).evolve(groups=Replica().groups.update(["m"]))
+    untagged = {**JOB, "catalog": [{**t, "required_tags": []} for t in JOB["catalog"]]}
+    replica = play(replica, SUBMIT_JOB.entry(id="j", job=untagged))
+    (reader,) = replica.allocations["j"]["in"]
+    written: list = []
+    one = DataPlane("m", Loopback("W1"), written.append, membership=False)
+    two = DataPlane("m", Loopback("W2"), written.append, membership=False)
+    OPEN.extend((one, two))
+    one.sync(replica, [reader])
+    two.sync(replica, sorted({"a1", "b1"} - {reader}))
+    drive(lambda: written, one, two, what="the output to complete")
+    assert [e.fn for e in written] == ["complete-job"]
+    assert one.membership is None
+    assert two.membership is None
+    assert not Loopback.boxes["M"]

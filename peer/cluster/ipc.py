@@ -1,0 +1,71 @@
+"""What a member and its worker processes say to each other over their two local pipes.
+
+The member's pipe to a worker carries the log: a ``Reset`` (the member's identity, its replica
+and the worker's peers) whenever the worker must start over, then every entry the member
+applies, in order, as ``Apply``, ``Assign`` when the worker's peers change, and ``Stop`` as
+the member stops (closing the pipe is not enough: the member's own reader still holds it).
+The worker answers on the same pipe with ``Hello`` (its site, once its transport listens) and
+``Append`` for each entry its peers want written. The second pipe carries the store calls of
+the worker's coordinators (``Call``, answered by ``Answer`` or ``Failure``): they wait for
+ZooKeeper, so they get a pipe of their own and never hold up the log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from peer.log.entry import Entry
+
+STORE_CALLS = frozenset({"read_commit", "write_commit", "delete_commit"})
+"""The store calls a worker may make: the commit records of its jobs (peer.runtime.checkpoints)."""
+
+
+@dataclass(frozen=True)
+class Reset:
+    member: str
+    """The member's current identity: a new one means every peer of the old one is gone."""
+    replica: dict[str, Any]
+    """The member's replica (Replica.to_json) as of the last entry it applied."""
+    peers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Apply:
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True)
+class Assign:
+    peers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Stop:
+    pass
+
+
+@dataclass(frozen=True)
+class Hello:
+    site: str
+
+
+@dataclass(frozen=True)
+class Append:
+    entry: Entry
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Answer:
+    value: Any
+
+
+@dataclass(frozen=True)
+class Failure:
+    message: str

@@ -1,0 +1,358 @@
+"""One member per machine: the machine's only ZooKeeper session, pulse and ring position, and
+the worker processes that run its virtual peers (shared/DESIGN.md, "The member: one per
+machine"; `onyx peer start --workers N`).
+
+The member is a peer group whose data plane runs no peer of its own: it keeps the membership
+(gossip and monitoring over its own transport) and carries out its decisions, while its peers
+are shared out among ``Workers``, each a process with a data plane and a site of its own
+(peer.cluster.worker). ``MemberIncarnation`` announces each peer with its worker's site, feeds
+each worker the entries it applies (peer.cluster.ipc), writes what the workers' peers want
+appended, and answers their coordinators' commit-record calls from its store.
+
+A worker that dies is reported for its peers with leave-cluster; as each is applied, the member
+gives the peer's place to a fresh id in the worker it restarted in the meantime, announced once
+that worker listens. The workers are started from the member's main thread and die with it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import multiprocessing
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
+from multiprocessing.connection import Connection
+from typing import Any
+
+from peer.cluster import worker
+from peer.cluster.group import Incarnation, new_id
+from peer.cluster.ipc import (
+    STORE_CALLS,
+    Answer,
+    Append,
+    Apply,
+    Assign,
+    Call,
+    Failure,
+    Hello,
+    Reset,
+    Stop,
+)
+from peer.log.entries.virtual_peers import LEAVE_CLUSTER
+from peer.log.entry import Entry, Transition
+from peer.log.store import LogStore
+
+log = logging.getLogger(__name__)
+
+STOP_TIMEOUT = 10.0
+"""Seconds a stopping member waits for each worker to close before killing it."""
+RESTART_BACK_OFF = 2.0
+"""The least time between two starts of one worker: one that dies as it starts is not started
+again in a tight loop."""
+
+
+@dataclass(frozen=True)
+class Died:
+    """The worker in ``slot`` (its ``generation``-th process) has gone."""
+
+    slot: int
+    generation: int
+
+
+@dataclass
+class Slot:
+    """One worker's place: its current process, the pipe to it, and its site once it listens."""
+
+    process: Any = None
+    conn: Connection | None = None
+    generation: int = 0
+    site: str | None = None
+    started: float = -math.inf
+    due: float | None = None
+    """When a worker that died is to be started again."""
+
+
+class Workers:
+    """A member's worker processes: started, listened to, restarted, stopped. Their events (a
+    hello, an entry to append, a death) queue for the member's thread, which ``wakeup`` rouses."""
+
+    def __init__(self, count: int, spec: worker.WorkerSpec, store: LogStore) -> None:
+        self.spec, self.store = spec, store
+        self.slots = [Slot() for _ in range(count)]
+        self.events: queue.SimpleQueue[tuple[int, int, Any]] = queue.SimpleQueue()
+        self.wakeup: threading.Event | None = None
+        self.context = multiprocessing.get_context("spawn")
+        self.closing = False
+        self.hello = threading.Event()
+
+    @property
+    def count(self) -> int:
+        return len(self.slots)
+
+    def start(self) -> None:
+        for slot in range(self.count):
+            self.spawn(slot)
+
+    def spawn(self, slot: int) -> None:
+        """Start the worker of ``slot``. Only ever from the member's main thread: the kernel kills
+        a worker when the thread that started it ends (PR_SET_PDEATHSIG)."""
+        state = self.slots[slot]
+        state.generation += 1
+        state.site, state.due, state.started = None, None, time.monotonic()
+        conn, child = self.context.Pipe()
+        calls, child_calls = self.context.Pipe()
+        spec = replace(self.spec, slot=slot)
+        process = self.context.Process(
+            target=worker.main, args=(spec, child, child_calls, os.getpid()),
+            name=f"onyx-worker-{slot}", daemon=True,
+        )  # fmt: skip
+        process.start()
+        child.close()
+        child_calls.close()
+        state.process, state.conn = process, conn
+        log.info("started worker %d (pid %d)", slot, process.pid)
+        generation = state.generation
+        threading.Thread(target=self._listen, args=(slot, generation, conn),
+                         name=f"onyx-worker-{slot}-pipe", daemon=True).start()  # fmt: skip
+        threading.Thread(target=self._serve, args=(slot, calls),
+                         name=f"onyx-worker-{slot}-calls", daemon=True).start()  # fmt: skip
+
+    def restart(self, slot: int) -> None:
+        """Start the worker of ``slot`` again, at once unless it started moments ago."""
+        state = self.slots[slot]
+        state.site, state.conn = None, None
+        state.due = max(time.monotonic(), state.started + RESTART_BACK_OFF)
+        self.restart_due()
+
+    def restart_due(self) -> float | None:
+        """Start the workers whose time has come (from the member's main thread); the seconds
+        until the next is due, if one is waiting."""
+        now, waits = time.monotonic(), []
+        for slot, state in enumerate(self.slots):
+            if state.due is not None and state.due <= now and not self.closing:
+                self.spawn(slot)
+            elif state.due is not None:
+                waits.append(state.due - now)
+        return min(waits, default=None)
+
+    def site(self, slot: int) -> str | None:
+        return self.slots[slot].site
+
+    def ready(self) -> list[int]:
+        return [slot for slot, state in enumerate(self.slots) if state.site is not None]
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Whether every worker listens within ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while len(self.ready()) < self.count and time.monotonic() < deadline:
+            self.hello.wait(0.05)
+            self.hello.clear()
+        return len(self.ready()) == self.count
+
+    def take(self) -> list[tuple[int, Any]]:
+        """The events of the current workers since last asked, oldest first."""
+        taken = []
+        while not self.events.empty():
+            slot, generation, event = self.events.get()
+            if generation == self.slots[slot].generation:
+                taken.append((slot, event))
+        return taken
+
+    def send(self, slot: int, message: Any) -> bool:
+        """A message to a worker; whether it went. One that has died is seen to by its Died
+        event."""
+        conn = self.slots[slot].conn
+        try:
+            if conn is not None:
+                conn.send(message)
+                return True
+        except OSError as e:
+            log.warning("worker %d cannot be reached: %s", slot, e)
+        return False
+
+    def _listen(self, slot: int, generation: int, conn: Connection) -> None:
+        while True:
+            try:
+                event = conn.recv()
+            except (EOFError, OSError):
+                event = Died(slot, generation)
+            except Exception as e:
+                log.warning("worker %d sent what does not read: %s", slot, e)
+                continue
+            if not isinstance(event, (Hello, Append, Died)):
+                log.warning("worker %d sent a message of no known kind: %.200r", slot, event)
+                continue
+            if isinstance(event, Hello) and generation == self.slots[slot].generation:
+                self.slots[slot].site = event.site
+                self.hello.set()
+            self.events.put((slot, generation, event))
+            if self.wakeup is not None:
+                self.wakeup.set()
+            if isinstance(event, Died):
+                return
+
+    def _serve(self, slot: int, calls: Connection) -> None:
+        """Answer the worker's commit-record calls from the member's store, one at a time."""
+        while True:
+            try:
+                call = calls.recv()
+            except (EOFError, OSError):
+                return
+            except Exception as e:
+                log.warning("worker %d made a store call that does not read: %s", slot, e)
+                continue
+            try:
+                calls.send(self._answer(slot, call))
+            except OSError:
+                return
+
+    def _answer(self, slot: int, call: Any) -> Answer | Failure:
+        if not isinstance(call, Call) or call.method not in STORE_CALLS:
+            log.warning("worker %d made a store call of no known kind: %.200r", slot, call)
+            return Failure(f"the member serves only {sorted(STORE_CALLS)}, not {call!r:.100}")
+        try:
+            return Answer(getattr(self.store, call.method)(*call.args))
+        except Exception as e:
+            return Failure(f"{call.method} for worker {slot}: {type(e).__name__}: {e}")
+
+    def close(self) -> None:
+        """Stop every worker; kill any that has not stopped in time."""
+        self.closing = True
+        for slot in range(self.count):
+            self.send(slot, Stop())
+        for slot, state in enumerate(self.slots):
+            if state.process is None:
+                continue
+            state.process.join(STOP_TIMEOUT)
+            if state.process.is_alive():
+                log.warning("worker %d did not stop in time; killing it", slot)
+                state.process.kill()
+                state.process.join()
+
+
+class MemberIncarnation(Incarnation):
+    """An identity of a member whose peers run in its worker processes."""
+
+    def __init__(self, *args: Any, workers: Workers, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.workers = workers
+        workers.wakeup = self.wakeup
+        self.slot_of = {peer: i % workers.count for i, peer in enumerate(self.peers)}
+        """Which worker runs each peer of this identity."""
+        self.retired: dict[str, int] = {}
+        """Peers of a worker that died, until their leave-cluster gives their place to another."""
+        self.unannounced: list[str] = []
+        """Peers waiting for their worker to listen before they are announced."""
+        self.applied: list[Entry] = []
+        self.told: dict[int, tuple[str, ...]] = {}
+        """The peers each worker was last given; a worker missing here needs a Reset."""
+
+    def _local_peers(self) -> list[str]:
+        return []
+
+    def _announcements(self) -> list[Entry]:
+        ready = [p for p in self.peers if self.workers.site(self.slot_of[p]) is not None]
+        self.unannounced = [p for p in self.peers if p not in ready]
+        return [self._announce(peer) for peer in ready]
+
+    def _announce(self, peer: str) -> Entry:
+        entry = super()._announce(peer)
+        site = self.workers.site(self.slot_of[peer])
+        return Entry(entry.fn, {**entry.args, "peer_site": site}) if site else entry
+
+    def _step(self, stop: threading.Event) -> None:
+        self._take_events()
+        try:
+            super()._step(stop)
+        finally:
+            self._feed()
+
+    def _handle(self, t: Transition, started: float) -> None:
+        super()._handle(t, started)
+        self.applied.append(t.entry)
+
+    def _sleep(self) -> float:
+        waiting = self.workers.restart_due()
+        return super()._sleep() if waiting is None else min(super()._sleep(), waiting)
+
+    def _take_events(self) -> None:
+        for slot, event in self.workers.take():
+            match event:
+                case Hello(site):
+                    log.info("member %s: worker %d listens at %s", self.id, slot, site)
+                    self._announce_ready(slot)
+                case Append(entry) if isinstance(entry, Entry):
+                    self._write_work(entry)
+                case Died():
+                    self._worker_died(slot)
+                case _:
+                    log.warning("member %s dropped what worker %d sent: %.200r",
+                                self.id, slot, event)  # fmt: skip
+
+    def _announce_ready(self, slot: int) -> None:
+        now = [p for p in self.unannounced if self.slot_of.get(p) == slot]
+        self.unannounced = [p for p in self.unannounced if p not in now]
+        self.outbox.extend(self._announce(peer) for peer in now)
+
+    def _worker_died(self, slot: int) -> None:
+        """Report the announced peers of the dead worker and start another in its place."""
+        if self.workers.closing:
+            return
+        gone = sorted(p for p, s in self.slot_of.items() if s == slot and p not in self.unannounced)
+        log.warning("member %s: worker %d died; reporting its peers %s and restarting it",
+                    self.id, slot, gone)  # fmt: skip
+        for peer in gone:
+            del self.slot_of[peer]
+            self.retired[peer] = slot
+            self.outbox.append(LEAVE_CLUSTER.entry(id=peer, group=self.id))
+        self.told.pop(slot, None)
+        self.workers.restart(slot)
+
+    def restart_virtual_peer(self, peer: str) -> None:
+        """The peer's place goes to a fresh id in the same worker."""
+        if peer not in self.peers:
+            return
+        slot = self.retired.pop(peer, None)
+        if slot is None:
+            slot = self.slot_of.pop(peer, 0)
+        fresh = new_id()
+        self.peers = [fresh if p == peer else p for p in self.peers]
+        self.slot_of[fresh] = slot
+        self.unannounced.append(fresh)
+        if self.workers.site(slot) is not None:
+            self._announce_ready(slot)
+
+    def _feed(self) -> None:
+        """Bring every listening worker up to this identity's replica and its peers."""
+        applied, self.applied = self.applied, []
+        for slot in self.workers.ready():
+            peers = tuple(sorted(p for p, s in self.slot_of.items() if s == slot))
+            if slot not in self.told:
+                if not self.workers.send(slot, Reset(self.id, self.replica.to_json(), peers)):
+                    continue
+            else:
+                if applied:
+                    self.workers.send(slot, Apply(tuple(applied)))
+                if peers != self.told[slot]:
+                    self.workers.send(slot, Assign(peers))
+            self.told[slot] = peers
+
+
+def start(count: int, spec: worker.WorkerSpec, store: LogStore, timeout: float = 60.0) -> Workers:
+    """``count`` workers started, waited for until they listen (a member announces a peer only
+    with its worker's site, so this spares the ring a join without peers)."""
+    workers = Workers(count, spec, store)
+    workers.start()
+    if not workers.wait_ready(timeout):
+        log.warning("not every worker listens after %g s; their peers join once they do", timeout)
+    return workers
+
+
+def incarnations(workers: Workers) -> Callable[..., Incarnation]:
+    """What a member's PeerGroup makes each identity with."""
+    return partial(MemberIncarnation, workers=workers)

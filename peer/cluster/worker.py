@@ -1,0 +1,213 @@
+"""A worker process of a member: its share of the member's virtual peers, in a data plane with
+a transport (a site) of its own, and no ZooKeeper session.
+
+The member feeds it the entries it reads (peer.cluster.ipc); the worker applies them to its own
+replica with the same pure function every member uses, and hands its data plane the replica and
+its peers, exactly as a single-process group does. Whatever its peers want written goes back to
+the member, and so do its coordinators' commit records (``StoreCalls``).
+
+A worker never outlives its member: the kernel kills it when the member dies (PR_SET_PDEATHSIG),
+and it stops when the member closes its pipe. Signals meant for the member (a terminal's Ctrl-C,
+systemd's SIGTERM to the whole unit) are left to the member, which stops its workers itself.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import queue
+import signal
+import threading
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+from peer import log_output
+from peer.cluster.ipc import Append, Apply, Assign, Call, Failure, Hello, Reset, Stop
+from peer.log.apply import apply_entry
+from peer.log.entry import Entry
+from peer.log.replica import Replica
+from peer.log.store import StoreError
+from peer.messaging.aeron import AeronTransport
+from peer.runtime.checkpoints import CheckpointStorage
+from peer.runtime.dataplane import DataPlane, DataPlaneConfig
+from peer.spark import session as spark_session
+
+log = logging.getLogger(__name__)
+
+PR_SET_PDEATHSIG = 1
+EXIT_GRACE = 10.0
+"""Seconds a worker whose member has closed its pipe has to close before it exits anyway."""
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What a worker needs to start: its slot among the member's workers and its settings."""
+
+    slot: int
+    tenancy: str
+    checkpoints: str
+    bind: str = "127.0.0.1"
+    aeron_dir: str | None = None
+    mtu: int | None = None
+    dataplane: DataPlaneConfig = field(default_factory=DataPlaneConfig)
+    idle_wait: float = 0.001
+    log_level: str = "info"
+    log_format: str = "text"
+    spark_master: str = spark_session.DEFAULT_MASTER
+    spark_conf: tuple[tuple[str, str], ...] = ()
+
+
+def die_with(parent: int) -> None:
+    """Have the kernel kill this process when its parent dies; if it died already, exit now."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+class StoreCalls:
+    """The commit-record calls of the store, made by the member on the worker's behalf: what a
+    worker's coordinators get as their store. Calls come from several threads; one at a time
+    goes over the pipe."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn, self.lock = conn, threading.Lock()
+
+    def _call(self, method: str, *args: Any) -> Any:
+        with self.lock:
+            try:
+                self.conn.send(Call(method, args))
+                reply = self.conn.recv()
+            except (EOFError, OSError) as e:
+                raise StoreError(f"the member is gone; cannot {method}: {e}") from None
+        if isinstance(reply, Failure):
+            raise StoreError(reply.message)
+        return reply.value
+
+    def read_commit(self, job: str) -> tuple[bytes | None, int]:
+        return self._call("read_commit", job)
+
+    def write_commit(self, job: str, data: bytes, expected: int) -> int | None:
+        return self._call("write_commit", job, data, expected)
+
+    def delete_commit(self, job: str) -> None:
+        self._call("delete_commit", job)
+
+
+class Worker:
+    """The worker's loop: take what the member sent, keep the data plane in step, work."""
+
+    def __init__(self, spec: WorkerSpec, conn: Connection, calls: Connection,
+                 transport: Any, storage: CheckpointStorage | None) -> None:  # fmt: skip
+        self.spec, self.conn, self.transport, self.storage = spec, conn, transport, storage
+        self.store = StoreCalls(calls)
+        self.inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.wakeup, self.gone = threading.Event(), threading.Event()
+        self.send_lock = threading.Lock()
+        self.member: str | None = None
+        self.replica, self.peers = Replica(), ()
+        self.dataplane: DataPlane | None = None
+
+    def run(self) -> None:
+        threading.Thread(target=self._read, name="onyx-worker-pipe", daemon=True).start()
+        self._send(Hello(self.transport.address))
+        log.info("worker %d (pid %d) listens at %s",
+                 self.spec.slot, os.getpid(), self.transport.address)  # fmt: skip
+        try:
+            while not self.gone.is_set():
+                self.wakeup.clear()
+                if self._take():
+                    self.dataplane.sync(self.replica, list(self.peers))
+                self._work()
+        finally:
+            if self.dataplane is not None:
+                self.dataplane.close()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):
+                self.gone.set()
+                self.wakeup.set()
+                return
+            self.inbox.put(message)
+            self.wakeup.set()
+
+    def _take(self) -> bool:
+        """Apply what the member sent; True when the data plane needs the new replica."""
+        changed = False
+        while not self.inbox.empty():
+            message = self.inbox.get()
+            match message:
+                case Reset(member, replica, peers):
+                    self._reset(member, Replica.from_json(replica), peers)
+                case Apply(entries):
+                    for entry in entries:
+                        self.replica = apply_entry(self.replica, entry).new
+                case Assign(peers):
+                    self.peers = peers
+                case Stop():
+                    self.gone.set()
+                case _:
+                    log.warning("worker %d dropped a message it does not know: %.200r",
+                                self.spec.slot, message)  # fmt: skip
+                    continue
+            changed = True
+        return changed and self.dataplane is not None
+
+    def _reset(self, member: str, replica: Replica, peers: tuple[str, ...]) -> None:
+        """A new identity of the member starts a new data plane: the old one's peers are gone."""
+        if member != self.member:
+            if self.dataplane is not None:
+                self.dataplane.close()
+            self.member = member
+            self.dataplane = DataPlane(
+                member, self.transport, self._write, self.spec.dataplane,
+                store=self.store, storage=self.storage, membership=False,
+            )  # fmt: skip
+        self.replica, self.peers = replica, peers
+
+    def _work(self) -> None:
+        """Drive the data plane until the member sends something, backing off while idle."""
+        idle = 0.0
+        while not self.wakeup.is_set() and not self.gone.is_set():
+            if self.dataplane is not None and self.dataplane.step():
+                idle = 0.0
+                continue
+            idle = min(max(2 * idle, 0.0005), self.spec.idle_wait)
+            self.wakeup.wait(idle if self.dataplane is not None else None)
+
+    def _write(self, entry: Entry) -> None:
+        with self.send_lock:
+            self._send(Append(entry))
+
+    def _send(self, message: Any) -> None:
+        try:
+            self.conn.send(message)
+        except OSError:
+            self.gone.set()
+            self.wakeup.set()
+
+
+def main(spec: WorkerSpec, conn: Connection, calls: Connection, parent: int) -> None:
+    """The worker process's entry point (started with the 'spawn' method)."""
+    die_with(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    log_output.configure(spec.log_level, spec.log_format)
+    spark_session.configure(spec.spark_master, dict(spec.spark_conf))
+    transport = AeronTransport(aeron_dir=spec.aeron_dir, host=spec.bind, mtu=spec.mtu)
+    storage = CheckpointStorage(spec.checkpoints, spec.tenancy)
+    try:
+        Worker(spec, conn, calls, transport, storage).run()
+    finally:
+        backstop = threading.Timer(EXIT_GRACE, os._exit, (1,))
+        backstop.daemon = True
+        backstop.start()
+        spark_session.stop()
+        storage.close()
+        transport.close()
+        log.info("worker %d stopped", spec.slot)
