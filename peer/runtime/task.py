@@ -17,7 +17,9 @@ The phases (peer.runtime.phases), as in Onyx's task lifecycle:
 - LOAD: resolve the code, the plugin, the windows and the hooks. A job with checkpoints then
   waits for its coordinator's RECOVER (AWAIT_RECOVERY), fetches the snapshots it names in the
   group's pool (RESTORE) and restores the plugin, the window state and a stateful fn from them;
-  a job without starts from the beginning at once.
+  a job without starts from the beginning at once. A snapshot says whether its slot had ended:
+  that slot's flush went out before the barrier, into the epoch now committed, so its state is
+  not restored, and a task whose every slot had ended does not flush again at the end.
 - RUN: read a batch, apply, then either assign the segments to the task's windows (only what
   triggers emit goes on) or emit them. Barriers: an input snapshots at the barrier its
   coordinator sends between two batches; other tasks once the same barrier has come from every
@@ -152,6 +154,10 @@ class TaskRunner:
         and when it was read."""
         self.watermark: float | None = None
         self.final: int | None = None
+        self.flushed = False
+        """Restored from snapshots all taken after their slots had ended: whatever flushing the
+        fn and finishing the windows emitted is in the committed epoch already, so the end that
+        comes again after recovery must not emit it twice."""
         self.completed = False
         self.blocked = False
         """Whether the last step found downstream congested or out of credit."""
@@ -267,10 +273,12 @@ class TaskRunner:
         c = self.ctx
         if self.plugin is not None:
             self.plugin.recover(recovery)
-        if snapshots and self.windows is not None:
-            self.windows.restore([s["windows"] for s in snapshots], self._mine)
-        if snapshots:
-            self.apply.restore([s["fn"] for s in snapshots], self._mine)
+        live = [s for s in snapshots if not s.get("ended")]
+        self.flushed = len(live) < len(snapshots) and not live
+        if live and self.windows is not None:
+            self.windows.restore([s["windows"] for s in live], self._mine)
+        if live:
+            self.apply.restore([s["fn"] for s in live], self._mine)
         self.fetching = []
         call(self.hooks.before_task, self.event)
         self._enter(Phase.RUN)
@@ -381,6 +389,7 @@ class TaskRunner:
             "plugin": plugin,
             "windows": self.windows.snapshot() if self.windows is not None else None,
             "fn": self.apply.snapshot(),
+            "ended": self.phase is Phase.ENDED,
         }
         blob = msgpack.packb(snapshot)
         self.meters.snapshot_bytes.observe(len(blob))
@@ -413,9 +422,10 @@ class TaskRunner:
         c = self.ctx
         self._enter(Phase.ENDED)
         self.intake.end()
-        self._emit(self.apply.flush())
-        if self.windows is not None:
-            self._emit(self.windows.finish())
+        if not self.flushed:
+            self._emit(self.apply.flush())
+            if self.windows is not None:
+                self._emit(self.windows.finish())
         self.emitter.broadcast(END)
         call(self.hooks.after_task, self.event)
         if self.output:

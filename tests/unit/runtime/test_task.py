@@ -14,6 +14,7 @@ from peer.job.spec import Job, Lifecycle, Task, Trigger, Window
 from peer.messaging.messages import END, Barrier, Batch, Watermark
 from peer.runtime.checkpoints import CheckpointError, CheckpointStorage, Epoch
 from peer.runtime.emit import WINDOW
+from peer.runtime.phases import Phase
 from peer.runtime.placement import place
 from peer.runtime.routing import Router, routes
 from peer.runtime.task import TaskContext, TaskFailed, TaskRunner
@@ -156,6 +157,30 @@ def test_a_function_finishes_only_once_every_upstream_peer_has():
     run(r)
     assert world.batches() == [("d1", [{"total": 7}])]
     assert world.markers() == [("d1", END), ("d2", END)]
+
+
+def test_a_function_restored_from_after_its_end_does_not_flush_again():
+    """Its flush went out before the barrier, into the epoch it is restored from: after a
+    reallocation the end comes again, and the flushed totals must not go out twice."""
+    storage = CheckpointStorage("memory://flushed-tests", uuid.uuid4().hex)
+    first, total = World(), Task("f", "function", fn=f"{FNS}:Total")
+    r = runner(total, first, upstream={1}, storage=storage)
+    r.recover_from([])
+    r.deliver(1, Batch([{"n": 3}]))
+    r.deliver(1, END)
+    run_until(r, lambda: r.phase is Phase.ENDED)
+    r.deliver(1, Barrier(1))
+    run_until(r, lambda: first.reports)
+    assert first.batches() == [("d1", [{"total": 3}])]
+    again = World()
+    restored = runner(total, again, upstream={1}, storage=storage)
+    restored.recover_from(["j", 7, 1, {"f": 1}])
+    run_until(restored, lambda: restored.phase is Phase.RUN)
+    restored.deliver(1, END)
+    run(restored)
+    assert again.batches() == []
+    assert again.markers() == [("d1", END), ("d2", END)]
+    storage.close()
 
 
 def test_an_output_completes_once_its_inputs_are_done_and_synced():
