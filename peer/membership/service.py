@@ -1,7 +1,7 @@
 """A peer group's membership, running: its agent, driven by a thread of its own and by the
 group's loop.
 
-The thread ticks the agent every ``TICK`` seconds (sooner when a reply is waiting) and sends
+The thread ticks the agent every ``settings.tick`` seconds (sooner when a reply is waiting) and sends
 what it says through the transport's beacon, publications of its own, so heartbeats and gossip
 go on while the group's loop is busy with a long batch. The group's loop hands in the
 membership frames it reads, tells the agent when it has polled (so a stall of its own is not
@@ -41,10 +41,6 @@ from peer.messaging.messages import NOWHERE, Membership
 
 log = logging.getLogger(__name__)
 
-TICK = 0.02
-"""Seconds between the thread's looks at the agent: well under any interval it keeps."""
-
-
 class Decisions(NamedTuple):
     """What the leader decided that only the log can carry out."""
 
@@ -73,6 +69,7 @@ class MembershipService:
         self.group, self.offer, self.max_frame, self.forget = group, offer, max_frame, forget
         self.site = site
         self.agent = MembershipAgent(group, settings, site)
+        self.tick = settings.tick
         asked = tuple(s for s in seeds if s != site) if site else ()
         self.seeds = SeedContact(asked, retry=settings.heartbeat_interval)
         self.lock = threading.Lock()
@@ -131,7 +128,7 @@ class MembershipService:
 
     def _run(self) -> None:
         while not self.stopping:
-            self.wake.wait(TICK)
+            self.wake.wait(self.tick)
             self.wake.clear()
             with self.lock:
                 now = time.monotonic()
