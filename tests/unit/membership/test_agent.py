@@ -10,7 +10,11 @@ from dataclasses import dataclass, field
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyrsistent import pset
 
+from peer.log.entries.join_direct import JOIN_DIRECT
+from peer.log.entries.virtual_peers import announce
+from peer.log.replica import Replica
 from peer.membership.agent import (
     HeartbeatReply,
     HeartbeatRequest,
@@ -286,3 +290,20 @@ def test_the_membership_thread_ticks_in_step_with_the_heartbeat():
     assert MembershipSettings(heartbeat_interval=2.0).tick == pytest.approx(0.16)
     slow = MembershipService("g", MembershipSettings(heartbeat_interval=2.0), lambda *_: True, 1000)
     assert slow.tick == pytest.approx(0.16)
+
+
+def test_the_service_tells_its_agent_the_members_only_when_they_change():
+    service = MembershipService("a", MembershipSettings(), lambda *_: True, 1000)
+    told = []
+    real = service.agent.sync
+    service.agent.sync = lambda members, sites: (told.append(dict(sites)), real(members, sites))
+    one = announce(Replica().evolve(groups=pset(["a"])), "a", ["pa"], "site-a", [])
+    service.sync(one)
+    service.sync(one.evolve(version=9))
+    assert told == [{"a": "site-a"}]
+    two = JOIN_DIRECT.apply(
+        one, JOIN_DIRECT.entry(joiner="b", aider="a", peers=["pb"], site="site-b")
+    )
+    service.sync(two.evolve(version=10))
+    assert told[-1] == {"a": "site-a", "b": "site-b"}
+    assert service.agent.sites == {"a": "site-a", "b": "site-b"}
