@@ -40,7 +40,6 @@ from peer.membership.phi import PhiSettings
 from peer.membership.pushpull import GossipStatus, Reply, pick_target, respond, rounds_per_interval
 from peer.membership.removal import due_removals
 
-
 TICKS_PER_HEARTBEAT = 12.5
 """How many times per heartbeat interval the membership thread looks at the agent."""
 

@@ -1,8 +1,8 @@
 """A peer group's membership, running: its agent, driven by a thread of its own and by the
 group's loop.
 
-The thread ticks the agent every ``settings.tick`` seconds (sooner when a reply is waiting) and sends
-what it says through the transport's beacon, publications of its own, so heartbeats and gossip
+The thread ticks the agent every ``settings.tick`` seconds (sooner when a reply is waiting) and
+sends what it says through the transport's beacon, publications of its own, so heartbeats and gossip
 go on while the group's loop is busy with a long batch. The group's loop hands in the
 membership frames it reads, tells the agent when it has polled (so a stall of its own is not
 blamed on the others) and writes the downs and removals the agent decides. Both sides meet
@@ -17,6 +17,7 @@ group learns the cluster from the log either way.
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 import time
 from collections import deque
@@ -96,7 +97,7 @@ class MembershipService:
         milliseconds of the group's loop."""
         inputs = (replica.groups, replica.prepared, replica.accepted, replica.left,
                   replica.removed, replica.leaving, replica.exiting, replica.sites)  # fmt: skip
-        if self.synced is not None and all(a is b for a, b in zip(inputs, self.synced)):
+        if self.synced is not None and all(map(operator.is_, inputs, self.synced)):
             return
         self.synced = inputs
         with self.lock:

@@ -33,6 +33,7 @@ warning.
 from __future__ import annotations
 
 import logging
+import operator
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
@@ -214,7 +215,7 @@ class DataPlane:
         replica's groups, sites, peers or short ids changed: most entries change none of them,
         and at 10,000 peers rebuilding takes tens of milliseconds of every member's loop."""
         inputs = (replica.groups, replica.sites, replica.group_peers, replica.short_ids)
-        if self.indexed is not None and all(a is b for a, b in zip(inputs, self.indexed)):
+        if self.indexed is not None and all(map(operator.is_, inputs, self.indexed)):
             return
         self.indexed = inputs
         self.peer_sites, self.short_peers = {}, {}
