@@ -71,6 +71,8 @@ from peer.log.entry import Entry  # noqa: E402
 from peer.log.replica import Replica  # noqa: E402
 from peer.log.store import encoded, store_origin_and_trim  # noqa: E402
 from peer.log.stores.zookeeper import ENTRY_PREFIX, ZooKeeperStore  # noqa: E402
+from peer.membership.agent import MembershipAgent, MembershipSettings  # noqa: E402
+from peer.membership.members import lifecycle  # noqa: E402
 
 NEW = CoordinationModes(join_direct=True, epidemic_log=True)
 CLASSIC = CoordinationModes()
@@ -338,6 +340,22 @@ def apply_cost(groups: int, vpeers: int, rounds: int) -> float:
     return (time.perf_counter() - started) / len(entries) * 1e6
 
 
+def membership_tick_us(groups: int, heartbeat: float = 0.25, ticks: int = 200) -> float:
+    """Microseconds one member's membership agent takes per tick (every heartbeat / 12.5 s)
+    in a cluster of ``groups`` members, as a member on a machine of its own pays it."""
+    members = [(f"g{g:05d}", [f"p{g:05d}"], f"127.0.0.1:{g + 1}") for g in range(groups)]
+    replica = ring_of(members)
+    settings = MembershipSettings(heartbeat_interval=heartbeat)
+    agent = MembershipAgent("g00000", settings, "127.0.0.1:1")
+    agent.sync(lifecycle(replica), replica.sites)
+    now = time.monotonic()
+    started = time.perf_counter()
+    for i in range(ticks):
+        agent.polled(now + i * settings.tick)
+        agent.tick(now + i * settings.tick)
+    return (time.perf_counter() - started) / ticks * 1e6
+
+
 def allocation_figures(quick: bool) -> dict[str, float]:
     request = allocation.build(1000, 10, 5, 4)
     with allocation.scheduling_server() as address:
@@ -353,6 +371,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--spacing", type=float, default=0.25,
                         help="seconds between the marked entries")  # fmt: skip
     parser.add_argument("--join-members", type=int, default=10)
+    parser.add_argument("--heartbeat", type=float, default=60.0,
+                        help="the members' heartbeat interval, s (bench.scale_members says why "
+                             "it is slow)")  # fmt: skip
     parser.add_argument("--machine-cores", type=int, default=8,
                         help="cores of a simulated machine: a classic machine runs one peer "
                              "group (one session) per core")  # fmt: skip
@@ -383,8 +404,10 @@ def main() -> None:
         print(f"an idle session with a {timeout:g} s timeout sends {pings:.3f} requests per s "
               "(pings: left out of every read figure below)")  # fmt: skip
         for suffix, modes in (("", NEW), ("_classic", CLASSIC)):
-            settings = SimulationSettings(zookeeper.address, f"scale{suffix or '_new'}", modes,
-                                          args.vpeers, log_dir=str(logs))  # fmt: skip
+            tenancy = f"scale{suffix or '_new'}"
+            settings = SimulationSettings(
+                zookeeper.address, tenancy, modes, args.vpeers, args.heartbeat, log_dir=str(logs)
+            )
             found = cluster_figures(zookeeper, settings, args, pings)
             report_cluster(found, suffix, args)
             figures |= {f"{k}{suffix}": v for k, v in found.items()}
@@ -408,6 +431,13 @@ def main() -> None:
     print(
         f"apply_entry at {1000 * args.vpeers:,} peers: {big:.0f} us per entry "
         f"(baseline at {10 * args.vpeers} peers: {small:.0f} us, {big / small:.1f}x)"
+    )
+    ticks = {m: membership_tick_us(m) for m in (10, args.members)}
+    figures[f"membership_tick_us_{args.members}_members"] = ticks[args.members]
+    figures["membership_tick_us_10_members"] = ticks[10]
+    print(
+        f"membership agent tick at {args.members} members: {ticks[args.members]:.0f} us, every "
+        f"0.02 s at the default heartbeat (baseline at 10 members: {ticks[10]:.0f} us)"
     )
     alloc = allocation_figures(args.quick)
     figures["allocation_s_10k_peers"] = alloc["allocation_s_10k_peers"]

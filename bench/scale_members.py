@@ -52,9 +52,11 @@ class SimulationSettings:
     tenancy: str
     modes: CoordinationModes
     vpeers: int = 10
-    heartbeat: float = 2.0
+    heartbeat: float = 60.0
     """Seconds between heartbeats: slow, so that a thousand members' membership threads fit
-    two cores (their tick follows the interval)."""
+    two cores. Their tick follows the interval, and the agent's tick costs time in proportion
+    to the members (bench/scale.py measures it: about 1.7 ms at 1,000), which a member on a
+    machine of its own pays alone, but a thousand of them here would pay on two cores."""
     session_timeout: float = 30.0
     """Long, so that kazoo's pings (one per third of it, or so) are few."""
     poll_interval: float = 5.0
