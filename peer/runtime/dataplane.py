@@ -219,13 +219,16 @@ class DataPlane:
             return
         self.indexed = inputs
         self.peer_sites, self.short_peers = {}, {}
-        for group in replica.groups:
-            site = replica.sites.get(group)
-            for peer in replica.group_peers.get(group, ()):
+        sites, short_ids = dict(replica.sites), dict(replica.short_ids)  # one pass each
+        for group, peers in replica.group_peers.items():
+            if group not in replica.groups:
+                continue
+            site = sites.get(group)
+            for peer in peers:
                 if site is not None:
                     self.peer_sites[peer] = site
-                if peer in replica.short_ids:
-                    self.short_peers[replica.short_ids[peer]] = peer
+                if peer in short_ids:
+                    self.short_peers[short_ids[peer]] = peer
 
     def _wanted(self, mine: list[str]) -> set[RunnerKey]:
         """The runners this group's peers should have: one per allocated peer."""
