@@ -289,7 +289,7 @@ def cluster_figures(
         before = read_counters(zookeeper.port)
         cluster.write(args.entries, args.spacing)
         wanted = args.entries * n
-        wait_until(lambda: len(cluster.marks()[0]) >= wanted, 300,
+        wait_until(lambda: sum(cluster.ask("applied")) >= wanted, args.timeout,
                    f"{n} members to apply {args.entries} entries", every=0.1)  # fmt: skip
         window = read_counters(zookeeper.port).minus(before)
         applied, appended = cluster.marks()
@@ -378,6 +378,9 @@ def parse() -> argparse.Namespace:
                         help="cores of a simulated machine: a classic machine runs one peer "
                              "group (one session) per core")  # fmt: skip
     parser.add_argument("--settle", type=float, default=5.0)
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, help="the longest wait for every member to apply"
+    )
     parser.add_argument("--idle", type=float, default=10.0)
     parser.add_argument(
         "--quick", action="store_true", help="100 members, a log of 1k only, 5 entries"

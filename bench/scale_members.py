@@ -15,7 +15,8 @@ immutable replica handed to every member.
 
 The bench process talks to ``serve`` over a pipe: ``("start", version)`` (each member registers
 its pulse), ``("pulses",)`` (how many are there), ``("go",)`` (now they run), ``("write", count,
-spacing)`` (the first member appends marked no-op entries), ``("versions",)``, ``("marks",)``
+spacing)`` (the first member appends marked no-op entries), ``("versions",)``, ``("applied",)``
+(how many marked entries the members applied), ``("marks",)``
 (when each member applied each marked entry, and when each was appended, on this machine's
 monotonic clock, which every process shares) and ``("stop",)``.
 """
@@ -38,7 +39,7 @@ from peer.log.entry import Entry
 from peer.log.replica import Replica
 from peer.log.stores.zookeeper import ZooKeeperStore
 from peer.membership.agent import MembershipSettings
-from peer.runtime.dataplane import DataPlaneConfig
+from peer.runtime.dataplane import DataPlane, DataPlaneConfig
 
 MARK = "bench-mark"
 """The argument that makes a no-op entry one whose spread the bench times."""
@@ -102,6 +103,8 @@ class SimulatedMember(Incarnation):
     go: threading.Event
     arrived: threading.Event
     thread: threading.Thread
+    running = False
+    """Whether it has started from its replica (and made its watches)."""
     """Set once every member of the cluster has registered its pulse: a member that started
     watching its ring target before that target's pulse existed would report it dead."""
     to_write: queue.SimpleQueue[Entry]
@@ -115,6 +118,7 @@ class SimulatedMember(Incarnation):
         self.origin = self.replica.version
         self.dataplane.sync(self.replica, self.peers)
         self.reconcile_watches()
+        self.running = True
 
     def _work_until(self, deadline: float) -> None:
         """As the group's own, except for how it idles: where the group naps a millisecond at
@@ -194,7 +198,10 @@ def serve(settings: SimulationSettings, count: int, index: int, pipe: Connection
             threading.Thread(target=_write, args=(members[0], *args), daemon=True).start()
             pipe.send("writing")
         elif command == "versions":
-            pipe.send([m.replica.version if m.ended is None else None for m in members])
+            pipe.send([m.replica.version if m.running and m.ended is None else None
+                       for m in members])  # fmt: skip
+        elif command == "applied":
+            pipe.send(sum(len(m.applied) for m in members))
         elif command == "marks":
             pipe.send(([(i, *a) for i, m in enumerate(members) for a in list(m.applied)],
                        [a for m in members for a in list(m.appended)]))  # fmt: skip
@@ -226,7 +233,15 @@ def _start(members: list[SimulatedMember], version: int, stop: threading.Event) 
     origin = members[0].store.origin()
     assert origin is not None, "the bench stored no origin"
     replica = origin if version == origin.version else origin.evolve(version=version)
+    index = DataPlane(members[0].id, None, lambda _entry: None)
+    index.sync(replica, [])
+    index.close()
     for member in members:
         member.start_from = replica
+        # The peer index is a function of the replica alone: made once here, not by each member
+        # (tens of milliseconds at 10,000 peers); a member makes its own once the ring changes.
+        plane = member.dataplane
+        plane.peer_sites, plane.short_peers = index.peer_sites, index.short_peers
+        plane.indexed = index.indexed
         member.thread = threading.Thread(target=member.run, args=(stop,), daemon=True)
         member.thread.start()
