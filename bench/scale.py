@@ -242,6 +242,15 @@ def _joined(group: PeerGroup) -> bool:
     return set(current.peers) <= set(current.replica.group_peers.get(current.id, ()))
 
 
+def sum_learned(cluster: Cluster) -> dict[str, float]:
+    """How every member learned the entries it consumed so far (an epidemic member's count)."""
+    total: dict[str, float] = {}
+    for answer in cluster.ask("learned"):
+        for source, count in answer.items():
+            total[source] = total.get(source, 0) + count
+    return total
+
+
 def spread(applied: list[tuple[int, int, float]], appended: list[tuple[int, float]]) -> list[float]:
     """Seconds from each marked entry's append to each member's applying it."""
     at = dict(appended)
@@ -286,12 +295,14 @@ def cluster_figures(
         time.sleep(args.idle)
         idle = read_counters(zookeeper.port).minus(quiet)
         idle_reads = idle.requests - idle.zxid - pings * idle.at * connections
+        learned_before = sum_learned(cluster)
         before = read_counters(zookeeper.port)
         cluster.write(args.entries, args.spacing)
         wanted = args.entries * n
         wait_until(lambda: sum(cluster.ask("applied")) >= wanted, args.timeout,
                    f"{n} members to apply {args.entries} entries", every=0.1)  # fmt: skip
         window = read_counters(zookeeper.port).minus(before)
+        learned = {k: v - learned_before.get(k, 0) for k, v in sum_learned(cluster).items()}
         applied, appended = cluster.marks()
         delays = spread(applied, appended)
         reads = window.requests - window.zxid - pings * window.at * connections
@@ -304,6 +315,8 @@ def cluster_figures(
         "zk_idle_writes": idle.zxid,
         "zk_writes_per_entry": window.zxid / args.entries,
         "zk_reads_per_entry_per_member": reads / (args.entries * n),
+        "entries_learned_by_gossip_share": learned.get("gossip", 0) / (args.entries * n),
+        "entries_learned_from_zookeeper_share": learned.get("zookeeper", 0) / (args.entries * n),
         "entry_spread_p50_s": statistics.median(delays),
         "entry_spread_p99_s": percentile(delays, 0.99),
         "entry_spread_max_s": max(delays),
@@ -493,6 +506,10 @@ def report_cluster(found: dict[str, float | int], suffix: str, args: argparse.Na
     )
     print(f"   per entry: {found['zk_writes_per_entry']:.2f} writes, "
           f"{found['zk_reads_per_entry_per_member']:.3f} reads per member")  # fmt: skip
+    print(
+        f"   entries learned: {found['entries_learned_by_gossip_share']:.1%} by gossip, "
+        f"{found['entries_learned_from_zookeeper_share']:.1%} read from ZooKeeper by position"
+    )
     print(
         f"   spread: p50 {found['entry_spread_p50_s']:.3f} s, p99 "
         f"{found['entry_spread_p99_s']:.3f} s, max {found['entry_spread_max_s']:.3f} s"

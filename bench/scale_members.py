@@ -15,8 +15,9 @@ immutable replica handed to every member.
 
 The bench process talks to ``serve`` over a pipe: ``("start", version)`` (each member registers
 its pulse), ``("pulses",)`` (how many are there), ``("go",)`` (now they run), ``("write", count,
-spacing)`` (the first member appends marked no-op entries), ``("versions",)``, ``("applied",)``
-(how many marked entries the members applied), ``("marks",)``
+spacing)`` (the first member appends marked no-op entries), ``("versions",)``, ``("learned",)``
+(how the members learned entries, by source), ``("applied",)`` (how many marked entries the
+members applied), ``("marks",)``
 (when each member applied each marked entry, and when each was appended, on this machine's
 monotonic clock, which every process shares) and ``("stop",)``.
 """
@@ -32,6 +33,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from bench.udp_transport import UdpHub
+from peer import metrics
 from peer.cluster.group import GroupConfig, Incarnation
 from peer.cluster.modes import CoordinationModes
 from peer.log.entries.join_direct import JOIN_DIRECT
@@ -200,6 +202,8 @@ def serve(settings: SimulationSettings, count: int, index: int, pipe: Connection
         elif command == "versions":
             pipe.send([m.replica.version if m.running and m.ended is None else None
                        for m in members])  # fmt: skip
+        elif command == "learned":
+            pipe.send(learned())
         elif command == "applied":
             pipe.send(sum(len(m.applied) for m in members))
         elif command == "marks":
@@ -210,6 +214,17 @@ def serve(settings: SimulationSettings, count: int, index: int, pipe: Connection
             hub.close()
             pipe.send("stopped")
             return
+
+
+def learned() -> dict[str, float]:
+    """How this process's members learned the entries they consumed, by source (gossip,
+    zookeeper, written...): the members' own counter (peer.metrics)."""
+    return {
+        sample.labels["source"]: sample.value
+        for family in metrics.ENTRIES_LEARNED.collect()
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    }
 
 
 def _stop(members: list[SimulatedMember]) -> None:
