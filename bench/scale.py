@@ -77,6 +77,8 @@ from peer.membership.members import lifecycle  # noqa: E402
 NEW = CoordinationModes(join_direct=True, epidemic_log=True)
 CLASSIC = CoordinationModes()
 MULTI = 1000
+STARTING = 900.0
+"""Seconds the members of a cluster may take to start: a thousand take minutes on two cores."""
 """Entries per multi-create when filling the log."""
 Member = tuple[str, list[str], str]
 """(group id, its virtual peers, its site)"""
@@ -181,11 +183,11 @@ def running(
         origin = form(admin, cluster.members)
         tail = fill(admin, log_entries, cluster.members[0][0]) if log_entries else origin.version
         cluster.ask("start", tail)
-        wait_until(lambda: sum(cluster.ask("pulses")) == len(cluster.members), 120,
+        wait_until(lambda: sum(cluster.ask("pulses")) == len(cluster.members), STARTING,
                    "every member to register its pulse")  # fmt: skip
         cluster.ask("go")
         wait_until(lambda: all(v is not None and v >= tail for v in cluster.versions()),
-                   120, "every member to start")  # fmt: skip
+                   STARTING, "every member to start")  # fmt: skip
         yield cluster, admin
     finally:
         cluster.stop()
@@ -384,6 +386,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--spacing", type=float, default=0.25,
                         help="seconds between the marked entries")  # fmt: skip
     parser.add_argument("--join-members", type=int, default=10)
+    parser.add_argument(
+        "--new-only", action="store_true", help="leave the classic cluster out (no _classic)"
+    )
     parser.add_argument("--heartbeat", type=float, default=60.0,
                         help="the members' heartbeat interval, s (bench.scale_members says why "
                              "it is slow)")  # fmt: skip
@@ -419,7 +424,7 @@ def main() -> None:
         figures["zk_pings_per_session_s"] = pings
         print(f"an idle session with a {timeout:g} s timeout sends {pings:.3f} requests per s "
               "(pings: left out of every read figure below)")  # fmt: skip
-        for suffix, modes in (("", NEW), ("_classic", CLASSIC)):
+        for suffix, modes in (("", NEW), ("_classic", CLASSIC))[: 1 if args.new_only else 2]:
             tenancy = f"scale{suffix or '_new'}"
             settings = SimulationSettings(
                 zookeeper.address, tenancy, modes, args.vpeers, args.heartbeat, log_dir=str(logs)
@@ -477,16 +482,16 @@ def main() -> None:
 def derived(figures: dict[str, object], args: argparse.Namespace, notes: list[str]) -> dict:
     """The issue's names: per-size spread, sessions per machine, joins into the big cluster."""
     n = args.members
-    out: dict[str, object] = {
-        f"entry_spread_p99_s_{n}_members": figures["entry_spread_p99_s"],
-        f"entry_spread_p99_s_{n}_members_classic": figures["entry_spread_p99_s_classic"],
-        f"join_s_{n}_members": figures["join_s"],
-        f"join_s_{n}_members_classic": figures["join_s_classic"],
-        # One member per machine holds one session (without workers: its own count).
-        "zk_sessions_per_machine": figures["zk_sessions_per_member"],
-        "zk_sessions_per_machine_classic": figures["zk_sessions_per_member_classic"]
-        * args.machine_cores,
-    }
+    out: dict[str, object] = {}
+    for suffix in ("", "_classic"):
+        if f"members{suffix}" not in figures:
+            continue
+        out[f"entry_spread_p99_s_{n}_members{suffix}"] = figures[f"entry_spread_p99_s{suffix}"]
+        out[f"join_s_{n}_members{suffix}"] = figures[f"join_s{suffix}"]
+        # One member per machine holds one session (without workers: its own count); a
+        # classic machine runs a peer group, each with its session, per core.
+        cores = args.machine_cores if suffix else 1
+        out[f"zk_sessions_per_machine{suffix}"] = figures[f"zk_sessions_per_member{suffix}"] * cores
     notes.append("zk_sessions_per_machine: the member-with-workers mode is not on main yet; the "
                  "figure is one member's own sessions, which is what a machine holds when its "
                  "member runs its virtual peers in workers without sessions")  # fmt: skip
