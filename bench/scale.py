@@ -30,8 +30,11 @@ The new-mode figures carry the plain names, the classic ones the same names with
 Figures of modes not on main yet (the member-with-workers mode, the asynchronous allocation)
 are null with a note.
 
+On two cores the harness itself limits the spread from a few hundred members on (a thousand
+members' threads wait for the GIL between gossip hops); bench/README.md gives a run's figures.
+
 Run: .venv/bin/python bench/scale.py [--members 1000] [--vpeers 10] [--processes 4]
-     [--entries 20] [--quick]
+     [--entries 20] [--new-only] [--quick]
 The last line of output is one JSON document holding every figure.
 """
 
