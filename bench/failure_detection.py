@@ -107,7 +107,6 @@ from peer.membership.pushpull import (  # noqa: E402
     respond,
     rounds_per_interval,
 )
-from peer.membership.service import TICK  # noqa: E402
 from peer.membership.vclock import VectorClock  # noqa: E402
 
 #: Simulated intervals after which a run that has not converged is a failure, not a slow figure.
@@ -377,6 +376,8 @@ FIXED_TIMEOUT = 1.0
 FIXED_INTERVAL = 0.1
 """... with heartbeats every this often."""
 SHIPPED = MembershipSettings()
+TICK = SHIPPED.tick
+"""How often a member's membership thread looks at its agent."""
 LEADER = "a-phi"
 """The member with the shipped settings; first in sorted order, so the leader that downs."""
 RECORDERS = {"b-record-0.1": FIXED_INTERVAL, "c-record-0.5": 0.5}
