@@ -13,10 +13,10 @@ import pytest
 from peer import api
 from peer.log.entries.join import NOTIFY_JOIN
 from peer.log.entries.join_direct import JOIN_DIRECT
-from peer.log.replica import Replica, invariant_violations, ring_settled
-from peer.log.store import StoreError
+from peer.log.replica import Replica, invariant_violations
 from tests.integration.test_jobs import cluster_args, counts, wordcount_job
 from tests.integration.test_metrics import Scrape
+from tests.integration.test_seed_nodes import await_ring, group_id, ring
 from tests.support import PeerProcess, ZooKeeperServer, free_port, onyx, wait_for
 
 pytestmark = pytest.mark.integration
@@ -25,30 +25,6 @@ VPEERS = 2
 DEADLINE = 60.0
 """Generous: a loaded two-core machine may take some seconds to start a group."""
 OLD_ENTRIES = 10_000
-
-
-def settled(zookeeper: ZooKeeperServer, tenancy: str, size: int) -> Replica | None:
-    try:
-        store = api.connect(zookeeper.address, tenancy)
-    except StoreError:
-        return None
-    try:
-        replica = api.replica(store)
-    except StoreError:
-        return None
-    finally:
-        store.close()
-    return replica if ring_settled(replica, size, VPEERS) else None
-
-
-def await_ring(zookeeper: ZooKeeperServer, tenancy: str, size: int) -> Replica:
-    return wait_for(lambda: settled(zookeeper, tenancy, size), DEADLINE,
-                    f"a settled ring of {size} groups", interval=0.25)  # fmt: skip
-
-
-def group_id(peer: PeerProcess) -> str:
-    return wait_for(lambda: re.search(r"group (\S+) starting with", peer.output()), DEADLINE,
-                    "the group's first log line").group(1)  # fmt: skip
 
 
 def joined_directly(peer: PeerProcess) -> re.Match[str]:
@@ -144,7 +120,7 @@ def test_a_joiner_whose_aider_dies_asks_another_and_the_ring_stays_sound(
     assert aider == group_id(other)
     assert f"the member at {doomed_site} did not answer" in joiner.output()
     survivors = {group_id(other), group_id(joiner)}
-    final = wait_for(lambda: (r := settled(zookeeper, tenancy, 2)) and set(r.groups) == survivors
+    final = wait_for(lambda: (r := ring(zookeeper, tenancy, 2)) and set(r.groups) == survivors
                      and r, DEADLINE, "the ring of the two survivors")  # fmt: skip
     for port in ports[1:]:
         served = wait_for(lambda p=port: (r := served_replica(p)) and r.version >= final.version
