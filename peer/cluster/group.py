@@ -325,7 +325,7 @@ class Incarnation:
         """What the metrics show of this identity, taken now, on the scraping thread: the
         replica is immutable, and the store answers any thread."""
         try:
-            tail: int | None = self.store.tail()
+            tail: int | None = self.feed.tail()
         except StoreError:
             tail = None
         publications = getattr(self.transport, "publications", None)

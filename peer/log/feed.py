@@ -36,6 +36,10 @@ class LogFeed(Protocol):
     def due_in(self, now: float) -> float:
         """Seconds from ``now`` until the feed wants to be asked again, without a wakeup."""
 
+    def tail(self) -> int:
+        """The newest position this member knows the log to hold, for its metrics (from any
+        thread); StoreError when finding out needs the store and it cannot answer."""
+
     def close(self) -> None: ...
 
 
@@ -56,6 +60,9 @@ class ClassicFeed:
 
     def due_in(self, now: float) -> float:
         return math.inf
+
+    def tail(self) -> int:
+        return self.store.tail()
 
     def close(self) -> None:
         """Nothing is open."""

@@ -142,6 +142,11 @@ class EpidemicFeed:
             self._send(originate(position, data, self.me, self.members, rng=rng,
                                  spread=self.spread), whole=True)  # fmt: skip
 
+    def tail(self) -> int:
+        """The highest position heard of or taken: the log is never listed for the metrics
+        either (the classic feed's tail lists it)."""
+        return max(self.known, self.cache.next - 1)
+
     def receive(self, payload: bytes) -> None:
         try:
             rumor, sender, whole = wire.decode(payload)

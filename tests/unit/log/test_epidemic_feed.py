@@ -32,6 +32,9 @@ class ByPositionOnly(MemoryStore):
     def read(self, after: int) -> list:
         raise AssertionError(f"the feed listed the log after position {after}")
 
+    def tail(self) -> int:
+        raise AssertionError("the feed listed the log to find its tail")
+
 
 class Clock:
     def __init__(self) -> None:
@@ -108,6 +111,18 @@ def test_rumors_out_of_order_wait_for_the_one_before_them():
     assert positions(h.consume()) == [0]
     h.feed.receive(rumor(store, 1))
     assert positions(h.consume()) == [1, 2, 3]
+
+
+def test_the_tail_the_metrics_show_is_the_highest_position_heard_of_never_listed():
+    store, h = started(4)
+    assert h.feed.tail() == -1
+    h.feed.receive(rumor(store, 2))
+    assert h.feed.tail() == 2
+    h.feed.receive(rumor(store, 0))
+    h.feed.receive(rumor(store, 1))
+    h.feed.receive(rumor(store, 3))
+    assert positions(h.consume()) == [0, 1, 2, 3]
+    assert h.feed.tail() == 3
 
 
 def test_a_rumor_heard_twice_is_consumed_once():
