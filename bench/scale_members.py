@@ -37,7 +37,7 @@ from peer import metrics
 from peer.cluster.group import GroupConfig, Incarnation
 from peer.cluster.modes import CoordinationModes
 from peer.log.entries.join_direct import JOIN_DIRECT
-from peer.log.entry import Entry
+from peer.log.entry import Entry, Transition
 from peer.log.replica import Replica
 from peer.log.stores.zookeeper import ZooKeeperStore
 from peer.membership.agent import MembershipSettings
@@ -141,9 +141,9 @@ class SimulatedMember(Incarnation):
             self.appended.append((entry.args[MARK], started))
         super()._step(stop)
 
-    def _handle(self, entry: Entry) -> None:
-        super()._handle(entry)
-        mark = entry.args.get(MARK)
+    def _handle(self, t: Transition, started: float) -> None:
+        super()._handle(t, started)
+        mark = t.entry.args.get(MARK)
         if isinstance(mark, int):
             self.applied.append((mark, time.monotonic()))
 
