@@ -24,6 +24,8 @@ from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import NoReturn
 
+from prometheus_client import REGISTRY
+
 from peer import __version__, api, config, endpoints, log_output, metrics, systemd
 from peer.cluster import member
 from peer.cluster.group import GroupConfig, Incarnation, PeerGroup, new_id
@@ -775,16 +777,19 @@ def peer_start(args: argparse.Namespace) -> int:
         storage = CheckpointStorage(args.checkpoints, args.tenancy)
         stack.callback(storage.close)
         storage.check_writable()
-        incarnation = Incarnation
+        incarnation, registry = Incarnation, REGISTRY
         if args.workers:
-            workers = member.start(args.workers, _worker_spec(args, settings), store)
+            workers = member.start(args.workers, _worker_spec(args, settings), store,
+                                   send_timeout=args.session_timeout)  # fmt: skip
             stack.callback(workers.close)
-            incarnation = member.incarnations(workers)
+            incarnation, registry = member.incarnations(workers), member.registry(workers)
         group = PeerGroup(
             store, settings, transport, storage, systemd.announce, incarnation=incarnation
         )
         if args.metrics_port is not None:
-            endpoints.serve(args.metrics_port, args.metrics_address, lambda: group.current)
+            endpoints.serve(
+                args.metrics_port, args.metrics_address, lambda: group.current, registry
+            )
         stop = _stopper(store, group)
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)

@@ -253,7 +253,7 @@ class GroupCollector(Collector):
         yield from _members(snapshot.members)
         yield from _log(snapshot.log)
         yield from _jobs(snapshot.jobs)
-        yield from _epochs(snapshot.epochs)
+        yield from epoch_gauges(snapshot.epochs)
         if snapshot.publications is not None:
             yield _gauge("onyx_aeron_publications", "Aeron publications this group holds open",
                          float(snapshot.publications))  # fmt: skip
@@ -331,7 +331,7 @@ def _jobs(jobs: tuple[JobFigures, ...]) -> Gauges:
     yield from (states, waiting, version, period, peers)
 
 
-def _epochs(epochs: tuple[EpochFigures, ...]) -> Gauges:
+def epoch_gauges(epochs: tuple[EpochFigures, ...]) -> Gauges:
     """What this group's coordinators know; the other jobs are other groups' to report."""
     epoch = _gauge("onyx_job_epoch", "The epoch the job's coordinator is in", labels=(JOB,))
     committed = _gauge("onyx_job_committed_epoch", "The job's last committed epoch (of the "

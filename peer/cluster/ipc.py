@@ -2,12 +2,16 @@
 
 The member's pipe to a worker carries the log: a ``Reset`` (the member's identity, its replica
 and the worker's peers) whenever the worker must start over, then every entry the member
-applies, in order, as ``Apply``, ``Assign`` when the worker's peers change, and ``Stop`` as
-the member stops (closing the pipe is not enough: the member's own reader still holds it).
-The worker answers on the same pipe with ``Hello`` (its site, once its transport listens) and
-``Append`` for each entry its peers want written. The second pipe carries the store calls of
-the worker's coordinators (``Call``, answered by ``Answer`` or ``Failure``): they wait for
-ZooKeeper, so they get a pipe of their own and never hold up the log.
+applies, in order, as ``Apply``, ``Assign`` when the worker's peers change, ``End`` when that
+identity ends (its peers are gone: the worker closes their data plane at once), ``Scrape``
+when Prometheus scrapes the member, and ``Stop`` as the member stops (closing the pipe is not
+enough: the member's own reader still holds it). The worker answers on the same pipe with
+``Hello`` (its site, once its transport listens), ``Append`` for each entry its peers want
+written, naming the identity they belong to, and ``Samples`` for each ``Scrape``.
+
+The second pipe carries the store calls of the worker's coordinators (``Call``, answered by
+``Answer`` or ``Failure``): they wait for ZooKeeper, so they get a pipe of their own and never
+hold up the log.
 """
 
 from __future__ import annotations
@@ -41,6 +45,18 @@ class Assign:
 
 
 @dataclass(frozen=True)
+class End:
+    member: str
+    """The identity that has ended: its peers stop, before any Reset to the next one comes."""
+
+
+@dataclass(frozen=True)
+class Scrape:
+    request: int
+    """Numbers the scrape: the answer to an earlier one is told apart from this one's."""
+
+
+@dataclass(frozen=True)
 class Stop:
     pass
 
@@ -53,6 +69,27 @@ class Hello:
 @dataclass(frozen=True)
 class Append:
     entry: Entry
+    member: str
+    """The identity whose peers want it written: the member drops what an earlier one's did."""
+
+
+@dataclass(frozen=True)
+class Family:
+    """One metric family of a worker's registry, as plain values (prometheus_client's Metric)."""
+
+    name: str
+    documentation: str
+    type: str
+    unit: str
+    samples: tuple[tuple[str, tuple[tuple[str, str], ...], float], ...]
+    """Each sample's name, labels and value."""
+
+
+@dataclass(frozen=True)
+class Samples:
+    request: int
+    """The Scrape this answers."""
+    families: tuple[Family, ...]
 
 
 @dataclass(frozen=True)

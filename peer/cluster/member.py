@@ -29,6 +29,8 @@ from functools import partial
 from multiprocessing.connection import Connection
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from peer.cluster import worker
 from peer.cluster.group import Incarnation, new_id
 from peer.cluster.ipc import (
@@ -38,11 +40,15 @@ from peer.cluster.ipc import (
     Apply,
     Assign,
     Call,
+    End,
     Failure,
     Hello,
     Reset,
+    Samples,
     Stop,
 )
+from peer.cluster.worker_metrics import RESTARTS, MemberRegistry, WorkerScrapes
+from peer.cluster.worker_outbox import WorkerOutbox
 from peer.log.entries.virtual_peers import LEAVE_CLUSTER
 from peer.log.entry import Entry, Transition
 from peer.log.store import LogStore
@@ -54,6 +60,9 @@ STOP_TIMEOUT = 10.0
 RESTART_BACK_OFF = 2.0
 """The least time between two starts of one worker: one that dies as it starts is not started
 again in a tight loop."""
+SEND_TIMEOUT = 10.0
+"""How long a worker may leave what the member sends it unread before it is killed and started
+again (the member passes its session timeout: how long a member may be silent itself)."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,10 @@ class Slot:
 
     process: Any = None
     conn: Connection | None = None
+    outbox: WorkerOutbox | None = None
+    """What the member has yet to send this process (peer.cluster.worker_outbox)."""
+    killed: bool = False
+    """Whether the member killed this process for not reading."""
     generation: int = 0
     site: str | None = None
     started: float = -math.inf
@@ -81,14 +94,17 @@ class Workers:
     """A member's worker processes: started, listened to, restarted, stopped. Their events (a
     hello, an entry to append, a death) queue for the member's thread, which ``wakeup`` rouses."""
 
-    def __init__(self, count: int, spec: worker.WorkerSpec, store: LogStore) -> None:
-        self.spec, self.store = spec, store
+    def __init__(self, count: int, spec: worker.WorkerSpec, store: LogStore,
+                 send_timeout: float = SEND_TIMEOUT) -> None:  # fmt: skip
+        self.spec, self.store, self.send_timeout = spec, store, send_timeout
         self.slots = [Slot() for _ in range(count)]
         self.events: queue.SimpleQueue[tuple[int, int, Any]] = queue.SimpleQueue()
         self.wakeup: threading.Event | None = None
         self.context = multiprocessing.get_context("spawn")
         self.closing = False
         self.hello = threading.Event()
+        self.scrapes = WorkerScrapes(count, self.send)
+        """The workers' metrics, asked for at each scrape (peer.cluster.worker_metrics)."""
 
     @property
     def count(self) -> int:
@@ -114,7 +130,8 @@ class Workers:
         process.start()
         child.close()
         child_calls.close()
-        state.process, state.conn = process, conn
+        state.process, state.conn, state.killed = process, conn, False
+        state.outbox = WorkerOutbox(conn, f"worker {slot}", self.send_timeout)
         log.info("started worker %d (pid %d)", slot, process.pid)
         generation = state.generation
         threading.Thread(target=self._listen, args=(slot, generation, conn),
@@ -125,7 +142,10 @@ class Workers:
     def restart(self, slot: int) -> None:
         """Start the worker of ``slot`` again, at once unless it started moments ago."""
         state = self.slots[slot]
-        state.site, state.conn = None, None
+        RESTARTS.labels(str(slot), "unresponsive" if state.killed else "died").inc()
+        if state.outbox is not None:
+            state.outbox.close()
+        state.site, state.conn, state.outbox = None, None, None
         state.due = max(time.monotonic(), state.started + RESTART_BACK_OFF)
         self.restart_due()
 
@@ -164,16 +184,21 @@ class Workers:
         return taken
 
     def send(self, slot: int, message: Any) -> bool:
-        """A message to a worker; whether it went. One that has died is seen to by its Died
-        event."""
-        conn = self.slots[slot].conn
-        try:
-            if conn is not None:
-                conn.send(message)
-                return True
-        except OSError as e:
-            log.warning("worker %d cannot be reached: %s", slot, e)
-        return False
+        """A message to a worker, queued without waiting; whether it was. One that has died is
+        seen to by its Died event, one that does not read by ``kill_stuck``."""
+        outbox = self.slots[slot].outbox
+        return outbox is not None and outbox.put(message)
+
+    def kill_stuck(self) -> None:
+        """Kill each worker that has stopped reading what the member sends: its death is then
+        seen to as any other's (its peers reported, the worker started again)."""
+        for slot, state in enumerate(self.slots):
+            if state.outbox is None or state.killed or not state.outbox.stuck():
+                continue
+            log.warning("worker %d (pid %s) has not read what the member sent it for %g s; "
+                        "killing it", slot, state.process.pid, self.send_timeout)  # fmt: skip
+            state.killed = True
+            state.process.kill()
 
     def _listen(self, slot: int, generation: int, conn: Connection) -> None:
         while True:
@@ -183,6 +208,9 @@ class Workers:
                 event = Died(slot, generation)
             except Exception as e:
                 log.warning("worker %d sent what does not read: %s", slot, e)
+                continue
+            if isinstance(event, Samples):
+                self.scrapes.answered(slot, event)
                 continue
             if not isinstance(event, (Hello, Append, Died)):
                 log.warning("worker %d sent a message of no known kind: %.200r", slot, event)
@@ -233,6 +261,8 @@ class Workers:
                 log.warning("worker %d did not stop in time; killing it", slot)
                 state.process.kill()
                 state.process.join()
+            if state.outbox is not None:
+                state.outbox.close()
 
 
 class MemberIncarnation(Incarnation):
@@ -266,6 +296,7 @@ class MemberIncarnation(Incarnation):
         return Entry(entry.fn, {**entry.args, "peer_site": site}) if site else entry
 
     def _step(self, stop: threading.Event) -> None:
+        self.workers.kill_stuck()
         self._take_events()
         try:
             super()._step(stop)
@@ -286,13 +317,23 @@ class MemberIncarnation(Incarnation):
                 case Hello(site):
                     log.info("member %s: worker %d listens at %s", self.id, slot, site)
                     self._announce_ready(slot)
-                case Append(entry) if isinstance(entry, Entry):
+                case Append(entry, member) if isinstance(entry, Entry) and member == self.id:
                     self._write_work(entry)
+                case Append(entry, member):
+                    log.info("member %s dropped an entry of its earlier identity %.40s from "
+                             "worker %d: %.200r", self.id, member, slot, entry)  # fmt: skip
                 case Died():
                     self._worker_died(slot)
                 case _:
                     log.warning("member %s dropped what worker %d sent: %.200r",
                                 self.id, slot, event)  # fmt: skip
+
+    def _finish(self) -> None:
+        """The workers close this identity's peers now: its data plane is gone, and the
+        cluster is moving their work elsewhere."""
+        super()._finish()
+        for slot in range(self.workers.count):
+            self.workers.send(slot, End(self.id))
 
     def _announce_ready(self, slot: int) -> None:
         now = [p for p in self.unannounced if self.slot_of.get(p) == slot]
@@ -343,14 +384,21 @@ class MemberIncarnation(Incarnation):
             self.told[slot] = peers
 
 
-def start(count: int, spec: worker.WorkerSpec, store: LogStore, timeout: float = 60.0) -> Workers:
+def start(count: int, spec: worker.WorkerSpec, store: LogStore, timeout: float = 60.0,
+          send_timeout: float = SEND_TIMEOUT) -> Workers:  # fmt: skip
     """``count`` workers started, waited for until they listen (a member announces a peer only
     with its worker's site, so this spares the ring a join without peers)."""
-    workers = Workers(count, spec, store)
+    workers = Workers(count, spec, store, send_timeout)
     workers.start()
     if not workers.wait_ready(timeout):
         log.warning("not every worker listens after %g s; their peers join once they do", timeout)
     return workers
+
+
+def registry(workers: Workers) -> CollectorRegistry:
+    """Where a member's /metrics come from: its own, and its workers' with their slots
+    (peer.cluster.worker_metrics)."""
+    return MemberRegistry(workers.scrapes)
 
 
 def incarnations(workers: Workers) -> Callable[..., Incarnation]:

@@ -20,11 +20,27 @@ import queue
 import signal
 import threading
 from dataclasses import dataclass, field
+from functools import partial
 from multiprocessing.connection import Connection
 from typing import Any
 
+from prometheus_client import REGISTRY
+
 from peer import log_output
-from peer.cluster.ipc import Append, Apply, Assign, Call, Failure, Hello, Reset, Stop
+from peer.cluster.ipc import (
+    Append,
+    Apply,
+    Assign,
+    Call,
+    End,
+    Failure,
+    Hello,
+    Reset,
+    Samples,
+    Scrape,
+    Stop,
+)
+from peer.cluster.worker_metrics import families, worker_state
 from peer.log.apply import apply_entry
 from peer.log.entry import Entry
 from peer.log.replica import Replica
@@ -133,8 +149,18 @@ class Worker:
                 self.gone.set()
                 self.wakeup.set()
                 return
+            if isinstance(message, Scrape):
+                self._answer(message)
+                continue
             self.inbox.put(message)
             self.wakeup.set()
+
+    def _answer(self, scrape: Scrape) -> None:
+        """Answered here, on the reader's thread: a scrape never waits for a batch to finish."""
+        dataplane = self.dataplane
+        coordinators = {} if dataplane is None else dataplane.coordinators
+        found = families(REGISTRY, worker_state(coordinators, self.transport))
+        self._send(Samples(scrape.request, found))
 
     def _take(self) -> bool:
         """Apply what the member sent; True when the data plane needs the new replica."""
@@ -149,6 +175,8 @@ class Worker:
                         self.replica = apply_entry(self.replica, entry).new
                 case Assign(peers):
                     self.peers = peers
+                case End(member):
+                    self._end(member)
                 case Stop():
                     self.gone.set()
                 case _:
@@ -165,10 +193,18 @@ class Worker:
                 self.dataplane.close()
             self.member = member
             self.dataplane = DataPlane(
-                member, self.transport, self._write, self.spec.dataplane,
+                member, self.transport, partial(self._write, member), self.spec.dataplane,
                 store=self.store, storage=self.storage, membership=False,
             )  # fmt: skip
         self.replica, self.peers = replica, peers
+
+    def _end(self, member: str) -> None:
+        """The member's identity has ended: its peers stop now, not when the next one's Reset
+        comes (which waits for the member to rejoin)."""
+        if member == self.member and self.dataplane is not None:
+            log.info("worker %d: member %s has ended; closing its peers", self.spec.slot, member)
+            self.dataplane.close()
+            self.dataplane, self.member, self.peers = None, None, ()
 
     def _work(self) -> None:
         """Drive the data plane until the member sends something, backing off while idle."""
@@ -180,13 +216,14 @@ class Worker:
             idle = min(max(2 * idle, 0.0005), self.spec.idle_wait)
             self.wakeup.wait(idle if self.dataplane is not None else None)
 
-    def _write(self, entry: Entry) -> None:
-        with self.send_lock:
-            self._send(Append(entry))
+    def _write(self, member: str, entry: Entry) -> None:
+        self._send(Append(entry, member))
 
     def _send(self, message: Any) -> None:
+        """From the worker's thread, its coordinators' and its pipe reader's, one at a time."""
         try:
-            self.conn.send(message)
+            with self.send_lock:
+                self.conn.send(message)
         except OSError:
             self.gone.set()
             self.wakeup.set()

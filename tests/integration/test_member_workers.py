@@ -6,17 +6,21 @@ session of its machine, and its workers none."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
+import urllib.request
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from peer import api
+from peer.log.entry import Entry
 from tests.integration.test_jobs import await_peers, paced_job, published
-from tests.support import PeerProcess, wait_for
+from tests.integration.test_metrics import Scrape
+from tests.support import PeerProcess, free_port, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -171,3 +175,75 @@ def test_a_member_killed_mid_job_takes_its_workers_and_the_output_is_exact(membe
     assert moves[0] & gone
     assert not moves[-1] & gone
     assert group not in api.replica(store).groups
+
+
+def test_the_members_metrics_show_each_workers_task_runners(start_peer, zookeeper, tenancy,
+                                                            tmp_path):  # fmt: skip
+    """Under the same names as a single-process group's, each series with its worker's slot."""
+    port = free_port()
+    start_peer(vpeers=4, extra=["--workers", "2", "--metrics-port", str(port)])
+    await_peers(zookeeper, tenancy, 4)
+    job, _ = paced_job(tmp_path, LINES)
+    with closing(api.connect(zookeeper.address, tenancy)) as store:
+        job_id = api.submit(store, job)
+
+        def both_run() -> Scrape | None:
+            found = Scrape(port)
+            ran = [found.total("onyx_task_segments_in_total", onyx_job=job_id, worker=w)
+                   for w in ("0", "1")]  # fmt: skip
+            return found if all(ran) else None
+
+        found = wait_for(both_run, 30, "both workers' task runners in the member's metrics")
+    for worker in ("0", "1"):
+        assert found("onyx_worker_metrics_fresh", worker=worker) == 1
+        assert found.total("onyx_task_batch_seconds_count", worker=worker) > 0
+        assert found.total("onyx_aeron_frames_sent_total", worker=worker) > 0
+    tasks = {dict(k)["task"] for k in found.samples["onyx_task_segments_in_total"]}
+    assert tasks == {"read", "split", "count", "write"}
+    assert found("onyx_group_virtual_peers") == 4
+
+
+def test_a_worker_that_stops_reading_holds_up_nothing_and_is_replaced(start_peer, zookeeper,
+                                                                      tenancy):  # fmt: skip
+    """A stopped worker fills its pipe (the log grows by entries of 50 kB); the member keeps
+    applying the log and a scrape answers without the worker; once it has read nothing for the
+    member's session timeout it is killed and started again, its peers replaced by fresh ones."""
+    port = free_port()
+    member = start_peer(vpeers=4, extra=["--workers", "2", "--metrics-port", str(port)])
+    await_peers(zookeeper, tenancy, 4)
+    with closing(api.connect(zookeeper.address, tenancy)) as store:
+        before = api.replica(store)
+        group = next(iter(before.groups))
+        site, stopped = sorted(workers_of(member).items())[0]
+        slot = slot_of(member, stopped)
+        gone = {p for p in before.group_peers[group] if before.peer_sites[p] == site}
+        os.kill(stopped, signal.SIGSTOP)
+        try:
+            last = max(store.append(Entry("test-load", {"pad": "x" * 50_000})) for _ in range(40))
+            wait_for(lambda: applied(port) >= last, 30, f"the member to apply up to {last}")
+            during = Scrape(port)
+            assert during("onyx_worker_metrics_fresh", worker=str(1 - slot)) == 1
+            assert during("onyx_worker_metrics_fresh", worker=str(slot)) == 0 or not alive(stopped)
+            wait_for(lambda: not alive(stopped), 30, f"the stopped worker {stopped} to be killed")
+        finally:
+            if alive(stopped):
+                os.kill(stopped, signal.SIGCONT)
+        after = api.follow(store, lambda r: replaced_all(r, group, gone), 30)
+    restarted = workers_of(member)
+    assert stopped not in restarted.values()
+    assert len(restarted) == 2
+    assert {after.peer_sites[p] for p in after.group_peers[group]} == set(restarted)
+    assert f"worker {slot} (pid {stopped}) has not read what the member sent" in member.output()
+    assert Scrape(port)("onyx_worker_restarts_total", worker=str(slot), reason="unresponsive") == 1
+
+
+def replaced_all(replica, group: str, gone: set[str]) -> bool:
+    """Whether none of ``gone`` is left in ``group`` and it has its 4 peers again."""
+    peers = set(replica.group_peers.get(group, ()))
+    return len(peers) == 4 and not peers & gone
+
+
+def applied(port: int) -> int:
+    """The log position of the member's replica, as its /replica shows."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/replica", timeout=5) as reply:
+        return json.loads(reply.read())["version"]
