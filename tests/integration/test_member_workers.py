@@ -247,3 +247,44 @@ def applied(port: int) -> int:
     """The log position of the member's replica, as its /replica shows."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/replica", timeout=5) as reply:
         return json.loads(reply.read())["version"]
+
+
+def test_a_member_that_comes_back_as_a_new_identity_gives_its_workers_fresh_peers(
+    start_peer, zookeeper, tenancy, tmp_path, monkeypatch
+):
+    """A member stopped past its session timeout is removed from the cluster; running again, it
+    joins as a new identity with fresh peer ids, which its same worker processes serve (the
+    old identity's peers closed), and the job it ran completes exactly."""
+    marker = tmp_path / "started"
+    monkeypatch.setenv("ONYX_TEST_STARTED", str(marker))
+    member = start_peer(vpeers=4, extra=["--workers", "2"])
+    start_peer(vpeers=2)
+    await_peers(zookeeper, tenancy, 6)
+    job, expected = paced_job(tmp_path, LINES)
+    with closing(api.connect(zookeeper.address, tenancy)) as store:
+        job_id = api.submit(store, job)
+        wait_for(marker.exists, 30, "the job to start splitting")
+        before = api.replica(store)
+        old = next(g for g in before.groups if member.runs(g))
+        pids = workers_of(member)
+        member.signal(signal.SIGSTOP)
+        try:
+            api.follow(store, lambda r: old not in r.groups, 30)
+        finally:
+            member.signal(signal.SIGCONT)
+        after = api.follow(store, lambda r: rejoined(r, member, old), 30)
+        final = api.wait(store, job_id, 60)
+    assert final.state == "completed"
+    assert published(tmp_path) == sorted(expected.items())
+    new = next(g for g in after.groups if member.runs(g))
+    assert not set(after.group_peers[new]) & set(before.group_peers[old])
+    assert {after.peer_sites[p] for p in after.group_peers[new]} == set(pids)
+    assert workers_of(member) == pids
+    closed = re.findall(rf"worker (\d): member {old} has ended", member.output())
+    assert sorted(closed) == ["0", "1"]
+
+
+def rejoined(replica, member: PeerProcess, old: str) -> bool:
+    """Whether a new identity of ``member`` (not ``old``) is in the ring with its 4 peers."""
+    new = [g for g in replica.groups if g != old and member.runs(g)]
+    return bool(new) and len(replica.group_peers.get(new[0], ())) == 4
