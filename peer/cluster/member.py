@@ -11,7 +11,12 @@ appended, and answers their coordinators' commit-record calls from its store.
 
 A worker that dies is reported for its peers with leave-cluster; as each is applied, the member
 gives the peer's place to a fresh id in the worker it restarted in the meantime, announced once
-that worker listens. The workers are started from the member's main thread and die with it.
+that worker listens. A worker that stops reading what the member sends it is killed and goes
+the same way: the member only ever queues messages for a worker (peer.cluster.worker_outbox),
+so it never waits on one. When an identity ends its workers close its peers at once; the next
+identity gives them fresh ones, and what the old peers still wanted appended is dropped.
+The member's /metrics include its workers' (peer.cluster.worker_metrics). The workers are
+started from the member's main thread and die with it.
 """
 
 from __future__ import annotations
