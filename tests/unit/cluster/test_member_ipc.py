@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from peer.cluster.ipc import Answer, Apply, Assign, Call, Failure, Reset
+from peer.cluster.ipc import Answer, Apply, Assign, Call, End, Failure, Reset
 from peer.cluster.member import RESTART_BACK_OFF, Workers
 from peer.cluster.model import ClusterModel
 from peer.cluster.worker import StoreCalls, Worker, WorkerSpec
@@ -121,3 +121,20 @@ def test_a_worker_that_dies_as_it_starts_is_started_again_only_after_a_back_off(
     assert workers.slots[0].generation == 2
     workers.restart(1)
     assert workers.slots[1].generation == 1
+
+
+def test_an_ended_identity_closes_its_peers_and_only_its_own():
+    """Its peers stop at once, not when the next identity's Reset comes; an End of another
+    identity (one the worker has already left behind) changes nothing."""
+    w = worker()
+    w.inbox.put(Reset("m", Replica().to_json(), ("p1",)))
+    w.inbox.put(End("earlier"))
+    w._take()
+    assert w.dataplane is not None
+    assert (w.member, w.peers) == ("m", ("p1",))
+    w.inbox.put(End("m"))
+    w._take()
+    assert (w.dataplane, w.member, w.peers) == (None, None, ())
+    w.inbox.put(Reset("m2", Replica().to_json(), ("p2",)))
+    w._take()
+    assert (w.dataplane.group, w.peers) == ("m2", ("p2",))
