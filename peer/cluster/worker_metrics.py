@@ -9,9 +9,11 @@ worker's coordinators know), and would change how every process of the project c
 member asks instead: each scrape of the member sends every worker a ``Scrape`` over its pipe
 (through the worker's outbox, which never blocks the member), the worker's reader thread
 answers at once with its ``Samples``, and the scrape waits for the answers at most
-``SCRAPE_TIMEOUT`` s. A worker that has not answered by then is shown by its last answer, if
-any, with ``onyx_worker_metrics_fresh{worker}`` 0 and ``onyx_worker_metrics_age_seconds``
-saying how old it is: a hung worker slows a scrape by that much at most and never hangs it.
+``SCRAPE_TIMEOUT`` s. A worker that has not answered by then is shown by the counters and
+histograms of its last answer, if any (they only ever grow, so an old value is merely late),
+with ``onyx_worker_metrics_fresh{worker}`` 0 and ``onyx_worker_metrics_age_seconds`` saying how
+old it is; its gauges are left out, as an old one would lie (seconds since a commit, frozen). A
+hung worker slows a scrape by ``SCRAPE_TIMEOUT`` at most and never hangs it.
 """
 
 from __future__ import annotations
@@ -127,7 +129,8 @@ class MemberRegistry(CollectorRegistry):
         now = time.monotonic()
         for slot, answer in sorted(answers.items()):
             for family in answer.samples.families:
-                _merge(merged, family, str(slot))
+                if slot in fresh or family.type != "gauge":
+                    _merge(merged, family, str(slot))
         yield from merged.values()
         yield from _status(answers, fresh, now, self.scrapes.count)
 

@@ -1,10 +1,11 @@
 """A member's /metrics with its workers' series: each under its own name once, labelled with
-the worker's slot; a worker that does not answer is shown stale (or not at all) with a gauge
-saying so, never holding up the scrape; a family that does not read is left out alone."""
+the worker's slot; a worker that does not answer is shown by its last counters (its gauges
+left out, or nothing before its first answer) with a gauge saying so, never holding up the
+scrape; a family that does not read is left out alone."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from peer.cluster.ipc import Family, Samples, Scrape
@@ -16,6 +17,8 @@ def counted(segments: float) -> tuple[Family, ...]:
     registry = CollectorRegistry()
     meter = Counter("onyx_task_segments_in", "Segments", ["onyx_job", "task"], registry=registry)
     meter.labels("j", "split").inc(segments)
+    since = Gauge("onyx_job_seconds_since_commit", "Since", ["onyx_job"], registry=registry)
+    since.labels("j").set(segments)
     return families(registry)
 
 
@@ -66,7 +69,7 @@ def test_each_workers_series_is_served_under_its_name_with_its_slot():
     }  # fmt: skip
 
 
-def test_a_silent_worker_is_shown_by_its_last_answer_and_said_to_be_stale():
+def test_a_silent_worker_is_shown_by_its_last_counters_and_said_to_be_stale():
     workers = Fake(2, silent={1})
     first = served(MemberRegistry(workers.scrapes, own()))
     assert first["onyx_task_segments_in_total"] == {series("0"): 10.0}
@@ -77,6 +80,9 @@ def test_a_silent_worker_is_shown_by_its_last_answer_and_said_to_be_stale():
     workers.silent, workers.segments[1] = {1}, 99.0
     stale = served(MemberRegistry(workers.scrapes, own()))
     assert stale["onyx_task_segments_in_total"][series("1")] == 20.0
+    assert stale["onyx_job_seconds_since_commit"] == {
+        frozenset({("onyx_job", "j"), ("worker", "0")}): 10.0
+    }  # fmt: skip
     assert stale["onyx_worker_metrics_fresh"][frozenset({("worker", "1")})] == 0.0
     assert stale["onyx_worker_metrics_age_seconds"][frozenset({("worker", "1")})] >= 0.0
 
