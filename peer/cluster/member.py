@@ -342,7 +342,6 @@ class MemberIncarnation(Incarnation):
                     self.workers.send(slot, Assign(peers))
             self.told[slot] = peers
 
-
     def _start_over(self, slot: int, peers: tuple[str, ...]) -> bool:
         """Hand a worker that starts over the last settled replica, then the entries applied
         since it, as one ``Apply``; whether it went.

@@ -10,8 +10,8 @@ log however many peers the joiner runs; peers it announced before with add-virtu
 too. A joiner whose peers listen apart from it (a member's worker processes, each at a site of
 its own) has the entry carry ``peer_sites`` too, peer → site, as add-virtual-peer's
 ``peer_site`` does one peer at a time; an entry without it (every entry written before it
-existed) puts every peer at the joiner's site. Either way they become active the moment the joiner is among the groups, as after the
-classic join.
+existed) puts every peer at the joiner's site. However they were announced, the peers become
+active the moment the joiner is among the groups, as after the classic join.
 
 Applying the entry reads the ring as of its own position: the joiner watches whatever the aider
 watches then, not what the aider told it when it decided. Watches are reconciled with the
@@ -100,19 +100,18 @@ def _diff(entry: Entry, old: Replica, new: Replica) -> Diff:
     return {"joiner": entry.args["joiner"], "aider": aider, "target": old.pairs.get(aider, aider)}
 
 
+_STITCHED = frozenset(
+    {"groups", "prepared", "accepted", "left", "leaving", "exiting", "pairs", "aborted"}
+)
+"""The ring's keys that stitching a joiner in reads."""
+
 JOIN_DIRECT = EntryKind(
     name=NAME,
     args={"joiner": str, "aider": str},
     optional={"peers": list, "site": str, "tags": list, "peer_sites": dict},
     apply=_apply,
     diff=_diff,
-    reads=frozenset(
-        {
-            "groups", "prepared", "accepted", "left", "leaving", "exiting", "pairs", "aborted",
-            "peer_sites",
-        }
-    )  # fmt: skip
-    | ANNOUNCED,
+    reads=_STITCHED | ANNOUNCED | {"peer_sites"},
     writes=frozenset({"groups", "pairs", "aborted", "peer_sites"}) | ANNOUNCED,
 )
 
