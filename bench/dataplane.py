@@ -22,7 +22,8 @@ segments_per_s``, timed from the submit-job entry to the job's completion read b
   share of time that is neither making the input nor the functions is
   ``one_process_runtime_share`` (1 - engine / ``functions_only``, the same work in a bare loop).
 - two processes: two `onyx peer start` processes on a real ZooKeeper (started here), each with
-  its embedded media driver, 5 virtual peers and an Aeron MTU of 8192 bytes (loopback's):
+  its embedded media driver, 5 virtual peers in its own process (`--workers 0`) and an Aeron MTU
+  of 8192 bytes (loopback's):
   - colocated: the job with ``task_scheduler: colocated`` and 2 peers per task, so each process
     runs a whole pipeline and batches never cross; against Bytewax in two processes of one
     worker each (``two_process_colocated_ratio_to_bytewax_2p``) and the engine in one process
@@ -236,7 +237,7 @@ def peer_processes(
             command = [
                 sys.executable, "-m", "peer.cli", "peer", "start", "--zookeeper", server.address,
                 "--tenancy", "bench", "--vpeers", str(vpeers), "--tags", tag, "--mtu", "8192",
-                "--checkpoints", str(logs / "checkpoints"),
+                "--checkpoints", str(logs / "checkpoints"), "--workers", "0",
             ]  # fmt: skip
             log = (logs / f"peer-{number}.log").open("wb")
             processes.append(subprocess.Popen(command, cwd=REPO, stderr=log))

@@ -185,11 +185,27 @@ def whole_number(value: str) -> int:
 MAX_WORKERS = 1024
 
 
-def worker_count(value: str) -> int:
-    """0 (the peers run in the member's own process) up to MAX_WORKERS."""
+AUTO_WORKERS = "auto"
+"""The default of --workers: one worker per core, but no more than the member has peers."""
+
+
+def worker_count(value: str) -> int | str:
+    """0 (the peers run in the member's own process) up to MAX_WORKERS, or "auto"."""
+    if value.strip() == AUTO_WORKERS:
+        return AUTO_WORKERS
     if not value.strip().isdigit() or int(value) > MAX_WORKERS:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number from 0 to {MAX_WORKERS}")
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not {AUTO_WORKERS!r} nor a number from 0 to {MAX_WORKERS}"
+        )
     return int(value)
+
+
+def workers_of(args: argparse.Namespace) -> int:
+    """How many workers `peer start` runs: as many as asked, or for "auto" one per core but
+    never more than the member's virtual peers (a worker without a peer would idle)."""
+    if args.workers == AUTO_WORKERS:
+        return min(os.cpu_count() or 1, args.vpeers)
+    return args.workers
 
 
 port_number = _positive(int, "a port number from 1 to 65535", 65535)
@@ -309,10 +325,11 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
     start.add_argument(
         "--workers",
         type=worker_count,
-        default=0,
+        default=AUTO_WORKERS,
         metavar="N",
         help="worker processes that run this member's virtual peers, each at a site of its "
-        "own; 0 runs them in the member's own process",
+        "own; auto is one per core, at most one per virtual peer; 0 runs them in the member's "
+        "own process",
     )
     start.add_argument(
         "--session-timeout",
@@ -778,8 +795,8 @@ def peer_start(args: argparse.Namespace) -> int:
         stack.callback(storage.close)
         storage.check_writable()
         incarnation, registry = Incarnation, REGISTRY
-        if args.workers:
-            workers = member.start(args.workers, _worker_spec(args, settings), store,
+        if count := workers_of(args):
+            workers = member.start(count, _worker_spec(args, settings), store,
                                    send_timeout=args.session_timeout)  # fmt: skip
             stack.callback(workers.close)
             incarnation, registry = member.incarnations(workers), member.registry(workers)
@@ -1216,18 +1233,16 @@ def parse_args(argv: Sequence[str] | None, environ: Mapping[str, str]) -> argpar
 
 
 def _clash(args: argparse.Namespace) -> str | None:
-    """Options, however set, that do not go together (yet), named: a member with worker
-    processes joins by the classic join, whose entries give each peer its worker's site, and
-    feeds its workers every entry in order, so neither join direct nor allocations in the
-    background apply to it."""
-    if not getattr(args, "workers", 0):
-        return None
-    for option, on in (
-        ("join-direct", args.join_direct),
-        ("async-allocation", args.async_allocation),
-    ):
-        if on:
-            return f"--workers {args.workers} and --{option} do not go together (yet)"
+    """Options, however set, that do not go together, named: a number of workers above the
+    virtual peers would leave a worker without a peer. It is refused rather than lowered, as
+    the operator who names a number means that many processes."""
+    workers = getattr(args, "workers", None)
+    if isinstance(workers, int) and workers > args.vpeers:
+        return (
+            f"--workers {workers} is more than --vpeers {args.vpeers}: every worker runs at "
+            f"least one virtual peer (leave --workers at {AUTO_WORKERS} for one per core, "
+            "at most one per peer)"
+        )
     return None
 
 

@@ -105,7 +105,9 @@ class ZooKeeperServer:
 
 
 class PeerProcess:
-    """One `onyx peer start` in its own OS process, its stderr kept in a file."""
+    """One `onyx peer start` in its own OS process, its stderr kept in a file. It runs its peers
+    in its own process (`--workers 0`) unless ``extra`` asks for workers: the last --workers on
+    the command line wins."""
 
     def __init__(self, zookeeper: str, tenancy: str, log_dir: Path, *, vpeers: int = 2,
                  session_timeout: float = 4.0, extra: Sequence[str] = ()) -> None:  # fmt: skip
@@ -114,7 +116,7 @@ class PeerProcess:
             [sys.executable, "-m", "peer.cli", "peer", "start", "--zookeeper", zookeeper,
              "--tenancy", tenancy, "--vpeers", str(vpeers),
              "--session-timeout", str(session_timeout), "--join-back-off", "0.2",
-             "--checkpoints", str(log_dir / "checkpoints"), *extra],
+             "--checkpoints", str(log_dir / "checkpoints"), "--workers", "0", *extra],
             stdout=subprocess.DEVNULL, stderr=self.log_path.open("wb"), cwd=REPO,
         )  # fmt: skip
 

@@ -22,12 +22,14 @@ from peer.log.replica import Replica
 
 @dataclass(frozen=True, slots=True)
 class JoinRequest:
-    """What a joiner sends its aider: its id and what to announce with it."""
+    """What a joiner sends its aider: its id and what to announce with it. ``peer_sites``
+    gives the peers that listen apart from the joiner's site (a member's workers) their own."""
 
     joiner: str
     peers: tuple[str, ...] = ()
     site: str | None = None
     tags: tuple[str, ...] = ()
+    peer_sites: tuple[tuple[str, str], ...] = ()
 
     def entry(self, aider: str) -> Entry:
         """The join-direct that ``aider`` writes for this request."""
@@ -38,6 +40,8 @@ class JoinRequest:
             extra["site"] = self.site
         if self.tags:
             extra["tags"] = sorted(set(self.tags))
+        if self.peer_sites:
+            extra["peer_sites"] = dict(sorted(self.peer_sites))
         return JOIN_DIRECT.entry(joiner=self.joiner, aider=aider, **extra)
 
 

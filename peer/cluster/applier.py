@@ -37,6 +37,12 @@ class Applier(Protocol):
     def complete(self) -> Replica:
         """The last replica with nothing lagging."""
 
+    @property
+    def since(self) -> tuple[Entry, ...]:
+        """The entries handed out as transitions after ``complete``, in order: applied to it
+        one by one with ``apply_entry`` they give the replica of the last transition, every
+        key current (what a member hands a worker that starts over, peer.cluster.member)."""
+
     def transitions(self, entries: Iterable[Entry]) -> Iterator[Transition]:
         """The transitions that follow from the allocations landed since the last call and
         from ``entries``, in log order, lazily."""
@@ -58,6 +64,10 @@ class Sequential:
     @property
     def complete(self) -> Replica:
         return self.replica
+
+    @property
+    def since(self) -> tuple[Entry, ...]:
+        return ()
 
     def transitions(self, entries: Iterable[Entry]) -> Iterator[Transition]:
         for entry in entries:
@@ -93,6 +103,10 @@ class Background:
     @property
     def complete(self) -> Replica:
         return self.machine.complete
+
+    @property
+    def since(self) -> tuple[Entry, ...]:
+        return tuple(self.machine.since)
 
     def transitions(self, entries: Iterable[Entry]) -> Iterator[Transition]:
         while not self.answers.empty():

@@ -66,12 +66,15 @@ class Host(Protocol):
     """What of its identity a group lends join direct (peer.cluster.group.Incarnation)."""
 
     id: str
-    peers: list[str]
     replica: Replica
     store: LogStore
     lost: threading.Event
 
     def append(self, entry: Entry) -> None: ...
+
+    def peers_to_announce(self) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+        """The peers the join announces, and the own site of each that listens apart from
+        the group: what the group's add-virtual-peer entries would carry."""
 
     def settled(self) -> Replica:
         """The last replica with nothing lagging (allocations computed in the background may
@@ -153,7 +156,8 @@ class DirectJoin:
 
     def _ask(self, site: str, stop: threading.Event, now: Callable[[], float]) -> object:
         h = self.host
-        request = JoinRequest(h.id, tuple(h.peers), self.transport.address, self.tags)
+        peers, sites = h.peers_to_announce()
+        request = JoinRequest(h.id, peers, self.transport.address, self.tags, sites)
         log.info("group %s asks the member at %s to stitch it in", h.id, site)
         self._send(site, JoinAsk(ask_body(Ask(request, self.transport.address))), 0)
         deadline = now() + self.modes.join_direct_timeout

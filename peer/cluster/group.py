@@ -211,7 +211,7 @@ class Incarnation:
                      self.id, joined.replica.version, joined.aider)  # fmt: skip
             self.replica = joined.replica
             self.origin, self.outbox = self.replica.version, list(joined.owed)
-            self.dataplane.sync(self.replica, self.peers)
+            self.dataplane.sync(self.replica, self._local_peers())
             self.reconcile_watches()
         else:
             self.replica = subscriber.boot(self.store)
@@ -236,6 +236,14 @@ class Incarnation:
 
     def _announcements(self) -> list[Entry]:
         return [self._announce(peer) for peer in self.peers]
+
+    def peers_to_announce(self) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+        """What a direct join carries: the peers and own sites of ``_announcements``, so that
+        it announces exactly what the classic join would."""
+        entries = self._announcements()
+        peers = tuple(e.args["id"] for e in entries)
+        sites = tuple((e.args["id"], e.args["peer_site"]) for e in entries if "peer_site" in e.args)
+        return peers, sites
 
     def _local_peers(self) -> list[str]:
         """The peers whose task runners run in this process's data plane."""

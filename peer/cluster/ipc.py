@@ -30,7 +30,8 @@ class Reset:
     member: str
     """The member's current identity: a new one means every peer of the old one is gone."""
     replica: dict[str, Any]
-    """The member's replica (Replica.to_json) as of the last entry it applied."""
+    """The member's last settled replica (Replica.to_json): with allocations computed in the
+    background the entries it applied since follow as an ``Apply`` (MemberIncarnation)."""
     peers: tuple[str, ...]
 
 

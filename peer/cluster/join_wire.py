@@ -46,20 +46,24 @@ class Reply:
 
 
 def ask_body(ask: Ask) -> list[Any]:
+    """Five fields, and a sixth (the peers' own sites, as [peer, site] pairs) only when some
+    peer has one: an aider that knows only five still aids every joiner without workers."""
     r = ask.request
-    return [r.joiner, list(r.peers), r.site, list(r.tags), ask.reply_to]
+    body = [r.joiner, list(r.peers), r.site, list(r.tags), ask.reply_to]
+    return [*body, [list(pair) for pair in r.peer_sites]] if r.peer_sites else body
 
 
 def read_ask(body: Sequence[Any]) -> Ask:
     """The ask in ``body``; a ValueError naming the field that does not read."""
-    if len(body) != 5:
-        raise ValueError(f"a join ask has 5 fields, not {len(body)}")
-    joiner, peers, site, tags, reply_to = body
+    if len(body) not in (5, 6):
+        raise ValueError(f"a join ask has 5 or 6 fields, not {len(body)}")
+    joiner, peers, site, tags, reply_to = body[:5]
     request = JoinRequest(
         joiner=_string("joiner", joiner),
         peers=_strings("peers", peers),
         site=None if site is None else _string("site", site),
         tags=_strings("tags", tags),
+        peer_sites=_pairs("peer_sites", body[5]) if len(body) == 6 else (),
     )
     return Ask(request, _string("reply_to", reply_to))
 
@@ -118,3 +122,9 @@ def _strings(field: str, value: object) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise ValueError(f"field {field} is not a list: {value!r:.60}")
     return tuple(_string(field, v) for v in value)
+
+
+def _pairs(field: str, value: object) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, list) or not all(isinstance(v, list) and len(v) == 2 for v in value):
+        raise ValueError(f"field {field} is not a list of pairs: {value!r:.60}")
+    return tuple((_string(field, a), _string(field, b)) for a, b in value)

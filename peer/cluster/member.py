@@ -379,7 +379,7 @@ class MemberIncarnation(Incarnation):
         for slot in self.workers.ready():
             peers = tuple(sorted(p for p, s in self.slot_of.items() if s == slot))
             if slot not in self.told:
-                if not self.workers.send(slot, Reset(self.id, self.replica.to_json(), peers)):
+                if not self._start_over(slot, peers):
                     continue
             else:
                 if applied:
@@ -387,6 +387,25 @@ class MemberIncarnation(Incarnation):
                 if peers != self.told[slot]:
                     self.workers.send(slot, Assign(peers))
             self.told[slot] = peers
+
+    def _start_over(self, slot: int, peers: tuple[str, ...]) -> bool:
+        """Hand a worker that starts over the last settled replica, then the entries applied
+        since it, as one ``Apply``; whether it went.
+
+        A worker applies every entry itself with ``apply_entry``, the classic apply, allocation
+        and all, so the entries fed to it in log order (the order transitions come out of any
+        applier) give it exactly the replicas of a classic member. The one replica handed over
+        whole must be one with nothing lagging: with allocations in the background this
+        identity's ``replica`` may miss an allocation its entries asked for, which the worker
+        would then never compute. Holding entries back until their allocations land, or running
+        the pipeline in every worker, would do the same with more state and more threads."""
+        if self.applier is None:
+            base, since = self.replica, ()
+        else:
+            base, since = self.applier.complete, self.applier.since
+        if not self.workers.send(slot, Reset(self.id, base.to_json(), peers)):
+            return False
+        return not since or self.workers.send(slot, Apply(since))
 
 
 def start(count: int, spec: worker.WorkerSpec, store: LogStore, timeout: float = 60.0,

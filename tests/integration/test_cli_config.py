@@ -61,7 +61,7 @@ def test_groups_configured_by_a_file_and_by_the_environment_join_and_leave(
     config_file = tmp_path / "peer.toml"
     config_file.write_text(
         f'zookeeper = "{zookeeper.address}"\ntenancy = "{tenancy}"\n'
-        f"[peer.start]\nvpeers = 3\nsession_timeout = 4\njoin_back_off = 0.2\n"
+        f"[peer.start]\nvpeers = 3\nworkers = 0\nsession_timeout = 4\njoin_back_off = 0.2\n"
         f'checkpoints = "{tmp_path / "checkpoints"}"\nlog_format = "json"\n'
     )
     from_file = start(processes, ["peer", "start", "--config", str(config_file)],
@@ -73,6 +73,7 @@ def test_groups_configured_by_a_file_and_by_the_environment_join_and_leave(
         "ONYX_ZOOKEEPER": zookeeper.address,
         "ONYX_TENANCY": tenancy,
         "ONYX_VPEERS": "2",
+        "ONYX_WORKERS": "0",
         "ONYX_SESSION_TIMEOUT": "4",
         "ONYX_CHECKPOINTS": str(tmp_path / "checkpoints"),
         "JOURNAL_STREAM": journal_stream(journal),

@@ -18,7 +18,7 @@ from peer.log.replica import Replica
 
 _CHANGED = (
     "groups", "pairs", "prepared", "accepted", "aborted", "left", "leaving", "exiting",
-    "removed", "group_peers", "sites", "group_tags", "short_ids",
+    "removed", "group_peers", "sites", "peer_sites", "group_tags", "short_ids",
 )  # fmt: skip
 """What a departure reads and changes: the group leaves every key that names it."""
 

@@ -7,8 +7,11 @@ itself when it is alone), and writes this one entry; once the entry is applied t
 the joiner and drops its old watch, since watches follow the replica (peer.cluster.ring). The
 entry may carry the joiner's virtual peers, site and tags, so that a join costs one write to the
 log however many peers the joiner runs; peers it announced before with add-virtual-peer count
-too. Either way they become active the moment the joiner is among the groups, as after the
-classic join.
+too. A joiner whose peers listen apart from it (a member's worker processes, each at a site of
+its own) has the entry carry ``peer_sites`` too, peer → site, as add-virtual-peer's
+``peer_site`` does one peer at a time; an entry without it (every entry written before it
+existed) puts every peer at the joiner's site. However they were announced, the peers become
+active the moment the joiner is among the groups, as after the classic join.
 
 Applying the entry reads the ring as of its own position: the joiner watches whatever the aider
 watches then, not what the aider told it when it decided. Watches are reconciled with the
@@ -36,8 +39,8 @@ answers).
 
 from __future__ import annotations
 
-from peer.log.entries.virtual_peers import ANNOUNCED, announce, check_strings
-from peer.log.entry import Diff, Entry, EntryKind
+from peer.log.entries.virtual_peers import ANNOUNCED, announce, check_strings, own_sites
+from peer.log.entry import Diff, Entry, EntryKind, InvalidEntry
 from peer.log.replica import Replica
 
 NAME = "join-direct"
@@ -67,6 +70,8 @@ def _apply(replica: Replica, entry: Entry) -> Replica:
     peers, tags = entry.args.get("peers", []), entry.args.get("tags", [])
     check_strings(NAME, "peers", peers)
     check_strings(NAME, "tags", tags)
+    sites = entry.args.get("peer_sites", {})
+    _check_sites(sites, peers)
     if refusal(replica, joiner, aider) is not None:
         return replica
     target = replica.pairs.get(aider, aider)
@@ -75,7 +80,16 @@ def _apply(replica: Replica, entry: Entry) -> Replica:
         pairs=replica.pairs.set(aider, joiner).set(joiner, target),
         aborted=replica.aborted.discard(joiner),
     )
-    return announce(stitched, joiner, peers, entry.args.get("site"), tags)
+    announced = announce(stitched, joiner, peers, entry.args.get("site"), tags)
+    return own_sites(announced, stitched, joiner, sites)
+
+
+def _check_sites(sites: dict, peers: list) -> None:
+    """Refuse ``peer_sites`` unless it maps peers the entry carries to non-empty sites."""
+    check_strings(NAME, "peer_sites", [*sites, *sites.values()])
+    stray = sorted(set(sites) - set(peers))
+    if stray:
+        raise InvalidEntry(f"{NAME}: peer_sites names peers the entry does not carry: {stray}")
 
 
 def _diff(entry: Entry, old: Replica, new: Replica) -> Diff:
@@ -86,17 +100,19 @@ def _diff(entry: Entry, old: Replica, new: Replica) -> Diff:
     return {"joiner": entry.args["joiner"], "aider": aider, "target": old.pairs.get(aider, aider)}
 
 
+_STITCHED = frozenset(
+    {"groups", "prepared", "accepted", "left", "leaving", "exiting", "pairs", "aborted"}
+)
+"""The ring's keys that stitching a joiner in reads."""
+
 JOIN_DIRECT = EntryKind(
     name=NAME,
     args={"joiner": str, "aider": str},
-    optional={"peers": list, "site": str, "tags": list},
+    optional={"peers": list, "site": str, "tags": list, "peer_sites": dict},
     apply=_apply,
     diff=_diff,
-    reads=frozenset(
-        {"groups", "prepared", "accepted", "left", "leaving", "exiting", "pairs", "aborted"}
-    )
-    | ANNOUNCED,
-    writes=frozenset({"groups", "pairs", "aborted"}) | ANNOUNCED,
+    reads=_STITCHED | ANNOUNCED | {"peer_sites"},
+    writes=frozenset({"groups", "pairs", "aborted", "peer_sites"}) | ANNOUNCED,
 )
 
 KINDS = (JOIN_DIRECT,)

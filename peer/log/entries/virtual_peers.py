@@ -11,6 +11,8 @@ peers that stop answering that way.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyrsistent import PMap, pset
 
 from peer.log.entry import Diff, Effects, Entry, EntryKind, InvalidEntry, Transition
@@ -24,17 +26,24 @@ def _apply_add(replica: Replica, entry: Entry) -> Replica:
     if group in replica.left:
         return replica
     announced = announce(replica, group, [peer], entry.args.get("site"), tags)
-    return _own_site(announced, replica, group, peer, entry.args.get("peer_site"))
+    site = entry.args.get("peer_site")
+    return own_sites(announced, replica, group, {peer: site} if site else {})
 
 
-def _own_site(
-    announced: Replica, before: Replica, group: str, peer: str, site: str | None
-) -> Replica:
-    """Record ``peer``'s own site when it is newly announced and listens elsewhere than its
-    group."""
-    if announced is before or not site or site == announced.sites.get(group):
+def own_sites(announced: Replica, before: Replica, group: str, sites: Mapping[str, str]) -> Replica:
+    """Record the own site of each peer in ``sites`` that ``announced`` newly announced (it
+    was not among the group's peers in ``before``) and that listens elsewhere than its group;
+    the very replica when there is none."""
+    known = before.group_peers.get(group, pset())
+    fresh = announced.group_peers.get(group, pset())
+    own = {
+        peer: site
+        for peer, site in sorted(sites.items())
+        if peer in fresh and peer not in known and site != announced.sites.get(group)
+    }
+    if announced is before or not own:
         return announced
-    return announced.evolve(peer_sites=announced.peer_sites.set(peer, site))
+    return announced.evolve(peer_sites=announced.peer_sites.update(own))
 
 
 def check_strings(kind: str, name: str, values: list) -> None:
@@ -86,8 +95,8 @@ ADD_VIRTUAL_PEER = EntryKind(
     optional={"site": str, "peer_site": str, "tags": list},
     apply=_apply_add,
     diff=_diff_peer,
-    reads=ANNOUNCED | {"left"},
-    writes=ANNOUNCED,
+    reads=ANNOUNCED | {"left", "peer_sites"},
+    writes=ANNOUNCED | {"peer_sites"},
 )
 
 
@@ -115,8 +124,8 @@ LEAVE_CLUSTER = EntryKind(
     apply=_apply_leave,
     diff=_diff_peer,
     side_effects=_effects_leave,
-    reads=frozenset({"group_peers", "short_ids"}),
-    writes=frozenset({"group_peers", "short_ids"}),
+    reads=frozenset({"group_peers", "short_ids", "peer_sites"}),
+    writes=frozenset({"group_peers", "short_ids", "peer_sites"}),
 )
 
 KINDS = (ADD_VIRTUAL_PEER, LEAVE_CLUSTER)

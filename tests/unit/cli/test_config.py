@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -267,22 +268,47 @@ def test_config_show_never_prints_a_password(capsys, monkeypatch):
 
 
 def test_workers_come_from_the_command_line_the_environment_or_a_file(tmp_path):
-    assert parse(["peer", "start", *CLUSTER]).workers == 0
-    assert parse(["peer", "start", *CLUSTER, "--workers", "4"]).workers == 4
-    assert parse(["peer", "start", *CLUSTER], {"ONYX_WORKERS": "2"}).workers == 2
+    four = ["peer", "start", *CLUSTER, "--vpeers", "4"]
+    assert parse(four).workers == "auto"
+    assert parse([*four, "--workers", "4"]).workers == 4
+    assert parse([*four, "--workers", "2", "--workers", "0"]).workers == 0, "the last one wins"
+    assert parse(four, {"ONYX_WORKERS": "2"}).workers == 2
     toml = "[peer.start]\nworkers = 3\n"
-    assert parse(["peer", "start", *CLUSTER], toml=toml, tmp_path=tmp_path).workers == 3
+    assert parse(four, toml=toml, tmp_path=tmp_path).workers == 3
+    assert parse(four, {"ONYX_WORKERS": "auto"}).workers == "auto"
 
 
-@pytest.mark.parametrize("text", ["-1", "x", "1.5", "100000"])
+@pytest.mark.parametrize(
+    ("cores", "vpeers", "expected"), [(2, 1, 1), (2, 4, 2), (8, 4, 4), (None, 4, 1)]
+)
+def test_the_default_is_one_worker_per_core_but_no_more_than_the_peers(
+    monkeypatch, cores, vpeers, expected
+):
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    args = parse(["peer", "start", *CLUSTER, "--vpeers", str(vpeers)])
+    assert cli.workers_of(args) == expected
+    explicit = parse(["peer", "start", *CLUSTER, "--vpeers", str(vpeers), "--workers", "0"])
+    assert cli.workers_of(explicit) == 0
+
+
+@pytest.mark.parametrize("text", ["-1", "x", "1.5", "100000", "Auto"])
 def test_a_number_of_workers_that_is_not_one_is_refused(capsys, text):
     line = refused(capsys, ["peer", "start", *CLUSTER, "--workers", text])
     assert "--workers" in line
     assert repr(text) in line
 
 
-@pytest.mark.parametrize("mode", ["--join-direct", "--async-allocation"])
-def test_workers_and_a_mode_they_do_not_run_with_are_refused_together(capsys, mode):
-    line = refused(capsys, ["peer", "start", *CLUSTER, "--workers", "2", mode])
-    assert f"--workers 2 and {mode} do not go together" in line
-    assert parse(["peer", "start", *CLUSTER, "--workers", "0", mode]).workers == 0
+def test_more_workers_than_virtual_peers_are_refused_however_set(capsys, tmp_path):
+    line = refused(capsys, ["peer", "start", *CLUSTER, "--vpeers", "2", "--workers", "3"])
+    assert "--workers 3 is more than --vpeers 2" in line
+    config = tmp_path / "onyx.toml"
+    config.write_text("[peer.start]\nworkers = 2\n")
+    line = refused(capsys, ["peer", "start", *CLUSTER, "--config", str(config)])
+    assert "--workers 2 is more than --vpeers 1" in line
+    assert parse(["peer", "start", *CLUSTER, "--vpeers", "2", "--workers", "2"]).workers == 2
+
+
+def test_workers_go_with_join_direct_and_allocations_in_the_background():
+    args = parse(["peer", "start", *CLUSTER, "--vpeers", "2", "--workers", "2",
+                  "--join-direct", "--async-allocation"])  # fmt: skip
+    assert (args.workers, args.join_direct, args.async_allocation) == (2, True, True)

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from peer.cluster.applier import Background, Sequential, applier_for
+from peer.log.apply import apply_entry
 from peer.log.replica import Replica
 from tests.unit.log.random_logs import random_logs
 
@@ -46,6 +47,27 @@ def test_background_allocation_gives_the_classic_transitions(log, cuts):
     assert [(t.entry, t.diff) for t in got] == [(t.entry, t.diff) for t in want]
     assert background.complete == classic.complete
     assert background.complete.key_versions == classic.complete.key_versions
+
+
+@settings(max_examples=40, deadline=None)
+@given(random_logs(), st.lists(st.integers(0, 40), max_size=5))
+def test_the_complete_replica_and_the_entries_since_give_the_classic_replica(log, cuts):
+    """What a member hands a worker that starts over: whatever lags, ``complete`` with
+    ``since`` applied gives the classic replica at the last transition handed out."""
+    classic = {t.entry.position: t.new for t in Sequential(Replica()).transitions(log)}
+    background = Background(Replica(), threading.Event())
+    try:
+        for chunk in chunks(log, cuts):
+            got = list(background.transitions(chunk))
+            if not got:
+                continue
+            replica = background.complete
+            for entry in background.since:
+                replica = apply_entry(replica, entry).new
+            assert replica == classic[got[-1].entry.position]
+            assert replica.key_versions == classic[got[-1].entry.position].key_versions
+    finally:
+        background.close()
 
 
 def test_the_classic_apply_unless_the_mode_asks():

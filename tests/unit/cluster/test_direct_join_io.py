@@ -62,6 +62,7 @@ class Member:
 
     def __init__(self, network: Network, log: MemoryLog, name: str, *, alive: bool = True) -> None:
         self.id, self.peers, self.network = name, [f"{name}-p0"], network
+        self.own_sites: tuple[tuple[str, str], ...] = ()
         self.store, self.replica = log.session(), Replica()
         self.lost = threading.Event()
         self.alive = alive
@@ -75,6 +76,9 @@ class Member:
 
     def append(self, entry: Entry) -> None:
         self.store.append(entry)
+
+    def peers_to_announce(self) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+        return tuple(self.peers), self.own_sites
 
     def settled(self) -> Replica:
         """The replica itself, or an older one while ``lagging`` (an allocation computed in
@@ -129,6 +133,21 @@ def test_an_aider_stitches_the_joiner_in_and_hands_it_the_replica() -> None:
     written = [e.fn for e in log.session().read(-1)]
     assert written == [PREPARE_JOIN.name, JOIN_DIRECT.name]
     assert aider.direct.watching() == frozenset()
+
+
+def test_a_joiner_whose_peers_listen_apart_has_each_found_at_its_own_site() -> None:
+    """A member with workers: each peer at its worker's site, its group at the member's."""
+    network, log = Network(), MemoryLog()
+    founded(network, log, "a")
+    joiner = Member(network, log, "j")
+    joiner.peers = ["j-p0", "j-p1", "j-p2"]
+    joiner.own_sites = (("j-p0", "w0:1"), ("j-p1", "w1:1"))
+    joined = joiner.direct.join(threading.Event(), network.now)
+    assert isinstance(joined, Joined)
+    replica = joined.replica
+    assert dict(replica.peer_sites) == {"j-p0": "w0:1", "j-p1": "w1:1"}
+    assert [replica.site_of(p, "j") for p in joiner.peers] == ["w0:1", "w1:1", "j:1"]
+    assert invariant_violations(replica) == []
 
 
 def test_an_aider_whose_allocations_lag_answers_once_its_replica_has_settled() -> None:

@@ -62,6 +62,12 @@ class Aiding:
     position: int
 
 
+def site_of(group: str, peer: int) -> str:
+    """Where a direct joiner's peer listens: every other one in a worker of its own, as a
+    member's peers do, the rest at the group's site."""
+    return f"{group}-w{peer}:1" if peer % 2 else f"{group}:1"
+
+
 class DirectModel(ClusterModel):
     """The cluster model with direct joiners: they read nothing until an answer hands them a
     replica, and an aider answers its joiner when it reads its own join-direct back."""
@@ -78,7 +84,8 @@ class DirectModel(ClusterModel):
         self._direct_ids += 1
         self.groups[gid] = ModelGroup(gid, vpeers)
         peers = tuple(f"{gid}-p{i}" for i in range(vpeers))
-        self.requests[gid] = JoinRequest(gid, peers=peers, site=f"{gid}:1")
+        sites = tuple((peer, site_of(gid, i)) for i, peer in enumerate(peers) if i % 2)
+        self.requests[gid] = JoinRequest(gid, peers=peers, site=f"{gid}:1", peer_sites=sites)
         return gid
 
     def waiting(self) -> list[str]:
@@ -126,8 +133,10 @@ class DirectModel(ClusterModel):
         at once; otherwise its prepare gives way to a join-direct written for it meanwhile."""
         request = self.requests.pop(joiner)
         self.append(PREPARE_JOIN.entry(joiner=joiner))
+        own = dict(request.peer_sites)
         for peer in request.peers:
-            self.append(ADD_VIRTUAL_PEER.entry(id=peer, group=joiner))
+            apart = {"peer_site": own[peer]} if peer in own else {}
+            self.append(ADD_VIRTUAL_PEER.entry(id=peer, group=joiner, site=request.site, **apart))
 
     def time_out(self, joiner: str) -> None:
         """The joiner heard nothing in time and asks the next live group in turn; when none of
@@ -275,6 +284,9 @@ def check_settled(model: DirectModel, replay: Replay) -> None:
         assert set(final.peers) >= expected
         if group.id.startswith("d") and group.id not in founders(model):
             assert group.id in replay.stitched, f"{group.id} is in the ring but never stitched"
+        if group.id.startswith("d"):
+            found = [final.site_of(f"{group.id}-p{i}", group.id) for i in range(group.vpeers)]
+            assert found == [site_of(group.id, i) for i in range(group.vpeers)]
 
 
 def run(ops: Sequence[Op]) -> DirectModel:

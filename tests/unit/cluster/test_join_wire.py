@@ -25,6 +25,7 @@ requests = st.builds(
     st.lists(names, max_size=4).map(tuple),
     st.none() | names,
     st.lists(names, max_size=3).map(tuple),
+    st.lists(st.tuples(names, names), max_size=3).map(tuple),
 )
 json_like = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8) | st.binary(max_size=20),
@@ -97,3 +98,14 @@ def test_an_entry_for_the_request_names_what_the_ask_carried() -> None:
     entry: Entry = request.entry("a")
     assert entry.args == {"joiner": "j", "aider": "a", "peers": ["p1", "p2"], "site": "h:1",
                           "tags": ["gpu"]}  # fmt: skip
+
+
+def test_an_ask_with_the_peers_own_sites_has_a_sixth_field_and_the_entry_carries_them() -> None:
+    request = JoinRequest("j", ("p1", "p2"), "m:1", (), (("p2", "w1:1"), ("p1", "w0:1")))
+    body = ask_body(Ask(request, "m:1"))
+    assert len(body) == 6
+    assert len(ask_body(Ask(JoinRequest("j", ("p1",), "m:1"), "m:1"))) == 5, "as before"
+    entry = read_ask(body).request.entry("a")
+    assert entry.args["peer_sites"] == {"p1": "w0:1", "p2": "w1:1"}
+    with pytest.raises(ValueError, match="field peer_sites"):
+        read_ask([*body[:5], [["p1"]]])

@@ -36,7 +36,12 @@ def membership_entry(draw: st.DrawFn, replica: Replica, choice: str) -> Entry | 
         aider = draw(st.sampled_from(GROUPS))
         peers = [f"d{replica.version + 1}-{i}" for i in range(draw(st.integers(0, 2)))]
         tags = draw(st.lists(st.sampled_from(TAGS), max_size=2, unique=True))
-        return JOIN_DIRECT.entry(joiner=group, aider=aider, peers=peers, tags=tags, site="s")
+        apart = draw(st.lists(st.sampled_from(peers), unique=True)) if peers else []
+        sites = {peer: draw(st.sampled_from(["s", "w0", "w1"])) for peer in apart}
+        extra = {"peer_sites": sites} if sites else {}
+        return JOIN_DIRECT.entry(
+            joiner=group, aider=aider, peers=peers, tags=tags, site="s", **extra
+        )
     if choice == "gc":
         return GC.entry(id=group)
     if choice == "down":

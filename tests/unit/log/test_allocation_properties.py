@@ -53,7 +53,10 @@ def steps(draw: st.DrawFn, replica: Replica) -> Entry:
     if choice == "peer":
         group = draw(st.sampled_from(GROUPS))
         tags = draw(st.lists(st.sampled_from(TAGS), max_size=2, unique=True))
-        return ADD_VIRTUAL_PEER.entry(id=f"p{replica.version + 1}", group=group, tags=tags)
+        apart = draw(st.sampled_from([{}, {"peer_site": "w0"}, {"peer_site": "w1"}]))
+        return ADD_VIRTUAL_PEER.entry(
+            id=f"p{replica.version + 1}", group=group, tags=tags, site="s", **apart
+        )
     if choice == "leave" and peers:
         peer = draw(st.sampled_from(peers))
         return LEAVE_CLUSTER.entry(id=peer, group=replica.group_of(peer))

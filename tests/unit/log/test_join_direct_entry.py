@@ -75,6 +75,43 @@ def test_entry_carrying_peers_matches_announcing_them_one_by_one(make_replica):
     assert carried == replica.evolve(version=5)
 
 
+def test_peers_carried_with_sites_of_their_own_are_found_there(make_replica):
+    """A member with workers: each peer at its worker's site, as add-virtual-peer's peer_site
+    puts it; a peer at the joiner's own site, or announced before, keeps no site of its own."""
+    before = make_replica(4, ring=["a"], group_peers={"j": ["j0"]})
+    sites = {"j0": "W0", "j1": "W1", "j2": "J"}
+    t = apply_entry(before, direct("j", "a", 5, peers=["j0", "j1", "j2", "j3"], site="J",
+                                   peer_sites=sites))  # fmt: skip
+    assert dict(t.new.peer_sites) == {"j1": "W1"}
+    assert [t.new.site_of(p, "j") for p in ("j1", "j2", "j3")] == ["W1", "J", "J"]
+    assert invariant_violations(t.new) == []
+
+
+def test_entry_carrying_peer_sites_matches_announcing_them_one_by_one(make_replica):
+    before = make_replica(4, ring=["a", "b"])
+    sites = {"j1": "W1", "j2": "W2"}
+    carried = apply_entry(
+        before, direct("j", "a", 5, peers=["j1", "j2"], site="s", peer_sites=sites)
+    ).new
+    replica = before
+    for position, entry in enumerate(
+        [
+            ADD_VIRTUAL_PEER.entry(id="j1", group="j", site="s", peer_site="W1"),
+            ADD_VIRTUAL_PEER.entry(id="j2", group="j", site="s", peer_site="W2"),
+            JOIN_DIRECT.entry(joiner="j", aider="a"),
+        ],
+        start=5,
+    ):
+        replica = apply_entry(replica, entry.at(position)).new
+    assert carried == replica.evolve(version=5)
+
+
+def test_a_refused_join_direct_records_no_peer_site(make_replica):
+    before = make_replica(4, ring=["a", "j"])
+    t = apply_entry(before, direct("j", "a", 5, peers=["j9"], peer_sites={"j9": "W"}))
+    assert t.new == before.evolve(version=5)
+
+
 REFUSED = {
     "aider-not-joined": ({"ring": ["a", "b"]}, "z", "aider z has not joined the cluster"),
     "aider-left": ({"ring": ["a", "b"], "left": ["z"]}, "z", "aider z has not joined the cluster"),
@@ -156,6 +193,15 @@ def test_aider_that_only_watches_a_prepared_watcher_may_aid(make_replica):
         ({"peers": ["j1", ""]}, "join-direct: peers must be non-empty strings, got ['j1', '']"),
         ({"tags": [3]}, "join-direct: tags must be non-empty strings, got [3]"),
         ({"site": 5}, "join-direct: argument 'site' must be a non-empty str, got 5"),
+        ({"peer_sites": ["j1"]}, "join-direct: argument 'peer_sites' must be a non-empty dict"),
+        (
+            {"peers": ["j1"], "peer_sites": {"j1": ""}},
+            "join-direct: peer_sites must be non-empty strings, got ['j1', '']",
+        ),
+        (
+            {"peers": ["j1"], "peer_sites": {"j2": "W"}},
+            "join-direct: peer_sites names peers the entry does not carry: ['j2']",
+        ),
     ],
 )
 def test_malformed_join_direct_is_refused_by_everyone(make_replica, caplog, bad, message):
