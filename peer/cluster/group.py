@@ -245,6 +245,8 @@ class Incarnation:
         extra = {"site": self.transport.address} if self.transport is not None else {}
         if self.config.tags:
             extra["tags"] = list(self.config.tags)
+        if self.feed.takes_rumors:
+            extra["rumors"] = True
         return ADD_VIRTUAL_PEER.entry(id=peer, group=self.id, **extra)
 
     def _step(self, stop: threading.Event) -> None:
