@@ -6,6 +6,7 @@ by its scout."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 import msgspec
@@ -410,15 +411,18 @@ def test_the_others_wait_longer_for_its_rumor_and_start_none():
 
 
 def test_no_rumor_is_started_for_an_entry_read_while_catching_up_or_already_rumored():
+    me = scout(0, TAKERS)
     log = MemoryLog()
     log_of(3, log.session())
-    h = Harness(ByPositionOnly(log), me=scout(1, TAKERS))
+    h = Harness(ByPositionOnly(log), me=me)
     h.replica = with_members(h.replica, *TAKERS)
     assert positions(h.consume()) == [0, 1, 2]
     assert h.sent == []
-    log_of(2, log.session())
-    h.feed.receive(wire.encode(Rumor(4, log.entries[4], 0), "a"))
+    scouted = next(p for p in itertools.count(3) if scout(p, TAKERS) == me)
+    for i in range(3, scouted + 2):
+        log.session().append(PREPARE_JOIN.entry(joiner=f"g{i}"))
+    h.feed.receive(wire.encode(Rumor(scouted + 1, log.entries[scouted + 1], 0), "a"))
     h.sent.clear()
     h.clock.now = 10 * SILENCE
-    assert positions(h.consume()) == [3, 4]
+    assert positions(h.consume()) == list(range(3, scouted + 2))
     assert h.sent == []
