@@ -28,6 +28,8 @@ class JoinRequest:
     peers: tuple[str, ...] = ()
     site: str | None = None
     tags: tuple[str, ...] = ()
+    rumors: bool = False
+    """Whether the joiner takes the log's rumors (peer.log.epidemic)."""
 
     def entry(self, aider: str) -> Entry:
         """The join-direct that ``aider`` writes for this request."""
@@ -38,6 +40,8 @@ class JoinRequest:
             extra["site"] = self.site
         if self.tags:
             extra["tags"] = sorted(set(self.tags))
+        if self.rumors:
+            extra["rumors"] = True
         return JOIN_DIRECT.entry(joiner=self.joiner, aider=aider, **extra)
 
 

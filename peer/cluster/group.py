@@ -173,7 +173,8 @@ class Incarnation:
         self.direct: DirectJoin | None = None
         if transport is not None:
             seeds = config.dataplane.seed_nodes
-            self.direct = DirectJoin(self, transport, config.modes, seeds, config.tags)
+            self.direct = DirectJoin(self, transport, config.modes, seeds, config.tags,
+                                     rumors=config.modes.epidemic_log)  # fmt: skip
             self.dataplane.side = self.direct
         self.feed = feed_for(store, config.modes, self.id, transport, wakeup.set)
         """Where the log's next entries come from (peer.log.feed)."""

@@ -47,19 +47,23 @@ class Reply:
 
 def ask_body(ask: Ask) -> list[Any]:
     r = ask.request
-    return [r.joiner, list(r.peers), r.site, list(r.tags), ask.reply_to]
+    return [r.joiner, list(r.peers), r.site, list(r.tags), ask.reply_to, r.rumors]
 
 
 def read_ask(body: Sequence[Any]) -> Ask:
-    """The ask in ``body``; a ValueError naming the field that does not read."""
-    if len(body) != 5:
-        raise ValueError(f"a join ask has 5 fields, not {len(body)}")
-    joiner, peers, site, tags, reply_to = body
+    """The ask in ``body``; a ValueError naming the field that does not read. An ask of five
+    fields, without ``rumors``, is a joiner's that does not take rumors."""
+    if len(body) not in (5, 6):
+        raise ValueError(f"a join ask has 6 fields, not {len(body)}")
+    joiner, peers, site, tags, reply_to, rumors = (*body, False)[:6]
+    if not isinstance(rumors, bool):
+        raise ValueError(f"field rumors is not true or false: {rumors!r:.60}")
     request = JoinRequest(
         joiner=_string("joiner", joiner),
         peers=_strings("peers", peers),
         site=None if site is None else _string("site", site),
         tags=_strings("tags", tags),
+        rumors=rumors,
     )
     return Ask(request, _string("reply_to", reply_to))
 

@@ -75,7 +75,8 @@ def _apply(replica: Replica, entry: Entry) -> Replica:
         pairs=replica.pairs.set(aider, joiner).set(joiner, target),
         aborted=replica.aborted.discard(joiner),
     )
-    return announce(stitched, joiner, peers, entry.args.get("site"), tags)
+    rumors = entry.args.get("rumors", False)
+    return announce(stitched, joiner, peers, entry.args.get("site"), tags, rumors=rumors)
 
 
 def _diff(entry: Entry, old: Replica, new: Replica) -> Diff:
@@ -89,7 +90,7 @@ def _diff(entry: Entry, old: Replica, new: Replica) -> Diff:
 JOIN_DIRECT = EntryKind(
     name=NAME,
     args={"joiner": str, "aider": str},
-    optional={"peers": list, "site": str, "tags": list},
+    optional={"peers": list, "site": str, "tags": list, "rumors": bool},
     apply=_apply,
     diff=_diff,
     reads=frozenset(

@@ -25,6 +25,7 @@ requests = st.builds(
     st.lists(names, max_size=4).map(tuple),
     st.none() | names,
     st.lists(names, max_size=3).map(tuple),
+    st.booleans(),
 )
 json_like = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8) | st.binary(max_size=20),
@@ -90,6 +91,15 @@ def test_a_field_of_the_wrong_type_is_named() -> None:
         read_reply(["joiner", 7, False, "no", False, None])
     with pytest.raises(ValueError, match="6 fields"):
         read_reply(["joiner"])
+    with pytest.raises(ValueError, match="field rumors"):
+        read_ask(["joiner", [], None, [], "127.0.0.1:1", "yes"])
+
+
+def test_an_ask_of_five_fields_is_a_joiner_that_takes_no_rumors() -> None:
+    """What a member without the epidemic log's rumors sends still reads."""
+    assert read_ask(["j", [], "h:1", [], "h:1"]).request.rumors is False
+    request = read_ask(["j", [], "h:1", [], "h:1", True]).request
+    assert request.entry("a").args["rumors"] is True
 
 
 def test_an_entry_for_the_request_names_what_the_ask_carried() -> None:

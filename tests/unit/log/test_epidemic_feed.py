@@ -14,10 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyrsistent import pmap, pset
 
+from peer.cluster.aider import JoinRequest
 from peer.log import subscriber
 from peer.log.apply import apply_entry
 from peer.log.entries.gc import GC, SET_REPLICA
+from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.join import PREPARE_JOIN
+from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER
 from peer.log.epidemic import wire
 from peer.log.epidemic.fallback import scout
 from peer.log.epidemic.feed import STUCK_SILENCES, EpidemicFeed, FeedSettings
@@ -426,3 +429,17 @@ def test_no_rumor_is_started_for_an_entry_read_while_catching_up_or_already_rumo
     h.clock.now = 10 * SILENCE
     assert positions(h.consume()) == list(range(3, scouted + 2))
     assert h.sent == []
+
+
+def test_a_group_announced_or_stitched_in_with_rumors_takes_them_until_it_leaves():
+    replica = Replica()
+    for position, entry in enumerate([
+        PREPARE_JOIN.entry(joiner="epidemic"),
+        ADD_VIRTUAL_PEER.entry(id="p1", group="epidemic", site="h:1", rumors=True),
+        ADD_VIRTUAL_PEER.entry(id="p2", group="classic", site="h:2"),
+        JoinRequest("joined-directly", ("p3",), "h:3", rumors=True).entry("epidemic"),
+    ]):  # fmt: skip
+        replica = apply_entry(replica, entry.at(position)).new
+    assert replica.rumor_takers == pset({"epidemic", "joined-directly"})
+    left = apply_entry(replica, GROUP_LEAVE.entry(id="epidemic").at(4)).new
+    assert left.rumor_takers == pset({"joined-directly"})
