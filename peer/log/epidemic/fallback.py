@@ -5,8 +5,7 @@ Gossip is the fast path; ZooKeeper stays the record. A member that has consumed 
 watches the log directory, so the reads ZooKeeper serves scale with the entries gossip failed to
 deliver, not with members times entries. A read that finds the entry says the member is behind,
 so the following position is read at once (catching up a backlog costs one read per entry); a
-read that finds nothing backs off before looking again, so an idle log costs each member one
-read per silence or two and never a busy poll.
+read that finds nothing backs off before looking again, and never busy polls.
 
 An entry nobody gossips (one the command line wrote, which has no transport) would be read by
 every member. So one member per position, its ``scout`` (drawn from the position, the same on
@@ -16,7 +15,8 @@ scout's rumor time to reach them first.
 
 A read that finds nothing cannot tell the log's end from an entry a gc trimmed; one small read
 of the origin's version tells them apart (``trimmed``), and the origin itself is fetched only
-when it replaces the missing entry.
+when it replaces the missing entry. An idle log thus costs the scout two small reads per
+silence and every other member two per two silences: about one read per member per silence.
 """
 
 from __future__ import annotations
