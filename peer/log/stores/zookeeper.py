@@ -30,6 +30,7 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     RolledBackError,
+    RuntimeInconsistency,
 )
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
@@ -238,9 +239,10 @@ class ZooKeeperStore:
             failed = [r for r in transaction.commit() if isinstance(r, Exception)]
             if not failed:
                 return True
-            if not all(isinstance(r, NodeExistsError | BadVersionError | RolledBackError)
-                       for r in failed):  # fmt: skip
-                raise failed[0]
+            if any(isinstance(r, NodeExistsError | BadVersionError) for r in failed):
+                continue  # another gc stored an origin meanwhile: compare again
+            rolled_back = RolledBackError | RuntimeInconsistency  # the ops around the failed one
+            raise next((r for r in failed if not isinstance(r, rolled_back)), failed[0])
 
     def trim(self, before: int) -> int:
         return self._guard(self._trim, before)
