@@ -88,24 +88,27 @@ Member = tuple[str, list[str], str]
 """(group id, its virtual peers, its site)"""
 
 
-def ring_of(members: list[Member]) -> Replica:
+def ring_of(members: list[Member], rumors: bool = False) -> Replica:
     """Every member joined in one ring, with its peers and site, as join-direct entries would
-    leave them (the kind's own apply, one member after another)."""
+    leave them (the kind's own apply, one member after another); with ``rumors``, each takes
+    the epidemic log's rumors, as its join would have said."""
     first, peers, site = members[0]
-    replica = announce(Replica().evolve(groups=pset([first])), first, peers, site, [])
+    start = Replica().evolve(groups=pset([first]))
+    replica = announce(start, first, peers, site, [], rumors=rumors)
     aider = first
+    extra = {"rumors": True} if rumors else {}
     for group, peers, site in members[1:]:
-        entry = JOIN_DIRECT.entry(joiner=group, aider=aider, peers=peers, site=site)
+        entry = JOIN_DIRECT.entry(joiner=group, aider=aider, peers=peers, site=site, **extra)
         replica = JOIN_DIRECT.apply(replica, entry)
         aider = group
     return replica
 
 
-def form(admin: ZooKeeperStore, members: list[Member]) -> Replica:
+def form(admin: ZooKeeperStore, members: list[Member], rumors: bool) -> Replica:
     """Store the ring as the origin, at the position of one no-op entry (ZooKeeper numbers the
     log from 0, so the origin needs a position the log has reached)."""
     position = admin.append(noop_entry(members[0][0], members[0][0]))
-    origin = ring_of(members).evolve(version=position)
+    origin = ring_of(members, rumors).evolve(version=position)
     store_origin_and_trim(admin, origin)
     return origin
 
@@ -184,7 +187,7 @@ def running(
     admin = ZooKeeperStore(zookeeper.address, settings.tenancy, create=True)
     cluster = Cluster(settings, members, processes)
     try:
-        origin = form(admin, cluster.members)
+        origin = form(admin, cluster.members, settings.modes.epidemic_log)
         tail = fill(admin, log_entries, cluster.members[0][0]) if log_entries else origin.version
         cluster.ask("start", tail)
         wait_until(lambda: sum(cluster.ask("pulses")) == len(cluster.members), STARTING,

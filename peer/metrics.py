@@ -86,6 +86,10 @@ READS_BY_POSITION = Counter(
     ["found"],
 )
 RUMORS_SENT = Counter("onyx_log_rumors_sent", "Copies of log entries this group gossiped")
+RUMORS_RECEIVED = Counter(
+    "onyx_log_rumors_received",
+    "Copies of log entries other groups gossiped to this one, kept or (by a classic group) not",
+)
 RUMORS_DROPPED = Counter(
     "onyx_log_rumors_dropped", "Rumors this group dropped: they did not read, or found no site"
 )

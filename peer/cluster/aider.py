@@ -30,6 +30,8 @@ class JoinRequest:
     site: str | None = None
     tags: tuple[str, ...] = ()
     peer_sites: tuple[tuple[str, str], ...] = ()
+    rumors: bool = False
+    """Whether the joiner takes the log's rumors (peer.log.epidemic)."""
 
     def entry(self, aider: str) -> Entry:
         """The join-direct that ``aider`` writes for this request."""
@@ -42,6 +44,8 @@ class JoinRequest:
             extra["tags"] = sorted(set(self.tags))
         if self.peer_sites:
             extra["peer_sites"] = dict(sorted(self.peer_sites))
+        if self.rumors:
+            extra["rumors"] = True
         return JOIN_DIRECT.entry(joiner=self.joiner, aider=aider, **extra)
 
 

@@ -111,8 +111,12 @@ class DirectJoin:
         modes: CoordinationModes,
         seeds: tuple[str, ...],
         tags: tuple[str, ...] = (),
+        *,
+        rumors: bool = False,
     ) -> None:
+        """``rumors``: whether this group takes the log's rumors, said in its join."""
         self.host, self.transport, self.modes, self.tags = host, transport, modes, tags
+        self.rumors = rumors
         self.seeds = tuple(s for s in seeds if s != transport.address)
         self.outbox: dict[str, tuple[float, deque[bytes]]] = {}
         self.aiding: dict[str, tuple[str, float]] = {}
@@ -157,7 +161,8 @@ class DirectJoin:
     def _ask(self, site: str, stop: threading.Event, now: Callable[[], float]) -> object:
         h = self.host
         peers, sites = h.peers_to_announce()
-        request = JoinRequest(h.id, peers, self.transport.address, self.tags, sites)
+        request = JoinRequest(h.id, peers, self.transport.address, self.tags, sites,
+                              rumors=self.rumors)  # fmt: skip
         log.info("group %s asks the member at %s to stitch it in", h.id, site)
         self._send(site, JoinAsk(ask_body(Ask(request, self.transport.address))), 0)
         deadline = now() + self.modes.join_direct_timeout

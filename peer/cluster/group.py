@@ -173,7 +173,8 @@ class Incarnation:
         self.direct: DirectJoin | None = None
         if transport is not None:
             seeds = config.dataplane.seed_nodes
-            self.direct = DirectJoin(self, transport, config.modes, seeds, config.tags)
+            self.direct = DirectJoin(self, transport, config.modes, seeds, config.tags,
+                                     rumors=config.modes.epidemic_log)  # fmt: skip
             self.dataplane.side = self.direct
         self.feed = feed_for(store, config.modes, self.id, transport, wakeup.set)
         """Where the log's next entries come from (peer.log.feed)."""
@@ -253,6 +254,8 @@ class Incarnation:
         extra = {"site": self.transport.address} if self.transport is not None else {}
         if self.config.tags:
             extra["tags"] = list(self.config.tags)
+        if self.feed.takes_rumors:
+            extra["rumors"] = True
         return ADD_VIRTUAL_PEER.entry(id=peer, group=self.id, **extra)
 
     def _step(self, stop: threading.Event) -> None:

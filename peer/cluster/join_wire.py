@@ -46,24 +46,32 @@ class Reply:
 
 
 def ask_body(ask: Ask) -> list[Any]:
-    """Five fields, and a sixth (the peers' own sites, as [peer, site] pairs) only when some
-    peer has one: an aider that knows only five still aids every joiner without workers."""
+    """Five fields, a sixth (whether the joiner takes rumors) when it does, and a seventh (the
+    peers' own sites, as [peer, site] pairs) only when some peer has one: an aider that knows
+    only five still aids every classic joiner without workers."""
     r = ask.request
     body = [r.joiner, list(r.peers), r.site, list(r.tags), ask.reply_to]
-    return [*body, [list(pair) for pair in r.peer_sites]] if r.peer_sites else body
+    if r.peer_sites:
+        return [*body, r.rumors, [list(pair) for pair in r.peer_sites]]
+    return [*body, True] if r.rumors else body
 
 
 def read_ask(body: Sequence[Any]) -> Ask:
-    """The ask in ``body``; a ValueError naming the field that does not read."""
-    if len(body) not in (5, 6):
-        raise ValueError(f"a join ask has 5 or 6 fields, not {len(body)}")
-    joiner, peers, site, tags, reply_to = body[:5]
+    """The ask in ``body``; a ValueError naming the field that does not read. An ask of five
+    fields, without ``rumors``, is a joiner's that does not take rumors; one of six, without
+    ``peer_sites``, a joiner's whose peers are all at its own site."""
+    if len(body) not in (5, 6, 7):
+        raise ValueError(f"a join ask has 5 to 7 fields, not {len(body)}")
+    joiner, peers, site, tags, reply_to, rumors = (*body, False)[:6]
+    if not isinstance(rumors, bool):
+        raise ValueError(f"field rumors is not true or false: {rumors!r:.60}")
     request = JoinRequest(
         joiner=_string("joiner", joiner),
         peers=_strings("peers", peers),
         site=None if site is None else _string("site", site),
         tags=_strings("tags", tags),
-        peer_sites=_pairs("peer_sites", body[5]) if len(body) == 6 else (),
+        peer_sites=_pairs("peer_sites", body[6]) if len(body) == 7 else (),
+        rumors=rumors,
     )
     return Ask(request, _string("reply_to", reply_to))
 

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
+from peer import metrics
 from peer.log import subscriber
 from peer.log.entry import Entry
 from peer.log.replica import Replica
@@ -21,6 +22,11 @@ from peer.log.store import LogStore
 
 
 class LogFeed(Protocol):
+    @property
+    def takes_rumors(self) -> bool:
+        """Whether this member keeps and passes on rumors: its announcement says so, and only
+        such members are sent them."""
+
     def next_entries(self, after: int, replica: Replica) -> list[Entry]:
         """The entries after position ``after`` (the last one the group took), in order; []
         when none has come yet. ``replica`` is the group's, for who the members are: it may lag
@@ -55,8 +61,14 @@ class ClassicFeed:
     def wrote(self, position: int, entry: Entry, replica: Replica) -> None:
         """Every reader hears of it from the directory's watch."""
 
+    @property
+    def takes_rumors(self) -> bool:
+        return False
+
     def receive(self, payload: bytes) -> None:
-        """A classic member neither keeps nor passes on rumors; it reads the log itself."""
+        """A classic member neither keeps nor passes on rumors; it reads the log itself. It
+        counts them: none should come, as it never says that it takes them."""
+        metrics.RUMORS_RECEIVED.inc()
 
     def due_in(self, now: float) -> float:
         return math.inf

@@ -33,6 +33,8 @@ class Replica:
     one of them cannot resurrect it. ``sites`` and ``group_tags`` say where a group listens for
     segments and what its peers offer the schedulers; ``peer_sites`` names the peers that listen
     elsewhere than their group's site (those of a member's worker processes, each at its own).
+    ``rumor_takers`` are the groups that said, announcing their peers, that they take the log's
+    rumors (the epidemic log mode, peer.log.epidemic): the others are never sent one.
 
     A graceful leave is three steps: a ``leaving`` group keeps its work until its current epochs
     commit, an ``exiting`` one has handed its work over (the schedulers no longer give it peers)
@@ -69,6 +71,7 @@ class Replica:
     sites: PMap = field(default_factory=pmap)
     peer_sites: PMap = field(default_factory=pmap)
     group_tags: PMap = field(default_factory=pmap)
+    rumor_takers: PSet = field(default_factory=pset)
     job_scheduler: str = "balanced"
     jobs: PMap = field(default_factory=pmap)
     job_order: PVector = field(default_factory=pvector)
@@ -152,6 +155,7 @@ class Replica:
             "sites": dict(sorted(self.sites.items())),
             "peer_sites": dict(sorted(self.peer_sites.items())),
             "group_tags": {g: list(ts) for g, ts in sorted(self.group_tags.items())},
+            "rumor_takers": sorted(self.rumor_takers),
             "job_scheduler": self.job_scheduler,
             "jobs": {j: job.to_dict() for j, job in sorted(self.jobs.items())},
             "job_order": list(self.job_order),
@@ -200,6 +204,7 @@ class Replica:
             group_tags=pmap(
                 {str(g): tuple(map(str, ts)) for g, ts in doc.get("group_tags", {}).items()}
             ),
+            rumor_takers=_strings(doc.get("rumor_takers", ())),
             job_scheduler=str(doc.get("job_scheduler", "balanced")),
             jobs=pmap(
                 {str(j): from_dict(d, imports=False) for j, d in doc.get("jobs", {}).items()}

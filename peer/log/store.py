@@ -53,6 +53,11 @@ class LogStore(Protocol):
     def origin(self) -> Replica | None:
         """The replica a gc stored, at its version; None before the first gc."""
 
+    def origin_version(self) -> int:
+        """The origin's version, EMPTY_VERSION before the first gc: one small read, without the
+        origin's bytes, for a reader that must tell a trimmed entry from one not yet written
+        without listing the log (peer.log.epidemic.fallback)."""
+
     def store_origin(self, replica: Replica) -> bool:
         """Make ``replica`` the origin unless a newer one is already there."""
 

@@ -83,10 +83,29 @@ def test_a_store_that_does_not_watch_the_log_is_not_woken_by_appends(zookeeper, 
         watching.close()
 
 
-def test_origin_only_moves_forward(store):
+def test_origin_only_moves_forward_and_its_version_reads_alone(store):
+    assert store.origin_version() == -1
     assert store.store_origin(Replica(version=10))
     assert not store.store_origin(Replica(version=5))
     assert store.origin().version == 10
+    assert store.origin_version() == 10
+    assert store.store_origin(Replica(version=12))
+    assert store.origin_version() == 12
+
+
+def test_racing_origins_leave_the_newest_and_its_version(store, zookeeper, tenancy):
+    sessions = [api.connect(zookeeper.address, tenancy) for _ in range(4)]
+    try:
+        threads = [threading.Thread(target=s.store_origin, args=(Replica(version=v),))
+                   for v, s in zip((3, 9, 5, 7), sessions, strict=True)]  # fmt: skip
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        for session in sessions:
+            session.close()
+    assert store.origin().version == store.origin_version() == 9
 
 
 def test_a_pulse_watch_fires_when_the_session_holding_it_ends(zookeeper, tenancy, store):

@@ -18,7 +18,7 @@ from peer.log.replica import Replica
 
 _CHANGED = (
     "groups", "pairs", "prepared", "accepted", "aborted", "left", "leaving", "exiting",
-    "removed", "group_peers", "sites", "peer_sites", "group_tags", "short_ids",
+    "removed", "group_peers", "sites", "peer_sites", "group_tags", "rumor_takers", "short_ids",
 )  # fmt: skip
 """What a departure reads and changes: the group leaves every key that names it."""
 
@@ -52,6 +52,7 @@ def _apply(replica: Replica, entry: Entry) -> Replica:
         sites=replica.sites.discard(group),
         peer_sites=_without(replica.peer_sites, replica.group_peers.get(group, ())),
         group_tags=replica.group_tags.discard(group),
+        rumor_takers=replica.rumor_takers.discard(group),
         short_ids=_without(replica.short_ids, replica.group_peers.get(group, ())),
     )
 

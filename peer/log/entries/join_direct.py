@@ -80,7 +80,8 @@ def _apply(replica: Replica, entry: Entry) -> Replica:
         pairs=replica.pairs.set(aider, joiner).set(joiner, target),
         aborted=replica.aborted.discard(joiner),
     )
-    announced = announce(stitched, joiner, peers, entry.args.get("site"), tags)
+    rumors = entry.args.get("rumors", False)
+    announced = announce(stitched, joiner, peers, entry.args.get("site"), tags, rumors=rumors)
     return own_sites(announced, stitched, joiner, sites)
 
 
@@ -108,7 +109,7 @@ _STITCHED = frozenset(
 JOIN_DIRECT = EntryKind(
     name=NAME,
     args={"joiner": str, "aider": str},
-    optional={"peers": list, "site": str, "tags": list, "peer_sites": dict},
+    optional={"peers": list, "site": str, "tags": list, "peer_sites": dict, "rumors": bool},
     apply=_apply,
     diff=_diff,
     reads=_STITCHED | ANNOUNCED | {"peer_sites"},

@@ -2,7 +2,8 @@
 
 add-virtual-peer announces one; it stays orphaned until its group has joined the ring, so a
 group that aborts its join never has peers counted as workers. It also carries the group's
-site (where it listens for segments) and tags, and gives the peer its short id for the wire.
+site (where it listens for segments), tags and whether it takes the log's rumors
+(``rumors``), and gives the peer its short id for the wire.
 A peer that listens elsewhere than its group (one of a member's worker processes) carries its
 own ``peer_site`` as well.
 leave-cluster removes one peer while its group lives on: the data plane's heartbeats report
@@ -25,7 +26,8 @@ def _apply_add(replica: Replica, entry: Entry) -> Replica:
     check_strings("add-virtual-peer", "tags", tags)
     if group in replica.left:
         return replica
-    announced = announce(replica, group, [peer], entry.args.get("site"), tags)
+    rumors = entry.args.get("rumors", False)
+    announced = announce(replica, group, [peer], entry.args.get("site"), tags, rumors=rumors)
     site = entry.args.get("peer_site")
     return own_sites(announced, replica, group, {peer: site} if site else {})
 
@@ -53,11 +55,18 @@ def check_strings(kind: str, name: str, values: list) -> None:
 
 
 def announce(
-    replica: Replica, group: str, peers: list[str], site: str | None, tags: list[str]
+    replica: Replica,
+    group: str,
+    peers: list[str],
+    site: str | None,
+    tags: list[str],
+    *,
+    rumors: bool = False,
 ) -> Replica:
-    """The group's new virtual peers, each with its short id (given in sorted order), and the
-    group's site and tags when given. Peers the group has announced already change nothing:
-    with none new, the very replica given is returned."""
+    """The group's new virtual peers, each with its short id (given in sorted order), the
+    group's site and tags when given, and the group among the rumor takers when it ``rumors``.
+    Peers the group has announced already change nothing: with none new, the very replica given
+    is returned."""
     known = replica.group_peers.get(group, pset())
     new = [p for p in sorted(set(peers)) if p not in known]
     if not new:
@@ -70,12 +79,15 @@ def announce(
         group_peers=replica.group_peers.set(group, known.update(new)),
         sites=_updated(replica.sites, group, site) if site else replica.sites,
         group_tags=_updated(replica.group_tags, group, tagged) if tags else replica.group_tags,
+        rumor_takers=replica.rumor_takers.add(group) if rumors else replica.rumor_takers,
         short_ids=short_ids.persistent(),
         next_short_id=replica.next_short_id + len(new),
     )
 
 
-ANNOUNCED = frozenset({"group_peers", "sites", "group_tags", "short_ids", "next_short_id"})
+ANNOUNCED = frozenset(
+    {"group_peers", "sites", "group_tags", "rumor_takers", "short_ids", "next_short_id"}
+)
 """The keys ``announce`` reads and writes."""
 
 
@@ -92,7 +104,7 @@ def _diff_peer(entry: Entry, old: Replica, new: Replica) -> Diff:
 ADD_VIRTUAL_PEER = EntryKind(
     name="add-virtual-peer",
     args={"id": str, "group": str},
-    optional={"site": str, "peer_site": str, "tags": list},
+    optional={"site": str, "peer_site": str, "tags": list, "rumors": bool},
     apply=_apply_add,
     diff=_diff_peer,
     reads=ANNOUNCED | {"left", "peer_sites"},

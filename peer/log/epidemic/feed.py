@@ -7,13 +7,20 @@ When the next position has not come for a silence (peer.log.epidemic.fallback), 
 that one znode; a position announced without its bytes is read as soon as it is next. Nothing
 here lists or watches the log directory, with one exception below.
 
-A read that finds nothing while later positions are known to exist (a rumor or this member's
-own write named them) means one of two things. Either a gc trimmed the entry, and the origin is
-newer than it: the feed jumps to the origin as peer.log.subscriber does. Or the server this
-session talks to has not seen the entry yet, and the next silence reads it again. ZooKeeper's
-sequence numbers are contiguous, even across trims and restarts, so a position that stays
-missing while later ones exist should never happen; as a safety net, after ``STUCK_SILENCES``
-silences of it the feed logs one warning and lists the log once from there.
+A read that finds nothing is followed by one small read of the origin's version: when a gc
+trimmed the entry (the origin reaches it) the feed jumps to the origin as peer.log.subscriber
+does, whether or not anyone said that later positions exist (a member with gossip off, or
+whose rumors were lost, hears of none). Otherwise the entry is not written yet, or, when later
+positions are known to exist (a rumor or this member's own write named them), the server this
+session talks to has not seen it yet, and the next silence reads it again. ZooKeeper's sequence
+numbers are contiguous, even across trims and restarts, so a position that stays missing while
+later ones exist should never happen; as a safety net, after ``STUCK_SILENCES`` silences of it
+the feed logs one warning and lists the log once from there.
+
+Only members that take rumors are sent one: the replica's ``rumor_takers``, the groups whose
+announcement said so. An entry nobody gossiped (the command line writes without a transport)
+is read first by its scout (peer.log.epidemic.fallback), which starts its rumor when it had
+heard nothing of it, so the others learn it by gossip rather than each reading it.
 
 The feed runs on the group's thread: rumors arrive through the data plane's poll, and sends go
 through a beacon of the feed's own. Its randomness comes from the rumors themselves (copy_rng).
@@ -32,7 +39,7 @@ from peer.log import subscriber
 from peer.log.entries.gc import set_replica
 from peer.log.entry import Entry
 from peer.log.epidemic import wire
-from peer.log.epidemic.fallback import Fallback
+from peer.log.epidemic.fallback import Fallback, scout, trimmed
 from peer.log.epidemic.reorder import ReorderCache
 from peer.log.epidemic.rumor import (
     LiveMembers,
@@ -105,9 +112,16 @@ class EpidemicFeed:
         """(position, since when) it has been missing with later positions known."""
         self.listed = EMPTY_VERSION
         self.members = LiveMembers(())
+        """The other members that take rumors, which the feed gossips to."""
+        self.takers: tuple[str, ...] = ()
+        """Every member that takes rumors, this one too: among whom the scouts are drawn."""
         self.sites: dict[str, str] = {}
         self.spread: Spread | None = None
         self.groups: object = None
+        self.rumor_takers: object = None
+        self.caught_up = False
+        """Whether a read found the log's end since the start: a member catching up on a
+        backlog starts no rumor for the old entries it reads."""
         self.refused: deque[tuple[str, bytes, float]] = deque()
         """Copies Aeron refused, (site, frame, until when to offer them again)."""
 
@@ -122,7 +136,7 @@ class EpidemicFeed:
             run, self.cache = self.cache.take()
             if run:
                 entries.extend(self._consumed(position, data) for position, data in run)
-                self.fallback = self.fallback.after_consumed(now)
+                self.fallback = self.fallback.after_consumed(now, self._scouting(self.cache.next))
                 continue
             read = self._read_next(now)
             if not read:
@@ -136,11 +150,11 @@ class EpidemicFeed:
         if position >= self.cache.next:
             self.cache = self.cache.add(position, data)
             self.own.add(position)
-        if self.spread is not None:
-            rumor = Rumor(position, data, 0)
-            rng = copy_rng(self.me, self.me, rumor)
-            self._send(originate(position, data, self.me, self.members, rng=rng,
-                                 spread=self.spread), whole=True)  # fmt: skip
+        self._originate(position, data)
+
+    @property
+    def takes_rumors(self) -> bool:
+        return True
 
     def tail(self) -> int:
         """The highest position heard of or taken: the log is never listed for the metrics
@@ -154,6 +168,7 @@ class EpidemicFeed:
             metrics.RUMORS_DROPPED.inc()
             log.warning("group %s dropped a rumor: %s", self.me, e)
             return
+        metrics.RUMORS_RECEIVED.inc()
         self.known = max(self.known, rumor.position)
         if whole:
             self.cache = self.cache.add(rumor.position, rumor.data)
@@ -179,18 +194,19 @@ class EpidemicFeed:
 
     def _follow(self, after: int, replica: Replica) -> None:
         """The cache waits for the position after ``after`` (the group may have booted from an
-        origin, or adopted an aider's replica). The live members are those with a site: in the
-        ring, or joining it (a site is announced with a group's first virtual peer and goes when
-        the group leaves)."""
+        origin, or adopted an aider's replica). The live members are the rumor takers with a
+        site: in the ring, or joining it (both are announced with a group's first virtual peer
+        and go when the group leaves)."""
         if self.cache.next <= after:
             self.cache = self.cache.advance_to(after + 1)
             self.announced = {p for p in self.announced if p > after}
             self.own = {p for p in self.own if p > after}
-        if replica.groups is self.groups:
+        if replica.groups is self.groups and replica.rumor_takers is self.rumor_takers:
             return
-        self.groups = replica.groups
+        self.groups, self.rumor_takers = replica.groups, replica.rumor_takers
         self.sites = dict(replica.sites)
-        self.members = LiveMembers.of(g for g in self.sites if g != self.me)
+        self.takers = tuple(sorted(g for g in replica.rumor_takers if g in self.sites))
+        self.members = LiveMembers.of(g for g in self.takers if g != self.me)
         self.spread = self._spread(len(self.members.ids) + 1)
 
     def _spread(self, members: int) -> Spread | None:
@@ -207,33 +223,52 @@ class EpidemicFeed:
         metrics.ENTRIES_LEARNED.labels(source).inc()
         return Entry.decode(data, position)
 
+    def _scouting(self, position: int) -> bool:
+        """Whether this member reads ``position`` after one silence: it is the position's scout,
+        or there is no scout to wait for (gossip is off, or no member takes rumors yet)."""
+        return self.spread is None or scout(position, self.takers) in (None, self.me)
+
     def _read_next(self, now: float) -> list[Entry]:
         """The next entry read from ZooKeeper, if a read is due and finds it; [] otherwise."""
         position = self.cache.next
-        if position not in self.announced and self.fallback.position_to_read(now, position) is None:
+        announced = position in self.announced
+        if not announced and self.fallback.position_to_read(now, position) is None:
             return []
         self.announced.discard(position)
         entry = self.store.read_at(position)
         metrics.READS_BY_POSITION.labels(str(entry is not None).lower()).inc()
-        self.fallback = self.fallback.after_read(now, entry is not None)
+        scouting = self._scouting(position)
+        self.fallback = self.fallback.after_read(now, entry is not None, scouting)
         if entry is not None:
             self.cache = self.cache.advance_to(position + 1)
             metrics.ENTRIES_LEARNED.labels("zookeeper").inc()
+            if scouting and not announced and self.caught_up and self.known < position:
+                self._originate(position, entry.encode())
+            self.known = max(self.known, position)
             return [entry]
+        self.caught_up = True
+        if trimmed(position, self.store.origin_version()):
+            return self._jump_to_origin(now, position)
         if self.known <= position:  # the log ends here, as far as anyone has said
             return []
         return self._missing(now, position)
 
-    def _missing(self, now: float, position: int) -> list[Entry]:
-        """``position`` is not in ZooKeeper though later ones are: trimmed, or not yet seen by
-        this session's server (or, which should never happen, a gap)."""
+    def _jump_to_origin(self, now: float, position: int) -> list[Entry]:
+        """``position`` was trimmed by a gc: the origin replaces it and everything before, and
+        what follows the origin is read at once, as after any read that found an entry."""
         origin = self.store.origin()
-        if origin is not None and origin.version >= position:
-            log.warning("group %s: log entries from position %d were trimmed by gc; jumping to "
-                        "the origin at %d", self.me, position, origin.version)  # fmt: skip
-            self.cache = self.cache.advance_to(origin.version + 1)
-            metrics.ENTRIES_LEARNED.labels("origin").inc()
-            return [set_replica(origin)]
+        if origin is None or not trimmed(position, origin.version):
+            return []  # a trim cannot be undone: only a store that lost its data says this
+        log.warning("group %s: log entries from position %d were trimmed by gc; jumping to "
+                    "the origin at %d", self.me, position, origin.version)  # fmt: skip
+        self.cache = self.cache.advance_to(origin.version + 1)
+        self.fallback = self.fallback.after_read(now, found=True)
+        metrics.ENTRIES_LEARNED.labels("origin").inc()
+        return [set_replica(origin)]
+
+    def _missing(self, now: float, position: int) -> list[Entry]:
+        """``position`` is not in ZooKeeper, nor trimmed, though later ones are: not yet seen by
+        this session's server (or, which should never happen, a gap)."""
         if self.missing is None or self.missing[0] != position:
             self.missing = (position, now)
         stuck = now - self.missing[1] >= STUCK_SILENCES * self.settings.silence
@@ -249,6 +284,15 @@ class EpidemicFeed:
         return entries
 
     # -- sending --------------------------------------------------------------------------------
+
+    def _originate(self, position: int, data: bytes) -> None:
+        """Round 0 of the entry at ``position``: its writer, or its scout when nobody
+        gossiped it."""
+        if self.spread is None:
+            return
+        rng = copy_rng(self.me, self.me, Rumor(position, data, 0))
+        self._send(originate(position, data, self.me, self.members, rng=rng, spread=self.spread),
+                   whole=True)  # fmt: skip
 
     def _send(self, sends: Sends, whole: bool) -> None:
         """One frame for every target; an entry too large for it goes as its position alone.

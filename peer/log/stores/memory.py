@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 
 from peer.log.entry import Entry
-from peer.log.replica import Replica
+from peer.log.replica import EMPTY_VERSION, Replica
 from peer.log.store import encoded
 
 
@@ -80,6 +80,10 @@ class MemoryStore:
 
     def origin(self) -> Replica | None:
         return self.log.origin
+
+    def origin_version(self) -> int:
+        origin = self.log.origin
+        return EMPTY_VERSION if origin is None else origin.version
 
     def store_origin(self, replica: Replica) -> bool:
         with self.log.lock:

@@ -2,7 +2,8 @@
 
 Layout under ``/onyx/<tenancy>``: ``log/entry-NNNNNNNNNN``, persistent sequential znodes whose
 sequence number is the entry's position (readers do not assume the numbers are contiguous);
-``origin``, the compressed replica the last gc stored; ``pulse/<group>``, one ephemeral
+``origin``, the compressed replica the last gc stored, whose version the ``log`` znode's own
+data holds too (written in one transaction with it); ``pulse/<group>``, one ephemeral
 znode per peer group, whose disappearance is how a group's death is seen (its data, JSON, says
 where the group runs and listens: ``host``, ``pid``, ``site``); and
 ``checkpoints/<job>``, each job's commit record, written only by compare-and-set on the znode's
@@ -28,6 +29,8 @@ from kazoo.exceptions import (
     NoAuthError,
     NodeExistsError,
     NoNodeError,
+    RolledBackError,
+    RuntimeInconsistency,
 )
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
@@ -212,24 +215,34 @@ class ZooKeeperStore:
     def store_origin(self, replica: Replica) -> bool:
         return self._guard(self._store_origin, replica)
 
+    def origin_version(self) -> int:
+        """The log directory's data: a get of that one znode, never a listing of its
+        children (a tenancy whose last gc predates it reads as having no origin)."""
+        data, _ = self._guard(self.client.get, self.log_path)
+        return int(data) if data.isdigit() else EMPTY_VERSION
+
     def _store_origin(self, replica: Replica) -> bool:
+        """Compare-and-set, the origin and its version in one transaction."""
         data = zlib.compress(json.dumps({"replica": replica.to_json()}).encode())
+        version = str(replica.version).encode()
         while True:
+            transaction = self.client.transaction()
             try:
                 current, stat = self.client.get(self.origin_path)
             except NoNodeError:
-                try:
-                    self.client.create(self.origin_path, data)
-                    return True
-                except NodeExistsError:
-                    continue
-            if _decode_origin(current).version >= replica.version:
-                return False
-            try:
-                self.client.set(self.origin_path, data, version=stat.version)
+                transaction.create(self.origin_path, data)
+            else:
+                if _decode_origin(current).version >= replica.version:
+                    return False
+                transaction.set_data(self.origin_path, data, version=stat.version)
+            transaction.set_data(self.log_path, version)
+            failed = [r for r in transaction.commit() if isinstance(r, Exception)]
+            if not failed:
                 return True
-            except BadVersionError:
-                continue
+            if any(isinstance(r, NodeExistsError | BadVersionError) for r in failed):
+                continue  # another gc stored an origin meanwhile: compare again
+            rolled_back = RolledBackError | RuntimeInconsistency  # the ops around the failed one
+            raise next((r for r in failed if not isinstance(r, rolled_back)), failed[0])
 
     def trim(self, before: int) -> int:
         return self._guard(self._trim, before)

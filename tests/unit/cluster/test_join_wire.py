@@ -26,6 +26,7 @@ requests = st.builds(
     st.none() | names,
     st.lists(names, max_size=3).map(tuple),
     st.lists(st.tuples(names, names), max_size=3).map(tuple),
+    st.booleans(),
 )
 json_like = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8) | st.binary(max_size=20),
@@ -91,6 +92,15 @@ def test_a_field_of_the_wrong_type_is_named() -> None:
         read_reply(["joiner", 7, False, "no", False, None])
     with pytest.raises(ValueError, match="6 fields"):
         read_reply(["joiner"])
+    with pytest.raises(ValueError, match="field rumors"):
+        read_ask(["joiner", [], None, [], "127.0.0.1:1", "yes"])
+
+
+def test_an_ask_of_five_fields_is_a_joiner_that_takes_no_rumors() -> None:
+    """What a member without the epidemic log's rumors sends still reads."""
+    assert read_ask(["j", [], "h:1", [], "h:1"]).request.rumors is False
+    request = read_ask(["j", [], "h:1", [], "h:1", True]).request
+    assert request.entry("a").args["rumors"] is True
 
 
 def test_an_entry_for_the_request_names_what_the_ask_carried() -> None:
@@ -100,12 +110,15 @@ def test_an_entry_for_the_request_names_what_the_ask_carried() -> None:
                           "tags": ["gpu"]}  # fmt: skip
 
 
-def test_an_ask_with_the_peers_own_sites_has_a_sixth_field_and_the_entry_carries_them() -> None:
+def test_an_ask_with_the_peers_own_sites_has_a_seventh_field_and_the_entry_carries_them() -> None:
     request = JoinRequest("j", ("p1", "p2"), "m:1", (), (("p2", "w1:1"), ("p1", "w0:1")))
     body = ask_body(Ask(request, "m:1"))
-    assert len(body) == 6
+    assert len(body) == 7
     assert len(ask_body(Ask(JoinRequest("j", ("p1",), "m:1"), "m:1"))) == 5, "as before"
     entry = read_ask(body).request.entry("a")
     assert entry.args["peer_sites"] == {"p1": "w0:1", "p2": "w1:1"}
+    assert "rumors" not in entry.args
     with pytest.raises(ValueError, match="field peer_sites"):
-        read_ask([*body[:5], [["p1"]]])
+        read_ask([*body[:6], [["p1"]]])
+    with pytest.raises(ValueError, match="5 to 7 fields"):
+        read_ask([*body, None])

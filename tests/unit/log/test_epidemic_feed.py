@@ -1,9 +1,12 @@
 """The epidemic feed over the embedded store: rumors consumed in order whatever order they come
 in, each once; ZooKeeper read by position after a silence, never listed; a trim crossed by the
-origin; a gap listed once, with one warning; a malformed frame dropped with one warning."""
+origin, with gossip or without; a gap listed once, with one warning; a malformed frame dropped
+with one warning; rumors sent only to members that take them; an entry nobody gossiped started
+by its scout."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 import msgspec
@@ -11,11 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyrsistent import pmap, pset
 
+from peer.cluster.aider import JoinRequest
 from peer.log import subscriber
 from peer.log.apply import apply_entry
-from peer.log.entries.gc import SET_REPLICA
+from peer.log.entries.gc import GC, SET_REPLICA
+from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.join import PREPARE_JOIN
+from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER
 from peer.log.epidemic import wire
+from peer.log.epidemic.fallback import scout
 from peer.log.epidemic.feed import STUCK_SILENCES, EpidemicFeed, FeedSettings
 from peer.log.epidemic.rumor import Rumor
 from peer.log.replica import Replica
@@ -222,10 +229,13 @@ def test_a_malformed_rumor_is_dropped_with_one_warning(caplog):
     assert positions(h.consume()) == [0]
 
 
-def with_members(replica: Replica, *members: str) -> Replica:
+def with_members(replica: Replica, *members: str, classic: tuple[str, ...] = ()) -> Replica:
+    """``members`` that take rumors, and ``classic`` ones that do not, each with a site."""
+    everyone = (*members, *classic)
     return replica.evolve(
-        groups=pset(members),
-        sites=pmap({m: f"127.0.0.1:{9000 + i}" for i, m in enumerate(members)}),
+        groups=pset(everyone),
+        sites=pmap({m: f"127.0.0.1:{9000 + i}" for i, m in enumerate(everyone)}),
+        rumor_takers=pset(members),
     )
 
 
@@ -285,3 +295,151 @@ def test_whatever_arrives_in_whatever_order_the_log_is_consumed_in_order_once(da
         consumed += h.consume()
     assert positions(consumed) == list(range(n))
     assert h.replica == subscriber.catch_up(log_of(n))
+
+
+class OriginCounted(ByPositionOnly):
+    """A session that counts the fetches of the origin's whole replica."""
+
+    fetched = 0
+
+    def origin(self):
+        self.fetched += 1
+        return super().origin()
+
+
+def gc_by_the_command_line(store: MemoryStore) -> int:
+    """What `onyx gc` does: append gc, store the log's replica as the origin, trim before it."""
+    position = store.append(GC.entry(id="cli"))
+    store_origin_and_trim(store, subscriber.catch_up(store))
+    return position
+
+
+def test_a_member_with_gossip_off_behind_a_trim_jumps_to_the_origin_with_no_rumor():
+    """Nothing tells this member that the log moved on: its read of the next position finds
+    nothing, and the origin's version says the position was trimmed, not yet to come."""
+    log = MemoryLog()
+    log_of(2, log.session())
+    h = Harness(OriginCounted(log), fanout=0)
+    assert positions(h.consume()) == [0, 1]
+    mirror = log_of(5)
+    for i in range(2, 5):
+        log.session().append(PREPARE_JOIN.entry(joiner=f"g{i}"))
+    mirror.append(GC.entry(id="cli"))
+    assert gc_by_the_command_line(log.session()) == 5
+    h.clock.now = SILENCE
+    entries = h.consume()
+    assert [(e.fn, e.position) for e in entries] == [(SET_REPLICA.name, 5)]
+    assert h.replica == subscriber.catch_up(mirror)
+    assert h.feed.known < 5  # nobody said the log had moved on
+
+
+def test_an_idle_member_reads_the_origins_version_never_the_origin_itself():
+    log = MemoryLog()
+    log_of(3, log.session())
+    gc_by_the_command_line(log.session())
+    store = OriginCounted(log)
+    h = Harness(store, fanout=0)
+    h.replica = subscriber.catch_up(log.session())
+    for _ in range(5):
+        h.clock.now += SILENCE
+        assert h.consume() == []
+    assert store.fetched == 0
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.sampled_from(["append", "gc", "step"]), max_size=30))
+def test_a_member_without_gossip_follows_the_log_through_any_trims(steps):
+    """Entries and gcs come while the member is stalled or reading: at the end it has the
+    replica of the whole log, trimmed or not."""
+    log, mirror = MemoryLog(), MemoryLog().session()
+    h = Harness(ByPositionOnly(log), fanout=0)
+    for step in [*steps, "step"]:
+        h.clock.now += SILENCE
+        if step == "append":
+            log.session().append(PREPARE_JOIN.entry(joiner=f"g{len(mirror.log.entries)}"))
+            mirror.append(PREPARE_JOIN.entry(joiner=f"g{len(mirror.log.entries)}"))
+        elif step == "gc":
+            gc_by_the_command_line(log.session())
+            mirror.append(GC.entry(id="cli"))
+        else:
+            h.consume()
+    assert h.replica == subscriber.catch_up(mirror)
+
+
+def test_rumors_go_only_to_the_members_that_take_them():
+    store, h = started(1, fanout=3)
+    h.replica = with_members(h.replica, "me", "a", "b", classic=("c", "d", "e"))
+    h.consume()
+    h.feed.receive(rumor(store, 0, "a", 0))
+    h.feed.wrote(1, PREPARE_JOIN.entry(joiner="mine"), h.replica)
+    takers = {h.replica.sites[m] for m in ("a", "b")}
+    assert h.sent
+    assert {site for site, _ in h.sent} <= takers
+
+
+TAKERS = ("a", "b", "c", "d")
+
+
+def waiting_for_the_command_line(me: str) -> tuple[MemoryStore, Harness]:
+    """Member ``me`` among TAKERS, caught up on an empty log at time 0."""
+    store = ByPositionOnly(MemoryLog())
+    h = Harness(store, me=me)
+    h.replica = with_members(h.replica, *TAKERS)
+    assert h.consume() == []
+    return store, h
+
+
+def test_the_scout_of_an_entry_nobody_gossiped_reads_it_first_and_starts_its_rumor():
+    store, h = waiting_for_the_command_line(scout(0, TAKERS))
+    store.append(PREPARE_JOIN.entry(joiner="by-the-command-line"))
+    h.clock.now = SILENCE
+    assert positions(h.consume()) == [0]
+    assert len(h.sent) == 3
+    assert {wire.decode(p)[0] for _, p in h.sent} == {Rumor(0, store.log.entries[0], 0)}
+
+
+def test_the_others_wait_longer_for_its_rumor_and_start_none():
+    other = next(m for m in TAKERS if m not in (scout(0, TAKERS), scout(1, TAKERS)))
+    store, h = waiting_for_the_command_line(other)
+    store.append(PREPARE_JOIN.entry(joiner="by-the-command-line"))
+    h.clock.now = SILENCE
+    assert h.consume() == []
+    h.feed.receive(rumor(store, 0, "a", 1))
+    assert positions(h.consume()) == [0]
+    h.sent.clear()
+    store.append(PREPARE_JOIN.entry(joiner="no-rumor-came"))
+    h.clock.now = 10 * SILENCE
+    assert positions(h.consume()) == [1]
+    assert h.sent == []
+
+
+def test_no_rumor_is_started_for_an_entry_read_while_catching_up_or_already_rumored():
+    me = scout(0, TAKERS)
+    log = MemoryLog()
+    log_of(3, log.session())
+    h = Harness(ByPositionOnly(log), me=me)
+    h.replica = with_members(h.replica, *TAKERS)
+    assert positions(h.consume()) == [0, 1, 2]
+    assert h.sent == []
+    scouted = next(p for p in itertools.count(3) if scout(p, TAKERS) == me)
+    for i in range(3, scouted + 2):
+        log.session().append(PREPARE_JOIN.entry(joiner=f"g{i}"))
+    h.feed.receive(wire.encode(Rumor(scouted + 1, log.entries[scouted + 1], 0), "a"))
+    h.sent.clear()
+    h.clock.now = 10 * SILENCE
+    assert positions(h.consume()) == list(range(3, scouted + 2))
+    assert h.sent == []
+
+
+def test_a_group_announced_or_stitched_in_with_rumors_takes_them_until_it_leaves():
+    replica = Replica()
+    for position, entry in enumerate([
+        PREPARE_JOIN.entry(joiner="epidemic"),
+        ADD_VIRTUAL_PEER.entry(id="p1", group="epidemic", site="h:1", rumors=True),
+        ADD_VIRTUAL_PEER.entry(id="p2", group="classic", site="h:2"),
+        JoinRequest("joined-directly", ("p3",), "h:3", rumors=True).entry("epidemic"),
+    ]):  # fmt: skip
+        replica = apply_entry(replica, entry.at(position)).new
+    assert replica.rumor_takers == pset({"epidemic", "joined-directly"})
+    left = apply_entry(replica, GROUP_LEAVE.entry(id="epidemic").at(4)).new
+    assert left.rumor_takers == pset({"joined-directly"})

@@ -41,6 +41,7 @@ def test_to_json_is_plain_and_sorted(sample):
         "sites": {},
         "peer_sites": {},
         "group_tags": {},
+        "rumor_takers": [],
         "job_scheduler": "balanced",
         "jobs": {},
         "job_order": [],
