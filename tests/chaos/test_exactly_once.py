@@ -74,16 +74,18 @@ def reference(tmp_path_factory) -> list[str]:
     return records
 
 
-SCALE_MODES = ["--join-direct", "--epidemic-log", "--async-allocation"]
+SCALE_MODES = ["--join-direct", "--epidemic-log", "--async-allocation", "--workers", "2"]
 """The coordination modes built for large clusters (peer.cluster.modes), besides scheduling
-servers, which need a server to ask."""
+servers, which need a server to ask: each group is a member running its peers in two worker
+processes, as on a machine of two cores."""
 
 
 @pytest.fixture(params=["classic"])
 def modes(request, tmp_path) -> Iterator[list[str]]:
     """The coordination options of the cluster's groups. "at scale" is every mode built for
     large clusters, with a scheduling server of their own: the replacements of killed groups
-    join directly and every group learns the log by gossip."""
+    join directly, every group learns the log by gossip, and a kill takes a member with its
+    workers."""
     if request.param == "classic":
         yield []
         return
