@@ -52,6 +52,17 @@ class End:
 
 
 @dataclass(frozen=True)
+class Ping:
+    """Whether the worker still reads, asked when nothing else has been sent for a while: one
+    stopped while the log is idle would otherwise go unnoticed, its peers stalled for good."""
+
+
+@dataclass(frozen=True)
+class Pong:
+    """The worker's answer to a ``Ping``, from its reader's thread."""
+
+
+@dataclass(frozen=True)
 class Scrape:
     request: int
     """Numbers the scrape: the answer to an earlier one is told apart from this one's."""

@@ -48,6 +48,8 @@ from peer.cluster.ipc import (
     End,
     Failure,
     Hello,
+    Ping,
+    Pong,
     Reset,
     Samples,
     Stop,
@@ -62,6 +64,9 @@ log = logging.getLogger(__name__)
 
 STOP_TIMEOUT = 10.0
 """Seconds a stopping member waits for each worker to close before killing it."""
+PING_EVERY = 1.0
+"""Seconds between a member's pings of each worker: a worker that stops answering is killed
+after the send timeout (peer.cluster.worker_outbox), even while the log is idle."""
 RESTART_BACK_OFF = 2.0
 """The least time between two starts of one worker: one that dies as it starts is not started
 again in a tight loop."""
@@ -91,6 +96,8 @@ class Slot:
     generation: int = 0
     site: str | None = None
     started: float = -math.inf
+    pinged: float = -math.inf
+    """When the member last asked this process whether it still reads."""
     due: float | None = None
     """When a worker that died is to be started again."""
 
@@ -195,10 +202,17 @@ class Workers:
         return outbox is not None and outbox.put(message)
 
     def kill_stuck(self) -> None:
-        """Kill each worker that has stopped reading what the member sends: its death is then
-        seen to as any other's (its peers reported, the worker started again)."""
+        """Kill each worker that has stopped reading what the member sends, or answering its
+        pings: its death is then seen to as any other's (its peers reported, the worker started
+        again)."""
+        now = time.monotonic()
         for slot, state in enumerate(self.slots):
-            if state.outbox is None or state.killed or not state.outbox.stuck():
+            if state.outbox is None or state.killed:
+                continue
+            if now - state.pinged >= PING_EVERY and not state.outbox.waiting_answer:
+                state.pinged = now
+                state.outbox.ask(Ping())
+            if not state.outbox.stuck(now):
                 continue
             log.warning("worker %d (pid %s) has not read what the member sent it for %g s; "
                         "killing it", slot, state.process.pid, self.send_timeout)  # fmt: skip
@@ -216,6 +230,11 @@ class Workers:
                 continue
             if isinstance(event, Samples):
                 self.scrapes.answered(slot, event)
+                continue
+            if isinstance(event, Pong):
+                outbox = self.slots[slot].outbox
+                if outbox is not None and generation == self.slots[slot].generation:
+                    outbox.answer()
                 continue
             if not isinstance(event, (Hello, Append, Died)):
                 log.warning("worker %d sent a message of no known kind: %.200r", slot, event)

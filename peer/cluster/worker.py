@@ -35,6 +35,8 @@ from peer.cluster.ipc import (
     End,
     Failure,
     Hello,
+    Ping,
+    Pong,
     Reset,
     Samples,
     Scrape,
@@ -151,6 +153,9 @@ class Worker:
                 return
             if isinstance(message, Scrape):
                 self._answer(message)
+                continue
+            if isinstance(message, Ping):
+                self._send(Pong())
                 continue
             self.inbox.put(message)
             self.wakeup.set()

@@ -11,6 +11,10 @@ time is ``stuck``: the member kills it and restarts it as it does one that died
 finds every message late once it runs again, through no fault of its workers, so each check
 counts at most ``CHECK_GAP`` s of the time since the one before. ``LIMIT`` bounds the
 messages waiting; a worker that lets more pile up is stuck as well.
+
+Messages alone tell only while there are some, and a pipe's buffer takes a few even from a
+worker that reads nothing: so the member also ``ask``s, now and then, for an answer, and a
+worker whose answer does not come is stuck the same way.
 """
 
 from __future__ import annotations
@@ -46,8 +50,10 @@ class WorkerOutbox:
         self.overflowed = False
         self.waited = 0.0
         """How long, in the member's running time, messages have waited with no progress."""
-        self.checked: tuple[float, int] | None = None
-        """When the last check ran and how many had been sent then."""
+        self.asked = self.answered = 0
+        """Messages sent that want an answer, and answers come back."""
+        self.checked: tuple[float, tuple[int, int]] | None = None
+        """When the last check ran, and how many had been sent and answered then."""
         threading.Thread(target=self._run, name=f"{name}-sender", daemon=True).start()
 
     def put(self, message: Any) -> bool:
@@ -64,13 +70,31 @@ class WorkerOutbox:
             self.ready.notify()
         return True
 
+    def ask(self, message: Any) -> bool:
+        """Queue ``message``, which wants an answer (``answer`` counts it come back)."""
+        with self.ready:
+            if not self.put(message):
+                return False
+            self.asked += 1
+        return True
+
+    def answer(self) -> None:
+        """An answer to an ``ask`` has come back."""
+        with self.ready:
+            self.answered += 1
+
+    @property
+    def waiting_answer(self) -> bool:
+        with self.ready:
+            return self.answered < self.asked
+
     def stuck(self, now: float | None = None) -> bool:
         """Whether the worker has stopped reading: its messages overflowed, or made no progress
         for ``timeout`` s of the member's running time. Called from the member's thread."""
         now = time.monotonic() if now is None else now
         with self.ready:
-            pending = bool(self.waiting) or self.in_flight
-            sent, overflowed = self.sent, self.overflowed
+            pending = bool(self.waiting) or self.in_flight or self.answered < self.asked
+            sent, overflowed = (self.sent, self.answered), self.overflowed
         last, self.checked = self.checked, (now, sent)
         if not pending or last is None or last[1] != sent:
             self.waited = 0.0

@@ -188,15 +188,17 @@ def test_the_members_metrics_show_each_workers_task_runners(start_peer, zookeepe
         job_id = api.submit(store, job)
 
         def both_run() -> Scrape | None:
+            """A scrape in which both workers' runners have taken segments and finished a
+            batch (a batch is timed once it ends, after its segments are counted)."""
             found = Scrape(port)
-            ran = [found.total("onyx_task_segments_in_total", onyx_job=job_id, worker=w)
+            ran = [found.total(name, onyx_job=job_id, worker=w)
+                   for name in ("onyx_task_segments_in_total", "onyx_task_batch_seconds_count")
                    for w in ("0", "1")]  # fmt: skip
             return found if all(ran) else None
 
         found = wait_for(both_run, 30, "both workers' task runners in the member's metrics")
     for worker in ("0", "1"):
         assert found("onyx_worker_metrics_fresh", worker=worker) == 1
-        assert found.total("onyx_task_batch_seconds_count", worker=worker) > 0
         assert found.total("onyx_aeron_frames_sent_total", worker=worker) > 0
     tasks = {dict(k)["task"] for k in found.samples["onyx_task_segments_in_total"]}
     assert tasks == {"read", "split", "count", "write"}
@@ -237,10 +239,32 @@ def test_a_worker_that_stops_reading_holds_up_nothing_and_is_replaced(start_peer
     assert Scrape(port)("onyx_worker_restarts_total", worker=str(slot), reason="unresponsive") == 1
 
 
-def replaced_all(replica, group: str, gone: set[str]) -> bool:
-    """Whether none of ``gone`` is left in ``group`` and it has its 4 peers again."""
+def test_a_worker_stopped_while_the_log_is_idle_is_found_by_its_pings_and_replaced(
+    start_peer, zookeeper, tenancy
+):
+    """Nothing is sent to a worker while the log is idle, so only the member's pings tell that
+    it has stopped: it is killed after the member's session timeout and its peers replaced."""
+    member = start_peer(vpeers=2, extra=["--workers", "2"])
+    await_peers(zookeeper, tenancy, 2)
+    with closing(api.connect(zookeeper.address, tenancy)) as store:
+        before = api.replica(store)
+        group = next(iter(before.groups))
+        site, stopped = sorted(workers_of(member).items())[0]
+        gone = {p for p in before.group_peers[group] if before.peer_sites[p] == site}
+        os.kill(stopped, signal.SIGSTOP)
+        try:
+            wait_for(lambda: not alive(stopped), 30, f"the stopped worker {stopped} to be killed")
+        finally:
+            if alive(stopped):
+                os.kill(stopped, signal.SIGCONT)
+        api.follow(store, lambda r: replaced_all(r, group, gone, 2), 30)
+    assert stopped not in workers_of(member).values()
+
+
+def replaced_all(replica, group: str, gone: set[str], count: int = 4) -> bool:
+    """Whether none of ``gone`` is left in ``group`` and it has its ``count`` peers again."""
     peers = set(replica.group_peers.get(group, ()))
-    return len(peers) == 4 and not peers & gone
+    return len(peers) == count and not peers & gone
 
 
 def applied(port: int) -> int:

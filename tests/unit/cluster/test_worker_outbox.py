@@ -80,3 +80,30 @@ def test_a_worker_gone_takes_nothing_more():
     outbox.put("first")
     wait_for(lambda: outbox.closed, 5, "the sender to see the pipe broken")
     assert not outbox.put("second")
+
+
+def test_an_ask_left_unanswered_for_the_timeout_is_stuck_though_the_pipe_took_it():
+    """A stopped worker's pipe still takes a small message, so only the missing answer tells."""
+    member, worker = Pipe()
+    outbox = WorkerOutbox(member, "worker 0", timeout=3.0)
+    assert outbox.ask("ping")
+    assert worker.recv() == "ping"
+    wait_for(lambda: not outbox.in_flight, 5, "the send to finish", 0.001)
+    assert not any(outbox.stuck(t) for t in (0.0, 0.9, 1.8, 2.7))
+    assert outbox.stuck(3.6)
+    outbox.close()
+
+
+def test_an_answered_ask_is_progress():
+    member, worker = Pipe()
+    outbox = WorkerOutbox(member, "worker 0", timeout=1.0)
+    now = 0.0
+    for n in range(5):
+        assert outbox.ask(n)
+        assert worker.recv() == n
+        assert not outbox.stuck(now)
+        now += 0.9
+        outbox.answer()
+        assert not outbox.waiting_answer
+        assert not outbox.stuck(now)
+    outbox.close()
