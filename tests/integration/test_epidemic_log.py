@@ -19,7 +19,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from peer import api
 from peer.log.entries.join_direct import JOIN_DIRECT
-from tests.integration.test_jobs import await_peers, cluster_args, counts, wordcount_job
+from tests.integration.test_jobs import (
+    await_peers,
+    cluster_args,
+    run_word_count,
+)
 from tests.support import PeerProcess, free_port, onyx, wait_for
 
 pytestmark = pytest.mark.integration
@@ -57,16 +61,6 @@ class Member:
                     key = ",".join([sample.name, *sample.labels.values()])
                     found[key] += sample.value
         return found
-
-
-def run_word_count(zookeeper, tenancy, tmp_path) -> None:
-    job, expected = wordcount_job(tmp_path, LINES)
-    submitted = onyx("job", "submit", str(job), *cluster_args(zookeeper, tenancy))
-    assert submitted.returncode == 0, submitted.stderr
-    job_id = submitted.stdout.strip()
-    waited = onyx("job", "wait", job_id, *cluster_args(zookeeper, tenancy), "--timeout", "60")
-    assert waited.returncode == 0, waited.stderr
-    assert counts(tmp_path / "out" / "counts.jsonl") == expected
 
 
 def assert_replicas_agree(zookeeper, tenancy, members: list[Member]) -> None:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from contextlib import ExitStack, closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +90,25 @@ def published(tmp_path: Path) -> list[tuple[str, int]]:
 
 def cluster_args(zookeeper, tenancy) -> list[str]:
     return ["--zookeeper", zookeeper.address, "--tenancy", tenancy]
+
+
+def run_word_count(zookeeper, tenancy, tmp_path: Path, members: Sequence[Any] = (),
+                   lines: int = 1_000) -> str:  # fmt: skip
+    """The word count submitted and waited for with the command line, as a user runs it: it
+    completes with exactly its input's counts, and each of ``members`` (PeerProcess) still
+    runs, with no traceback in its log. The job's id."""
+    job, expected = wordcount_job(tmp_path, lines)
+    submitted = onyx("job", "submit", str(job), *cluster_args(zookeeper, tenancy))
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
+    waited = onyx("job", "wait", job_id, *cluster_args(zookeeper, tenancy), "--timeout", "60")
+    assert waited.returncode == 0, waited.stderr + "".join(m.output() for m in members)
+    assert waited.stdout.strip() == f"job {job_id}: completed"
+    assert counts(tmp_path / "out" / "counts.jsonl") == expected
+    for member in members:
+        assert member.process.poll() is None, member.output()
+        assert "Traceback" not in member.output()
+    return job_id
 
 
 def await_peers(zookeeper, tenancy, count: int) -> None:

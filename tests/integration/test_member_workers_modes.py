@@ -11,30 +11,18 @@ import pytest
 
 from peer import api
 from peer.log.replica import invariant_violations
-from tests.integration.test_jobs import await_peers, cluster_args, counts, wordcount_job
+from tests.integration.test_jobs import (
+    await_peers,
+    run_word_count,
+)
 from tests.integration.test_join_direct import joined_directly
 from tests.integration.test_member_workers import workers_of
 from tests.integration.test_seed_nodes import await_ring, group_id
-from tests.support import PeerProcess, onyx, wait_for
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 
 LINES = 1_000
-
-
-def run_word_count(zookeeper, tenancy, tmp_path, members: list[PeerProcess]) -> None:
-    """The word count on the cluster, to its completion and to exactly its input's counts."""
-    job, expected = wordcount_job(tmp_path, LINES)
-    submitted = onyx("job", "submit", str(job), *cluster_args(zookeeper, tenancy))
-    assert submitted.returncode == 0, submitted.stderr
-    job_id = submitted.stdout.strip()
-    waited = onyx("job", "wait", job_id, *cluster_args(zookeeper, tenancy), "--timeout", "60")
-    assert waited.returncode == 0, waited.stderr + "".join(m.output() for m in members)
-    assert waited.stdout.strip() == f"job {job_id}: completed"
-    assert counts(tmp_path / "out" / "counts.jsonl") == expected
-    for member in members:
-        assert member.process.poll() is None, member.output()
-        assert "Traceback" not in member.output()
 
 
 def test_a_member_with_workers_joins_directly_with_each_peer_at_its_workers_site(
