@@ -41,6 +41,16 @@ def parse_site(site: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def open_socket(host: str = "127.0.0.1") -> socket.socket:
+    """A member's non-blocking UDP socket on a free port, with room for a burst."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, RECEIVE_BUFFER)
+    sock.bind((host, 0))
+    sock.setblocking(False)
+    return sock
+
+
 class UdpTransport:
     """A member's end: ``offer`` sends a datagram, ``poll`` hands over what the hub queued."""
 
@@ -101,14 +111,9 @@ class UdpHub:
 
     def transport(self, wakeup: threading.Event) -> UdpTransport:
         """A new member's socket on a free port, its datagrams waking ``wakeup``."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, RECEIVE_BUFFER)
-        sock.bind((self.host, 0))
-        sock.setblocking(False)
-        transport = UdpTransport(sock, wakeup)
+        transport = UdpTransport(open_socket(self.host), wakeup)
         with self.lock:
-            self.selector.register(sock, selectors.EVENT_READ, transport)
+            self.selector.register(transport.sock, selectors.EVENT_READ, transport)
             self.transports.append(transport)
         return transport
 
