@@ -293,6 +293,9 @@ def cluster_figures(
 ) -> dict[str, float | int]:
     """Sessions, reads and writes per entry, spread, and one join, for one simulated cluster."""
     n = args.members
+    classic = not settings.modes.epidemic_log
+    entries = args.classic_entries if classic else args.entries
+    spacing = args.spacing
     idle_connections = read_counters(zookeeper.port).connections
     with running(zookeeper, settings, n, args.processes) as (cluster, _admin):
         # The host processes' shared sessions (bench.scale_members): for the pings only.
@@ -303,12 +306,13 @@ def cluster_figures(
         idle = read_counters(zookeeper.port).minus(quiet)
         idle_reads = idle.requests - idle.zxid - pings * idle.at * connections
         learned_before = sum_learned(cluster)
-        before = read_counters(zookeeper.port)
-        cluster.write(args.entries, args.spacing)
-        wanted = args.entries * n
+        before, cpu = read_counters(zookeeper.port), sum(cluster.ask("cpu"))
+        cluster.write(entries, spacing)
+        wanted = entries * n
         wait_until(lambda: sum(cluster.ask("applied")) >= wanted, args.timeout,
-                   f"{n} members to apply {args.entries} entries", every=0.1)  # fmt: skip
+                   f"{n} members to apply {entries} entries", every=0.1)  # fmt: skip
         window = read_counters(zookeeper.port).minus(before)
+        cpu = sum(cluster.ask("cpu")) - cpu
         learned = {k: v - learned_before.get(k, 0) for k, v in sum_learned(cluster).items()}
         applied, appended = cluster.marks()
         delays = spread(applied, appended)
@@ -319,10 +323,13 @@ def cluster_figures(
         "zk_connections": connections,
         "zk_idle_reads_per_member_s": idle_reads / idle.at / n,
         "zk_idle_writes": idle.zxid,
-        "zk_writes_per_entry": window.zxid / args.entries,
-        "zk_reads_per_entry_per_member": reads / (args.entries * n),
-        "entries_learned_by_gossip_share": learned.get("gossip", 0) / (args.entries * n),
-        "entries_learned_from_zookeeper_share": learned.get("zookeeper", 0) / (args.entries * n),
+        "entries": entries,
+        "entry_spacing_s": spacing,
+        "harness_cpu_s_per_entry": cpu / entries,
+        "zk_writes_per_entry": window.zxid / entries,
+        "zk_reads_per_entry_per_member": reads / (entries * n),
+        "entries_learned_by_gossip_share": learned.get("gossip", 0) / (entries * n),
+        "entries_learned_from_zookeeper_share": learned.get("zookeeper", 0) / (entries * n),
         "entry_spread_p50_s": statistics.median(delays),
         "entry_spread_p99_s": percentile(delays, 0.99),
         "entry_spread_max_s": max(delays),
@@ -393,11 +400,18 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--vpeers", type=int, default=10)
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--entries", type=int, default=None, help="20 (5 with --quick)")
-    parser.add_argument("--spacing", type=float, default=0.25,
-                        help="seconds between the marked entries")  # fmt: skip
+    parser.add_argument("--spacing", type=float, default=None,
+                        help="seconds between the marked entries: 0.25, or members / 2000 if "
+                             "more (the harness's cores carry every member's gossip)")  # fmt: skip
+    parser.add_argument("--classic-entries", type=int, default=None,
+                        help="entries of the classic cluster: --entries, 10 above 300 members "
+                             "(each costs it a listing and a read per member)")  # fmt: skip
     parser.add_argument("--join-members", type=int, default=10)
     parser.add_argument(
         "--new-only", action="store_true", help="leave the classic cluster out (no _classic)"
+    )
+    parser.add_argument(
+        "--classic-only", action="store_true", help="leave the new modes' cluster out"
     )
     parser.add_argument("--heartbeat", type=float, default=60.0,
                         help="the members' heartbeat interval, s (bench.scale_members says why "
@@ -418,6 +432,9 @@ def parse() -> argparse.Namespace:
         args.settle, args.idle = 2.0, 4.0
     args.members = args.members or (100 if args.quick else 1000)
     args.entries = args.entries or (5 if args.quick else 20)
+    args.spacing = args.spacing or max(0.25, args.members / 2000)
+    big = args.members > 300
+    args.classic_entries = args.classic_entries or (min(args.entries, 10) if big else args.entries)
     return args
 
 
@@ -434,7 +451,7 @@ def main() -> None:
         figures["zk_pings_per_session_s"] = pings
         print(f"an idle session with a {timeout:g} s timeout sends {pings:.3f} requests per s "
               "(pings: left out of every read figure below)")  # fmt: skip
-        for suffix, modes in (("", NEW), ("_classic", CLASSIC))[: 1 if args.new_only else 2]:
+        for suffix, modes in chosen(args):
             tenancy = f"scale{suffix or '_new'}"
             settings = SimulationSettings(
                 zookeeper.address, tenancy, modes, args.vpeers, args.heartbeat, log_dir=str(logs)
@@ -491,6 +508,12 @@ def main() -> None:
     print(json.dumps(figures, sort_keys=True))
 
 
+def chosen(args: argparse.Namespace) -> list[tuple[str, CoordinationModes]]:
+    """The clusters to run, each with the suffix of its figures."""
+    both = [("", NEW), ("_classic", CLASSIC)]
+    return [b for b in both if not (args.new_only and b[0]) and not (args.classic_only and not b[0])]
+
+
 def derived(figures: dict[str, object], args: argparse.Namespace, notes: list[str]) -> dict:
     """The issue's names: per-size spread, sessions per machine, joins into the big cluster."""
     n = args.members
@@ -521,6 +544,8 @@ def report_cluster(found: dict[str, float | int], suffix: str, args: argparse.Na
         f"   idle: {found['zk_idle_reads_per_member_s']:.3f} reads per member per s "
         f"(pings left out), {found['zk_idle_writes']} writes"
     )
+    print(f"   {found['entries']} entries {found['entry_spacing_s']:g} s apart; the harness "
+          f"used {found['harness_cpu_s_per_entry']:.3f} CPU s per entry")  # fmt: skip
     print(f"   per entry: {found['zk_writes_per_entry']:.2f} writes, "
           f"{found['zk_reads_per_entry_per_member']:.3f} reads per member")  # fmt: skip
     print(

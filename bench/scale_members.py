@@ -30,6 +30,10 @@ figure; bench/README.md says the same):
   hands every such member the same result (members that started from one origin keep sharing
   replicas, as each new one is the same object for all). Each member still acts on the
   transition itself (its reactions, its watches, its data plane's sync).
+- The data plane's peer index (where each peer listens, each short id's peer) is a function
+  of the replica's ring alone, rebuilt when the ring changes (tens of milliseconds at 10,000
+  peers): ``SharedIndex`` builds it once per process for each ring and hands every member's data
+  plane the same read-only maps.
 - Membership. Its heartbeats and gossip are failure detection, not the log: the members here
   run no membership service (a joiner's heartbeats to its seed go unanswered). Its cost per
   member is measured apart (bench/scale.py's ``membership_tick_us_<N>_members``).
@@ -44,7 +48,7 @@ every member.
 The bench process talks to ``serve`` over a pipe: ``("start", version)`` (each member registers
 its pulse), ``("pulses",)`` (how many are there), ``("go",)`` (now they run), ``("write", count,
 spacing, other)`` (the first member appends marked no-op entries), ``("versions",)``,
-``("learned",)`` (how the members learned entries, by source), ``("applied",)`` (how many
+``("cpu",)`` (the process's CPU seconds so far), ``("learned",)`` (how the members learned entries, by source), ``("applied",)`` (how many
 marked entries the members applied), ``("marks",)`` (when each member applied each marked
 entry, and when each was appended, on this machine's monotonic clock, which every process
 shares) and ``("stop",)``.
@@ -54,6 +58,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import operator
 import logging
 import selectors
 import socket
@@ -210,6 +215,35 @@ class SharedSequential(Sequential):
             yield t
 
 
+class SharedIndex:
+    """``DataPlane._index``, built once per process for each ring (the replica's parts it
+    reads, compared by identity: immutable, so the same objects give the same index)."""
+
+    def __init__(self, limit: int = 16) -> None:
+        self.limit = limit
+        self.built: OrderedDict[tuple[int, ...], tuple[tuple[object, ...], dict, dict]] = (
+            OrderedDict()
+        )
+
+    def bind(self, plane: DataPlane) -> None:
+        """Make ``plane`` index through this."""
+        plane._index = lambda replica: self.index(plane, replica)  # type: ignore[method-assign]
+
+    def index(self, plane: DataPlane, replica: Replica) -> None:
+        inputs = (replica.groups, replica.sites, replica.peer_sites, replica.group_peers,
+                  replica.short_ids)  # fmt: skip
+        if plane.indexed is not None and all(map(operator.is_, inputs, plane.indexed)):
+            return
+        key = tuple(map(id, inputs))
+        hit = self.built.get(key)
+        if hit is None or not all(map(operator.is_, inputs, hit[0])):
+            DataPlane._index(plane, replica)
+            hit = self.built[key] = (inputs, plane.peer_sites, plane.short_peers)
+            if len(self.built) > self.limit:
+                self.built.popitem(last=False)
+        plane.indexed, plane.peer_sites, plane.short_peers = hit
+
+
 class Wakeup:
     """A member's wakeup, as the group's Event is used (``set``, ``is_set``, ``clear``): setting
     it, from any thread (kazoo's watches, the feed, the member's own effects), queues the
@@ -282,6 +316,7 @@ class MemberHost:
         self.timers: list[tuple[float, int, Callable[[], None]]] = []
         self.sequence = itertools.count()
         self.shared_apply = SharedApply()
+        self.shared_index = SharedIndex()
         self.never = threading.Event()
         """The stop a member's step is given: these members never leave gracefully."""
         self.stopped = False
@@ -300,6 +335,7 @@ class MemberHost:
             member.dataplane.membership.stop()
             member.dataplane.membership = None
         member.applied, member.appended = [], []
+        self.shared_index.bind(member.dataplane)
         store.on_append(wakeup.set)
         store.on_session_lost(lambda: (member.lost.set(), wakeup.set()))
         self.selector.register(transport.sock, selectors.EVENT_READ, lambda: self._drain(index))
@@ -418,16 +454,7 @@ class MemberHost:
     def _do_go(self) -> str:
         """Every member starts; a member that started watching its ring target before that
         target's pulse existed would report it dead, hence after every pulse is there."""
-        index = DataPlane(self.members[0].id, None, lambda _entry: None)
-        index.sync(self.origin, [])
-        index.close()
         for i, member in enumerate(self.members):
-            # The peer index is a function of the replica alone: made once here, not by each
-            # member (tens of milliseconds at 10,000 peers); a member makes its own once the
-            # ring changes.
-            plane = member.dataplane
-            plane.peer_sites, plane.short_peers = index.peer_sites, index.short_peers
-            plane.indexed = index.indexed
             member.start(self.origin, self.shared_apply)
             member.wakeup.set()
             self.ready(i)
@@ -457,6 +484,10 @@ class MemberHost:
     def _do_marks(self) -> tuple[list[tuple[int, int, float]], list[tuple[int, float]]]:
         return ([(i, *a) for i, m in enumerate(self.members) for a in m.applied],
                 [a for m in self.members for a in m.appended])  # fmt: skip
+
+    def _do_cpu(self) -> float:
+        """Seconds of CPU this process has used, every thread's (kazoo's included)."""
+        return time.process_time()
 
     def _do_members(self) -> list[tuple[str, list[str], str]]:
         return [(m.id, list(m.peers), m.transport.address) for m in self.members]  # type: ignore[union-attr]
