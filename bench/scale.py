@@ -3,18 +3,21 @@ members, classic protocol and the new modes side by side, on this machine agains
 ZooKeeper.
 
 The simulated cluster: --members members of --vpeers virtual peers each, hosted by --processes
-OS processes (bench.scale_members), every member a real Incarnation with its own ZooKeeper
-session and UDP socket (bench.udp_transport), running the real log feed, gossip, join direct,
-membership and replica code, and no job. The cluster is formed through an origin, as a gc
-leaves one (bench.scale_members says why); members heartbeat every 2 s, so that their threads
-fit two cores. One cluster runs with the new modes (join direct, the epidemic log), then one
-with the classic protocol, each in its own tenancy. Figures (bench/README.md says more):
+OS processes (bench.scale_members), every member a real Incarnation with its own UDP socket
+(bench.udp_transport), running the real log feed, gossip, join direct and replica code, and no
+job. One thread per process drives its members and they share its ZooKeeper session, a pure
+function's results (apply_entry, the peer index) and no membership (bench.scale_members says
+what is shared and why the figures stay the members'). The cluster is formed through an origin,
+as a gc leaves one. One cluster runs with the new modes (join direct, the epidemic log), then
+one with the classic protocol, each in its own tenancy. Figures (bench/README.md says more):
 
-- zk_sessions_per_machine: ZooKeeper connections the members opened, per simulated machine.
+- zk_sessions_per_machine: ZooKeeper connections per member of a --join-members cluster whose
+  members open sessions of their own, per simulated machine.
 - zk_reads_per_entry_per_member, zk_writes_per_entry: the first member appends --entries marked
-  no-op entries; ZooKeeper's own counters (bench.zookeeper_counters) over that window, less
-  the idle rate of a quiet window of the same run (pings, and the epidemic mode's one read per
-  silence), divided by entries and members.
+  no-op entries, --spacing s apart; ZooKeeper's own counters (bench.zookeeper_counters) over
+  that window, less the pings of the same run's idle sessions, divided by entries and members.
+- harness_cpu_s_per_entry: the CPU the member processes spent in that window, per entry (what
+  a thousand machines would share; it sets how far apart the entries can be on two cores).
 - entry_spread_p50_s / _p99_s_<N>_members: from each entry's append to each member applying it,
   over every (member, entry) pair (one monotonic clock: every process is on this machine).
 - zk_writes_per_join, join_s_<N>_members: a real PeerGroup (its own session and socket, in this
@@ -31,11 +34,12 @@ Allocations in the background are measured by bench/async_apply.py; the sessions
 with workers are one per machine, as tests/integration/test_member_workers.py checks, and here
 each simulated member stands for such a machine.
 
-On two cores the harness itself limits the spread from a few hundred members on (a thousand
-members' threads wait for the GIL between gossip hops); bench/README.md gives a run's figures.
+On two cores every member's gossip shares the machine: at 1,000 members an entry's 9,840 copies
+cost about a CPU second, so the entries are spaced by the cluster's size (--spacing);
+bench/README.md gives a run's figures.
 
 Run: .venv/bin/python bench/scale.py [--members 1000] [--vpeers 10] [--processes 4]
-     [--entries 20] [--new-only] [--quick]
+     [--entries 20] [--spacing S] [--classic-entries N] [--new-only | --classic-only] [--quick]
 The last line of output is one JSON document holding every figure.
 """
 
@@ -414,8 +418,8 @@ def parse() -> argparse.Namespace:
         "--classic-only", action="store_true", help="leave the new modes' cluster out"
     )
     parser.add_argument("--heartbeat", type=float, default=60.0,
-                        help="the members' heartbeat interval, s (bench.scale_members says why "
-                             "it is slow)")  # fmt: skip
+                        help="the joining group's heartbeat interval, s (the simulated members "
+                             "run no membership)")  # fmt: skip
     parser.add_argument("--machine-cores", type=int, default=8,
                         help="cores of a simulated machine: a classic machine runs one peer "
                              "group (one session) per core")  # fmt: skip
@@ -511,7 +515,9 @@ def main() -> None:
 def chosen(args: argparse.Namespace) -> list[tuple[str, CoordinationModes]]:
     """The clusters to run, each with the suffix of its figures."""
     both = [("", NEW), ("_classic", CLASSIC)]
-    return [b for b in both if not (args.new_only and b[0]) and not (args.classic_only and not b[0])]
+    return [
+        b for b in both if not (args.new_only and b[0]) and not (args.classic_only and not b[0])
+    ]
 
 
 def derived(figures: dict[str, object], args: argparse.Namespace, notes: list[str]) -> dict:

@@ -48,18 +48,19 @@ every member.
 The bench process talks to ``serve`` over a pipe: ``("start", version)`` (each member registers
 its pulse), ``("pulses",)`` (how many are there), ``("go",)`` (now they run), ``("write", count,
 spacing, other)`` (the first member appends marked no-op entries), ``("versions",)``,
-``("cpu",)`` (the process's CPU seconds so far), ``("learned",)`` (how the members learned entries, by source), ``("applied",)`` (how many
-marked entries the members applied), ``("marks",)`` (when each member applied each marked
-entry, and when each was appended, on this machine's monotonic clock, which every process
-shares) and ``("stop",)``.
+``("cpu",)`` (the process's CPU seconds so far), ``("learned",)`` (how the members learned
+entries, by source), ``("applied",)`` (how many marked entries the members applied),
+``("marks",)`` (when each member applied each marked entry, and when each was appended, on
+this machine's monotonic clock, which every process shares) and ``("stop",)``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
-import operator
 import logging
+import operator
 import selectors
 import socket
 import threading
@@ -346,18 +347,14 @@ class MemberHost:
         self.woken.append(index)
         if threading.get_ident() != self.thread and not self.poked:
             self.poked = True
-            try:
+            with contextlib.suppress(BlockingIOError):  # a poke is already waiting
                 self.poke_out.send(b"!")
-            except BlockingIOError:
-                pass  # a poke is already waiting
 
     def _poked(self) -> None:
         self.poked = False
-        try:
+        with contextlib.suppress(BlockingIOError):
             while self.poke_in.recv(4096):
                 pass
-        except BlockingIOError:
-            pass
 
     def _drain(self, index: int) -> None:
         """Every datagram waiting for member ``index``, through its data plane at once (a rumor

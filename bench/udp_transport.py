@@ -7,9 +7,10 @@ heartbeats and gossip) is datagrams either way, so plain UDP carries it here. A 
 than ``MAX_DATAGRAM`` is cut by the data plane itself (the transport's ``max_frame``), as it is
 for Aeron.
 
-One ``UdpHub`` per process runs a single selector thread over every member's socket: it queues
-each datagram for its member and sets that member's wakeup Event, so members sleep until
-something comes instead of polling their sockets. A datagram the kernel drops (a full receive
+The simulated members' host (bench.scale_members) reads their sockets from its own selector, on
+the one thread that drives them. ``UdpHub`` serves a group with a thread of its own (the bench's
+joiner): one selector thread over its sockets queues each datagram for its member and sets that
+member's wakeup Event, so the group sleeps until something comes instead of polling. A datagram the kernel drops (a full receive
 buffer) is lost as Aeron's refused offers are: gossip and heartbeats are made to survive that.
 """
 

@@ -48,7 +48,9 @@ def test_a_different_entry_at_the_same_position_is_applied_afresh():
 
 
 def ring(groups: int) -> Replica:
-    return ring_of([(f"g{g}", [f"p{g}-{v}" for v in range(3)], f"h:{g + 1}") for g in range(groups)])
+    return ring_of(
+        [(f"g{g}", [f"p{g}-{v}" for v in range(3)], f"h:{g + 1}") for g in range(groups)]
+    )
 
 
 def test_data_planes_sharing_the_index_see_what_each_would_build():
@@ -60,7 +62,8 @@ def test_data_planes_sharing_the_index_see_what_each_would_build():
     for plane in planes:
         shared.bind(plane)
         plane.sync(replica, [])
-    assert planes[0].peer_sites == alone.peer_sites and planes[0].short_peers == alone.short_peers
+    assert planes[0].peer_sites == alone.peer_sites
+    assert planes[0].short_peers == alone.short_peers
     assert planes[1].peer_sites is planes[0].peer_sites
     entry = JOIN_DIRECT.entry(joiner="g9", aider="g3", peers=["q"], site="h:99")
     grown = apply_entry(replica, entry.at(replica.version + 1)).new
