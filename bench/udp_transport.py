@@ -10,8 +10,9 @@ for Aeron.
 The simulated members' host (bench.scale_members) reads their sockets from its own selector, on
 the one thread that drives them. ``UdpHub`` serves a group with a thread of its own (the bench's
 joiner): one selector thread over its sockets queues each datagram for its member and sets that
-member's wakeup Event, so the group sleeps until something comes instead of polling. A datagram the kernel drops (a full receive
-buffer) is lost as Aeron's refused offers are: gossip and heartbeats are made to survive that.
+member's wakeup Event, so the group sleeps until something comes instead of polling. A datagram
+the kernel drops (a full receive buffer) is lost as Aeron's refused offers are: gossip and
+heartbeats are made to survive that.
 """
 
 from __future__ import annotations
