@@ -405,8 +405,8 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--entries", type=int, default=None, help="20 (5 with --quick)")
     parser.add_argument("--spacing", type=float, default=None,
-                        help="seconds between the marked entries: 0.25, or 0.75 ms per member if "
-                             "more (the harness's cores carry every member's gossip)")  # fmt: skip
+                        help="seconds between the marked entries: 0.25, 2 above 200 members (the "
+                             "harness's cores carry every member's gossip)")  # fmt: skip
     parser.add_argument("--classic-entries", type=int, default=None,
                         help="entries of the classic cluster: --entries, 10 above 300 members "
                              "(each costs it a listing and a read per member)")  # fmt: skip
@@ -436,7 +436,7 @@ def parse() -> argparse.Namespace:
         args.settle, args.idle = 2.0, 4.0
     args.members = args.members or (100 if args.quick else 1000)
     args.entries = args.entries or (5 if args.quick else 20)
-    args.spacing = args.spacing or max(0.25, args.members * 0.00075)
+    args.spacing = args.spacing or (2.0 if args.members > 200 else 0.25)
     big = args.members > 300
     args.classic_entries = args.classic_entries or (min(args.entries, 10) if big else args.entries)
     return args
