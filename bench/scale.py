@@ -3,18 +3,21 @@ members, classic protocol and the new modes side by side, on this machine agains
 ZooKeeper.
 
 The simulated cluster: --members members of --vpeers virtual peers each, hosted by --processes
-OS processes (bench.scale_members), every member a real Incarnation with its own ZooKeeper
-session and UDP socket (bench.udp_transport), running the real log feed, gossip, join direct,
-membership and replica code, and no job. The cluster is formed through an origin, as a gc
-leaves one (bench.scale_members says why); members heartbeat every 2 s, so that their threads
-fit two cores. One cluster runs with the new modes (join direct, the epidemic log), then one
-with the classic protocol, each in its own tenancy. Figures (bench/README.md says more):
+OS processes (bench.scale_members), every member a real Incarnation with its own UDP socket
+(bench.udp_transport), running the real log feed, gossip, join direct and replica code, and no
+job. One thread per process drives its members and they share its ZooKeeper session, a pure
+function's results (apply_entry, the peer index) and no membership (bench.scale_members says
+what is shared and why the figures stay the members'). The cluster is formed through an origin,
+as a gc leaves one. One cluster runs with the new modes (join direct, the epidemic log), then
+one with the classic protocol, each in its own tenancy. Figures (bench/README.md says more):
 
-- zk_sessions_per_machine: ZooKeeper connections the members opened, per simulated machine.
+- zk_sessions_per_machine: ZooKeeper connections per member of a --join-members cluster whose
+  members open sessions of their own, per simulated machine.
 - zk_reads_per_entry_per_member, zk_writes_per_entry: the first member appends --entries marked
-  no-op entries; ZooKeeper's own counters (bench.zookeeper_counters) over that window, less
-  the idle rate of a quiet window of the same run (pings, and the epidemic mode's one read per
-  silence), divided by entries and members.
+  no-op entries, --spacing s apart; ZooKeeper's own counters (bench.zookeeper_counters) over
+  that window, less the pings of the same run's idle sessions, divided by entries and members.
+- harness_cpu_s_per_entry: the CPU the member processes spent in that window, per entry (what
+  a thousand machines would share; it sets how far apart the entries can be on two cores).
 - entry_spread_p50_s / _p99_s_<N>_members: from each entry's append to each member applying it,
   over every (member, entry) pair (one monotonic clock: every process is on this machine).
 - zk_writes_per_join, join_s_<N>_members: a real PeerGroup (its own session and socket, in this
@@ -31,11 +34,12 @@ Allocations in the background are measured by bench/async_apply.py; the sessions
 with workers are one per machine, as tests/integration/test_member_workers.py checks, and here
 each simulated member stands for such a machine.
 
-On two cores the harness itself limits the spread from a few hundred members on (a thousand
-members' threads wait for the GIL between gossip hops); bench/README.md gives a run's figures.
+On two cores every member's gossip shares the machine: at 1,000 members an entry's 9,840 copies
+cost about a CPU second, so the entries are spaced by the cluster's size (--spacing);
+bench/README.md gives a run's figures.
 
 Run: .venv/bin/python bench/scale.py [--members 1000] [--vpeers 10] [--processes 4]
-     [--entries 20] [--new-only] [--quick]
+     [--entries 20] [--spacing S] [--classic-entries N] [--new-only | --classic-only] [--quick]
 The last line of output is one JSON document holding every figure.
 """
 
@@ -296,8 +300,12 @@ def cluster_figures(
 ) -> dict[str, float | int]:
     """Sessions, reads and writes per entry, spread, and one join, for one simulated cluster."""
     n = args.members
+    classic = not settings.modes.epidemic_log
+    entries = args.classic_entries if classic else args.entries
+    spacing = args.spacing
     idle_connections = read_counters(zookeeper.port).connections
     with running(zookeeper, settings, n, args.processes) as (cluster, _admin):
+        # The host processes' shared sessions (bench.scale_members): for the pings only.
         connections = read_counters(zookeeper.port).connections - idle_connections - 1
         time.sleep(args.settle)
         quiet = settled(zookeeper.port)
@@ -305,12 +313,13 @@ def cluster_figures(
         idle = read_counters(zookeeper.port).minus(quiet)
         idle_reads = idle.requests - idle.zxid - pings * idle.at * connections
         learned_before = sum_learned(cluster)
-        before = read_counters(zookeeper.port)
-        cluster.write(args.entries, args.spacing)
-        wanted = args.entries * n
+        before, cpu = read_counters(zookeeper.port), sum(cluster.ask("cpu"))
+        cluster.write(entries, spacing)
+        wanted = entries * n
         wait_until(lambda: sum(cluster.ask("applied")) >= wanted, args.timeout,
-                   f"{n} members to apply {args.entries} entries", every=0.1)  # fmt: skip
+                   f"{n} members to apply {entries} entries", every=0.1)  # fmt: skip
         window = read_counters(zookeeper.port).minus(before)
+        cpu = sum(cluster.ask("cpu")) - cpu
         learned = {k: v - learned_before.get(k, 0) for k, v in sum_learned(cluster).items()}
         applied, appended = cluster.marks()
         delays = spread(applied, appended)
@@ -319,13 +328,15 @@ def cluster_figures(
     return {
         "members": n,
         "zk_connections": connections,
-        "zk_sessions_per_member": connections / n,
         "zk_idle_reads_per_member_s": idle_reads / idle.at / n,
         "zk_idle_writes": idle.zxid,
-        "zk_writes_per_entry": window.zxid / args.entries,
-        "zk_reads_per_entry_per_member": reads / (args.entries * n),
-        "entries_learned_by_gossip_share": learned.get("gossip", 0) / (args.entries * n),
-        "entries_learned_from_zookeeper_share": learned.get("zookeeper", 0) / (args.entries * n),
+        "entries": entries,
+        "entry_spacing_s": spacing,
+        "harness_cpu_s_per_entry": cpu / entries,
+        "zk_writes_per_entry": window.zxid / entries,
+        "zk_reads_per_entry_per_member": reads / (entries * n),
+        "entries_learned_by_gossip_share": learned.get("gossip", 0) / (entries * n),
+        "entries_learned_from_zookeeper_share": learned.get("zookeeper", 0) / (entries * n),
         "entry_spread_p50_s": statistics.median(delays),
         "entry_spread_p99_s": percentile(delays, 0.99),
         "entry_spread_max_s": max(delays),
@@ -336,9 +347,15 @@ def cluster_figures(
 
 def join_figures(
     zookeeper: BenchZooKeeper, settings: SimulationSettings, members: int, entries: int
-) -> Join:
+) -> tuple[Join, float]:
+    """A join into a cluster of ``members`` whose log holds ``entries``, and the ZooKeeper
+    connections per member that cluster opened: its members open sessions of their own, as
+    every real member does (the big cluster's share one per process)."""
+    settings = replace(settings, shared_session=False)
+    idle_connections = read_counters(zookeeper.port).connections
     with running(zookeeper, settings, members, 1, entries) as (cluster, _admin):
-        return join_one(zookeeper, settings, cluster.members[-1][2])
+        connections = read_counters(zookeeper.port).connections - idle_connections - 1
+        return join_one(zookeeper, settings, cluster.members[-1][2]), connections / members
 
 
 def apply_cost(groups: int, vpeers: int, rounds: int) -> float:
@@ -390,15 +407,22 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--vpeers", type=int, default=10)
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--entries", type=int, default=None, help="20 (5 with --quick)")
-    parser.add_argument("--spacing", type=float, default=0.25,
-                        help="seconds between the marked entries")  # fmt: skip
+    parser.add_argument("--spacing", type=float, default=None,
+                        help="seconds between the marked entries: 0.25, 2 above 200 members (the "
+                             "harness's cores carry every member's gossip)")  # fmt: skip
+    parser.add_argument("--classic-entries", type=int, default=None,
+                        help="entries of the classic cluster: --entries, 10 above 300 members "
+                             "(each costs it a listing and a read per member)")  # fmt: skip
     parser.add_argument("--join-members", type=int, default=10)
     parser.add_argument(
         "--new-only", action="store_true", help="leave the classic cluster out (no _classic)"
     )
+    parser.add_argument(
+        "--classic-only", action="store_true", help="leave the new modes' cluster out"
+    )
     parser.add_argument("--heartbeat", type=float, default=60.0,
-                        help="the members' heartbeat interval, s (bench.scale_members says why "
-                             "it is slow)")  # fmt: skip
+                        help="the joining group's heartbeat interval, s (the simulated members "
+                             "run no membership)")  # fmt: skip
     parser.add_argument("--machine-cores", type=int, default=8,
                         help="cores of a simulated machine: a classic machine runs one peer "
                              "group (one session) per core")  # fmt: skip
@@ -415,6 +439,9 @@ def parse() -> argparse.Namespace:
         args.settle, args.idle = 2.0, 4.0
     args.members = args.members or (100 if args.quick else 1000)
     args.entries = args.entries or (5 if args.quick else 20)
+    args.spacing = args.spacing or (2.0 if args.members > 200 else 0.25)
+    big = args.members > 300
+    args.classic_entries = args.classic_entries or (min(args.entries, 10) if big else args.entries)
     return args
 
 
@@ -431,7 +458,7 @@ def main() -> None:
         figures["zk_pings_per_session_s"] = pings
         print(f"an idle session with a {timeout:g} s timeout sends {pings:.3f} requests per s "
               "(pings: left out of every read figure below)")  # fmt: skip
-        for suffix, modes in (("", NEW), ("_classic", CLASSIC))[: 1 if args.new_only else 2]:
+        for suffix, modes in chosen(args):
             tenancy = f"scale{suffix or '_new'}"
             settings = SimulationSettings(
                 zookeeper.address, tenancy, modes, args.vpeers, args.heartbeat, log_dir=str(logs)
@@ -443,9 +470,13 @@ def main() -> None:
                 if args.quick and size > 1_000:
                     continue
                 tenancy = f"join{suffix or '_new'}_{label}"
-                join = join_figures(
+                join, sessions = join_figures(
                     zookeeper, replace(settings, tenancy=tenancy), args.join_members, size
                 )
+                if size == 1_000:
+                    figures[f"zk_sessions_per_member{suffix}"] = sessions
+                    print(f"ZooKeeper connections per member{suffix}: {sessions:.2f} "
+                          f"({args.join_members} members with sessions of their own)")  # fmt: skip
                 figures[f"join_s_log_{label}{suffix}"] = join.seconds
                 figures[f"zk_writes_per_join_log_{label}{suffix}"] = join.writes
                 print(f"join, log of {size:,} entries{suffix or ''}: {join.seconds:.3f} s, "
@@ -484,6 +515,14 @@ def main() -> None:
     print(json.dumps(figures, sort_keys=True))
 
 
+def chosen(args: argparse.Namespace) -> list[tuple[str, CoordinationModes]]:
+    """The clusters to run, each with the suffix of its figures."""
+    both = [("", NEW), ("_classic", CLASSIC)]
+    return [
+        b for b in both if not (args.new_only and b[0]) and not (args.classic_only and not b[0])
+    ]
+
+
 def derived(figures: dict[str, object], args: argparse.Namespace, notes: list[str]) -> dict:
     """The issue's names: per-size spread, sessions per machine, joins into the big cluster."""
     n = args.members
@@ -509,11 +548,13 @@ def report_cluster(found: dict[str, float | int], suffix: str, args: argparse.Na
     name = "classic protocol" if suffix else "join direct + epidemic log"
     print(f"-- {found['members']} members x {args.vpeers} virtual peers, {name}")
     print(f"   ZooKeeper connections: {found['zk_connections']} "
-          f"({found['zk_sessions_per_member']:.2f} per member)")  # fmt: skip
+          f"(the host processes' shared sessions)")  # fmt: skip
     print(
         f"   idle: {found['zk_idle_reads_per_member_s']:.3f} reads per member per s "
         f"(pings left out), {found['zk_idle_writes']} writes"
     )
+    print(f"   {found['entries']} entries {found['entry_spacing_s']:g} s apart; the harness "
+          f"used {found['harness_cpu_s_per_entry']:.3f} CPU s per entry")  # fmt: skip
     print(f"   per entry: {found['zk_writes_per_entry']:.2f} writes, "
           f"{found['zk_reads_per_entry_per_member']:.3f} reads per member")  # fmt: skip
     print(

@@ -7,10 +7,12 @@ heartbeats and gossip) is datagrams either way, so plain UDP carries it here. A 
 than ``MAX_DATAGRAM`` is cut by the data plane itself (the transport's ``max_frame``), as it is
 for Aeron.
 
-One ``UdpHub`` per process runs a single selector thread over every member's socket: it queues
-each datagram for its member and sets that member's wakeup Event, so members sleep until
-something comes instead of polling their sockets. A datagram the kernel drops (a full receive
-buffer) is lost as Aeron's refused offers are: gossip and heartbeats are made to survive that.
+The simulated members' host (bench.scale_members) reads their sockets from its own selector, on
+the one thread that drives them. ``UdpHub`` serves a group with a thread of its own (the bench's
+joiner): one selector thread over its sockets queues each datagram for its member and sets that
+member's wakeup Event, so the group sleeps until something comes instead of polling. A datagram
+the kernel drops (a full receive buffer) is lost as Aeron's refused offers are: gossip and
+heartbeats are made to survive that.
 """
 
 from __future__ import annotations
@@ -39,6 +41,16 @@ def parse_site(site: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit():
         raise ValueError(f"site {site!r} is not HOST:PORT")
     return host, int(port)
+
+
+def open_socket(host: str = "127.0.0.1") -> socket.socket:
+    """A member's non-blocking UDP socket on a free port, with room for a burst."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, RECEIVE_BUFFER)
+    sock.bind((host, 0))
+    sock.setblocking(False)
+    return sock
 
 
 class UdpTransport:
@@ -101,14 +113,9 @@ class UdpHub:
 
     def transport(self, wakeup: threading.Event) -> UdpTransport:
         """A new member's socket on a free port, its datagrams waking ``wakeup``."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, RECEIVE_BUFFER)
-        sock.bind((self.host, 0))
-        sock.setblocking(False)
-        transport = UdpTransport(sock, wakeup)
+        transport = UdpTransport(open_socket(self.host), wakeup)
         with self.lock:
-            self.selector.register(sock, selectors.EVENT_READ, transport)
+            self.selector.register(transport.sock, selectors.EVENT_READ, transport)
             self.transports.append(transport)
         return transport
 
