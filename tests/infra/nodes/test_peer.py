@@ -90,7 +90,7 @@ def children(node: Node, parent: int) -> dict[int, str]:
     found = {}
     for status in statuses:
         pid = int(status.split("/")[2])
-        line = node.host.run("tr '\\0' ' ' < /proc/%s/cmdline", pid).stdout.strip()
+        line = node.host.run("tr '\\0' ' ' < /proc/%s/cmdline", str(pid)).stdout.strip()
         if line:
             found[pid] = line
     return found
