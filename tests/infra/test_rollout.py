@@ -366,12 +366,12 @@ def test_a_job_runs_across_the_three_hosts(rollout: Rollout) -> None:
 # answers nothing, or old news.
 #
 # A cut past the auto-down time races the leader's down (detection, a few seconds, then the
-# auto-down time) against the ZooKeeper leader expiring the cut member's session. With sessions
-# of 20 s (the peer role's default, inside ZooKeeper's 2 to 20 ticks of 2 s) the down comes about
-# 12 s ahead even on a loaded machine; with the 10 s the role had, a cut that took 11 s to be
-# downed lost the race. The cut server's follower drops out of the ensemble after syncLimit *
-# tickTime (10 s); a cut that outlasts it has the follower sync again after the cut, which the
-# tests wait for.
+# auto-down time) against the ZooKeeper leader expiring the cut member's session. The down comes
+# about 8 s after the cut (16 s seen on a machine loaded with other work, load average 8 on 2
+# cores): with sessions of 10 s, what the role had, a cut that took 11 s to be downed lost the
+# race; the peer role's default is now 20 s, inside ZooKeeper's 2 to 20 ticks of 2 s. The cut
+# server's follower drops out of the ensemble after syncLimit * tickTime (10 s); a cut that
+# outlasts it has the follower sync again after the cut, which the tests wait for.
 
 PARTITION_COUNT = 150_000  # segments of the job a brief cut falls inside of (about 12 s)
 
