@@ -8,7 +8,7 @@ change here, regenerate it from the repository's root (``tests/monitoring`` fail
 
 Two dashboards:
 
-- ``onyx-cluster``: the ring, the log and the jobs, as the peer groups report them;
+- ``onyx-cluster``: the ring, the log and the jobs, as the peer members report them;
 - ``onyx-job``: one job: throughput, batch latency, checkpoints, backpressure and its peers.
 
 The queries read the raw metrics ``peer/metrics.py`` serves (no recording rules), filtered by the
@@ -80,6 +80,12 @@ def gauge(metric: str, matchers: Sequence[str], agg: str = "", by: Sequence[str]
     """A gauge, each series as it is, or aggregated with ``agg`` (by ``by``)."""
     series = selector(metric, matchers)
     return aggregate(agg, by, series) if agg else series
+
+
+def per_member(metric: str, matchers: Sequence[str], agg: str = "max") -> str:
+    """A gauge of each member's own state, one series per instance (machine): a member's workers
+    may report it too, under a ``worker`` label, and ``agg`` folds theirs into the member's."""
+    return gauge(metric, matchers, agg, ["instance"])
 
 
 def rate(metric: str, matchers: Sequence[str], agg: str = "sum", by: Sequence[str] = ()) -> str:
@@ -263,30 +269,30 @@ def cluster() -> dict[str, Any]:
     """The cluster overview: the ring, the log and the jobs."""
     ring = [
         panel(
-            "Groups in the ring",
+            "Members in the ring",
             "short",
             [
-                (gauge("onyx_ring_groups", [INSTANCE], "max"), "groups (largest view)"),
-                (gauge("onyx_ring_groups", [INSTANCE], "min"), "groups (smallest view)"),
+                (gauge("onyx_ring_groups", [INSTANCE], "max"), "members (largest view)"),
+                (gauge("onyx_ring_groups", [INSTANCE], "min"), "members (smallest view)"),
                 (
-                    gauge("onyx_ring_member", [INSTANCE], "sum"),
-                    "groups reporting themselves joined",
+                    aggregate("sum", [], per_member("onyx_ring_member", [INSTANCE])),
+                    "members reporting themselves joined",
                 ),
             ],
-            "Groups joined to the ring as the groups' replicas see it; the views differ only while "
-            "some group has not yet applied the latest joins or leaves.",
+            "Members (one per machine) joined to the ring as their replicas see it; the views "
+            "differ only while some member has not yet applied the latest joins or leaves.",
         ),
         panel(
             "Watch pairs",
             "short",
-            [(gauge("onyx_ring_watch_pairs", [INSTANCE]), "{{instance}}")],
-            "Watch pairs (watcher to watched) in each group's view of the ring.",
+            [(per_member("onyx_ring_watch_pairs", [INSTANCE]), "{{instance}}")],
+            "Watch pairs (watcher to watched) in each member's view of the ring.",
         ),
         panel(
             "Watch targets alive",
             "short",
-            [(gauge("onyx_ring_watch_target_alive", [INSTANCE]), "{{instance}}")],
-            "1 unless the group this group watches lost its pulse and the ring is not yet "
+            [(per_member("onyx_ring_watch_target_alive", [INSTANCE], "min"), "{{instance}}")],
+            "1 unless the member this member watches lost its pulse and the ring is not yet "
             "repaired: a 0 that stays means a death nobody has reported.",
             max_value=1,
         ),
@@ -300,14 +306,14 @@ def cluster() -> dict[str, Any]:
             "Members by status",
             "short",
             [(gauge("onyx_members", [INSTANCE], "max", ["status"]), "{{status}}")],
-            "Members (peer groups) the log has in each lifecycle status: joining, up, leaving and "
-            "exiting (a graceful leave under way), down and removed (gone for good).",
+            "Members (one per machine) the log has in each lifecycle status: joining, up, leaving "
+            "and exiting (a graceful leave under way), down and removed (gone for good).",
         ),
         panel(
             "Members unreachable",
             "short",
-            [(gauge("onyx_members_unreachable", [INSTANCE]), "{{instance}}")],
-            "Members each group holds unreachable now: heartbeats unanswered, not yet down. "
+            [(per_member("onyx_members_unreachable", [INSTANCE]), "{{instance}}")],
+            "Members each member holds unreachable now: heartbeats unanswered, not yet down. "
             "Nothing moves while a member is unreachable; the leader downs it after the "
             "auto-down time.",
         ),
@@ -318,31 +324,33 @@ def cluster() -> dict[str, Any]:
                 (rate("onyx_ring_joins_aborted_total", [INSTANCE], "max"), "aborted joins"),
                 (rate("onyx_ring_deaths_detected_total", [INSTANCE], "sum"), "deaths detected"),
             ],
-            "Every group applies each abort-join entry (hence max); each death is counted by the "
-            "group that reported it (hence sum).",
+            "Every member applies each abort-join entry (hence max); each death is counted by the "
+            "member that reported it (hence sum).",
         ),
         panel(
-            "Virtual peers per group",
+            "Virtual peers per member",
             "short",
-            [(gauge("onyx_group_virtual_peers", [INSTANCE]), "{{instance}}")],
-            "Active virtual peers of each group.",
+            [(per_member("onyx_group_virtual_peers", [INSTANCE]), "{{instance}}")],
+            "Active virtual peers of each member: all of its machine's, in its workers.",
         ),
     ]
     log = [
         panel(
-            "Log tail and each group's position",
+            "Log tail and each member's position",
             "short",
             [
                 (gauge("onyx_log_tail_position", [INSTANCE], "max"), "tail"),
-                (gauge("onyx_log_position", [INSTANCE]), "{{instance}}"),
+                (per_member("onyx_log_position", [INSTANCE], "min"), "{{instance}}"),
             ],
-            "The newest entry in the log, and the last entry each group applied.",
+            "The newest entry in the log, and the last entry each member (the furthest behind of "
+            "it and its workers) applied.",
         ),
         panel(
-            "Log lag per group",
+            "Log lag per member",
             "short",
-            [(gauge("onyx_log_lag", [INSTANCE]), "{{instance}}")],
-            "Entries in the log each group has not applied yet.",
+            [(per_member("onyx_log_lag", [INSTANCE]), "{{instance}}")],
+            "Entries in the log each member (the furthest behind of it and its workers) has not "
+            "applied yet.",
         ),
         panel(
             "Log length",
@@ -355,20 +363,20 @@ def cluster() -> dict[str, Any]:
             "s",
             quantiles("onyx_log_apply_seconds", [INSTANCE]),
             "Time to apply one log entry (the replica, reactions and side effects), over the "
-            "groups picked.",
+            "members picked.",
         ),
         panel(
             "Entries applied by kind",
             "ops",
             [(rate("onyx_log_entries_applied_total", [INSTANCE], "max", ["kind"]), "{{kind}}")],
-            "Log entries applied per second, by kind; every group applies every entry, so this "
-            "is the busiest group's rate.",
+            "Log entries applied per second, by kind; every member applies every entry, so this "
+            "is the busiest member's rate.",
         ),
         panel(
             "gc runs",
             "ops",
             [(rate("onyx_log_gc_total", [INSTANCE], "max"), "gc entries applied")],
-            "gc entries applied per second (each trims the log); every group applies each one.",
+            "gc entries applied per second (each trims the log); every member applies each one.",
         ),
     ]
     job_matchers = [JOBS, INSTANCE]
@@ -407,7 +415,7 @@ def cluster() -> dict[str, Any]:
                 ),
             ],
             "Each job's current epoch and its last committed one (of the current allocation), "
-            "reported by the group running its coordinator.",
+            "reported by the member running its coordinator.",
             span=12,
         ),
         panel(
@@ -427,7 +435,7 @@ def cluster() -> dict[str, Any]:
     return assemble(
         "Onyx cluster",
         "onyx-cluster",
-        "The onyx cluster: the ring of peer groups, the log they share, the jobs they run, and "
+        "The onyx cluster: the ring of peer members, the log they share, the jobs they run, and "
         "the ZooKeeper ensemble the log lives in.",
         [datasource_variable(), job_variable(multi=True), instance_variable()],
         [("Ring", ring), ("Log", log), ("Jobs", jobs), ("ZooKeeper", zookeeper())],
@@ -497,7 +505,8 @@ def zookeeper() -> list[timeseries.Panel]:
             "Client connections",
             "short",
             [(gauge("zookeeper_num_alive_connections", [ZOOKEEPER]), by_member)],
-            "Clients connected to each member (every peer group and CLI call holds one).",
+            "Clients connected to each ZooKeeper server: every peer member (one per machine) and "
+            "CLI call holds one, its workers none.",
         ),
         panel(
             "Znodes and watches",
@@ -597,7 +606,7 @@ def job() -> dict[str, Any]:
             span=12,
         ),
         panel(
-            "Aeron back-pressured offers per group",
+            "Aeron back-pressured offers per member",
             "ops",
             [
                 (
@@ -607,8 +616,8 @@ def job() -> dict[str, Any]:
                 )
             ],
             "Offers Aeron refused for now (back pressure, or a publication not yet connected), "
-            "in the groups that have run this job's tasks; each group's count covers all the "
-            "jobs it runs.",
+            "in the members (with their workers) that have run this job's tasks; each member's "
+            "count covers all the jobs it runs.",
             span=12,
         ),
     ]

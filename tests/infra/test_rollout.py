@@ -1,10 +1,12 @@
-"""The whole cluster rolled out to the rig's three test hosts with deploy/site.yml: the testinfra
-node tests (tests/infra/nodes) pass on every host, deploy/rolling_restart.yml replaces every peer
-group one host at a time, a job then runs across the three hosts and writes exactly its input, a
-host whose link is cut briefly is unreachable but keeps its work while one cut past the auto-down
-time is downed and rejoins under a fresh id, a second rollout changes nothing, losing the ZooKeeper
-quorum raises its alerts in Prometheus and the firing one reaches Alertmanager, and the zookeeper
-role turns a member's exporter off and on again. The tenancy is protected by a digest ACL: every
+"""The whole cluster rolled out to the rig's three test hosts with deploy/site.yml: each host runs
+one peer member with its worker processes, and the one host that ran the per-core peer groups of
+an earlier release (onyx-peer@<i>) no longer does; the testinfra node tests (tests/infra/nodes)
+pass on every host, deploy/rolling_restart.yml replaces every host's member one host at a time, a
+job then runs across the three hosts and writes exactly its input, a host whose link is cut
+briefly is unreachable but keeps its work while one cut past the auto-down time is downed and
+rejoins under a fresh id, a second rollout changes nothing, losing the ZooKeeper quorum raises its
+alerts in Prometheus and the firing one reaches Alertmanager, and the zookeeper role turns a
+ZooKeeper server's exporter off and on again. The tenancy is protected by a digest ACL: every
 client here passes its credentials, a job's code shipped with it runs on the hosts, and a client
 without the credentials is refused.
 
@@ -113,16 +115,15 @@ def write_inventory(rig: Rig, directory: Path, grafana: Sequence[str] = ()) -> P
         "onyx_zookeeper_digest_password": password,
     }
     worker_vars = {"spark_worker_cores": 1, "spark_worker_memory": "1g"}
+    # peer_workers is left to its default, one per core (the hosts share this machine's cores).
     peer_vars = {
-        "peer_groups": 1,
-        "peer_vpeers": 2,
         # No shared storage in the rig: a directory the peer role creates under its state dir.
         "peer_checkpoints": "file:///var/lib/onyx/checkpoints",
     }
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copytree(GROUP_VARS, directory / "group_vars", dirs_exist_ok=True)
-    # The last host's groups run no Spark work: it gets the project without its spark extra. Each
-    # host's groups offer its name as a tag; the first host has a peer more, for the shipped
+    # The last host's member runs no Spark work: it gets the project without its spark extra. Each
+    # host's member offers its name as a tag; the first host has a peer more, for the shipped
     # code's job pinned to it.
     peers = {
         n: dict(peer_vars, peer_spark_enabled=n != names[-1], peer_tags=[n],
@@ -154,19 +155,45 @@ def rollout(rig: Rig, request: pytest.FixtureRequest) -> Iterator[Rollout]:
         PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
     )
     result = Rollout(rig, directory, write_inventory(rig, directory), env)
+    _run_groups_of_an_earlier_release(rig, rig.hosts[-1])
     with result.phase("site.yml (first run)"):
         result.site("site-first-run")
     yield result
-    # A peer group whose whole ZooKeeper ensemble is gone blocks in ZooKeeper calls and ignores
-    # SIGTERM until systemd kills it (TimeoutStopSec, 40 s): that is what powering every host off
-    # at once would do. Stop the groups first, while ZooKeeper still answers.
+    # A peer member whose whole ZooKeeper ensemble is gone blocks in ZooKeeper calls and ignores
+    # SIGTERM until systemd kills it (TimeoutStopSec, 50 s): that is what powering every host off
+    # at once would do. Stop the members first, while ZooKeeper still answers.
     for host in rig.hosts:
-        rig.ssh(host, "systemctl stop 'onyx-peer@*.service'", check=False, timeout=60)
+        rig.ssh(host, "systemctl stop onyx-peer.service", check=False, timeout=90)
     timings = {**{f"rig {k}": v for k, v in rig.timings.items()}, **result.timings}
     summary = "rollout timings (s): " + ", ".join(f"{k} {v}" for k, v in timings.items())
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
         print(f"\n{summary}", flush=True)
+
+
+OLD_UNIT = """[Unit]
+Description=a peer group of an earlier release (a stand-in)
+
+[Service]
+ExecStart=/bin/sleep infinity
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def _run_groups_of_an_earlier_release(rig: Rig, host: Host) -> None:
+    """Before the first rollout, ``host`` runs what an earlier release of the peer role left: its
+    template unit onyx-peer@.service with two instances enabled and running, and their
+    peer-<i>.toml. Stand-ins (a sleep, not a peer): the rollout must stop, disable and remove
+    them whatever they run; the node tests check that nothing of them is left."""
+    configs = " ".join(f"/etc/onyx/peer-{i}.toml" for i in range(2))
+    rig.ssh(host, f"mkdir -p /etc/onyx && touch {configs} && cat > "
+                  f"/etc/systemd/system/onyx-peer@.service <<'EOF'\n{OLD_UNIT}EOF\n"
+                  "systemctl daemon-reload && systemctl enable --now onyx-peer@0 onyx-peer@1",
+            timeout=60)  # fmt: skip
+    active = rig.ssh(host, "systemctl is-active onyx-peer@0 onyx-peer@1", check=False).stdout
+    assert active.split() == ["active", "active"], active
 
 
 def test_node_tests_pass_on_every_host(rollout: Rollout) -> None:
@@ -235,7 +262,7 @@ def _ring_changes(store: api.ZooKeeperStore, start: Replica) -> tuple[list[tuple
     return [(left, _hosts(replica.sites, joined), n) for left, joined, n in changes], replica
 
 
-def test_a_rolling_restart_replaces_the_groups_one_host_at_a_time(rollout: Rollout) -> None:
+def test_a_rolling_restart_replaces_the_members_one_host_at_a_time(rollout: Rollout) -> None:
     rig, onyx = rollout.rig, Onyx(rollout.rig)
     hosts = [h.address for h in rig.hosts]
     store = api.connect(onyx.zookeeper, onyx.tenancy, connect_timeout=30, auth=CREDENTIALS)
@@ -247,20 +274,24 @@ def test_a_rolling_restart_replaces_the_groups_one_host_at_a_time(rollout: Rollo
                 "rolling-restart", "rolling_restart.yml", "-e", "onyx_rolling_restart_delay=1",
                 timeout=900,
             )  # fmt: skip
-        # The playbook waits for the ring to hold every group; each group names its host with
-        # the entry that follows its join.
+        # The playbook waits for the ring to hold every member, each host's with all its virtual
+        # peers; each member names its host with the entry that follows its join.
         _wait(lambda: api.replica(store), lambda r: set(r.groups) <= set(r.sites), 60,
-              "every group to name its host")  # fmt: skip
+              "every member to name its host")  # fmt: skip
         changes, after = _ring_changes(store, before)
     finally:
         store.close()
-    # Each host's group left (a graceful leave: the ring never held it beside its successor) and
-    # its successor joined before the next host's group left; hosts in the inventory's order.
+    # Each host's member left (a graceful leave: the ring never held it beside its successor)
+    # and its successor joined before the next host's member left; hosts in the inventory's
+    # order.
     total = len(hosts)
     expected = [c for h in hosts for c in (({h}, set(), total - 1), (set(), {h}, total))]
     assert changes == expected
-    assert set(after.groups).isdisjoint(before.groups), "a group was not restarted"
+    assert set(after.groups).isdisjoint(before.groups), "a member was not restarted"
     assert ring_cycle(after) is not None, f"the ring is not one cycle: {dict(after.pairs)}"
+    vpeers = {h.name: 3 if h == rig.hosts[0] else 2 for h in rig.hosts}  # as write_inventory
+    held = {h.name: len(after.group_peers.get(_group_on(after, h) or "", ())) for h in rig.hosts}
+    assert held == vpeers, "a member came back without all its virtual peers"
 
 
 def _copy_job(out: str, count: int) -> dict[str, Any]:
@@ -328,12 +359,19 @@ def test_a_job_runs_across_the_three_hosts(rollout: Rollout) -> None:
 
 # -- a partition: one host's link cut --------------------------------------------------------------
 #
-# The groups run with the peer role's membership settings (heartbeats every 0.25 s, auto-down
-# after 5 s unreachable, ZooKeeper sessions of 10 s). Every host runs a ZooKeeper member, so the
-# host cut is one whose member follows: the other two keep the quorum and its leader, and the
-# cut member's follower drops out of the ensemble only after syncLimit * tickTime (10 s), longer
-# than either cut here, so it never has to rejoin by election. This machine talks to the
-# ZooKeeper members of the hosts left connected: the cut one answers nothing, or old news.
+# The peer members run with the peer role's membership settings (heartbeats every 0.25 s,
+# auto-down after 5 s unreachable, ZooKeeper sessions of 20 s). Every host runs a ZooKeeper
+# server, so the host cut is one whose server follows: the other two keep the quorum and its
+# leader. This machine talks to the ZooKeeper servers of the hosts left connected: the cut one
+# answers nothing, or old news.
+#
+# A cut past the auto-down time races the leader's down (detection, a few seconds, then the
+# auto-down time) against the ZooKeeper leader expiring the cut member's session. The down comes
+# about 8 s after the cut (16 s seen on a machine loaded with other work, load average 8 on 2
+# cores): with sessions of 10 s, what the role had, a cut that took 11 s to be downed lost the
+# race; the peer role's default is now 20 s, inside ZooKeeper's 2 to 20 ticks of 2 s. The cut
+# server's follower drops out of the ensemble after syncLimit * tickTime (10 s); a cut that
+# outlasts it has the follower sync again after the cut, which the tests wait for.
 
 PARTITION_COUNT = 150_000  # segments of the job a brief cut falls inside of (about 12 s)
 
@@ -382,7 +420,7 @@ def _journal(rig: Rig, host: Host, since: float, text: str) -> list[tuple[float,
     """The lines holding ``text`` that the groups of ``host`` logged at ``since`` (a Unix time)
     or later, with the journal's stamps, from the clock the hosts share with this machine."""
     grep = f"grep -F -- {shlex.quote(text)} || true"
-    journal = f"journalctl -u 'onyx-peer@*' --since @{int(since)} -o short-unix --no-pager"
+    journal = f"journalctl -u onyx-peer.service --since @{int(since)} -o short-unix --no-pager"
     lines = rig.ssh(host, f"{journal} | {grep}", timeout=30).stdout.splitlines()
     stamped = [(float(stamp), line) for stamp, line in (x.split(maxsplit=1) for x in lines)]
     return [(stamp, line) for stamp, line in stamped if stamp >= since]
@@ -445,9 +483,9 @@ def test_a_host_cut_off_for_less_than_the_auto_down_time_moves_nothing(rollout: 
 def test_a_host_cut_off_past_the_auto_down_time_is_downed_and_rejoins_fresh(
     rollout: Rollout,
 ) -> None:
-    """One host's link is cut until the leader has downed its group: the others log it
+    """One host's link is cut until the leader has downed its member: the others log it
     unreachable while it is still in the ring, the leader downs it for that (before ZooKeeper
-    could: its session is 10 s) and its group leaves the ring. Restored, the cut group reads
+    could: its session is 20 s) and it leaves the ring. Restored, the cut group reads
     of its own departure (or, if the cut outlasted its ZooKeeper session, of that) and joins
     again under a fresh id, and the groups on the other side are
     all still there: the cut side, alone, downed nobody."""
@@ -529,14 +567,14 @@ def test_code_shipped_with_a_job_runs_on_a_host_and_is_removed(rollout: Rollout)
 
     with rollout.phase("shipped code"):
         submit = (f"cd {work} && runuser -u onyx -- /opt/onyx/venv/bin/onyx job submit job.json "
-                  f"--id {job_id} --code src --config /etc/onyx/peer-0.toml")  # fmt: skip
+                  f"--id {job_id} --code src --config /etc/onyx/peer.toml")  # fmt: skip
         rig.ssh(host, submit, timeout=120)
         deadline = time.monotonic() + 300
         while (status := json.loads(onyx("job", "status", job_id, "--json")))["state"] not in (
             "completed", "killed"
         ):  # fmt: skip
             if time.monotonic() > deadline:
-                log = rig.ssh(host, "journalctl -u 'onyx-peer@*' -n 80 --no-pager").stdout
+                log = rig.ssh(host, "journalctl -u onyx-peer.service -n 80 --no-pager").stdout
                 raise AssertionError(f"job {job_id} did not end: {status}\n{log}")
             time.sleep(2)
         assert status["state"] == "completed", status

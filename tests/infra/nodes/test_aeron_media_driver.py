@@ -86,13 +86,15 @@ def test_metrics(node: Node):
     assert response.metric_lines("onyx_aeron_driver_"), response.body
 
 
-def test_every_peer_group_of_the_node_attaches_to_the_driver(node: Node):
-    groups = int(node.var("peer_groups"))
+def test_the_peer_member_and_its_workers_attach_to_the_driver(node: Node):
+    clients_expected = 1 + int(node.var("peer_workers"))
 
     def clients() -> float | None:
         response = http_get(node.host, metrics_url(node))
         return metric_value(response.body.splitlines(), "onyx_aeron_driver_clients")
 
-    attached = poll(clients, lambda n: n is not None and n >= groups)
+    attached = poll(clients, lambda n: n is not None and n >= clients_expected)
     assert attached is not None, "the driver's metrics have no onyx_aeron_driver_clients"
-    assert attached >= groups, f"{attached} Aeron clients on the driver, {groups} peer groups"
+    assert attached >= clients_expected, (
+        f"{attached} Aeron clients on the driver; the member and its workers are {clients_expected}"
+    )

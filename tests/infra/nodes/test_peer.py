@@ -1,9 +1,12 @@
-"""roles/peer: the onyx peer groups of each node run as hardened onyx-peer@<i> instances, serve
-their metrics, and have all joined one ring."""
+"""roles/peer: each node runs one onyx peer member, the hardened onyx-peer.service, with its
+worker processes; it alone holds a ZooKeeper session, serves the node's metrics, and has joined
+the one ring with all the node's virtual peers. Nothing of the per-core onyx-peer@<i> groups of
+earlier releases is left."""
 
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from collections import Counter
 from typing import Any
@@ -53,32 +56,50 @@ UNIT_DIRECTIVES = [
 ]
 
 
-def instances(node: Node) -> list[int]:
-    return list(range(int(node.var("peer_groups"))))
-
-
-def metrics_port(node: Node, i: int) -> int:
-    return int(node.var("peer_metrics_port_base")) + i
-
-
 def onyx(node: Node) -> str:
     return f"{node.var('peer_venv')}/bin/onyx"
 
 
-def config_file(node: Node, i: int) -> str:
-    return f"{node.var('peer_config_dir')}/peer-{i}.toml"
+def config_file(node: Node) -> str:
+    return f"{node.var('peer_config_dir')}/peer.toml"
 
 
 def replica(node: Node) -> dict[str, Any] | str:
-    """The cluster's replica as `onyx replica --json --config` on the node's first group's
+    """The cluster's replica as `onyx replica --json --config` on the node's member's
     configuration prints it (the command's error output when it fails)."""
-    result = node.host.run("%s replica --json --config %s", onyx(node), config_file(node, 0))
+    result = node.host.run("%s replica --json --config %s", onyx(node), config_file(node))
     if result.rc != 0:
         return f"exit {result.rc}: {result.stderr.strip()[-2000:]}"
     try:
         return json.loads(result.stdout)
     except ValueError:
         return f"not JSON: {result.stdout[:2000]}"
+
+
+def main_pid(node: Node) -> int:
+    return int(
+        node.host.check_output("systemctl show -p MainPID --value %s", node.var("__peer_unit"))
+    )
+
+
+def children(node: Node, parent: int) -> dict[int, str]:
+    """The processes ``parent`` started, each with its command line."""
+    statuses = node.host.run(
+        f"grep -lE '^PPid:[[:space:]]+{parent}$' /proc/[0-9]*/status 2>/dev/null || true"
+    ).stdout.split()
+    found = {}
+    for status in statuses:
+        pid = int(status.split("/")[2])
+        line = node.host.run("tr '\\0' ' ' < /proc/%s/cmdline", str(pid)).stdout.strip()
+        if line:
+            found[pid] = line
+    return found
+
+
+def zookeeper_clients(node: Node) -> set[int]:
+    """The processes holding a TCP connection to a ZooKeeper server's client port."""
+    lines = node.host.check_output("ss -Htnp state established '( dport = :2181 )'")
+    return {int(pid) for pid in re.findall(r"pid=([0-9]+)", lines)}
 
 
 def test_installed(node: Node):
@@ -94,37 +115,37 @@ def test_installed(node: Node):
 
 
 def test_configuration(node: Node):
-    for i in instances(node):
-        path = config_file(node, i)
-        file = node.host.file(path)
-        assert (file.user, file.group, file.mode) == ("root", node.var("__peer_group"), 0o640)
-        doc = tomllib.loads(file_text(node.host, path))
-        assert doc["zookeeper"] == node.var("peer_zookeeper_connect")
-        assert doc["tenancy"] == node.var("peer_tenancy")
-        assert doc["checkpoints"] == node.var("peer_checkpoints")
-        assert doc.get("zookeeper_auth", "") == node.var("peer_zookeeper_auth")
-        group = doc["peer"]["start"]
-        assert group["vpeers"] == int(node.var("peer_vpeers"))
-        assert group["aeron_dir"] == node.var("peer_aeron_dir")
-        assert group["bind"] == node.var("peer_bind")
-        assert group["spark_master"] == node.var("peer_spark_master")
-        assert group["spark_conf"] == list(node.var("peer_spark_conf"))
-        assert group["metrics_port"] == metrics_port(node, i)
-        assert group["metrics_address"] == node.var("peer_metrics_address")
-        # The installed onyx reads every value from the file.
-        shown = node.host.check_output(
-            "%s config show --json peer start --config %s", onyx(node), path
-        )
-        options = json.loads(shown)["peer start"]
-        assert options["vpeers"]["source"] == "file", options["vpeers"]
-        assert options["metrics_port"]["value"] == metrics_port(node, i)
-        if node.var("peer_zookeeper_auth"):
-            user = node.var("peer_zookeeper_auth").partition(":")[0]
-            assert options["zookeeper_auth"]["value"] == f"{user}:***", "a password shown"
-    # No group above peer_groups is left configured, and nothing of earlier releases is left.
+    path = config_file(node)
+    file = node.host.file(path)
+    assert (file.user, file.group, file.mode) == ("root", node.var("__peer_group"), 0o640)
+    doc = tomllib.loads(file_text(node.host, path))
+    assert doc["zookeeper"] == node.var("peer_zookeeper_connect")
+    assert doc["tenancy"] == node.var("peer_tenancy")
+    assert doc["checkpoints"] == node.var("peer_checkpoints")
+    assert doc.get("zookeeper_auth", "") == node.var("peer_zookeeper_auth")
+    member = doc["peer"]["start"]
+    assert member["vpeers"] == int(node.var("peer_vpeers"))
+    assert member["workers"] == int(node.var("peer_workers"))
+    assert member["aeron_dir"] == node.var("peer_aeron_dir")
+    assert member["bind"] == node.var("peer_bind")
+    assert member["spark_master"] == node.var("peer_spark_master")
+    assert member["spark_conf"] == list(node.var("peer_spark_conf"))
+    assert member["metrics_port"] == int(node.var("peer_metrics_port"))
+    assert member["metrics_address"] == node.var("peer_metrics_address")
+    # The installed onyx reads every value from the file.
+    shown = node.host.check_output("%s config show --json peer start --config %s", onyx(node), path)
+    options = json.loads(shown)["peer start"]
+    assert options["vpeers"]["source"] == "file", options["vpeers"]
+    assert options["workers"]["value"] == int(node.var("peer_workers"))
+    assert options["metrics_port"]["value"] == int(node.var("peer_metrics_port"))
+    if node.var("peer_zookeeper_auth"):
+        user = node.var("peer_zookeeper_auth").partition(":")[0]
+        assert options["zookeeper_auth"]["value"] == f"{user}:***", "a password shown"
+    # Nothing of earlier releases is left: the groups' files, environment files, the wrapper.
     config_dir = node.var("peer_config_dir")
-    assert not node.host.file(config_file(node, len(instances(node)))).exists
-    assert not node.host.file(f"{config_dir}/peer.env").exists
+    left = node.host.run("ls %s", config_dir).stdout.split()
+    assert [name for name in left if re.fullmatch(r"peer-[0-9]+\.toml|peer.*\.env", name)] == []
+    assert not node.host.file(f"/etc/systemd/system/{node.var('__peer_retired_unit')}").exists
     assert not node.host.file(node.var("__peer_retired_command")).exists
     state_dir = node.host.file(node.var("peer_state_dir"))
     assert state_dir.is_directory
@@ -135,8 +156,7 @@ def test_unit_file_is_hardened(node: Node):
     unit_file = file_text(node.host, f"/etc/systemd/system/{node.var('__peer_unit')}")
     lines = {line.strip() for line in unit_file.splitlines()}
     assert [d for d in UNIT_DIRECTIVES if d not in lines] == []
-    configured = f"{node.var('peer_config_dir')}/peer-%i.toml"
-    assert f"ExecStart={onyx(node)} peer start --config {configured}" in lines
+    assert f"ExecStart={onyx(node)} peer start --config {config_file(node)}" in lines
     assert f"User={node.var('__peer_user')}" in lines
     assert f"Group={node.var('__peer_group')}" in lines
     assert f"TimeoutStartSec={node.var('__peer_start_timeout')}" in lines
@@ -145,43 +165,54 @@ def test_unit_file_is_hardened(node: Node):
         assert f"Requires={driver}" in lines
 
 
-def test_groups_run_hardened(node: Node):
-    for i in instances(node):
-        unit = f"onyx-peer@{i}.service"
-        assert_service_up(node.host, unit)
-        assert_hardened(
-            node.host,
-            unit,
-            node.var("__peer_user"),
-            node.var("__peer_group"),
-            private_devices=False,
-            read_write=node.var("__peer_write_paths"),
-        )
-    # An instance above peer_groups is neither running nor enabled.
-    extra = f"onyx-peer@{len(instances(node))}.service"
-    assert node.host.run("systemctl is-active %s", extra).stdout.strip() != "active"
-    assert node.host.run("systemctl is-enabled %s", extra).stdout.strip() != "enabled"
+def test_the_member_runs_hardened_and_no_group_of_earlier_releases(node: Node):
+    unit = node.var("__peer_unit")
+    assert_service_up(node.host, unit)
+    assert_hardened(
+        node.host,
+        unit,
+        node.var("__peer_user"),
+        node.var("__peer_group"),
+        private_devices=False,
+        read_write=node.var("__peer_write_paths"),
+    )
+    loaded = node.host.run("systemctl list-units --all --plain --no-legend 'onyx-peer@*'").stdout
+    assert loaded.strip() == "", f"units of the per-core groups are still loaded: {loaded}"
+    enabled = node.host.run("ls /etc/systemd/system/multi-user.target.wants").stdout.split()
+    assert [name for name in enabled if name.startswith("onyx-peer@")] == []
 
 
-def test_groups_are_ring_members(node: Node):
-    address = node.var("peer_metrics_address")
-    for i in instances(node):
-        assert_listens_on(node.host, address, metrics_port(node, i))
-        url = f"http://{url_host(address)}:{metrics_port(node, i)}/metrics"
-
-        def member(url: str = url) -> float | None:
-            return metric_value(http_get(node.host, url).body.splitlines(), "onyx_ring_member")
-
-        assert poll(member, lambda v: v == 1.0) == 1.0, f"onyx_ring_member of group {i} ({url})"
-        ready = http_get(node.host, url.removesuffix("/metrics") + "/readyz")
-        assert ready.status == 200, f"/readyz of group {i}: {ready.status} {ready.body}"
-        assert ready.json()["ready"] is True
+def test_one_process_holds_the_zookeeper_session_and_the_workers_run_beside_it(node: Node):
+    """The member's main process is the node's only onyx process with a ZooKeeper connection;
+    its workers (peer_workers of them) are its children and hold none."""
+    main = main_pid(node)
+    started = children(node, main)
+    workers = {pid for pid, line in started.items() if "spawn_main" in line}
+    assert len(workers) == int(node.var("peer_workers")), f"member {main} started {started}"
+    clients = zookeeper_clients(node) & {main, *started}
+    assert clients == {main}, f"ZooKeeper clients {clients}; member {main} started {started}"
 
 
-def test_ring_holds_every_peer_group(node: Node, cluster: Cluster):
-    total = int(node.var("onyx_peer_groups_total"))
-    expected = sum(int(n.var("peer_groups")) for n in cluster.group("peers"))
-    assert total == expected
+def test_the_member_is_in_the_ring(node: Node):
+    address, port = node.var("peer_metrics_address"), int(node.var("peer_metrics_port"))
+    assert_listens_on(node.host, address, port)
+    url = f"http://{url_host(address)}:{port}/metrics"
+
+    def member() -> float | None:
+        return metric_value(http_get(node.host, url).body.splitlines(), "onyx_ring_member")
+
+    assert poll(member, lambda v: v == 1.0) == 1.0, f"onyx_ring_member ({url})"
+    ready = http_get(node.host, url.removesuffix("/metrics") + "/readyz")
+    assert ready.status == 200, f"/readyz: {ready.status} {ready.body}"
+    assert ready.json()["ready"] is True
+
+
+def test_the_ring_holds_one_member_per_node_with_all_its_virtual_peers(
+    node: Node, cluster: Cluster
+):
+    nodes = cluster.group("peers")
+    total = int(node.var("onyx_peer_members_total"))
+    assert total == len(nodes)
 
     def complete(r: dict[str, Any] | str) -> bool:
         return isinstance(r, dict) and len(r["groups"]) == total
@@ -189,8 +220,11 @@ def test_ring_holds_every_peer_group(node: Node, cluster: Cluster):
     current = poll(lambda: replica(node), complete)
     assert isinstance(current, dict), current
     assert len(current["groups"]) == total, current["groups"]
-    # Each node's groups receive segments on that node's address.
+    # Each node's member is at that node's address, with the node's virtual peers.
     sites = Counter(current["sites"].get(g, "?").rpartition(":")[0] for g in current["groups"])
-    assert sites == Counter(
-        {n.var("peer_bind"): int(n.var("peer_groups")) for n in cluster.group("peers")}
-    )
+    assert sites == Counter({n.var("peer_bind"): 1 for n in nodes})
+    peers = {
+        current["sites"][g].rpartition(":")[0]: len(current["group_peers"].get(g, []))
+        for g in current["groups"]
+    }
+    assert peers == {n.var("peer_bind"): int(n.var("peer_vpeers")) for n in nodes}
