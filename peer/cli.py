@@ -360,6 +360,12 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
         metavar="PORT",
         help="the UDP port for segments; none picks a free one",
     )
+    start.add_argument(
+        "--worker-port-base",
+        type=port_number,
+        metavar="PORT",
+        help="worker i receives segments on UDP port PORT + i; none picks free ports",
+    )
     start.add_argument("--tags", default="", metavar="A,B", help="tags this group's peers offer")
     start.add_argument(
         "--mtu",
@@ -818,8 +824,9 @@ def _worker_spec(args: argparse.Namespace, settings: GroupConfig) -> WorkerSpec:
     """What each worker process of this member starts with: the member's own settings."""
     return WorkerSpec(
         slot=0, tenancy=args.tenancy, checkpoints=args.checkpoints, bind=args.bind,
-        aeron_dir=args.aeron_dir, mtu=args.mtu, dataplane=settings.dataplane,
-        idle_wait=settings.idle_wait, log_level=args.log_level, log_format=args.log_format,
+        port_base=args.worker_port_base, aeron_dir=args.aeron_dir, mtu=args.mtu,
+        dataplane=settings.dataplane, idle_wait=settings.idle_wait, log_level=args.log_level,
+        log_format=args.log_format,
         spark_master=args.spark_master,
         spark_conf=tuple(tuple(s.split("=", 1)) for s in args.spark_conf),
     )  # fmt: skip
@@ -1233,15 +1240,37 @@ def parse_args(argv: Sequence[str] | None, environ: Mapping[str, str]) -> argpar
 
 
 def _clash(args: argparse.Namespace) -> str | None:
-    """Options, however set, that do not go together, named: a number of workers above the
-    virtual peers would leave a worker without a peer. It is refused rather than lowered, as
-    the operator who names a number means that many processes."""
+    """Options, however set, that do not go together, named."""
+    return _too_many_workers(args) or _worker_ports_clash(args)
+
+
+def _too_many_workers(args: argparse.Namespace) -> str | None:
+    """A number of workers above the virtual peers would leave a worker without a peer. It is
+    refused rather than lowered, as the operator who names a number means that many
+    processes."""
     workers = getattr(args, "workers", None)
     if isinstance(workers, int) and workers > args.vpeers:
         return (
             f"--workers {workers} is more than --vpeers {args.vpeers}: every worker runs at "
             f"least one virtual peer (leave --workers at {AUTO_WORKERS} for one per core, "
             "at most one per peer)"
+        )
+    return None
+
+
+def _worker_ports_clash(args: argparse.Namespace) -> str | None:
+    """The workers' ports, PORT + i for each worker i, must all be ports, and not the
+    member's own."""
+    base = getattr(args, "worker_port_base", None)
+    if base is None:
+        return None
+    count = workers_of(args)
+    if base + count - 1 > 65535:
+        return f"--worker-port-base {base} leaves no port for worker {65535 - base + 1} of {count}"
+    if args.port is not None and base <= args.port < base + count:
+        return (
+            f"--port {args.port} is the port of worker {args.port - base} "
+            f"(--worker-port-base {base}, {count} workers)"
         )
     return None
 

@@ -51,6 +51,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_udp_ports(count: int) -> int:
+    """The first of ``count`` consecutive UDP ports that are free now."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + count - 1 <= 65535 and all(_udp_free(base + i) for i in range(count)):
+            return base
+
+
+def _udp_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def four_letter_word(port: int, word: str) -> str:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1) as s:

@@ -67,6 +67,9 @@ class WorkerSpec:
     tenancy: str
     checkpoints: str
     bind: str = "127.0.0.1"
+    port_base: int | None = None
+    """Worker i receives on UDP port ``port_base`` + i, so a firewall can name the range; None
+    picks a free port each start."""
     aeron_dir: str | None = None
     mtu: int | None = None
     dataplane: DataPlaneConfig = field(default_factory=DataPlaneConfig)
@@ -241,7 +244,8 @@ def main(spec: WorkerSpec, conn: Connection, calls: Connection, parent: int) -> 
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     log_output.configure(spec.log_level, spec.log_format)
     spark_session.configure(spec.spark_master, dict(spec.spark_conf))
-    transport = AeronTransport(aeron_dir=spec.aeron_dir, host=spec.bind, mtu=spec.mtu)
+    port = None if spec.port_base is None else spec.port_base + spec.slot
+    transport = AeronTransport(aeron_dir=spec.aeron_dir, host=spec.bind, port=port, mtu=spec.mtu)
     storage = CheckpointStorage(spec.checkpoints, spec.tenancy)
     try:
         Worker(spec, conn, calls, transport, storage).run()

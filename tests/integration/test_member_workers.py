@@ -20,7 +20,7 @@ from peer import api
 from peer.log.entry import Entry
 from tests.integration.test_jobs import await_peers, paced_job, published
 from tests.integration.test_metrics import Scrape
-from tests.support import PeerProcess, free_port, wait_for
+from tests.support import PeerProcess, free_port, free_udp_ports, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -243,8 +243,11 @@ def test_a_worker_stopped_while_the_log_is_idle_is_found_by_its_pings_and_replac
     start_peer, zookeeper, tenancy
 ):
     """Nothing is sent to a worker while the log is idle, so only the member's pings tell that
-    it has stopped: it is killed after the member's session timeout and its peers replaced."""
-    member = start_peer(vpeers=2, extra=["--workers", "2"])
+    it has stopped: it is killed after the member's session timeout and its peers replaced.
+    The workers' ports are fixed (--worker-port-base): the new worker listens where the old
+    one did."""
+    base = free_udp_ports(2)
+    member = start_peer(vpeers=2, extra=["--workers", "2", "--worker-port-base", str(base)])
     await_peers(zookeeper, tenancy, 2)
     with closing(api.connect(zookeeper.address, tenancy)) as store:
         before = api.replica(store)
@@ -258,7 +261,9 @@ def test_a_worker_stopped_while_the_log_is_idle_is_found_by_its_pings_and_replac
             if alive(stopped):
                 os.kill(stopped, signal.SIGCONT)
         api.follow(store, lambda r: replaced_all(r, group, gone, 2), 30)
-    assert stopped not in workers_of(member).values()
+    now = workers_of(member)
+    assert stopped not in now.values()
+    assert {site.rsplit(":", 1)[1] for site in now} == {str(base), str(base + 1)}
 
 
 def replaced_all(replica, group: str, gone: set[str], count: int = 4) -> bool:

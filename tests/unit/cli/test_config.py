@@ -312,3 +312,13 @@ def test_workers_go_with_join_direct_and_allocations_in_the_background():
     args = parse(["peer", "start", *CLUSTER, "--vpeers", "2", "--workers", "2",
                   "--join-direct", "--async-allocation"])  # fmt: skip
     assert (args.workers, args.join_direct, args.async_allocation) == (2, True, True)
+
+
+def test_worker_ports_that_run_past_the_last_port_or_onto_the_members_are_refused(capsys):
+    start = ["peer", "start", *CLUSTER, "--vpeers", "4", "--workers", "3"]
+    assert parse([*start, "--worker-port-base", "65533"]).worker_port_base == 65533
+    line = refused(capsys, [*start, "--worker-port-base", "65534"])
+    assert "--worker-port-base 65534 leaves no port for worker 2 of 3" in line
+    line = refused(capsys, [*start, "--worker-port-base", "7000", "--port", "7002"])
+    assert "--port 7002 is the port of worker 2 (--worker-port-base 7000, 3 workers)" in line
+    assert parse([*start, "--worker-port-base", "7000", "--port", "7003"]).port == 7003
