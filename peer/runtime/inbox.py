@@ -13,12 +13,19 @@ one receiver.
 It holds the messages as they came (peer.messaging.messages), and ``take`` joins the batches it
 takes into one: rows stay rows, Arrow batches of one schema stay one Arrow batch, and only a mix
 becomes rows.
+
+Which sender ``take`` drains first is the network's choice, so a task that must be redone
+exactly (local recovery, peer.causal) logs what each ``take`` consumed (``last_take``) and its
+replacement consumes the same again with ``take_exact``. ``received`` counts what each sender
+put, so a replacement can tell its upstreams where to resend from, and ``rekey`` moves a
+sender's queue to the peer that took over its seat.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from itertools import islice
 from typing import Any
 
 from peer.messaging.messages import Barrier, Batch, End, Watermark
@@ -35,6 +42,12 @@ class Inbox:
         self.ended: set[int] = set()
         self.watermarks: dict[int, float] = {}
         self.consumed: dict[int, int] = dict.fromkeys(self.queues, 0)
+        self.received: dict[int, int] = dict.fromkeys(self.queues, 0)
+        """In-line items each sender put since the inbox was made, plus a restored base."""
+        self._base: dict[int, int] = {}
+        self.last_take: list[tuple[int, int]] = []
+        """What the last ``take`` (or ``take_exact``) consumed: (sender, items of any kind),
+        in the order consumed, senders it took nothing from left out."""
         self.turn = 0
 
     def put(self, source: int, item: InLine) -> None:
@@ -42,6 +55,7 @@ class Inbox:
         queue = self.queues.get(source)
         if queue is not None:
             queue.append(item)
+            self.received[source] += 1
 
     def take(self, limit: int) -> columnar.Batch:
         """Whole batches, round-robin over the senders not held at a barrier, until they hold
@@ -51,6 +65,7 @@ class Inbox:
         order = list(self.queues)
         self.turn = (self.turn + 1) % max(len(order), 1)
         rows = 0
+        self.last_take = []
         for source in order[self.turn :] + order[: self.turn]:
             rows = self._drain(source, taken, rows, limit)
             if rows >= limit:
@@ -59,23 +74,54 @@ class Inbox:
 
     def _drain(self, source: int, taken: list[Any], rows: int, limit: int) -> int:
         queue = self.queues[source]
+        n = 0
         while queue and rows < limit:
             item = queue[0]
             if isinstance(item, Barrier):
                 break
             queue.popleft()
-            if isinstance(item, Batch):
-                taken.append(item.batch)
-                rows += len(item.batch)
-                self.consumed[source] += 1
-            elif isinstance(item, Watermark):
-                self.watermarks[source] = max(item.value, self.watermarks.get(source, item.value))
-            elif isinstance(item, End):
-                self.ended.add(source)
-            else:
-                raise TypeError(f"a {type(item).__name__} from peer {source} is not a message "
-                                "that travels along an edge")  # fmt: skip
+            n += 1
+            rows += self._consume(source, item, taken)
+        if n:
+            self.last_take.append((source, n))
         return rows
+
+    def _consume(self, source: int, item: InLine, taken: list[Any]) -> int:
+        """Take one item off ``source``'s queue into ``taken`` or the inbox's state; its rows."""
+        if isinstance(item, Batch):
+            taken.append(item.batch)
+            self.consumed[source] += 1
+            return len(item.batch)
+        if isinstance(item, Watermark):
+            self.watermarks[source] = max(item.value, self.watermarks.get(source, item.value))
+        elif isinstance(item, End):
+            self.ended.add(source)
+        else:
+            raise TypeError(f"a {type(item).__name__} from peer {source} is not a message "
+                            "that travels along an edge")  # fmt: skip
+        return 0
+
+    def take_exact(self, counts: Sequence[tuple[int, int]]) -> columnar.Batch | None:
+        """Exactly ``n`` items from each ``(sender, n)`` in that order, as ``take`` consumed
+        them when it logged ``counts`` as ``last_take``: the batches joined as ``take`` joins
+        them. None, consuming nothing, until every sender has that many queued before any
+        barrier (a replay waits for its upstreams' resends)."""
+        needed: dict[int, int] = {}
+        for source, n in counts:
+            needed[source] = needed.get(source, 0) + n
+        for source, n in needed.items():
+            queue = self.queues.get(source)
+            if queue is None or len(queue) < n:
+                return None
+            if any(isinstance(item, Barrier) for item in islice(queue, n)):
+                return None
+        taken: list[Any] = []
+        self.last_take = [(source, n) for source, n in counts if n > 0]
+        for source, n in self.last_take:
+            queue = self.queues[source]
+            for _ in range(n):
+                self._consume(source, queue.popleft(), taken)
+        return columnar.concat(taken)
 
     def aligned(self) -> Barrier | None:
         """The barrier every sender has reached, once they all have reached the same one."""
@@ -103,6 +149,40 @@ class Inbox:
             self.consumed[source] = 0
         return owed
 
+    def restore_received(self, counts: Mapping[int, int]) -> None:
+        """Count each sender's items on from a snapshot's ``received`` (replacing any base set
+        before): the numbers stay those of the allocation, whoever holds the seat now."""
+        for source, count in counts.items():
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                raise ValueError(f"peer {source}'s received count {count!r} is not an int >= 0")
+        for source in self.received:
+            base = counts.get(source, 0)
+            self.received[source] += base - self._base.get(source, 0)
+            self._base[source] = base
+
+    def rekey(self, old: int, new: int) -> None:
+        """Sender ``old`` is now ``new`` (a replacement took over its seat): its queue,
+        watermark, end, and counts move over, and it keeps its place in the round-robin."""
+        if old not in self.queues:
+            raise ValueError(f"peer {old} is not a sender of this inbox: it cannot become {new}")
+        if new in self.queues:
+            raise ValueError(f"peer {new} already sends to this inbox: {old} cannot become it")
+        self.sources = (self.sources - {old}) | {new}
+        self.queues = _renamed(self.queues, old, new)
+        self.consumed = _renamed(self.consumed, old, new)
+        self.received = _renamed(self.received, old, new)
+        if old in self._base:
+            self._base[new] = self._base.pop(old)
+        if old in self.watermarks:
+            self.watermarks[new] = self.watermarks.pop(old)
+        if old in self.ended:
+            self.ended = (self.ended - {old}) | {new}
+
     def drained(self) -> bool:
         """Every sender has ended and everything it sent has been taken."""
         return self.ended >= self.sources and not any(self.queues.values())
+
+
+def _renamed[V](values: dict[int, V], old: int, new: int) -> dict[int, V]:
+    """``values`` with key ``old`` named ``new``, in the same place."""
+    return {new if key == old else key: value for key, value in values.items()}
