@@ -60,7 +60,7 @@ class _Channel:
 
     def drop_through(self, seq: int) -> int:
         """Drop the items up to ``seq``; their bytes."""
-        cut = seq + 1 - self.first
+        cut = max(seq + 1 - self.first, 0)
         dropped = sum(n for _, n in self.items[:cut])
         del self.items[:cut]
         return dropped
