@@ -14,8 +14,10 @@ always has:
   job's ``causal_depth``, and no two of them run tasks adjacent in the workflow: a task's
   determinants live in its downstreams, which must have survived;
 - every failed peer gets a replacement: its standby if that is still active and free, else a
-  free active peer of another group than the failed one's (fewest tags, then id), able to run
-  its task; peers standing by for running peers are not taken.
+  free active peer (fewest tags, then id) able to run its task; peers standing by for running
+  peers are not taken. A failed peer's group is gone or exiting, so its other peers are not
+  active: the replacement is of another group. (A lone virtual peer that left, its group
+  staying, is the exception: its group is alive, and one of its peers may take over.)
 
 The replacement takes the failed peer's place in the task's peers, and ``takeovers`` remembers
 the seat's original peer, so the slot, and what routes to it, stays. Runs inside the
@@ -115,12 +117,8 @@ def _chosen(
         if peer in chosen:
             continue
         tags = frozenset(job.task(failed[peer]).required_tags)
-        group = replica.group_of(peer)
         taken = set(chosen.values())
-        pick = next(
-            (p.id for p in free if p.id not in taken and p.group != group and tags <= p.tags),
-            None,
-        )
+        pick = next((p.id for p in free if p.id not in taken and tags <= p.tags), None)
         if pick is None:
             return {}
         chosen[peer] = pick
