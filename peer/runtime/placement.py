@@ -3,10 +3,10 @@
 Every group derives it from the same replica, so every group agrees on it: each task's peers
 (in the order of the peers first allocated to their seats, so a peer's slot is the same
 everywhere, and a peer that took over a seat, peer.log.takeover, has the slot of the peer it
-replaced), the peers each task hears from and the tasks
-(with their peers) it sends to, the job's coordinator peer (the first peer of its first input
-task), the short ids the wire knows the job and its peers by, and each peer's group. The task
-runners, their routers and the job's coordinator all read it, instead of each working the
+replaced), the peers each task hears from and the tasks (with their peers) it sends to, the
+job's coordinator peer (the first peer of its first input task), the short ids the wire knows
+the job and its peers by, each peer's group, and the job's seats, standbys and takeovers. The
+task runners, their routers and the job's coordinator all read it, instead of each working the
 topology out from the allocation for itself.
 """
 
