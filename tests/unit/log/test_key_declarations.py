@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from peer.log.apply import kind_of
@@ -61,7 +61,7 @@ def test_entries_touch_only_the_keys_their_kinds_declare(log, data):
     check_declarations([Replica(), *replay(log)], log, data)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(local_recovery_logs(), st.data())
 def test_local_recovery_entries_touch_only_the_keys_their_kinds_declare(case, data):
     """The same over logs of a job with local recovery, where standbys, takeovers and

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from peer.log.apply import apply_entry
@@ -76,7 +76,7 @@ def test_every_member_reaches_the_sequential_replica_at_every_position(log, data
     reaches_the_sequential_replica(Replica(), log, data)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(local_recovery_logs(), st.data())
 def test_takeovers_and_recoveries_reach_the_sequential_replica(case, data):
     start, log = case

@@ -4,7 +4,7 @@ found, the seats move only by takeovers, and standbys stay free, apart and unsha
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 
 from peer.job.spec import Job
 from peer.log.replica import Replica
@@ -26,7 +26,7 @@ def covered(job: Job, old: Replica, failed: list[str]) -> bool:
     )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(local_recovery_logs())
 def test_failures_are_taken_over_exactly_when_the_logs_cover_them(case):
     start, log = case
