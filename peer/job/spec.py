@@ -31,6 +31,9 @@ AGGREGATION_METHODS = ("init", "create_state_update", "apply_state_update", "mer
 TRIGGER_ONS = ("segment", "timer", "watermark", "punctuation")
 REFINEMENTS = ("accumulating", "discarding")
 PARTS = ("catalog", "lifecycles", "flow_conditions", "windows", "triggers")
+MIB = 1024 * 1024
+DEFAULT_IN_FLIGHT_BUDGET = 64 * MIB
+"""Bytes of what a task sent since the last commit that it keeps for replay, by default."""
 
 
 class JobError(ValueError):
@@ -82,6 +85,9 @@ class Task:
     """Spark and Arrow tasks' batches: a mapping of field to Spark type, kept as pairs in order,
     or a DDL string (see peer.job.schema); None infers it from the first batch."""
     params: Mapping[str, Any] = field(default_factory=pmap)
+    standby: bool | None = None
+    """Whether the task keeps a standby peer on another member, ready to take over its seat;
+    None leaves it to the job's ``standby``."""
 
     def __post_init__(self) -> None:
         _set(self, "required_tags", _tuple(self.required_tags))
@@ -191,6 +197,13 @@ class Job:
     import from it.
     ``name`` is for people (listings, dashboards) and ``metadata`` free JSON values for the
     operator's own tools: the cluster keeps both and reads neither.
+
+    Local recovery: with ``local_recovery`` (implied by a standby on any task) tasks log their
+    nondeterminism and what they sent since the last commit, so a failed function task can be
+    taken over alone, without rolling the job back. ``standby`` gives every task that does not
+    say otherwise a standby peer on another member. ``causal_depth`` is how many concurrent
+    failures the logs cover (beyond it the job rolls back as a whole), ``in_flight_budget`` how
+    many bytes of what it sent since the last commit a task keeps.
     """
 
     workflow: tuple[tuple[str, str], ...]
@@ -206,6 +219,10 @@ class Job:
     code: Mapping[str, str] | None = None
     name: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=pmap)
+    local_recovery: bool = False
+    standby: bool = False
+    causal_depth: int = 1
+    in_flight_budget: int = DEFAULT_IN_FLIGHT_BUDGET
     id: str | None = None
 
     def __post_init__(self) -> None:
@@ -235,6 +252,16 @@ class Job:
             if task.name == name:
                 return task
         raise KeyError(name)
+
+    def has_standby(self, task_name: str) -> bool:
+        """Whether ``task_name`` keeps a standby peer: its own flag, else the job's."""
+        own = self.task(task_name).standby
+        return self.standby if own is None else own
+
+    @property
+    def local_recovery_on(self) -> bool:
+        """Whether the job logs for local recovery: asked for, or needed by a standby."""
+        return self.local_recovery or any(self.has_standby(t.name) for t in self.catalog)
 
     def sorted_tasks(self) -> tuple[str, ...]:
         """Task names, every task after all its upstream tasks, ties broken by name."""

@@ -29,6 +29,7 @@ from peer.job.spec import (
     FLUX_POLICIES,
     HOOKS,
     KINDS,
+    MIB,
     REFINEMENTS,
     TRIGGER_ONS,
     WINDOW_TYPES,
@@ -85,6 +86,7 @@ def validate(job: Job, *, imports: bool = True) -> Job:
     for index, trigger in enumerate(job.triggers):
         _check_trigger(job, trigger, index, where)
     _check_checkpoints(job, where)
+    _check_local_recovery(job, where)
     check_size(job, where)
     if imports:
         _check_imports(job, where)
@@ -287,6 +289,8 @@ def _check_task(task: Task, index: int, outer: str) -> None:
     _check_free_values(where, "params", task.params)
     for name in TASK_PATHS:
         _check_path(where, name, getattr(task, name))
+    if task.standby is not None and not isinstance(task.standby, bool):
+        fail(where, f"standby must be true, false or null, got {task.standby!r}")
     if task.assign_watermark_fn is not None and task.kind != "input":
         fail(where, "assign_watermark_fn is only for input tasks")
     _check_engine(task, where)
@@ -377,6 +381,27 @@ def _check_checkpoints(job: Job, where: str) -> None:
                 "an input of a checkpointed job needs a fixed number of peers (set n_peers, "
                 "or barrier_period: null to run without checkpoints)",
             )
+
+
+def _check_local_recovery(job: Job, where: str) -> None:
+    """Local recovery restores a failed task from the last committed checkpoint and replays
+    from there: without checkpoints there is nothing to restore, so it is refused."""
+    for name in ("local_recovery", "standby"):
+        value = getattr(job, name)
+        if not isinstance(value, bool):
+            fail(where, f"{name} must be true or false, got {value!r}")
+    _count(where, "causal_depth", job.causal_depth)
+    budget = job.in_flight_budget
+    if not (is_int(budget) and budget >= MIB):
+        fail(where, f"in_flight_budget must be an int of bytes >= {MIB} (1 MiB), got {budget!r}")
+    if job.barrier_period is not None or not job.local_recovery_on:
+        return
+    if job.local_recovery:
+        fail(where, "local_recovery needs checkpoints: set barrier_period (it is null)")
+    if job.standby:
+        fail(where, "standby needs checkpoints: set barrier_period (it is null)")
+    task = next(t for t in job.catalog if t.standby)
+    fail(f"{where}: task {task.name!r}", "standby needs checkpoints: set the job's barrier_period")
 
 
 def _check_unique_names(job: Job, where: str) -> None:

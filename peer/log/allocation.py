@@ -11,6 +11,12 @@ Flux policies: a started job that the schedulers leave without peers is killed w
 tasks says ``kill``, and otherwise waits for peers (``recover``; ``continue`` already lowered its
 minimum in peer.job.demand).
 
+Local recovery: before the schedulers plan, the failed peers of a job that can recover them
+locally are replaced in their seats (peer.log.takeover), and the plan, which keeps every
+present peer where the counts allow, then leaves the job as it is: its version stays. After
+the plan, every running peer of a task that keeps a standby is given one
+(peer.scheduling.standby).
+
 The schedulers see only ``scheduling_request(replica)``, and the allocation is
 ``schedule`` of it, whichever planner runs it: a scheduling server given that request computes
 the very same allocation.
@@ -18,21 +24,27 @@ the very same allocation.
 
 from __future__ import annotations
 
-from pyrsistent import pmap
+from collections.abc import Mapping
+
+from pyrsistent import PMap, pmap
 
 from peer.job.demand import job_demand
-from peer.log.entries.jobs import finish
+from peer.log.entries.jobs import LOCAL_RECOVERY, finish
 from peer.log.replica import Replica
+from peer.log.takeover import take_over
 from peer.scheduling import Allocation, PeerInfo
 from peer.scheduling.request import Planner, SchedulingRequest, plan_here
+from peer.scheduling.standby import StandbyNeed, choose_standbys
 
 TRIGGERS = frozenset({"jobs", "groups", "exiting", "group_peers", "group_tags"})
 """The keys whose change has the allocation recomputed: the jobs and the active peers."""
 
-RECORD_WRITES = frozenset({"allocations", "allocation_versions", "started", "done"})
-"""What recording an allocation writes."""
+RECORD_WRITES = (
+    frozenset({"allocations", "allocation_versions", "started", "done"}) | LOCAL_RECOVERY
+)
+"""What recording an allocation writes, takeovers and standbys included."""
 
-KILL_WRITES = frozenset({"jobs", "job_order", "finished", "reasons", "short_ids"})
+KILL_WRITES = frozenset({"jobs", "job_order", "finished", "reasons", "short_ids"}) | LOCAL_RECOVERY
 """What a flux policy's kill writes besides: the killed job leaves (peer.log.entries.jobs)."""
 
 ALLOCATION_READS = TRIGGERS | RECORD_WRITES | KILL_WRITES | frozenset({"job_scheduler"})
@@ -56,7 +68,9 @@ def allocate(replica: Replica, position: int, planner: Planner = plan_here) -> R
     replica without jobs is returned as it is."""
     if not replica.jobs:
         return replica
-    plan = planner(scheduling_request(replica), position)
+    active = active_peers(replica)
+    replica = take_over(replica, active)
+    plan = planner(scheduling_request(replica, active), position)
     doomed = [
         j
         for j in replica.job_order
@@ -67,8 +81,8 @@ def allocate(replica: Replica, position: int, planner: Planner = plan_here) -> R
     for job in doomed:
         replica = finish(replica, job, "killed", _flux_reason(replica, job))
     if doomed:
-        plan = planner(scheduling_request(replica), position)
-    return _record(replica, plan, position)
+        plan = planner(scheduling_request(replica, active), position)
+    return with_standbys(_record(replica, plan, position), active)
 
 
 def allocation_writes(replica: Replica) -> frozenset[str]:
@@ -98,38 +112,103 @@ def _flux_reason(replica: Replica, job: str) -> str:
     return f"left without peers, and task {killers[0]!r} has flux_policy kill"
 
 
-def scheduling_request(replica: Replica) -> SchedulingRequest:
+def scheduling_request(
+    replica: Replica, active: tuple[PeerInfo, ...] | None = None
+) -> SchedulingRequest:
     """What the schedulers read of the replica: the jobs in submission order, the peers of
-    the joined groups that are not exiting, and the allocations so far."""
+    the joined groups that are not exiting (``active``, when the caller has them already),
+    and the allocations so far."""
     return SchedulingRequest(
         job_scheduler=replica.job_scheduler,
         jobs=tuple(
             job_demand(replica.jobs[j], started=j in replica.started) for j in replica.job_order
         ),
         started=frozenset(j for j in replica.job_order if j in replica.started),
-        peers=tuple(
-            PeerInfo(p, g, frozenset(replica.group_tags.get(g, ())))
-            for g in sorted(replica.groups - replica.exiting)
-            for p in sorted(replica.group_peers.get(g, ()))
-        ),
+        peers=active_peers(replica) if active is None else active,
         previous=tuple((j, tuple(tasks.items())) for j, tasks in replica.allocations.items()),
     )
 
 
+def active_peers(replica: Replica) -> tuple[PeerInfo, ...]:
+    """The peers the schedulers may give work to: those of the joined groups not exiting."""
+    return tuple(
+        PeerInfo(p, g, frozenset(replica.group_tags.get(g, ())))
+        for g in sorted(replica.groups - replica.exiting)
+        for p in sorted(replica.group_peers.get(g, ()))
+    )
+
+
 def _record(replica: Replica, plan: Allocation, position: int) -> Replica:
+    """The plan recorded: a job whose tasks keep the same peers, in whatever order, keeps its
+    allocation and version (a takeover's seats among them); any other gets a new version, and
+    its takeovers are over."""
     allocations, versions = replica.allocations, replica.allocation_versions
     started, done = replica.started, replica.done
+    takeovers, recovering = replica.takeovers, replica.recovering
     for job, tasks in plan.items():
-        fresh = pmap(tasks)
-        if allocations.get(job) == fresh:
+        if _same_peers(allocations.get(job), tasks):
             continue
-        allocations = allocations.set(job, fresh)
+        allocations = allocations.set(job, pmap(tasks))
         versions = versions.set(job, position)
         done = done.discard(job)
+        takeovers, recovering = takeovers.discard(job), recovering.discard(job)
         if any(tasks.values()):
             started = started.add(job)
     if allocations is replica.allocations:
         return replica
     return replica.evolve(
-        allocations=allocations, allocation_versions=versions, started=started, done=done
+        allocations=allocations,
+        allocation_versions=versions,
+        started=started,
+        done=done,
+        takeovers=takeovers,
+        recovering=recovering,
     )
+
+
+def _same_peers(
+    old: Mapping[str, tuple[str, ...]] | None, new: Mapping[str, tuple[str, ...]]
+) -> bool:
+    if old is None or len(old) != len(new):
+        return False
+    return all(task in old and set(old[task]) == set(peers) for task, peers in new.items())
+
+
+def with_standbys(replica: Replica, active: tuple[PeerInfo, ...]) -> Replica:
+    """``replica`` with a standby for every running peer of a task that keeps one, where a
+    free peer of another group can be found; unchanged maps are kept as the same objects."""
+    wanting = [j for j in replica.job_order if replica.jobs[j].local_recovery_on]
+    if not wanting and not replica.standbys:
+        return replica
+    needs = _standby_needs(replica, wanting, active)
+    allocated = {p for tasks in replica.allocations.values() for ps in tasks.values() for p in ps}
+    chosen = choose_standbys(needs, active, allocated, replica.standbys)
+    standbys = pmap({j: _kept(replica.standbys.get(j), peers) for j, peers in chosen.items()})
+    if standbys == replica.standbys:
+        return replica
+    return replica.evolve(standbys=standbys)
+
+
+def _kept(old: PMap | None, new: dict[str, str]) -> PMap:
+    return old if old is not None and old == new else pmap(new)
+
+
+def _standby_needs(
+    replica: Replica, jobs: list[str], active: tuple[PeerInfo, ...]
+) -> list[StandbyNeed]:
+    """The running peers of ``jobs`` that want a standby, by job priority, then task order,
+    then id."""
+    group = {p.id: p.group for p in active}
+    needs = []
+    for job_id in jobs:
+        job = replica.jobs[job_id]
+        seats = replica.allocations.get(job_id, pmap())
+        for task in job.sorted_tasks():
+            if job.has_standby(task):
+                tags = frozenset(job.task(task).required_tags)
+                needs += [
+                    StandbyNeed(job_id, p, group[p], tags)
+                    for p in sorted(seats.get(task, ()))
+                    if p in group
+                ]
+    return needs

@@ -55,6 +55,13 @@ class Replica:
     peers once (flux policies apply to them); ``done`` holds the output peers that finished
     under the current allocation. ``short_ids`` are the small integers peers and jobs are known
     by on the wire.
+
+    Local recovery (peer.log.takeover): ``standbys`` gives, per job, each running peer of a
+    task that keeps a standby the free peer of another group that stands by for it;
+    ``takeovers`` each peer that took over a seat of the current allocation without a new
+    version, to the peer first allocated to that seat; ``recovering`` those of them that have
+    not yet said (task-recovered) that their replay is done. The last two hold for one
+    allocation version: a new version starts them afresh.
     """
 
     version: int = EMPTY_VERSION
@@ -84,6 +91,9 @@ class Replica:
     allocation_versions: PMap = field(default_factory=pmap)
     started: PSet = field(default_factory=pset)
     done: PMap = field(default_factory=pmap)
+    standbys: PMap = field(default_factory=pmap)
+    takeovers: PMap = field(default_factory=pmap)
+    recovering: PMap = field(default_factory=pmap)
     short_ids: PMap = field(default_factory=pmap)
     next_short_id: int = 0
     key_versions: tuple[int, ...] = field(default=(), compare=False)
@@ -171,6 +181,9 @@ class Replica:
             "allocation_versions": dict(sorted(self.allocation_versions.items())),
             "started": sorted(self.started),
             "done": {j: sorted(ps) for j, ps in sorted(self.done.items())},
+            "standbys": _nested_json(self.standbys),
+            "takeovers": _nested_json(self.takeovers),
+            "recovering": {j: sorted(ps) for j, ps in sorted(self.recovering.items())},
             "short_ids": dict(sorted(self.short_ids.items())),
             "next_short_id": self.next_short_id,
             "key_versions": {
@@ -226,6 +239,9 @@ class Replica:
             ),
             started=_strings(doc.get("started", ())),
             done=pmap({str(j): _strings(ps) for j, ps in doc.get("done", {}).items()}),
+            standbys=_nested(doc.get("standbys", {})),
+            takeovers=_nested(doc.get("takeovers", {})),
+            recovering=pmap({str(j): _strings(ps) for j, ps in doc.get("recovering", {}).items()}),
             short_ids=pmap({str(k): int(v) for k, v in doc.get("short_ids", {}).items()}),
             next_short_id=int(doc.get("next_short_id", 0)),
             key_versions=_key_versions(doc.get("key_versions", {})),
@@ -257,6 +273,15 @@ def _strings(items: Iterable[Any]) -> PSet:
 
 def _string_map(items: Mapping[Any, Any]) -> PMap:
     return pmap({str(k): str(v) for k, v in items.items()})
+
+
+def _nested(doc: Mapping[Any, Any]) -> PMap:
+    """Job to a map of peer to peer, from JSON."""
+    return pmap({str(j): _string_map(peers) for j, peers in doc.items()})
+
+
+def _nested_json(jobs: PMap) -> dict[str, dict[str, str]]:
+    return {j: dict(sorted(peers.items())) for j, peers in sorted(jobs.items())}
 
 
 def ring_cycle(replica: Replica) -> list[str] | None:

@@ -6,11 +6,20 @@ KINDS here, and nothing else in the log machinery changes.
 
 from __future__ import annotations
 
-from peer.log.entries import gc, group_leave, jobs, join, join_direct, leave, virtual_peers
+from peer.log.entries import (
+    gc,
+    group_leave,
+    jobs,
+    join,
+    join_direct,
+    leave,
+    recovery,
+    virtual_peers,
+)
 from peer.log.entry import EntryKind
 
 KINDS: dict[str, EntryKind] = {
     kind.name: kind
-    for module in (join, join_direct, group_leave, leave, virtual_peers, jobs, gc)
+    for module in (join, join_direct, group_leave, leave, virtual_peers, jobs, recovery, gc)
     for kind in module.KINDS
 }

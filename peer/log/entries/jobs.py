@@ -67,10 +67,13 @@ def _apply_submit(replica: Replica, entry: Entry) -> Replica:
     )
 
 
+LOCAL_RECOVERY = frozenset({"standbys", "takeovers", "recovering"})
+"""The keys of local recovery (peer.log.takeover), kept per job."""
+
 FINISHED = frozenset(
     {"jobs", "job_order", "finished", "reasons", "allocations", "allocation_versions",
      "started", "done", "short_ids"}
-)  # fmt: skip
+) | LOCAL_RECOVERY  # fmt: skip
 """What ``finish`` reads and writes."""
 
 
@@ -85,6 +88,9 @@ def finish(replica: Replica, job_id: str, outcome: str, reason: str | None = Non
         allocation_versions=replica.allocation_versions.discard(job_id),
         started=replica.started.discard(job_id),
         done=replica.done.discard(job_id),
+        standbys=replica.standbys.discard(job_id),
+        takeovers=replica.takeovers.discard(job_id),
+        recovering=replica.recovering.discard(job_id),
         short_ids=replica.short_ids.discard(job_id),
     )
 

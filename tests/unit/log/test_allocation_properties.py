@@ -15,6 +15,7 @@ from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.jobs import COMPLETE_JOB, KILL_JOB, SUBMIT_JOB
 from peer.log.entries.leave import EXIT as MEMBER_EXIT
 from peer.log.entries.leave import LEAVE as MEMBER_LEAVE
+from peer.log.entries.recovery import task_recovered
 from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER, LEAVE_CLUSTER
 from peer.log.entry import Entry
 from peer.log.replica import Replica
@@ -41,15 +42,44 @@ def jobs(draw: st.DrawFn) -> dict:
             task["required_tags"] = [draw(st.sampled_from(TAGS))]
         catalog.append(task)
     workflow = [[a, b] for a, b in itertools.pairwise(names)]
-    return {"workflow": workflow, "catalog": catalog, "barrier_period": None}
+    doc = {"workflow": workflow, "catalog": catalog, "barrier_period": None}
+    return local_recovery(draw, doc) if draw(st.booleans()) else doc
+
+
+def local_recovery(draw: st.DrawFn, doc: dict) -> dict:
+    """The job with local recovery on, one way or another: checkpoints, a fixed number of
+    peers a task (so that peers are left free to stand by and take over), engines that
+    replay or not, and standbys for the job or some tasks."""
+    catalog = doc["catalog"]
+    for task in catalog:
+        task["max_peers"] = task["min_peers"]
+    for task in catalog[1:-1]:
+        task["engine"] = draw(st.sampled_from(["python", "python", "arrow", "spark"]))
+        task["standby"] = draw(st.sampled_from([None, True, False]))
+    how = draw(st.sampled_from([{"local_recovery": True}, {"standby": True}, {}]))
+    if not how and len(catalog) == 2:
+        how = {"local_recovery": True}
+    if not how:
+        catalog[1]["standby"] = True
+    return {**doc, **how, "barrier_period": 1.0, "causal_depth": draw(st.integers(1, 2))}
 
 
 def steps(draw: st.DrawFn, replica: Replica) -> Entry:
     """One entry that makes sense for ``replica`` (or, now and then, one that does not)."""
     choice = draw(st.sampled_from(
-        ["peer", "peer", "leave", "group", "submit", "kill", "done", "depart", "exit"]
+        ["peer", "peer", "leave", "group", "submit", "kill", "done", "depart", "exit",
+         "recovered", "fail", "fail"]
     ))  # fmt: skip
     peers = sorted(replica.peers)
+    running = function_peers(replica)
+    if choice == "fail" and running:
+        peer = draw(st.sampled_from(running))
+        return LEAVE_CLUSTER.entry(id=peer, group=replica.group_of(peer))
+    if choice == "recovered" and replica.recovering:
+        job = draw(st.sampled_from(sorted(replica.recovering)))
+        peer = draw(st.sampled_from(sorted(replica.recovering[job])))
+        version = replica.allocation_versions[job] - draw(st.sampled_from([0, 0, 1]))
+        return task_recovered(job, peer, version)
     if choice == "peer":
         group = draw(st.sampled_from(GROUPS))
         tags = draw(st.lists(st.sampled_from(TAGS), max_size=2, unique=True))
@@ -76,6 +106,18 @@ def steps(draw: st.DrawFn, replica: Replica) -> Entry:
     return SUBMIT_JOB.entry(id=f"j{replica.version + 1}", job=draw(jobs()))
 
 
+def function_peers(replica: Replica) -> list[str]:
+    """The peers of the function tasks of jobs with local recovery: those a takeover replaces."""
+    return sorted(
+        p
+        for j, tasks in replica.allocations.items()
+        if replica.jobs[j].local_recovery_on
+        for t, ps in tasks.items()
+        if replica.jobs[j].task(t).kind == "function"
+        for p in ps
+    )
+
+
 def check(old: Replica, new: Replica) -> None:
     active = set(new.peers)
     seen: set[str] = set()
@@ -93,8 +135,60 @@ def check(old: Replica, new: Replica) -> None:
             assert task.max_peers is None or count <= task.max_peers
             relaxed = job_id in new.started and task.flux_policy == "continue"
             assert not held or count >= (1 if relaxed else task.min_peers)
-        moved = old.allocations.get(job_id) != tasks
-        assert (new.allocation_versions[job_id] == new.version) == moved
+        check_versions(old, new, job_id)
+        check_standbys(new, job_id, held)
+    assert set(new.standbys) <= set(new.jobs)
+    assert set(new.takeovers) | set(new.recovering) <= set(new.jobs)
+
+
+def as_sets(tasks) -> dict[str, frozenset[str]]:
+    return {task: frozenset(peers) for task, peers in tasks.items()}
+
+
+def check_versions(old: Replica, new: Replica, job_id: str) -> None:
+    """A new version exactly when the job's peers changed other than by takeovers, which end
+    with it; a takeover puts its peer in the failed peer's seat and remembers the seat's
+    first peer."""
+    job, tasks = new.jobs[job_id], new.allocations[job_id]
+    takeovers = new.takeovers.get(job_id, {})
+    recovering = new.recovering.get(job_id, frozenset())
+    if new.allocation_versions[job_id] == new.version:
+        assert old.allocations.get(job_id) is None or as_sets(old.allocations[job_id]) != as_sets(
+            tasks
+        )
+        assert not takeovers
+        assert not recovering
+        return
+    before = old.allocations[job_id]
+    assert set(before) == set(tasks)
+    active = set(new.peers)
+    for task, peers in tasks.items():
+        assert len(peers) == len(before[task])
+        for was, now in zip(before[task], peers, strict=True):
+            if was != now:
+                assert was not in active
+                assert takeovers[now] == old.takeovers.get(job_id, {}).get(was, was)
+                assert job.task(task).kind == "function"
+    assert set(recovering) <= set(takeovers)
+    assert set(takeovers) <= {p for ps in tasks.values() for p in ps}
+    assert len(recovering) <= job.causal_depth
+
+
+def check_standbys(new: Replica, job_id: str, held: list[str]) -> None:
+    """Standbys stand by for running peers of tasks that keep one, from other groups, free,
+    one peer each."""
+    job = new.jobs[job_id]
+    standbys = new.standbys.get(job_id, {})
+    allocated = {p for tasks in new.allocations.values() for ps in tasks.values() for p in ps}
+    others = [s for j, per in new.standbys.items() if j != job_id for s in per.values()]
+    assert len(set(standbys.values())) == len(standbys)
+    assert not set(standbys.values()) & set(others)
+    for running, standby in standbys.items():
+        assert running in held
+        assert job.has_standby(new.task_of(running)[1])
+        assert standby in new.peers
+        assert standby not in allocated
+        assert new.group_of(standby) != new.group_of(running)
 
 
 @settings(max_examples=200, deadline=None)

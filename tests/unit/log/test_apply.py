@@ -30,6 +30,7 @@ ALL_KINDS = [
     "submit-job",
     "kill-job",
     "complete-job",
+    "task-recovered",
 ]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from peer.log.apply import kind_of
@@ -17,6 +17,7 @@ from peer.log.entries.gc import SET_REPLICA, set_replica
 from peer.log.entry import Entry, EntryKind, InvalidEntry, Transition
 from peer.log.replica import KEYS, Replica
 from peer.log.versions import changed_keys
+from tests.unit.log.local_recovery import local_recovery_logs, replay_from
 from tests.unit.log.random_logs import random_logs, replay
 from tests.unit.log.test_allocation_properties import GROUPS
 
@@ -57,7 +58,20 @@ def blend(replica: Replica, other: Replica, kind: EntryKind) -> Replica:
 @settings(max_examples=150, deadline=None)
 @given(random_logs(), st.data())
 def test_entries_touch_only_the_keys_their_kinds_declare(log, data):
-    replicas = [Replica(), *replay(log)]
+    check_declarations([Replica(), *replay(log)], log, data)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(local_recovery_logs(), st.data())
+def test_local_recovery_entries_touch_only_the_keys_their_kinds_declare(case, data):
+    """The same over logs of a job with local recovery, where standbys, takeovers and
+    recovering peers come and go, and task-recovered entries are written."""
+    start, log = case
+    check_declarations([start, *replay_from(start, log)], log, data)
+
+
+def check_declarations(replicas: list[Replica], log: list[Entry], data: st.DataObject) -> None:
+    """``replicas`` holds the replica before every entry of ``log``, and the last one."""
     for position, entry in enumerate(log):
         before = replicas[position]
         kind = kind_of(entry)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from peer.log.apply import apply_entry
@@ -18,6 +18,7 @@ from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER
 from peer.log.entry import Entry, Transition
 from peer.log.pipeline import Pipeline, Progress
 from peer.log.replica import KEYS, Replica
+from tests.unit.log.local_recovery import local_recovery_logs
 from tests.unit.log.random_logs import random_logs
 from tests.unit.log.test_allocation_properties import GROUPS
 
@@ -72,11 +73,22 @@ def land(machine: Pipeline, fail: bool) -> tuple[Pipeline, Progress]:
 @settings(max_examples=150, deadline=None)
 @given(random_logs(), st.data())
 def test_every_member_reaches_the_sequential_replica_at_every_position(log, data):
-    classic, replica = [], Replica()
+    reaches_the_sequential_replica(Replica(), log, data)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(local_recovery_logs(), st.data())
+def test_takeovers_and_recoveries_reach_the_sequential_replica(case, data):
+    start, log = case
+    reaches_the_sequential_replica(start, log, data)
+
+
+def reaches_the_sequential_replica(start: Replica, log: list[Entry], data: st.DataObject) -> None:
+    classic, replica = [], start
     for entry in log:
         classic.append(apply_entry(replica, entry))
         replica = classic[-1].new
-    machine, out = Pipeline.start(Replica()), Progress()
+    machine, out = Pipeline.start(start), Progress()
     for entry in log:
         while not machine.idle and data.draw(st.booleans()):
             machine, more = land(machine, data.draw(st.integers(0, 9)) == 0)

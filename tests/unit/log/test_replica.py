@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pyrsistent import pmap, pset
 
 from peer.log.replica import Replica, invariant_violations, ring_cycle
 
@@ -54,6 +55,9 @@ def test_to_json_is_plain_and_sorted(sample):
         "allocation_versions": {},
         "started": [],
         "done": {},
+        "standbys": {},
+        "takeovers": {},
+        "recovering": {},
         "short_ids": {},
         "next_short_id": 0,
     }
@@ -63,6 +67,21 @@ def test_to_json_is_plain_and_sorted(sample):
 def test_json_round_trip(sample):
     assert Replica.from_json(sample.to_json()) == sample
     assert Replica.from_json(json.loads(json.dumps(sample.to_json()))) == sample
+
+
+def test_local_recovery_keys_round_trip(sample):
+    recovering = sample.evolve(
+        standbys=pmap({"j": pmap({"a1": "b1"})}),
+        takeovers=pmap({"j": pmap({"s2": "f", "s": "g"})}),
+        recovering=pmap({"j": pset(["s2", "s"])}),
+    )
+    doc = recovering.to_json()
+    assert (doc["standbys"], doc["takeovers"], doc["recovering"]) == (
+        {"j": {"a1": "b1"}},
+        {"j": {"s": "g", "s2": "f"}},
+        {"j": ["s", "s2"]},
+    )
+    assert Replica.from_json(json.loads(json.dumps(doc))) == recovering
 
 
 def test_empty_replica_round_trip():

@@ -11,17 +11,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from peer.job.demand import job_demand
-from peer.log.allocation import needs_allocation, scheduling_request
+from peer.log.allocation import active_peers, needs_allocation, scheduling_request
 from peer.log.apply import apply_entry, kind_of
 from peer.log.entries.jobs import finish
 from peer.log.replica import Replica
+from peer.log.takeover import take_over
 from peer.scheduling import JOB_SCHEDULERS, TASK_SCHEDULERS, PeerInfo, allocate
 from peer.scheduling.request import SchedulingRequest, schedule
 from tests.unit.log.test_allocation_properties import GROUPS, steps
 
 
 def plain(allocation) -> dict[str, dict[str, list[str]]]:
-    return {j: {t: list(ps) for t, ps in tasks.items()} for j, tasks in allocation.items()}
+    """Peers sorted: a takeover keeps a seat's order, the schedulers sort."""
+    return {j: {t: sorted(ps) for t, ps in tasks.items()} for j, tasks in allocation.items()}
 
 
 def over_the_wire(request: SchedulingRequest) -> SchedulingRequest:
@@ -63,7 +65,7 @@ def test_the_subset_over_the_wire_schedules_what_the_log_records(data):
     for before, applied, new in replicas(data):
         if not needs_allocation(before, applied):
             continue
-        mid = applied
+        mid = take_over(applied, active_peers(applied))
         for job in sorted(set(applied.jobs) - set(new.jobs)):  # killed by their flux policy
             mid = finish(mid, job, "killed")
         request = scheduling_request(mid)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-from pyrsistent import pmap
+from pyrsistent import pmap, pset
 
 from peer.job.spec import Job, Task
 from peer.log.replica import Replica
@@ -123,3 +123,69 @@ def test_placements_are_rebuilt_only_when_the_allocation_version_changes():
     moved = placements(replica(5, {"in": ("a",), "out": ("c",)}), first)
     assert (moved["j"].version, moved["j"].peers["out"]) == (5, ("c",))
     assert placements(Replica(), moved) == {}
+
+
+def test_a_peer_that_took_over_sits_in_the_failed_peers_seat():
+    j = job(
+        [("in", "f"), ("f", "out")],
+        {"in": "input", "f": "function", "out": "output"},
+    )
+    allocation = {"in": ("i1",), "f": ("f1", "f2", "zz"), "out": ("o1",)}
+    short_ids = {"j": 0, "i1": 1, "f1": 2, "f2": 3, "zz": 4, "o1": 5}
+    groups = dict.fromkeys(short_ids, "g")
+    p = place(
+        j, 7, allocation, short_ids, groups,
+        takeovers=pmap({"zz": "f0"}), standbys=pmap({"f1": "s1"}), recovering=pset(["zz"]),
+    )  # fmt: skip
+    assert p.peers["f"] == ("zz", "f1", "f2")
+    assert p.slots["zz"] == 0
+    assert p.origin == {"i1": "i1", "f1": "f1", "f2": "f2", "zz": "f0", "o1": "o1"}
+    assert p.standbys == {"f1": "s1"}
+    assert p.recovering == frozenset({"zz"})
+    assert p.seats == {"zz": 0, "f1": 1, "f2": 2, "i1": 3, "o1": 4}
+    assert p.seat_peers == {0: "zz", 1: "f1", 2: "f2", 3: "i1", 4: "o1"}
+    assert p.upstream["out"] == ("f1", "f2", "zz")
+
+
+@given(jobs_and_allocations(), st.data())
+def test_seats_follow_the_original_peers(case, data):
+    j, allocation, short_ids, groups = case
+    allocated = sorted(peer for ps in allocation.values() for peer in ps)
+    moved = data.draw(st.lists(st.sampled_from(allocated), unique=True)) if allocated else []
+    takeovers = {peer: f"{peer}-old" for peer in moved}
+    p = place(j, 1, allocation, short_ids, groups, takeovers=pmap(takeovers))
+    plain = place(j, 1, allocation, short_ids, groups)
+    renamed = {p.origin[peer]: peer for peer in allocated}
+    original = {
+        task: [takeovers.get(peer, peer) for peer in peers] for task, peers in allocation.items()
+    }
+    again = place(j, 1, original, short_ids | {v: short_ids[k] for k, v in takeovers.items()},
+                  groups | {v: groups[k] for k, v in takeovers.items()})  # fmt: skip
+    for task, peers in again.peers.items():
+        assert p.peers[task] == tuple(renamed[peer] for peer in peers)
+    assert {again.origin[peer]: s for peer, s in again.seats.items()} == {
+        p.origin[peer]: s for peer, s in p.seats.items()
+    }
+    assert sorted(p.seat_peers.values()) == allocated
+    assert all(p.seat_peers[s] == peer for peer, s in p.seats.items())
+    assert sorted(plain.seats.values()) == list(range(len(allocated)))
+    names = sorted(allocation)
+    ordered = [(t, i) for t in names for i in range(len(allocation[t]))]
+    assert all(ordered[s] == (p.tasks[peer], p.slots[peer]) for peer, s in p.seats.items())
+
+
+def test_placements_are_rebuilt_when_the_takeovers_standbys_or_recovering_change():
+    base = replica(3, {"in": ("a",), "out": ("b",)})
+    first = placements(base, {})
+    assert placements(base, first)["j"] is first["j"]
+    for key, value in (
+        ("takeovers", pmap({"j": pmap({"b": "x"})})),
+        ("standbys", pmap({"j": pmap({"a": "s"})})),
+        ("recovering", pmap({"j": pset(["b"])})),
+    ):
+        changed = base.evolve(**{key: value})
+        rebuilt = placements(changed, first)["j"]
+        assert rebuilt is not first["j"]
+        assert placements(changed, {"j": rebuilt})["j"] is rebuilt
+    taken = placements(base.evolve(takeovers=pmap({"j": pmap({"b": "x"})})), first)["j"]
+    assert taken.origin["b"] == "x"
