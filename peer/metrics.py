@@ -133,6 +133,24 @@ SNAPSHOT_BYTES = Histogram(
     JOB_TASK,
     buckets=SIZES,
 )
+RESTORES = Counter(
+    "onyx_task_restores",
+    "Times a task's peer restored its state from a committed snapshot: kind global when its "
+    "whole job rolled back, local when the peer took a failed peer's seat over alone",
+    [*JOB_TASK, "kind"],
+)
+LOCAL_RECOVERIES = Counter(
+    "onyx_task_local_recoveries",
+    "Seats a task's peer took over and replayed to where the failed peer was, without the job "
+    "rolling back",
+    JOB_TASK,
+)
+IN_FLIGHT_OVERFLOWS = Counter(
+    "onyx_in_flight_log_overflows",
+    "Times a task's peer dropped its in-flight log, over its budget: until the next commit a "
+    "failure downstream of it rolls the job back",
+    JOB_TASK,
+)
 
 FRAMES_SENT = Counter("onyx_aeron_frames_sent", "Frames Aeron took from this group")
 BYTES_SENT = Counter("onyx_aeron_sent_bytes", "Bytes of the frames Aeron took from this group")
@@ -154,12 +172,21 @@ class TaskMeters:
     backpressure: Any
     alignment_seconds: Any
     snapshot_bytes: Any
+    local_recoveries: Any
+    in_flight_overflows: Any
+    restored_globally: Any
+    restored_locally: Any
 
 
 def task_meters(job: str, task: str) -> TaskMeters:
-    return TaskMeters(*(family.labels(job, task) for family in (
-        SEGMENTS_IN, SEGMENTS_OUT, BATCH_SECONDS, BACKPRESSURE, ALIGNMENT_SECONDS, SNAPSHOT_BYTES
-    )))  # fmt: skip
+    return TaskMeters(
+        *(family.labels(job, task) for family in (
+            SEGMENTS_IN, SEGMENTS_OUT, BATCH_SECONDS, BACKPRESSURE, ALIGNMENT_SECONDS,
+            SNAPSHOT_BYTES, LOCAL_RECOVERIES, IN_FLIGHT_OVERFLOWS,
+        )),
+        RESTORES.labels(job, task, "global"),
+        RESTORES.labels(job, task, "local"),
+    )  # fmt: skip
 
 
 def segments_in(job: str, task: str) -> float:

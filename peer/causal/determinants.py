@@ -10,7 +10,9 @@ choice is an event ``(kind, value)``:
 - ``(CLOCK, seconds)``, ``(RANDOM, value)``, ``(TICK, seconds)``: what the clock, the random
   source or a timer check gave;
 - ``(BARRIER, epoch)``: the task passed that epoch's barrier, which tells where each epoch's
-  determinants end so they can be dropped when it commits.
+  determinants end so they can be dropped when it commits;
+- ``(END, 0)``: the task found its input over and ended it (flushing its fn and windows), which
+  a barrier that came at the same time may precede or follow.
 
 A task keeps its own events since its last commit (``DeterminantLog``) and sends them downstream
 as deltas (``Deltas``): a replacement cannot ask a dead task for its log, but it can ask the
@@ -35,7 +37,15 @@ CLOCK = 1
 RANDOM = 2
 TICK = 3
 BARRIER = 4
-KINDS = {TAKE: "take", CLOCK: "clock", RANDOM: "random", TICK: "tick", BARRIER: "barrier"}
+END = 5
+KINDS = {
+    TAKE: "take",
+    CLOCK: "clock",
+    RANDOM: "random",
+    TICK: "tick",
+    BARRIER: "barrier",
+    END: "end",
+}
 """Each event kind's name, for messages."""
 
 Event = tuple[int, Any]
@@ -81,6 +91,10 @@ def event(raw: Any) -> Event:
         return (TAKE, _takes(value))
     if kind == BARRIER:
         return (BARRIER, _epoch(value))
+    if kind == END:
+        if value != 0 or not _is_int(value):
+            raise ValueError(f"an end event's value {value!r:.80} is not 0")
+        return (END, 0)
     return (kind, _reading(kind, value))
 
 

@@ -51,7 +51,8 @@ class MessageType(IntEnum):
     """What a frame carries: the wire's side of peer.messaging.messages, which says what each
     one's epoch field and body hold. FRAGMENT carries a piece of a frame too large for one
     message (peer.messaging.fragments). JOIN_ASK and JOIN_REPLY are join direct's side channel
-    (peer.cluster.direct_join); a peer that predates them drops them as unknown."""
+    (peer.cluster.direct_join); a peer that predates them drops them as unknown. DETERMINANTS,
+    REPLAY, RECALL and RECALLED are local recovery's (peer.runtime.causal)."""
 
     BATCH = 1
     END = 2
@@ -67,6 +68,10 @@ class MessageType(IntEnum):
     JOIN_ASK = 12
     JOIN_REPLY = 13
     RUMOR = 14
+    DETERMINANTS = 15
+    REPLAY = 16
+    RECALL = 17
+    RECALLED = 18
 
 
 class Header(NamedTuple):

@@ -5,8 +5,11 @@ a ``Barrier`` (the epoch ends here; ``final`` when it is the job's last), a ``Wa
 ``End`` (the sender's input is over). Back up an edge: ``Credit`` for more batches. From a job's
 coordinator to its peers: ``Recover`` (where to restore from, or nothing), a ``Barrier`` for an
 input and ``Committed``; from its peers to the coordinator: ``Ack`` (the sender's snapshot of an
-epoch is stored) and ``Drained`` (an output has every end marker). Between groups:
-``Membership`` (heartbeats and gossip, whose body peer.membership.wire writes and reads),
+epoch is stored) and ``Drained`` (an output has every end marker). For local recovery
+(peer.runtime.causal): ``Determinants`` in line along an edge, and, from a peer that took over
+a seat, ``ReplayFrom`` to its upstream peers and ``Recall`` to its downstream ones, answered by
+``Recalled``. Between groups: ``Membership`` (heartbeats and gossip, whose body
+peer.membership.wire writes and reads),
 join direct's ``JoinAsk`` and ``JoinReply`` (peer.cluster.join_wire), and ``LogRumor`` (a log
 entry gossiped, whose payload peer.log.epidemic.wire writes and reads). The
 task runner, its inbox and the coordinator take and give these same types; the data plane hands
@@ -80,6 +83,34 @@ class Committed:
 
 
 @dataclass(frozen=True, slots=True)
+class Determinants:
+    deltas: list[Any]
+    """Causal logging: what the receiver has not yet seen of the determinant logs the sender
+    passes on, ``[[origin seat, offset, hops, [event, ...]], ...]`` (peer.causal.determinants).
+    In line along an edge, just before the message whose making they precede."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayFrom:
+    epoch: int
+    """From a peer that took over a seat to its upstream peers: send me again what you sent the
+    seat after your barrier of this epoch (0: since the allocation began)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recall:
+    """From a peer that took over a seat to its downstream peers: what do you hold of the seat's
+    determinants, and how many in-line messages have you had from it?"""
+
+
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    body: list[Any]
+    """The answer to a Recall: [in-line messages received from the seat, offset of the first
+    determinant held, [event, ...]]."""
+
+
+@dataclass(frozen=True, slots=True)
 class Membership:
     body: list[Any]
     """A membership message as plain data (peer.membership.wire)."""
@@ -113,6 +144,10 @@ Message = (
     | Ack
     | Drained
     | Committed
+    | Determinants
+    | ReplayFrom
+    | Recall
+    | Recalled
     | Membership
     | JoinAsk
     | JoinReply
@@ -120,6 +155,7 @@ Message = (
 )
 END = End()
 DRAINED = Drained()
+RECALL = Recall()
 
 
 class Address(NamedTuple):
@@ -181,6 +217,13 @@ TABLE = (
     Kind(Ack, MessageType.ACK, lambda m: m.epoch, _nothing, lambda e, _: Ack(e)),
     Kind(Drained, MessageType.DRAINED, _zero, _nothing, lambda _, b: DRAINED),
     Kind(Committed, MessageType.COMMITTED, lambda m: m.epoch, _nothing, lambda e, _: Committed(e)),
+    Kind(Determinants, MessageType.DETERMINANTS, _zero, lambda m: m.deltas,
+         lambda _, b: Determinants(_list(b))),
+    Kind(ReplayFrom, MessageType.REPLAY, lambda m: m.epoch, _nothing,
+         lambda e, _: ReplayFrom(e)),
+    Kind(Recall, MessageType.RECALL, _zero, _nothing, lambda _, b: RECALL),
+    Kind(Recalled, MessageType.RECALLED, _zero, lambda m: m.body,
+         lambda _, b: Recalled(_list(b))),
     Kind(Membership, MessageType.MEMBERSHIP, _zero, lambda m: m.body,
          lambda _, b: Membership(_list(b))),
     Kind(JoinAsk, MessageType.JOIN_ASK, _zero, lambda m: m.body, lambda _, b: JoinAsk(_list(b))),

@@ -84,6 +84,10 @@ class Coordinator:
     barrier_sent: float = 0.0
     committed: Epoch | None = None
     retry_at: float = 0.0
+    recover_body: list[Any] = field(default_factory=list)
+    """Where a peer restores from now: the last commit, or what the claim found."""
+    joining: frozenset[str] = frozenset()
+    """Peers that took a seat over since the last message to all: told RECOVER once running."""
     last_commit: float = field(default_factory=time.time)
     """Wall-clock time of the last commit, or of the coordinator's start: what the metrics
     measure "time since the last commit" from."""
@@ -111,6 +115,18 @@ class Coordinator:
         }
         # claiming and committing wait on a call in the pool, whose result moves them on
         self._results = {State.CLAIMING: self._claimed, State.COMMITTING: self._commit_done}
+
+    def rewire(self, placement: Placement) -> None:
+        """A takeover under the same allocation: the failed peers' acks no longer count (their
+        replacements snapshot those epochs again as they replay), and each replacement is told
+        where to restore from, once no claim or commit is in flight."""
+        before = self.members
+        self.placement = placement
+        self.__post_init__()
+        gone = before - self.members
+        self.acks -= gone
+        self.drained -= gone
+        self.joining = (self.joining - gone) | (self.members - before)
 
     # -- messages from the job's peers ----------------------------------------------------------
 
@@ -184,6 +200,7 @@ class Coordinator:
             self.state = State.STALE
             return True
         self.committed = claimed.committed
+        self.recover_body, self.joining = body, frozenset()
         for peer in self.placement.members:
             self.send(peer, Recover(body))
         self.state = State.RUNNING
@@ -194,6 +211,11 @@ class Coordinator:
         return False
 
     def _running(self, now: float) -> bool:
+        if self.joining:
+            for peer in sorted(self.joining):
+                self.send(peer, Recover(self.recover_body))
+            self.joining = frozenset()
+            return True
         if self.acks >= self.members and self.epoch and self.epoch != self.committed_number():
             self.pending = self.pool.submit(
                 self.commits.commit, self.version, Epoch(self.version, self.epoch), self.slots
@@ -231,12 +253,18 @@ class Coordinator:
             "job %s: epoch %d of allocation %d committed; its checkpoint took %.3f s",
             self.job.id, self.epoch, self.version, now - self.barrier_sent,
         )  # fmt: skip
-        for peer in self.placement.members:
+        self.recover_body = [self.job.id, self.version, self.epoch, self.slots]
+        for peer in self._told_of_commits():
             self.send(peer, Committed(self.epoch))
         if previous is not None:
             self.storage.collect_later(self.job.id, previous, record.retained)
         self.state = State.RUNNING
         return True
+
+    def _told_of_commits(self) -> list[str]:
+        """The job's peers and its standbys, which fetch each committed snapshot."""
+        standbys = set(self.placement.standbys.values()) - set(self.members)
+        return [*self.placement.members, *sorted(standbys)]
 
     def close(self) -> None:
         if self.pending is not None:

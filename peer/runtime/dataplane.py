@@ -37,7 +37,7 @@ import operator
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
@@ -48,6 +48,8 @@ from peer.job.code import imports_from
 from peer.job.spec import Job
 from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.jobs import COMPLETE_JOB, kill_job
+from peer.log.entries.recovery import TASK_RECOVERED
+from peer.log.entries.rollback import rollback_job
 from peer.log.entry import Entry
 from peer.log.replica import Replica
 from peer.log.store import LogStore
@@ -63,6 +65,7 @@ from peer.messaging.messages import (
     Batch,
     Committed,
     Credit,
+    Determinants,
     Drained,
     End,
     JoinAsk,
@@ -70,14 +73,18 @@ from peer.messaging.messages import (
     LogRumor,
     Membership,
     Message,
+    Recall,
+    Recalled,
     Recover,
+    ReplayFrom,
     Watermark,
 )
-from peer.runtime.checkpoints import CheckpointStorage, Commits
+from peer.runtime.checkpoints import CheckpointStorage, Commits, Epoch
 from peer.runtime.coordinator import Coordinator
 from peer.runtime.placement import Placement, placements
 from peer.runtime.routing import Router, conditions, key_function, routes
 from peer.runtime.shipped_code import CodeShelf
+from peer.runtime.standby import Standbys
 from peer.runtime.task import TaskContext, TaskFailed, TaskRunner
 
 log = logging.getLogger(__name__)
@@ -85,8 +92,8 @@ log = logging.getLogger(__name__)
 RunnerKey = tuple[str, str, int]
 """(peer, job, allocation version)"""
 
-IN_LINE = (Batch, Barrier, Watermark, End)
-"""What a runner sends along an edge: a bare batch is wrapped in a Batch."""
+AS_IS = (Batch, Barrier, Watermark, End, Determinants, ReplayFrom, Recall, Recalled)
+"""What a runner sends to another peer as it is: a bare batch is wrapped in a Batch."""
 
 
 class Transport(Protocol):
@@ -156,6 +163,9 @@ class DataPlane:
         self.coordinators: dict[tuple[str, int], Coordinator] = {}
         self.by_short: dict[int, TaskRunner] = {}
         self.coordinator_by_job: dict[int, Coordinator] = {}
+        self.standbys = Standbys(storage)
+        self.standby_shorts: dict[int, str] = {}
+        """This group's standby peers by short id: a commit told them fetches a snapshot."""
         self.waiting: dict[int, list[tuple[Address, Message]]] = defaultdict(list)
         self.assembly = fragments.Assembly()
         self.queues: dict[str, deque[bytes]] = defaultdict(deque)
@@ -190,6 +200,13 @@ class DataPlane:
             runner = self._runner(self.placements[key[1]], key[0])
             if runner is not None:
                 self.runners[key] = runner
+        self._rewire()
+        self.standbys.sync(self.placements, mine)
+        self.standby_shorts = {
+            replica.short_ids[p]: p
+            for p in sorted(self.standbys.watching)
+            if p in replica.short_ids
+        }
         self.code.keep_only(job.code["sha256"] for job in replica.jobs.values() if job.code)
         self.by_short = {replica.short_ids[key[0]]: r for key, r in self.runners.items()}
         self._sync_coordinators(set(mine))
@@ -198,6 +215,14 @@ class DataPlane:
         self.assembly.forget(lambda s: s < replica.next_short_id and s not in self.short_peers)
         if self.membership is not None:
             self.membership.sync(replica)
+
+    def _rewire(self) -> None:
+        """Runners whose job's placement changed under the same allocation version (a seat
+        taken over, a standby named) go on under the new one."""
+        for (peer, job_id, _), runner in sorted(self.runners.items()):
+            placement = self.placements[job_id]
+            if runner.ctx.placement is not placement and runner.causal is not None:
+                runner.rewire(self._context(placement, peer, imports=runner.ctx.imports))
 
     def _code_arrived(self) -> None:
         self.resync = True
@@ -261,6 +286,9 @@ class DataPlane:
         for job_id, _ in sorted(wanted - set(self.coordinators)):
             placement = self.placements[job_id]
             self.coordinators[(job_id, placement.version)] = self._coordinator(placement)
+        for (job_id, _), coordinator in sorted(self.coordinators.items()):
+            if coordinator.placement is not self.placements[job_id]:
+                coordinator.rewire(self.placements[job_id])
         self.coordinator_by_job = {
             c.placement.job_short: c for (job_id, _), c in self.coordinators.items()
         }
@@ -282,10 +310,14 @@ class DataPlane:
         return address
 
     def _coordinator(self, placement: Placement) -> Coordinator:
-        address = self._addresses(placement, placement.coordinator)
+        job_id, version, job_short = placement.job.id, placement.version, placement.job_short
 
         def send(to: str, message: Message) -> None:
-            self._send(to, address(to), message)
+            """By the short ids of now: a takeover or a standby brings peers the coordinator's
+            first placement did not have."""
+            ids = self.replica.short_ids
+            source = ids[self.placements[job_id].coordinator]
+            self._send(to, Address(job_short, source, ids[to], version), message)
 
         return Coordinator(
             placement=placement,
@@ -331,7 +363,7 @@ class DataPlane:
         address = self._addresses(placement, peer)
 
         def send(to: str, item: Any) -> None:
-            self._send(to, address(to), item if isinstance(item, IN_LINE) else Batch(item))
+            self._send(to, address(to), item if isinstance(item, AS_IS) else Batch(item))
 
         def grant(upstream: int, batches: int) -> None:
             to = self.short_peers[upstream]
@@ -342,6 +374,16 @@ class DataPlane:
 
         def complete() -> None:
             self.write(COMPLETE_JOB.entry(id=job.id, peer=peer, version=version))
+
+        def recovered() -> None:
+            self.write(TASK_RECOVERED.entry(job=job.id, peer=peer, version=version))
+
+        def rollback(reason: str) -> None:
+            self.write(rollback_job(job.id, version, reason))
+
+        def fetch(source_job: str, epoch: Epoch, slot: int) -> Future[bytes]:
+            held = self.standbys.fetch(source_job, epoch, task, slot)
+            return held if held is not None else self.storage.fetch(source_job, epoch, task, slot)
 
         spec = job.task(task)
         router = (
@@ -358,10 +400,13 @@ class DataPlane:
             grant=grant,
             congested=lambda: self._congested(router.peers()),
             complete=complete,
+            congested_peer=lambda to: self._congested([to]),
+            recovered=recovered,
+            rollback=rollback,
             key_of=key_function(spec.group_by_key, spec.group_by_fn) if routing else None,
             imports=imports,
             storage=self.storage if self._checkpointed(job) else None,
-            fetch=lambda source_job, epoch, slot: self.storage.fetch(source_job, epoch, task, slot),
+            fetch=fetch,
         )
 
     def _release_waiting(self, replica: Replica) -> None:
@@ -481,7 +526,7 @@ class DataPlane:
         if isinstance(message, (Ack, Drained)):
             coordinator = self.coordinator_by_job.get(address.job)
             return coordinator is not None and coordinator.version == address.allocation_version
-        return address.destination in self.by_short
+        return address.destination in self.by_short or address.destination in self.standby_shorts
 
     def _flush(self) -> bool:
         sent = False
@@ -550,6 +595,11 @@ class DataPlane:
         if isinstance(message, (Ack, Drained)):
             self._to_coordinator(address, message)
             return
+        standby = self.standby_shorts.get(address.destination)
+        if standby is not None:
+            if isinstance(message, Committed):
+                self.standbys.committed(standby, Epoch(address.allocation_version, message.epoch))
+            return
         runner = self.by_short.get(address.destination)
         if runner is None or address.allocation_version > runner.ctx.version:
             self.waiting[address.destination].append((address, message))
@@ -595,6 +645,12 @@ class DataPlane:
                 runner.committed(epoch)
             case Credit(batches):
                 runner.credit(self.short_peers.get(source, ""), batches)
+            case Determinants(deltas):
+                runner.determinants(source, deltas)
+            case ReplayFrom() | Recall():
+                runner.asked(self.short_peers.get(source, ""), message)
+            case Recalled(body):
+                runner.recalled(self.short_peers.get(source, ""), body)
 
     @property
     def up(self) -> bool:

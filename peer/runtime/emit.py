@@ -55,6 +55,9 @@ class Emitter(Protocol):
     def write(self) -> bool:
         """Go on writing the staged batch; whether it is written."""
 
+    def pump(self) -> bool:
+        """Send what waited for credit or room (a logged emitter's); whether any went."""
+
 
 class RouterEmitter:
     """An input's or a function's: batches to the peers the router picks, on credit."""
@@ -100,6 +103,10 @@ class RouterEmitter:
     def write(self) -> bool:
         return False
 
+    def pump(self) -> bool:
+        """Nothing waits here: what has no credit is never made."""
+        return False
+
 
 class PluginEmitter:
     """An output's: batches, rows or Arrow as they come, prepared and written by its plugin,
@@ -130,6 +137,9 @@ class PluginEmitter:
         if self.plugin.write():
             self.staged = False
             return True
+        return False
+
+    def pump(self) -> bool:
         return False
 
 

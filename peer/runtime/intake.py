@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from peer.job.spec import Task
@@ -124,6 +124,15 @@ class InboxIntake:
         batch = self.inbox.take(self.limit)
         for source, batches in self.inbox.returned(self.owed_at).items():
             self.grant(source, batches)
+        return batch
+
+    def read_exact(self, counts: Sequence[tuple[int, int]]) -> Any:
+        """Exactly ``counts`` (source, messages) from the inbox, as a replay takes them; None
+        while they have not all come."""
+        batch = self.inbox.take_exact(counts)
+        if batch is not None:
+            for source, batches in self.inbox.returned(self.owed_at).items():
+                self.grant(source, batches)
         return batch
 
     def aligned(self) -> Barrier | None:

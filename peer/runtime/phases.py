@@ -1,7 +1,8 @@
 """The phases of one virtual peer's work on a task, and which phase may follow which.
 
 A task's life, as in Onyx's task lifecycle: load its code, recover (wait for the coordinator to
-say where from, fetch and restore the snapshots), then run (barriers, batches, watermarks,
+say where from, fetch and restore the snapshots; a peer that took a seat over then recalls and
+replays what the seat had done since, peer.runtime.causal), then run (barriers, batches, watermarks,
 heartbeats through the data plane) until its input ends, then wait, still passing barriers, for
 the final epoch, and complete. A failure or the end of the allocation can come at any point.
 The transitions are checked, so a runner that tries to go back (run again after its input
@@ -20,6 +21,12 @@ class Phase(Enum):
     """With checkpoints: wait for the coordinator's RECOVER, which names the epoch to restore."""
     RESTORE = "restore"
     """Fetch the snapshots of that epoch in the background."""
+    RECALL = "recall"
+    """A peer that took a seat over, restored: gather from every downstream peer what it holds
+    of the seat's determinants and how much of its output it has."""
+    REPLAY = "replay"
+    """Run again what the seat ran since its snapshot, in the logged order, sending on only
+    what downstream does not have yet."""
     RUN = "run"
     """Read, apply and emit batches; pass barriers and watermarks."""
     ENDED = "ended"
@@ -36,8 +43,10 @@ _EXITS = {Phase.FAILED, Phase.CLOSED}
 
 TRANSITIONS: dict[Phase, frozenset[Phase]] = {
     Phase.LOAD: frozenset({Phase.AWAIT_RECOVERY, Phase.RUN, *_EXITS}),
-    Phase.AWAIT_RECOVERY: frozenset({Phase.RESTORE, Phase.RUN, *_EXITS}),
-    Phase.RESTORE: frozenset({Phase.RUN, *_EXITS}),
+    Phase.AWAIT_RECOVERY: frozenset({Phase.RESTORE, Phase.RUN, Phase.RECALL, *_EXITS}),
+    Phase.RESTORE: frozenset({Phase.RUN, Phase.RECALL, *_EXITS}),
+    Phase.RECALL: frozenset({Phase.REPLAY, *_EXITS}),
+    Phase.REPLAY: frozenset({Phase.RUN, Phase.ENDED, *_EXITS}),
     Phase.RUN: frozenset({Phase.ENDED, *_EXITS}),
     Phase.ENDED: frozenset({Phase.COMPLETED, *_EXITS}),
     Phase.COMPLETED: frozenset({Phase.CLOSED}),

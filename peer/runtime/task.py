@@ -51,16 +51,26 @@ from typing import Any
 
 import msgpack
 
+from peer.causal.inflight import LogLost
 from peer.job.spec import Job, Task
-from peer.messaging.messages import END, Barrier, Watermark
+from peer.messaging.messages import END, RECALL, Barrier, Message, Recalled, ReplayFrom, Watermark
 from peer.metrics import task_meters
 from peer.plugins import Recovery, joined, load, position
 from peer.runtime.apply import Apply, AsyncApply, apply_for, function
+from peer.runtime.causal import (
+    RECOVERY_ERRORS,
+    CausalTask,
+    LoggedClock,
+    PlainClock,
+    causal_parts,
+)
 from peer.runtime.checkpoints import CheckpointStorage, Epoch
 from peer.runtime.columnar import Segment
 from peer.runtime.emit import Emitter, PluginEmitter, emitter_for, window
 from peer.runtime.hooks import Hooks, call, hooks_for
 from peer.runtime.intake import Intake, PluginIntake, intake_for
+from peer.runtime.logged_emit import LoggedEmitter
+from peer.runtime.logged_intake import HoldingIntake
 from peer.runtime.phases import Phase, advance
 from peer.runtime.placement import Placement
 from peer.runtime.routing import Router, key_hash
@@ -101,6 +111,13 @@ class TaskContext:
     imports: Callable[[], AbstractContextManager[None]] = nullcontext
     """Where the job's code imports from while the task loads it: the installed packages, or
     the archive shipped with the job (peer.job.code)."""
+    congested_peer: Callable[[str], bool] = lambda peer: False
+    """Whether the frames waiting for this one peer's group fill their queue."""
+    recovered: Callable[[], None] = lambda: None
+    """Say in the log that this peer, which took its seat over, has replayed it."""
+    rollback: Callable[[str], None] = lambda reason: None
+    """Have the job roll back to its last commit, everywhere, for this reason: local recovery
+    cannot go on (a log it needs was dropped, or the replay went another way)."""
     job: Job = field(init=False)
     task: Task = field(init=False)
     version: int = field(init=False)
@@ -108,6 +125,9 @@ class TaskContext:
     slots: int = field(init=False)
     upstream: frozenset[int] = field(init=False)
     """Short ids of every peer that sends to this one."""
+    seat: int = field(init=False)
+    takes_over: bool = field(init=False)
+    """Whether this peer took its seat over from a failed one (it restores and replays)."""
 
     def __post_init__(self) -> None:
         """Read from the placement once: the frames path asks for the version of every frame."""
@@ -117,6 +137,17 @@ class TaskContext:
         self.slot = placement.slots[self.peer]
         self.slots = len(placement.peers[self.task.name])
         self.upstream = placement.upstream_ids(self.task.name)
+        self.seat = placement.seats[self.peer]
+        self.takes_over = self.peer in placement.recovering
+
+    def upstream_seats(self) -> dict[int, int]:
+        """Each upstream peer's seat, by its short id."""
+        p = self.placement
+        return {p.short_ids[u]: p.seats[u] for u in p.upstream.get(self.task.name, ())}
+
+    def downstream_peers(self) -> tuple[str, ...]:
+        return tuple(sorted(p for d in self.placement.downstream.get(self.task.name, ())
+                            for p in d.peers))  # fmt: skip
 
     @property
     def checkpointed(self) -> bool:
@@ -139,6 +170,20 @@ class TaskRunner:
         self.emitter: Emitter = emitter_for(
             task, ctx.router, ctx.send, ctx.congested, lambda to: window(placement, peer, to)
         )
+        self.causal: CausalTask | None = None
+        """Its part in local recovery, when its job has it (peer.runtime.causal)."""
+        self.clock: PlainClock | LoggedClock = PlainClock()
+        if ctx.job.local_recovery_on and ctx.checkpointed:
+            parts = causal_parts(
+                ctx.job, task, ctx.seat, intake=self.intake, emitter=self.emitter,
+                upstream_seats=ctx.upstream_seats(), make_emitter=self._logged_emitter,
+            )  # fmt: skip
+            self.causal, self.intake, self.emitter = parts.causal, parts.intake, parts.emitter
+            self.clock = parts.clock
+        self.waiting: list[tuple[str, Message]] = []
+        """Recalls and replay requests from a peer this runner does not yet know in its seat:
+        taken up when the log's takeover reaches it."""
+        self.replay_epoch = 0
         self.apply: Apply = Apply()
         self.plugin: Any = None
         self.windows: TaskState | None = None
@@ -167,6 +212,8 @@ class TaskRunner:
             Phase.LOAD: self._load,
             Phase.AWAIT_RECOVERY: self._await_recovery,
             Phase.RESTORE: self._restore,
+            Phase.RECALL: self._recall,
+            Phase.REPLAY: self._replay,
             Phase.RUN: self._run,
             Phase.ENDED: self._run,
             Phase.COMPLETED: self._nothing,
@@ -178,6 +225,15 @@ class TaskRunner:
     def _enter(self, phase: Phase) -> None:
         self.phase = advance(self.phase, phase)
         self._step = self._steps[phase]
+
+    def _logged_emitter(self, log: Any, deltas: Callable[[int], list[Any]]) -> LoggedEmitter:
+        c = self.ctx
+        placement, peer = c.placement, c.peer
+        return LoggedEmitter(
+            c.router, c.send, c.congested_peer, lambda to: window(placement, peer, to),
+            log=log, seats=placement.seats, deltas=deltas,
+            overflowed=self.meters.in_flight_overflows.inc,
+        )  # fmt: skip
 
     # -- what the group hands in ----------------------------------------------------------------
 
@@ -192,7 +248,47 @@ class TaskRunner:
     def recover_from(self, body: list[Any]) -> None:
         self.recovery = body
 
+    def determinants(self, source: int, deltas: list[Any]) -> None:
+        """Determinants from an upstream peer, ahead of the message they precede."""
+        if isinstance(self.intake, HoldingIntake):
+            self.intake.hold(source, deltas)
+
+    def asked(self, sender: str, message: Message) -> None:
+        """A Recall or a ReplayFrom from ``sender``, a peer that took a neighbouring seat over:
+        answered once this runner's placement has it in that seat."""
+        placement = self.ctx.placement
+        if sender not in placement.recovering or sender not in placement.seats:
+            self.waiting.append((sender, message))
+        elif isinstance(message, ReplayFrom):
+            if isinstance(self.emitter, LoggedEmitter):
+                try:
+                    self.emitter.replay_from(sender, message.epoch)
+                except LogLost as e:
+                    self._roll_back(e)
+        elif isinstance(self.intake, HoldingIntake):
+            self.ctx.send(sender, Recalled(self.intake.recalled(placement.seats[sender])))
+
+    def recalled(self, sender: str, body: list[Any]) -> None:
+        """A downstream peer's answer to this runner's Recall."""
+        seat = self.ctx.placement.seats.get(sender)
+        if self.causal is not None and seat is not None:
+            self.causal.answered(seat, body)
+
+    def rewire(self, ctx: TaskContext) -> None:
+        """A takeover under the same allocation: the same seats, another peer in some of them.
+        The runner keeps its state and goes on; channels to and from a moved seat follow it."""
+        self.ctx = ctx
+        if isinstance(self.intake, HoldingIntake):
+            self.intake.rewire(ctx.upstream_seats())
+        if isinstance(self.emitter, LoggedEmitter):
+            self.emitter.rewire(ctx.router, ctx.send, ctx.congested_peer, ctx.placement.seats)
+        waiting, self.waiting = self.waiting, []
+        for sender, message in waiting:
+            self.asked(sender, message)
+
     def committed(self, epoch: int) -> None:
+        if self.causal is not None:
+            self.causal.committed(epoch)
         if self.plugin is not None:
             self.plugin.committed(Epoch(self.ctx.version, epoch))
         if self.final is not None and epoch >= self.final:
@@ -204,12 +300,23 @@ class TaskRunner:
     def step(self) -> bool:
         try:
             return self._step()
+        except RECOVERY_ERRORS as e:
+            self._enter(Phase.FAILED)
+            self._roll_back(e)
+            return True
         except Exception as e:
             self._enter(Phase.FAILED)
             c = self.ctx
             raise TaskFailed(
                 f"job {c.job.id!r}: task {c.task.name!r} on peer {c.peer}: {type(e).__name__}: {e}"
             ) from e
+
+    def _roll_back(self, error: Exception) -> None:
+        c = self.ctx
+        reason = (f"job {c.job.id!r}: task {c.task.name!r} on peer {c.peer} cannot recover "
+                  f"locally: {type(error).__name__}: {error}")  # fmt: skip
+        log.warning("%s; rolling the job back", reason)
+        c.rollback(reason)
 
     def _load(self) -> bool:
         c = self.ctx
@@ -245,7 +352,10 @@ class TaskRunner:
         if self.recovery is None:
             return False
         if not self.recovery:
-            return self._begin(Recovery(None, None, Epoch(c.version, 1)), [])
+            fresh = Recovery(None, None, Epoch(c.version, 1))
+            if c.takes_over:
+                return self._take_over(fresh, [], None, None)
+            return self._begin(fresh, [])
         source, version, number, slots = self.recovery
         old = slots.get(c.task.name, 0)
         if c.task.kind == "input" and old != c.slots:
@@ -254,7 +364,10 @@ class TaskRunner:
                 "an input task needs n_peers for its positions to be restored"
             )
         epoch = Epoch(version, number)
-        self.fetching = [c.fetch(source, epoch, slot) for slot in range(old)]
+        slots = range(old)
+        if c.takes_over and old == c.slots:
+            slots = range(c.slot, c.slot + 1)  # the seat's own state: no other slot's is needed
+        self.fetching = [c.fetch(source, epoch, slot) for slot in slots]
         self._enter(Phase.RESTORE)
         return True
 
@@ -263,13 +376,77 @@ class TaskRunner:
             return False
         snapshots = [msgpack.unpackb(f.result(), strict_map_key=False) for f in self.fetching]
         _, version, number, _ = self.recovery
-        own = snapshots[self.ctx.slot] if self.ctx.slot < len(snapshots) else None
+        c = self.ctx
+        if c.takes_over and len(snapshots) == 1:
+            own = snapshots[0]
+        else:
+            own = snapshots[c.slot] if c.slot < len(snapshots) else None
         committed = Epoch(version, number)
-        recovery = Recovery(own["plugin"] if own else None, committed, Epoch(self.ctx.version, 1))
+        recovery = Recovery(own["plugin"] if own else None, committed, Epoch(c.version, 1))
+        if c.takes_over:
+            return self._take_over(recovery, snapshots, own, committed)
         return self._begin(recovery, snapshots)
 
-    def _begin(self, recovery: Recovery, snapshots: list[dict[str, Any]]) -> bool:
-        """Restore from the snapshots (none: start afresh) and run."""
+    def _take_over(
+        self, recovery: Recovery, snapshots: list[Any], own: Any, committed: Epoch | None
+    ) -> bool:
+        """Restore the seat, then recall: its channels start where its snapshot left them
+        when that snapshot is of this allocation, else from this allocation's beginning."""
+        c, causal = self.ctx, self.causal
+        if causal is None:
+            raise RuntimeError("it took a seat over in a job without local recovery")
+        self._begin(recovery, snapshots, then=Phase.RECALL)
+        same = committed is not None and committed.version == c.version
+        saved = own.get("causal") if own and same else None
+        self.replay_epoch = committed.number if saved else 0
+        if saved:
+            causal.restore(saved, committed.number)
+            if isinstance(self.intake, HoldingIntake):
+                self.intake.restore_received(saved["received"])
+            if isinstance(self.emitter, LoggedEmitter):
+                self.emitter.turn = saved["turn"]
+            if self.windows is not None:
+                self.windows.restore_timers(saved["timers"])
+        placement = c.placement
+        downstream = c.downstream_peers()
+        causal.recall(frozenset(placement.seats[p] for p in downstream))
+        for peer in downstream:
+            c.send(peer, RECALL)
+        for peer in placement.upstream.get(c.task.name, ()):
+            c.send(peer, ReplayFrom(self.replay_epoch))
+        return True
+
+    def _recall(self) -> bool:
+        """Waiting for every downstream peer's answer; then replay."""
+        causal = self.causal
+        if not causal.recalled():
+            return False
+        suppressed = causal.replay()
+        if isinstance(self.emitter, LoggedEmitter):
+            self.emitter.suppress(suppressed)
+        self._steps[Phase.ENDED] = self._replay  # the end may come within the replay
+        self._enter(Phase.REPLAY)
+        return True
+
+    def _replay(self) -> bool:
+        """Run as the log says until it is replayed, then carry on live."""
+        if self.clock.replaying:
+            return self._run()
+        self._steps[Phase.ENDED] = self._run
+        if self.phase is Phase.REPLAY:
+            self._enter(Phase.RUN)
+        else:
+            self._step = self._run
+        self.meters.local_recoveries.inc()
+        self.ctx.recovered()
+        log.info("peer %s replayed seat %d of task %r of job %s and goes on",
+                 self.ctx.peer, self.ctx.seat, self.ctx.task.name, self.ctx.job.id)  # fmt: skip
+        return True
+
+    def _begin(
+        self, recovery: Recovery, snapshots: list[dict[str, Any]], then: Phase = Phase.RUN
+    ) -> bool:
+        """Restore from the snapshots (none: start afresh) and run (or ``then``)."""
         c = self.ctx
         if self.plugin is not None:
             self.plugin.recover(recovery)
@@ -280,8 +457,11 @@ class TaskRunner:
         if live:
             self.apply.restore([s["fn"] for s in live], self._mine)
         self.fetching = []
+        if snapshots:
+            local = then is Phase.RECALL
+            (self.meters.restored_locally if local else self.meters.restored_globally).inc()
         call(self.hooks.before_task, self.event)
-        self._enter(Phase.RUN)
+        self._enter(then)
         log.debug("peer %s runs task %r of job %s", c.peer, c.task.name, c.job.id)
         return True
 
@@ -292,8 +472,11 @@ class TaskRunner:
     def _run(self) -> bool:
         """One round of RUN (and of ENDED, where the intake has nothing more to read)."""
         busy = self._acknowledge()
+        busy = self.emitter.pump() or busy
         if self.windows is not None:
-            self._emit(self.windows.tick(time.time()))
+            now = self.clock.due(self.windows.due_at())
+            if now is not None:
+                self._emit(self.windows.tick(now))
         in_flight = self.in_flight
         if in_flight and in_flight[0][0].done():
             return self._returned()
@@ -327,7 +510,7 @@ class TaskRunner:
             return self._pass_barrier(barrier)
         if self._advance_watermark(self.intake.mark()):
             return True
-        if self.phase is Phase.RUN and self.intake.finished():
+        if self.phase is not Phase.ENDED and self.clock.may_end(self.intake.finished):
             self._end()
             return True
         if self.completed and (self.plugin is None or self.plugin.synced()):
@@ -346,7 +529,8 @@ class TaskRunner:
     def _apply_now(self, batch: Any, started: float) -> None:
         if self.hooks.before_batch:
             call(self.hooks.before_batch, self.event, batch)
-        out = self.apply.apply(batch)
+        with self.clock.active():
+            out = self.apply.apply(batch)
         self._processed(out, self.intake.mark(), started)
 
     def _submit(self, batch: Any, started: float) -> None:
@@ -363,7 +547,7 @@ class TaskRunner:
 
     def _processed(self, out: Any, mark: float | None, started: float) -> None:
         if self.windows is not None:
-            self._emit(self.windows.apply(out, time.time()))
+            self._emit(self.windows.apply(out, self.clock.now()))
         else:
             self._emit(out)
         self.meters.batch_seconds.observe(time.perf_counter() - started)
@@ -380,8 +564,11 @@ class TaskRunner:
     # -- barriers, watermarks, the end ----------------------------------------------------------
 
     def _pass_barrier(self, barrier: Barrier) -> bool:
-        """Snapshot, upload in the background, and send the barrier on at once."""
+        """Send the barrier on at once, then snapshot (what went down each channel, the barrier
+        included, is part of it) and upload in the background."""
         c = self.ctx
+        self.clock.barrier(barrier.epoch)
+        self.emitter.broadcast(barrier)
         epoch = Epoch(c.version, barrier.epoch)
         checkpoint = self.plugin.checkpoint(epoch) if self.plugin is not None else None
         plugin, durable = position(checkpoint)
@@ -391,14 +578,23 @@ class TaskRunner:
             "fn": self.apply.snapshot(),
             "ended": self.phase is Phase.ENDED,
         }
+        if self.causal is not None:
+            snapshot["causal"] = self._causal_snapshot()
         blob = msgpack.packb(snapshot)
         self.meters.snapshot_bytes.observe(len(blob))
         upload = c.storage.put(c.job.id, epoch, c.task.name, c.slot, blob)
         self.uploads.append((barrier.epoch, joined(upload, durable)))
-        self.emitter.broadcast(barrier)
         if barrier.final and self.output:
             self.final = barrier.epoch
         return True
+
+    def _causal_snapshot(self) -> dict[str, Any]:
+        intake, emitter = self.intake, self.emitter
+        received = intake.received() if isinstance(intake, HoldingIntake) else {}
+        turn = emitter.turn if isinstance(emitter, LoggedEmitter) else 0
+        saved = self.causal.snapshot(received, turn)
+        saved["timers"] = self.windows.timers() if self.windows is not None else []
+        return saved
 
     def _acknowledge(self) -> bool:
         acked = False

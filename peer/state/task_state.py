@@ -137,6 +137,14 @@ class WindowState:
             out += self._fire_each(trigger, index, self._everything())
         return out
 
+    def due_at(self) -> float:
+        """When this window's next timer trigger is due (see TaskState.due_at)."""
+        due = math.inf
+        for index, trigger in enumerate(self.triggers):
+            if trigger.spec.on == "timer":
+                due = min(due, self.due.get(index, -math.inf))
+        return due
+
     def snapshot(self) -> list[Any]:
         """``[[key, [[start, end, state, counts], ...]], ...]``, in the order triggers fire."""
         return [[self.held[name].key, self._saved(name)] for name in sorted(self.held)]
@@ -280,6 +288,22 @@ class TaskState:
 
     def tick(self, now: float) -> list[Any]:
         return [segment for window in self.windows for segment in window.tick(now)]
+
+    def timers(self) -> list[list[float]]:
+        """When each armed timer trigger is due next, ``[[window, trigger, due], ...]`` by
+        index: what a seat's replacement needs to fire its timers where the seat did."""
+        return [[w, index, due] for w, window in enumerate(self.windows)
+                for index, due in sorted(window.due.items())]  # fmt: skip
+
+    def restore_timers(self, timers: list[list[float]]) -> None:
+        for w, index, due in timers:
+            self.windows[int(w)].due[int(index)] = due
+
+    def due_at(self) -> float:
+        """When the next timer trigger is due: -inf while one has not been armed by a first
+        tick, +inf without timer triggers. A runner ticks only once it is due, so a job that
+        logs its clock reads logs one per firing, not one per round."""
+        return min((window.due_at() for window in self.windows), default=math.inf)
 
     def finish(self) -> list[Any]:
         """The input is over: a watermark of +inf, which closes global windows too."""

@@ -14,12 +14,23 @@ from peer.log.entries import (
     join_direct,
     leave,
     recovery,
+    rollback,
     virtual_peers,
 )
 from peer.log.entry import EntryKind
 
 KINDS: dict[str, EntryKind] = {
     kind.name: kind
-    for module in (join, join_direct, group_leave, leave, virtual_peers, jobs, recovery, gc)
+    for module in (
+        join,
+        join_direct,
+        group_leave,
+        leave,
+        virtual_peers,
+        jobs,
+        recovery,
+        rollback,
+        gc,
+    )
     for kind in module.KINDS
 }

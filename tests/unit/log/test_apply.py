@@ -31,6 +31,7 @@ ALL_KINDS = [
     "kill-job",
     "complete-job",
     "task-recovered",
+    "rollback-job",
 ]
 
 

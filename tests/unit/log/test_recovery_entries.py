@@ -7,6 +7,7 @@ import pytest
 
 from peer.log.apply import apply_entry, kind_of
 from peer.log.entries.recovery import TASK_RECOVERED, task_recovered
+from peer.log.entries.rollback import rollback_job
 from peer.log.entry import Entry, InvalidEntry
 from tests.unit.log.local_recovery import JOB, cluster, down, job_doc, peer_of, singles, step
 
@@ -68,3 +69,31 @@ def test_bad_arguments_are_refused(args, message):
     with pytest.raises(InvalidEntry, match=message):
         kind_of(entry).apply(replica, entry)
     assert apply_entry(replica, entry.at(replica.version + 1)).new.recovering is replica.recovering
+
+
+def test_a_rollback_gives_the_job_a_new_version_with_the_same_peers():
+    replica, _, _ = recovering_cluster()
+    version = replica.allocation_versions[JOB]
+    t = apply_entry(
+        replica, rollback_job(JOB, version, "a log was dropped").at(replica.version + 1)
+    )
+    assert t.new.allocation_versions[JOB] == replica.version + 1
+    assert t.new.allocations[JOB] == replica.allocations[JOB]
+    assert JOB not in t.new.takeovers
+    assert JOB not in t.new.recovering
+    assert t.diff == {"job": JOB, "reason": "a log was dropped"}
+
+
+@pytest.mark.parametrize("change", [lambda v: v - 1, lambda v: v + 1])
+def test_a_rollback_of_another_version_changes_nothing(change):
+    replica, _, _ = recovering_cluster()
+    stale = change(replica.allocation_versions[JOB])
+    t = apply_entry(replica, rollback_job(JOB, stale, "late").at(replica.version + 1))
+    assert t.new.allocation_versions is replica.allocation_versions
+    assert t.diff is None
+
+
+def test_a_rollback_reason_is_cut():
+    entry = rollback_job(JOB, 3, "x" * 5000)
+    assert len(entry.args["reason"]) <= 1000
+    assert kind_of(entry).name == "rollback-job"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,8 @@ from peer.runtime import task as task_module
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.phases import TRANSITIONS, Phase, PhaseError, advance
 from peer.runtime.task import TaskFailed, TaskRunner
+from tests.unit.runtime.seat_world import SeatWorld, committed_epoch, recover_body, step_until
+from tests.unit.runtime.seat_world import job as seat_job
 from tests.unit.runtime.test_task import FNS, World, memory, run, run_until, runner
 
 P = Phase
@@ -160,6 +163,72 @@ def fresh(storage) -> TaskRunner:
     return output(World())
 
 
+def taken_over(storage, *, commit: bool = True, ended: bool = False) -> tuple[SeatWorld, Any]:
+    """A function's first peer ran (and ended, if ``ended``); a replacement recalls."""
+    world = SeatWorld(storage=storage)
+    first = world.runner("f0", seat_job())
+    first.recover_from([])
+    step_until(first, lambda: first.phase is P.RUN, "the first peer to run")
+    world.batch(first, "a0", [1, 2])
+    if commit:
+        world.deliver(first, "a0", Barrier(1))
+        world.deliver(first, "b0", Barrier(1))
+        committed_epoch(world, first, 1)
+    world.batch(first, "b0", [3])
+    if ended:
+        world.deliver(first, "a0", END)
+        world.deliver(first, "b0", END)
+        step_until(first, lambda: first.phase is P.ENDED, "the first peer to end")
+        world.deliver(first, "a0", Barrier(2))  # passed after the end: the replay ends first
+        world.deliver(first, "b0", Barrier(2))
+    run(first, 5)
+    again = world.runner("s0", seat_job())
+    again.recover_from(recover_body(1 if commit else None))
+    step_until(again, lambda: again.phase is P.RECALL, "the replacement to recall")
+    return world, (first, again)
+
+
+def recalling(storage) -> TaskRunner:
+    return taken_over(storage)[1][1]
+
+
+def recalling_afresh(storage) -> TaskRunner:
+    return taken_over(storage, commit=False)[1][1]
+
+
+def replayed(storage, *, ended: bool = False) -> TaskRunner:
+    world, (first, again) = taken_over(storage, ended=ended)
+    own = first.causal.log
+    world.replay_to(again, 0, (own.start, own.since(own.start)))
+    step_until(again, lambda: world.recovered, "the replay")
+    return again
+
+
+def replays(storage) -> TaskRunner:
+    world, (first, again) = taken_over(storage)
+    own = first.causal.log
+    world.replay_to(again, 0, (own.start, own.since(own.start)))
+    again.step()
+    return again
+
+
+def cannot_replay(storage) -> TaskRunner:
+    """The only downstream holds the seat's log from after where its snapshot stands."""
+    world, (_, again) = taken_over(storage)
+    world.replay_to(again, 0, (again.causal.log.end + 5, []))
+    again.step()
+    return again
+
+
+def diverges(storage) -> TaskRunner:
+    """The log says the seat drew a random number after its take; its fn reads the clock."""
+    world, (first, again) = taken_over(storage)
+    own = first.causal.log
+    world.replay_to(again, 0, (own.start, [(0, ((1, 1),)), (2, 0.5)]))
+    run(again, 5)
+    return again
+
+
 SITUATIONS: dict[tuple[Phase, Phase], Callable[[CheckpointStorage], TaskRunner]] = {
     (P.LOAD, P.RUN): completes,
     (P.LOAD, P.AWAIT_RECOVERY): awaits,
@@ -169,7 +238,16 @@ SITUATIONS: dict[tuple[Phase, Phase], Callable[[CheckpointStorage], TaskRunner]]
     (P.AWAIT_RECOVERY, P.RESTORE): restoring,
     (P.AWAIT_RECOVERY, P.FAILED): cannot_restore_its_positions,
     (P.AWAIT_RECOVERY, P.CLOSED): closed(awaits),
+    (P.AWAIT_RECOVERY, P.RECALL): recalling_afresh,
     (P.RESTORE, P.RUN): restores,
+    (P.RESTORE, P.RECALL): recalling,
+    (P.RECALL, P.REPLAY): replays,
+    (P.RECALL, P.FAILED): cannot_replay,
+    (P.RECALL, P.CLOSED): closed(recalling),
+    (P.REPLAY, P.RUN): replayed,
+    (P.REPLAY, P.ENDED): lambda storage: replayed(storage, ended=True),
+    (P.REPLAY, P.FAILED): diverges,
+    (P.REPLAY, P.CLOSED): closed(replays),
     (P.RESTORE, P.FAILED): cannot_fetch,
     (P.RESTORE, P.CLOSED): closed(restoring),
     (P.RUN, P.ENDED): completes,

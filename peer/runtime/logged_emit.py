@@ -1,0 +1,176 @@
+"""The emitter of an input or a function whose job recovers locally: every in-line message is
+kept in the in-flight log before it goes, and goes on credit from there.
+
+Each downstream seat is a channel of the task's in-flight log (peer.causal.inflight), which
+numbers what goes down it. A batch, barrier, watermark or end marker is recorded first and sent
+while the seat's peer has credit and its group's queue is not full; what cannot go yet waits in
+the log. So one downstream peer that is slow, or dead and not yet replaced, holds back only its
+own channel: the others go on, and the emitter blocks only once what waits unsent fills the
+log's budget.
+
+Before each message down a channel go the determinants its receiver has not yet seen (the
+``deltas`` of peer.runtime.causal), so a receiver holds the sender's determinants for every
+message it has.
+
+When a replacement takes a downstream seat over, the channel pauses (``rewire``) until the
+replacement asks for its messages again (``replay_from``): everything after the barrier its
+snapshot was taken at is sent again, and new messages queue behind. A replacement's own
+emitter is told, per channel, how many messages its receiver already has (``suppress``): those
+it makes again while it replays are recorded, never sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from peer.causal.inflight import InFlightLog
+from peer.messaging.messages import Batch, Determinants
+from peer.runtime.routing import Router
+
+ROW_BYTES = 128
+"""What a row of a batch of rows is taken to hold, for the in-flight log's budget: measuring
+every dict would cost more than the send. Arrow batches count their buffers."""
+
+MARKER_BYTES = 16
+"""What a barrier, watermark or end marker counts for."""
+
+
+def size_of(batch: Any) -> int:
+    if isinstance(batch, pa.RecordBatch):
+        return batch.nbytes
+    return len(batch) * ROW_BYTES
+
+
+class LoggedEmitter:
+    """Batches to the peers the router picks, through the in-flight log, on credit."""
+
+    staged = False
+
+    def __init__(
+        self,
+        router: Router,
+        send: Callable[[str, Any], None],
+        congested: Callable[[str], bool],
+        window: Callable[[str], int],
+        *,
+        log: InFlightLog,
+        seats: Mapping[str, int],
+        deltas: Callable[[int], list[Any]],
+        overflowed: Callable[[], None] = lambda: None,
+    ) -> None:
+        """``overflowed`` is told each time the log drops what it held, over its budget."""
+        self.log, self.deltas, self.overflowed = log, deltas, overflowed
+        self.window = window
+        self.paused: set[int] = set()
+        self.suppressed: dict[int, int] = {}
+        """Per seat, the messages its receiver has already: recorded, not sent again."""
+        self._wire(router, send, congested, seats)
+        self.credits = {seat: window(peer) for seat, peer in self.peer_of.items()}
+
+    def _wire(
+        self,
+        router: Router,
+        send: Callable[[str, Any], None],
+        congested: Callable[[str], bool],
+        seats: Mapping[str, int],
+    ) -> None:
+        self.router, self.send, self.congested = router, send, congested
+        self.seat_of = {peer: seats[peer] for peer in router.peers()}
+        self.peer_of = {seat: peer for peer, seat in self.seat_of.items()}
+
+    def rewire(
+        self,
+        router: Router,
+        send: Callable[[str, Any], None],
+        congested: Callable[[str], bool],
+        seats: Mapping[str, int],
+    ) -> None:
+        """A takeover: the seats whose peer changed pause until their new peer asks."""
+        before = dict(self.peer_of)
+        self._wire(router, send, congested, seats)
+        for seat, peer in sorted(self.peer_of.items()):
+            if before.get(seat) != peer:
+                self.paused.add(seat)
+
+    def replay_from(self, peer: str, epoch: int) -> None:
+        """``peer``, which took a seat over, wants again what went down it after ``epoch``'s
+        barrier; a LogLost when the log no longer holds it."""
+        seat = self.seat_of[peer]
+        self.log.rewind(seat, epoch)
+        self.paused.discard(seat)
+        self.credits[seat] = self.window(peer)
+        self._pump(seat)
+
+    def suppress(self, counts: Mapping[int, int]) -> None:
+        self.suppressed = dict(counts)
+
+    def emit(self, segments: Any) -> None:
+        seat_of = self.seat_of
+        for peer, batch in self.router.split(segments).items():
+            self._record(seat_of[peer], Batch(batch), size_of(batch))
+
+    def broadcast(self, item: Any) -> None:
+        for seat in sorted(self.peer_of):
+            self._record(seat, item, MARKER_BYTES)
+
+    def _record(self, seat: int, item: Any, nbytes: int) -> None:
+        log = self.log
+        overflows = log.overflows
+        seq = log.record(seat, item, nbytes)
+        if log.overflows != overflows:
+            self.overflowed()
+        if seq <= self.suppressed.get(seat, 0):
+            self.log.sent(seat, seq)
+        else:
+            self._pump(seat)
+
+    def _pump(self, seat: int) -> bool:
+        """Send what waits down ``seat`` while it has credit and room; whether any went."""
+        if seat in self.paused:
+            return False
+        peer, log, credits = self.peer_of[seat], self.log, self.credits
+        went = False
+        while credits[seat] > 0 and not self.congested(peer):
+            waiting = log.next_unsent(seat)
+            if waiting is None:
+                break
+            seq, item = waiting
+            deltas = self.deltas(seat)
+            if deltas:
+                self.send(peer, Determinants(deltas))
+            self.send(peer, item)
+            log.sent(seat, seq)
+            if isinstance(item, Batch):
+                credits[seat] -= 1
+            went = True
+        return went
+
+    def pump(self) -> bool:
+        """Send what credit or room that came since allows."""
+        went = False
+        for seat in self.log.channels():
+            went = self._pump(seat) or went
+        return went
+
+    def credit(self, peer: str, batches: int) -> None:
+        seat = self.seat_of.get(peer)
+        if seat is not None:
+            self.credits[seat] += batches
+            self._pump(seat)
+
+    def blocked(self) -> bool:
+        return self.log.blocked()
+
+    def write(self) -> bool:
+        return False
+
+    @property
+    def turn(self) -> int:
+        return self.router.turn
+
+    @turn.setter
+    def turn(self, value: int) -> None:
+        self.router.turn = value

@@ -1,0 +1,85 @@
+"""A replacement that takes a function's seat over and replays its determinants reaches the
+seat's state and makes the seat's output again, message for message, however the first peer's
+takes from its two inputs interleaved, whenever its timer fired and whatever its fn read from
+the clock and from randomness; and it sends its downstream only what the downstream lacks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from peer.messaging.messages import Barrier
+from peer.runtime.phases import Phase
+from peer.runtime.task import TaskRunner
+from tests.unit.runtime.seat_world import (
+    SeatWorld,
+    committed_epoch,
+    job,
+    recover_body,
+    step_until,
+)
+
+values = st.lists(st.integers(0, 99), min_size=1, max_size=4)
+actions = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from(["a0", "b0"]), values),
+        st.tuples(st.just("step"), st.integers(1, 4)),
+    ),
+    max_size=20,
+)
+
+
+def play(world: SeatWorld, r: TaskRunner, script: list[tuple[str, Any]]) -> None:
+    for what, arg in script:
+        if what == "step":
+            for _ in range(arg):
+                r.step()
+        else:
+            world.batch(r, what, arg)
+
+
+def state(r: TaskRunner) -> Any:
+    return [r.apply.snapshot(), r.windows.snapshot(), r.windows.timers()]
+
+
+def started(world: SeatWorld, peer: str, body: list[Any]) -> TaskRunner:
+    r = world.runner(peer, job())
+    r.recover_from(body)
+    return r
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(before=actions, after=actions, commit=st.booleans(), had=st.floats(0, 1))
+def test_a_replacement_reaches_the_seats_state_and_output(before, after, commit, had):
+    world = SeatWorld()
+    try:
+        first = started(world, "f0", [])
+        step_until(first, lambda: first.phase is Phase.RUN, "the first peer to run")
+        play(world, first, before)
+        epoch = None
+        if commit:
+            world.deliver(first, "a0", Barrier(1))
+            world.deliver(first, "b0", Barrier(1))
+            committed_epoch(world, first, 1)
+            epoch = 1
+        base = len(world.down.received["f0"])
+        play(world, first, after)
+        queues = first.intake.inbox.queues
+        step_until(first, lambda: not any(queues.values()), "the first peer to take everything")
+        sent = world.down.received["f0"][base:]
+        kept = round(had * len(sent))  # what the downstream had when the first peer died
+        own = first.causal.log
+        expected = state(first)
+
+        again = started(world, "s0", recover_body(epoch))
+        step_until(again, lambda: again.phase is Phase.RECALL, "the replacement to recall")
+        world.replay_to(again, base + kept, (own.start, own.since(own.start)))
+        step_until(again, lambda: world.recovered, "the replacement to replay")
+
+        assert state(again) == expected
+        assert world.down.received["s0"][: len(sent) - kept] == sent[kept:]
+        assert world.rollbacks == []
+    finally:
+        world.close()
