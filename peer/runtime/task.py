@@ -164,7 +164,7 @@ class TaskRunner:
         placement, peer = ctx.placement, ctx.peer
         senders = {placement.short_ids[p]: p for p in placement.upstream.get(task.name, ())}
         self.intake: Intake = intake_for(
-            task, ctx.upstream, ctx.grant, self.meters,
+            task, ctx.upstream, self._grant, self.meters,
             lambda source: window(placement, senders[source], peer),
         )  # fmt: skip
         self.emitter: Emitter = emitter_for(
@@ -225,6 +225,10 @@ class TaskRunner:
     def _enter(self, phase: Phase) -> None:
         self.phase = advance(self.phase, phase)
         self._step = self._steps[phase]
+
+    def _grant(self, upstream: int, batches: int) -> None:
+        """Through the context of now: a takeover brings a new one, with the new peer's id."""
+        self.ctx.grant(upstream, batches)
 
     def _logged_emitter(self, log: Any, deltas: Callable[[int], list[Any]]) -> LoggedEmitter:
         c = self.ctx

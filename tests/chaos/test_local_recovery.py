@@ -1,0 +1,138 @@
+"""Local recovery under kill -9: a keyed, windowed job with timers on `onyx peer start`
+processes over a real ZooKeeper and Aeron. The member running one slot of its middle task is
+killed; the slot's standby takes the seat over and replays it, and nothing else restores: the
+job's allocation version never moves, an at-least-once sink downstream gets no record twice,
+and the published output equals a failure-free run's."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from peer import api
+from peer.runtime.checkpoints import Commits
+from tests.chaos.test_exactly_once import progressed, write_events
+from tests.integration.test_metrics import Scrape
+from tests.support import free_port, onyx, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def job(events: Path, out: Path, loose: Path) -> dict:
+    return {
+        "workflow": [["read", "count"], ["count", "write"], ["count", "loose"]],
+        "catalog": [
+            {"name": "read", "kind": "input", "plugin": "peer.plugins.jsonl:input",
+             "params": {"path": str(events)}, "n_peers": 1},
+            {"name": "count", "kind": "function", "fn": "tests.chaos.pacing:pace",
+             "group_by_key": "user", "n_peers": 2, "standby": True},
+            {"name": "write", "kind": "output", "plugin": "peer.plugins.jsonl:exactly_once_output",
+             "params": {"path": str(out)}, "n_peers": 1},
+            {"name": "loose", "kind": "output", "plugin": "peer.plugins.jsonl:output",
+             "params": {"path": str(loose)}, "n_peers": 1},
+        ],
+        "windows": [
+            {"id": "visits", "task": "count", "type": "fixed", "aggregation": "count",
+             "key": "ts", "range": 5000},
+            {"id": "pulse", "task": "count", "type": "fixed", "aggregation": "count",
+             "key": "ts", "range": 1_000_000_000},
+        ],
+        "triggers": [{"window": "visits", "on": "segment", "threshold": 20},
+                     {"window": "visits", "on": "watermark"},
+                     {"window": "pulse", "on": "timer", "period": 0.2,
+                      "refinement": "discarding"},
+                     {"window": "pulse", "on": "watermark"}],
+        "barrier_period": 0.5,
+        "local_recovery": True,
+    }  # fmt: skip
+
+
+def records(out: Path) -> list[dict]:
+    """Every record in the file, or in every published file of the directory."""
+    files = sorted(out.glob("*.jsonl")) if out.is_dir() else [out]
+    return [json.loads(line) for f in files for line in f.read_text().splitlines()]
+
+
+def visits(found: list[dict]) -> Counter:
+    """The watermark and count triggers' records: the same in every run, as a multiset."""
+    return Counter(json.dumps(r, sort_keys=True) for r in found if r["window"] == "visits")
+
+
+def pulses(found: list[dict]) -> dict[str, int]:
+    """What the timer fired (and the watermark at the end), summed per user: when the timer
+    fired is the run's, what they counted in all is every event of the user, once."""
+    total: Counter = Counter()
+    for r in found:
+        if r["window"] == "pulse":
+            total[r["key"]] += r["value"]
+    return dict(total)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> tuple[Counter, dict[str, int]]:
+    base = tmp_path_factory.mktemp("reference")
+    write_events(base / "events.jsonl")
+    doc = job(base / "events.jsonl", base / "out", base / "loose.jsonl")
+    (base / "job.yaml").write_text(yaml.safe_dump(doc))
+    result = onyx("run", str(base / "job.yaml"), "--vpeers", "5", timeout=600)
+    assert result.returncode == 0, result.stderr
+    found = records(base / "out")
+    assert visits(found) == visits(records(base / "loose.jsonl"))
+    return visits(found), pulses(found)
+
+
+def test_a_killed_slot_is_taken_over_and_nothing_else_rolls_back(
+    reference, start_peer, zookeeper, tenancy, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("ONYX_TEST_PACE", "0.02")
+    ports = [free_port() for _ in range(7)]
+    groups = [
+        start_peer(vpeers=1, extra=["--auto-down-unreachable-after", "1", "--metrics-port",
+                                    str(port), "--metrics-address", "127.0.0.1"])
+        for port in ports
+    ]  # fmt: skip
+    store = api.connect(zookeeper.address, tenancy, create=True)
+    wait_for(lambda: len(api.replica(store).peers) >= 7, 60, "7 peers")
+    write_events(tmp_path / "events.jsonl")
+    job_id = api.submit(
+        store, job(tmp_path / "events.jsonl", tmp_path / "out", tmp_path / "loose.jsonl")
+    )
+    progressed(store, Commits(store, job_id), job_id)
+    time.sleep(random.uniform(0, 1))  # a random moment of the run, not a wait for anything
+    before = api.replica(store)
+    version = before.allocation_versions[job_id]
+    slot = random.choice(before.allocations[job_id]["count"])
+    assert slot in before.standbys[job_id], "the slot has a standby on another member"
+    victim = before.group_of(slot)
+    killed = next(i for i, g in enumerate(groups) if g.runs(victim))
+    groups[killed].signal(signal.SIGKILL)
+
+    versions: list[int] = []
+    taken = api.follow(
+        store, lambda r: slot not in r.allocations.get(job_id, {}).get("count", (slot,))
+        and job_id not in r.recovering, 120,
+        each=lambda t: t.entry.position > before.version
+        and versions.append(t.new.allocation_versions.get(job_id, -1)),
+    )  # fmt: skip
+    assert taken.takeovers[job_id], "the log records the takeover"
+    assert set(versions) <= {version, -1}, "no allocation version moved"
+    final = api.wait(store, job_id, 300)
+    assert final.state == "completed"
+    found, loose = records(tmp_path / "out"), records(tmp_path / "loose.jsonl")
+    assert visits(found) == reference[0]
+    assert visits(loose) == reference[0], "the at-least-once sink got nothing twice"
+    assert pulses(found) == pulses(loose) == reference[1]
+    survivors = [Scrape(port) for i, port in enumerate(ports) if i != killed]
+    restores = sum(s.total("onyx_task_restores_total", onyx_job=job_id, kind="global")
+                   for s in survivors)  # fmt: skip
+    local = sum(s.total("onyx_task_restores_total", onyx_job=job_id, kind="local")
+                for s in survivors)  # fmt: skip
+    assert (restores, local) == (0, 1), "only the replacement restored, from its seat's snapshot"
+    store.close()
