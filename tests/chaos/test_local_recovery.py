@@ -88,9 +88,10 @@ def reference(tmp_path_factory) -> tuple[Counter, dict[str, int]]:
     return visits(found), pulses(found)
 
 
-def test_a_killed_slot_is_taken_over_and_nothing_else_rolls_back(
-    reference, start_peer, zookeeper, tenancy, tmp_path, monkeypatch
-):
+@pytest.fixture
+def cluster(start_peer, zookeeper, tenancy, monkeypatch):
+    """Seven members of one peer each, serving metrics: a job's four tasks take five peers,
+    the middle task's two slots have a standby each on the others."""
     monkeypatch.setenv("ONYX_TEST_PACE", "0.02")
     ports = [free_port() for _ in range(7)]
     groups = [
@@ -100,19 +101,34 @@ def test_a_killed_slot_is_taken_over_and_nothing_else_rolls_back(
     ]  # fmt: skip
     store = api.connect(zookeeper.address, tenancy, create=True)
     wait_for(lambda: len(api.replica(store).peers) >= 7, 60, "7 peers")
-    write_events(tmp_path / "events.jsonl")
-    job_id = api.submit(
-        store, job(tmp_path / "events.jsonl", tmp_path / "out", tmp_path / "loose.jsonl")
-    )
+    yield groups, ports, store
+    store.close()
+
+
+def submitted(store, base: Path) -> str:
+    write_events(base / "events.jsonl")
+    job_id = api.submit(store, job(base / "events.jsonl", base / "out", base / "loose.jsonl"))
     progressed(store, Commits(store, job_id), job_id)
     time.sleep(random.uniform(0, 1))  # a random moment of the run, not a wait for anything
+    return job_id
+
+
+def kill(groups, replica, peer: str) -> int:
+    """kill -9 of the member running ``peer``; its index."""
+    victim = replica.group_of(peer)
+    index = next(i for i, g in enumerate(groups) if g.runs(victim))
+    groups[index].signal(signal.SIGKILL)
+    return index
+
+
+def test_a_killed_slot_is_taken_over_and_nothing_else_rolls_back(reference, cluster, tmp_path):
+    groups, ports, store = cluster
+    job_id = submitted(store, tmp_path)
     before = api.replica(store)
     version = before.allocation_versions[job_id]
     slot = random.choice(before.allocations[job_id]["count"])
     assert slot in before.standbys[job_id], "the slot has a standby on another member"
-    victim = before.group_of(slot)
-    killed = next(i for i, g in enumerate(groups) if g.runs(victim))
-    groups[killed].signal(signal.SIGKILL)
+    killed = kill(groups, before, slot)
 
     versions: list[int] = []
     taken = api.follow(
@@ -135,4 +151,24 @@ def test_a_killed_slot_is_taken_over_and_nothing_else_rolls_back(
     local = sum(s.total("onyx_task_restores_total", onyx_job=job_id, kind="local")
                 for s in survivors)  # fmt: skip
     assert (restores, local) == (0, 1), "only the replacement restored, from its seat's snapshot"
-    store.close()
+
+
+def test_two_members_killed_at_once_roll_the_job_back_and_the_output_stays_exact(
+    reference, cluster, tmp_path
+):
+    """With causal_depth 1 the logs cover one failure at a time: the second slot's member
+    going down while the first is replaced rolls the whole job back to its last commit."""
+    groups, _, store = cluster
+    job_id = submitted(store, tmp_path)
+    before = api.replica(store)
+    for slot in before.allocations[job_id]["count"]:
+        kill(groups, before, slot)
+    after = api.follow(
+        store, lambda r: r.allocation_versions.get(job_id) != before.allocation_versions[job_id]
+        or job_id not in r.jobs, 120,
+    )  # fmt: skip
+    assert job_id not in after.takeovers, "the job rolled back instead"
+    final = api.wait(store, job_id, 300)
+    assert final.state == "completed"
+    assert visits(records(tmp_path / "out")) == reference[0]
+    assert pulses(records(tmp_path / "out")) == reference[1]
