@@ -60,6 +60,10 @@ def _set(obj: object, name: str, value: Any) -> None:
     object.__setattr__(obj, name, value)
 
 
+REPLAYABLE_ENGINES = frozenset({"python", "arrow"})
+"""The engines whose functions log their determinants and can be taken over."""
+
+
 @dataclass(frozen=True, slots=True)
 class Task:
     """One catalog entry. ``n_peers`` is shorthand for equal ``min_peers`` and ``max_peers``; it is
@@ -100,6 +104,13 @@ class Task:
                 _set(self, "min_peers", self.n_peers)
             if self.max_peers is None:
                 _set(self, "max_peers", self.n_peers)
+
+    @property
+    def replayable(self) -> bool:
+        """Whether a replacement can take this task's seat over by replaying its determinants:
+        a function run here in Python or Arrow. An input's or an output's failure, or a Spark
+        fn's (whose batches run in Spark's order), rolls its job back instead."""
+        return self.kind == "function" and self.engine in REPLAYABLE_ENGINES
 
     def to_dict(self) -> dict[str, Any]:
         doc = _non_defaults(self)
@@ -254,9 +265,10 @@ class Job:
         raise KeyError(name)
 
     def has_standby(self, task_name: str) -> bool:
-        """Whether ``task_name`` keeps a standby peer: its own flag, else the job's."""
-        own = self.task(task_name).standby
-        return self.standby if own is None else own
+        """Whether ``task_name`` keeps a standby peer: its own flag, else the job's, for a task
+        that can be taken over (``Task.replayable``)."""
+        task = self.task(task_name)
+        return task.replayable and (self.standby if task.standby is None else task.standby)
 
     @property
     def local_recovery_on(self) -> bool:

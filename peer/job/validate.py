@@ -291,6 +291,9 @@ def _check_task(task: Task, index: int, outer: str) -> None:
         _check_path(where, name, getattr(task, name))
     if task.standby is not None and not isinstance(task.standby, bool):
         fail(where, f"standby must be true, false or null, got {task.standby!r}")
+    if task.standby and not task.replayable:
+        fail(where, "standby is for function tasks in python or arrow: the failure of any "
+                    "other task rolls its job back, with no seat to take over")  # fmt: skip
     if task.assign_watermark_fn is not None and task.kind != "input":
         fail(where, "assign_watermark_fn is only for input tasks")
     _check_engine(task, where)

@@ -34,9 +34,6 @@ from peer.job.spec import Job
 from peer.log.replica import Replica
 from peer.scheduling.demand import PeerInfo
 
-REPLAYABLE_ENGINES = frozenset({"python", "arrow"})
-"""The engines whose tasks replay from determinants; a Spark task's batches are Spark's."""
-
 
 def take_over(replica: Replica, peers: Sequence[PeerInfo]) -> Replica:
     """``replica`` with the failed peers of every job that can recover locally replaced in
@@ -76,16 +73,11 @@ def _replacements(
     recovering = replica.recovering.get(job_id, pset())
     if len(failed) + len(recovering) > job.causal_depth:
         return {}
-    if not all(_replayable(job, task_of[p]) for p in failed):
+    if not all(job.task(task_of[p]).replayable for p in failed):
         return {}
     if _adjacent(job, {task_of[p] for p in (*failed, *recovering) if p in task_of}):
         return {}
     return _chosen(replica, job_id, {p: task_of[p] for p in failed}, active, allocated)
-
-
-def _replayable(job: Job, task_name: str) -> bool:
-    task = job.task(task_name)
-    return task.kind == "function" and task.engine in REPLAYABLE_ENGINES
 
 
 def _adjacent(job: Job, tasks: Set[str]) -> bool:

@@ -48,6 +48,27 @@ RECOVERY_ERRORS = (ReplayDiverged, LogLost, LocalRecoveryError)
 """What ends a local recovery: the job rolls back to its last commit instead."""
 
 
+STALL = 30.0
+"""Seconds a recall or a replay may go without progress before the job rolls back instead:
+an answer that never comes, or a logged take whose messages never arrive."""
+
+
+class Watchdog:
+    """Ends a local recovery that has stopped moving (LocalRecoveryError)."""
+
+    def __init__(self, limit: float = STALL) -> None:
+        self.limit = limit
+        self.mark: int | None = None
+        self.since = 0.0
+
+    def check(self, progress: int, what: str) -> None:
+        now = time.monotonic()
+        if progress != self.mark:
+            self.mark, self.since = progress, now
+        elif now - self.since > self.limit:
+            raise LocalRecoveryError(f"{what} made no progress for {self.limit:g} s")
+
+
 class PlainClock:
     """The clock of a task that logs nothing: the wall clock, read afresh each time."""
 
@@ -210,16 +231,6 @@ class CausalParts:
     clock: PlainClock | LoggedClock
 
 
-LOGGING_ENGINES = frozenset({"python", "arrow"})
-"""The engines whose functions log determinants and can be taken over: a Spark fn's batches
-run elsewhere, in an order of Spark's."""
-
-
-def logs(task: Task) -> bool:
-    """Whether ``task`` logs its determinants (and so may be taken over)."""
-    return task.kind == "function" and task.engine in LOGGING_ENGINES
-
-
 def causal_parts(
     job: Job,
     task: Task,
@@ -234,7 +245,7 @@ def causal_parts(
     intake and clock log and its emitter carries the determinants; an output's intake holds
     its upstream's (``upstream_seats``: each upstream short id's seat)."""
     causal = CausalTask(seat, job.causal_depth, job.in_flight_budget)
-    logging = logs(task)
+    logging = task.replayable
     clock: PlainClock | LoggedClock = causal.clock if logging else PlainClock()
     if isinstance(intake, InboxIntake):
         if logging:

@@ -62,6 +62,7 @@ from peer.runtime.causal import (
     CausalTask,
     LoggedClock,
     PlainClock,
+    Watchdog,
     causal_parts,
 )
 from peer.runtime.checkpoints import CheckpointStorage, Epoch
@@ -184,6 +185,7 @@ class TaskRunner:
         """Recalls and replay requests from a peer this runner does not yet know in its seat:
         taken up when the log's takeover reaches it."""
         self.replay_epoch = 0
+        self.watchdog = Watchdog()
         self.apply: Apply = Apply()
         self.plugin: Any = None
         self.windows: TaskState | None = None
@@ -424,6 +426,7 @@ class TaskRunner:
         """Waiting for every downstream peer's answer; then replay."""
         causal = self.causal
         if not causal.recalled():
+            self.watchdog.check(len(causal.answers), "the recall of the downstream peers")
             return False
         suppressed = causal.replay()
         if isinstance(self.emitter, LoggedEmitter):
@@ -435,6 +438,7 @@ class TaskRunner:
     def _replay(self) -> bool:
         """Run as the log says until it is replayed, then carry on live."""
         if self.clock.replaying:
+            self.watchdog.check(self.causal.log.end, "the replay")
             return self._run()
         self._steps[Phase.ENDED] = self._run
         if self.phase is Phase.REPLAY:

@@ -64,8 +64,8 @@ def test_a_task_has_standby_by_its_own_flag_else_the_jobs():
 
     job = loaded(change)
     assert [job.has_standby(n) for n in ("read", "split", "count", "write")] == [
-        True, False, True, True,
-    ]  # fmt: skip
+        False, False, True, False,
+    ], "only function tasks that can be taken over keep a standby"  # fmt: skip
     assert job.local_recovery_on
     assert not job.local_recovery
 
@@ -122,3 +122,8 @@ def test_bad_settings_are_refused_naming_the_field(change, message):
 
 def test_without_checkpoints_local_recovery_may_stay_off():
     assert loaded(without_checkpoints).barrier_period is None
+
+
+def test_a_standby_on_a_task_that_cannot_be_taken_over_is_refused():
+    with pytest.raises(JobError, match=r"task 'write'.*standby is for function tasks"):
+        loaded(lambda d: task(d, "write").update(standby=True))

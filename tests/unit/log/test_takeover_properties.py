@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 
-from peer.job.spec import Job
+from peer.job.spec import REPLAYABLE_ENGINES, Job
 from peer.log.replica import Replica
-from peer.log.takeover import REPLAYABLE_ENGINES
 from tests.unit.log.local_recovery import JOB, local_recovery_logs, replay_from
 from tests.unit.log.test_allocation_properties import check
 

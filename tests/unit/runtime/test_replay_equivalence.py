@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from peer.messaging.messages import Barrier
+from peer.runtime.causal import Watchdog
 from peer.runtime.phases import Phase
 from peer.runtime.task import TaskRunner
 from tests.unit.runtime.seat_world import (
@@ -81,5 +82,32 @@ def test_a_replacement_reaches_the_seats_state_and_output(before, after, commit,
         assert state(again) == expected
         assert world.down.received["s0"][: len(sent) - kept] == sent[kept:]
         assert world.rollbacks == []
+    finally:
+        world.close()
+
+
+def test_a_recall_that_gets_no_answer_rolls_the_job_back():
+    world = SeatWorld()
+    try:
+        first = started(world, "f0", [])
+        step_until(first, lambda: first.phase is Phase.RUN, "the first peer to run")
+        again = started(world, "s0", [])
+        again.watchdog = Watchdog(0.05)
+        step_until(again, lambda: world.rollbacks, "the replacement to give up")
+        assert again.phase is Phase.FAILED
+        assert "the recall of the downstream peers made no progress" in world.rollbacks[0]
+    finally:
+        world.close()
+
+
+def test_a_replay_whose_messages_never_come_rolls_the_job_back():
+    world = SeatWorld()
+    try:
+        again = started(world, "s0", [])
+        again.watchdog = Watchdog(0.05)
+        step_until(again, lambda: again.phase is Phase.RECALL, "the replacement to recall")
+        world.replay_to(again, 0, (0, [(0, ((0, 1),))]))  # a take of a batch never resent
+        step_until(again, lambda: world.rollbacks, "the replacement to give up")
+        assert "the replay made no progress" in world.rollbacks[0]
     finally:
         world.close()
