@@ -88,8 +88,10 @@ class LoggedEmitter:
         congested: Callable[[str], bool],
         seats: Mapping[str, int],
     ) -> None:
-        """A takeover: the seats whose peer changed pause until their new peer asks."""
+        """A takeover: the seats whose peer changed pause until their new peer asks. The new
+        router takes turns on from where the old one was."""
         before = dict(self.peer_of)
+        router.turn = self.router.turn
         self._wire(router, send, congested, seats)
         for seat, peer in sorted(self.peer_of.items()):
             if before.get(seat) != peer:
