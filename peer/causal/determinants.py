@@ -129,8 +129,10 @@ class DeterminantLog:
     def end(self) -> int:
         return self.start + len(self._events)
 
-    def append(self, raw: Any) -> None:
-        self._events.append(event(raw))
+    def append(self, own: Event) -> None:
+        """One of the task's own events, made by its recorder (or checked when a replay queued
+        it): no check here, as a task appends on every take and every clock read."""
+        self._events.append(own)
 
     def since(self, offset: int) -> list[Event]:
         """The events from ``offset`` on: what a downstream holding up to ``offset`` lacks."""
@@ -290,6 +292,8 @@ class Deltas:
         if delta:
             delta.append(own.since(delta[1]))
             out.append(delta)
+        if self.depth == 1:
+            return out  # a held log is one hop away already: it goes no further
         for origin in held.origins():
             hops = held.hops(origin)
             span = held.span(origin)

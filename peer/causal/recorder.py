@@ -82,7 +82,7 @@ class Recorder:
             raise ReplayDiverged(
                 f"a live event {raw!r:.80} came while {waiting} logged events wait to be replayed"
             )
-        self.log.append(raw)
+        self.log.append(event(raw))
 
     def _read(self, kind: int, live: Any) -> float:
         if self._queue:
