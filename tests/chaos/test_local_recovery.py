@@ -88,15 +88,17 @@ def reference(tmp_path_factory) -> tuple[Counter, dict[str, int]]:
     return visits(found), pulses(found)
 
 
-@pytest.fixture
-def cluster(start_peer, zookeeper, tenancy, monkeypatch):
+@pytest.fixture(params=["single process"])
+def cluster(request, start_peer, zookeeper, tenancy, monkeypatch):
     """Seven members of one peer each, serving metrics: a job's four tasks take five peers,
-    the middle task's two slots have a standby each on the others."""
+    the middle task's two slots have a standby each on the others. "with workers": each
+    member runs its peer in a worker process, as members do by default."""
     monkeypatch.setenv("ONYX_TEST_PACE", "0.02")
+    workers = ["--workers", "1"] if request.param == "with workers" else []
     ports = [free_port() for _ in range(7)]
     groups = [
         start_peer(vpeers=1, extra=["--auto-down-unreachable-after", "1", "--metrics-port",
-                                    str(port), "--metrics-address", "127.0.0.1"])
+                                    str(port), "--metrics-address", "127.0.0.1", *workers])
         for port in ports
     ]  # fmt: skip
     store = api.connect(zookeeper.address, tenancy, create=True)
@@ -121,6 +123,7 @@ def kill(groups, replica, peer: str) -> int:
     return index
 
 
+@pytest.mark.parametrize("cluster", ["single process", "with workers"], indirect=True)
 def test_a_killed_slot_is_taken_over_and_nothing_else_rolls_back(reference, cluster, tmp_path):
     groups, ports, store = cluster
     job_id = submitted(store, tmp_path)
