@@ -9,7 +9,8 @@ change here, regenerate it from the repository's root (``tests/monitoring`` fail
 Two dashboards:
 
 - ``onyx-cluster``: the ring, the log and the jobs, as the peer members report them;
-- ``onyx-job``: one job: throughput, batch latency, checkpoints, backpressure and its peers.
+- ``onyx-job``: one job: throughput, batch latency, checkpoints, backpressure, recovery and its
+  peers.
 
 The queries read the raw metrics ``peer/metrics.py`` serves (no recording rules), filtered by the
 dashboards' variables: ``$datasource`` (a Prometheus data source; by default the one provisioned
@@ -431,6 +432,38 @@ def cluster() -> dict[str, Any]:
             "near the job's barrier period.",
             span=12,
         ),
+        panel(
+            "Restores per job",
+            "ops",
+            [
+                (
+                    rate("onyx_task_restores_total", job_matchers, by=[JOB_LABEL, "kind"]),
+                    "{{onyx_job}} {{kind}}",
+                )
+            ],
+            "Task peers restoring from their job's last commit per second: global when the whole "
+            "job rolled back (every peer restores), local when a peer took a failed peer's seat "
+            "over alone.",
+            span=12,
+        ),
+        panel(
+            "Local recoveries and in-flight log overflows per job",
+            "ops",
+            [
+                (
+                    rate("onyx_task_local_recoveries_total", job_matchers, by=[JOB_LABEL]),
+                    "{{onyx_job}} seats replayed",
+                ),
+                (
+                    rate("onyx_in_flight_log_overflows_total", job_matchers, by=[JOB_LABEL]),
+                    "{{onyx_job}} in-flight log overflows",
+                ),
+            ],
+            "Seats replayed to where their failed peer was, without a rollback; and in-flight "
+            "logs dropped over the job's budget: until the next commit a failure downstream of "
+            "such a task rolls the job back.",
+            span=12,
+        ),
     ]
     return assemble(
         "Onyx cluster",
@@ -522,7 +555,7 @@ def zookeeper() -> list[timeseries.Panel]:
 
 
 def job() -> dict[str, Any]:
-    """One job: throughput, batch latency, checkpoints, backpressure and its peers."""
+    """One job: throughput, batch latency, checkpoints, backpressure, recovery and its peers."""
     matchers = [JOB, INSTANCE]
     task = ["task"]
     throughput = [
@@ -621,6 +654,30 @@ def job() -> dict[str, Any]:
             span=12,
         ),
     ]
+    recovery = [
+        panel(
+            "Restores per task",
+            "ops",
+            [(rate("onyx_task_restores_total", matchers, by=[*task, "kind"]), "{{task}} {{kind}}")],
+            "The task's peers restoring from the job's last commit per second: global when the "
+            "whole job rolled back, local when a peer took a failed peer's seat over alone.",
+        ),
+        panel(
+            "Local recoveries per task",
+            "ops",
+            [(rate("onyx_task_local_recoveries_total", matchers, by=task), "{{task}}")],
+            "Seats of the task a peer took over and replayed to where the failed peer was, "
+            "without the job rolling back.",
+        ),
+        panel(
+            "In-flight log overflows per task",
+            "ops",
+            [(rate("onyx_in_flight_log_overflows_total", matchers, by=task), "{{task}}")],
+            "Times the task's peers dropped their in-flight log (what they sent since the last "
+            "commit) over the job's in_flight_budget: until the next commit a failure downstream "
+            "of them rolls the job back.",
+        ),
+    ]
     peers = [
         panel(
             "Peers allocated",
@@ -636,12 +693,14 @@ def job() -> dict[str, Any]:
     return assemble(
         "Onyx job",
         "onyx-job",
-        "One onyx job: its throughput, batch latency, checkpoints, backpressure and peers.",
+        "One onyx job: its throughput, batch latency, checkpoints, backpressure, recovery and "
+        "peers.",
         [datasource_variable(), job_variable(multi=False), instance_variable()],
         [
             ("Throughput", throughput),
             ("Checkpoints", checkpoints),
             ("Backpressure", backpressure),
+            ("Recovery", recovery),
             ("Peers", peers),
         ],
     )
