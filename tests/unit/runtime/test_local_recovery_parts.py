@@ -1,0 +1,99 @@
+"""The parts of local recovery around the replay: a standby holds its seat's latest committed
+snapshot, fetched as each commit is announced, and hands it to the runner it becomes; an
+upstream whose in-flight log overflowed rolls the job back instead of failing it."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from peer.job.spec import Job, Task
+from peer.messaging.messages import ReplayFrom
+from peer.runtime.checkpoints import CheckpointStorage, Epoch
+from peer.runtime.placement import place
+from peer.runtime.routing import Router, routes
+from peer.runtime.standby import Standbys
+from peer.runtime.task import TaskContext, TaskRunner
+from tests.support import wait_for
+
+JOB = Job(
+    workflow=(("in", "f"), ("f", "out")),
+    catalog=(
+        Task("in", "input", plugin="peer.plugins.memory:input"),
+        Task("f", "function", standby=True),
+        Task("out", "output", plugin="peer.plugins.null:output"),
+    ),
+    local_recovery=True,
+    in_flight_budget=1 << 20,
+    id="j",
+)
+SHORT_IDS = {"j": 100, "i0": 1, "f0": 2, "o0": 3, "o1": 4, "s0": 5}
+
+
+@pytest.fixture
+def storage():
+    store = CheckpointStorage("memory://local-recovery-parts", uuid.uuid4().hex)
+    yield store
+    store.close()
+
+
+def test_a_standby_holds_the_latest_committed_snapshot_of_its_seat(storage):
+    placement = place(JOB, 7, {"in": ("i0",), "f": ("f0",), "out": ("o0",)}, SHORT_IDS, {},
+                      standbys={"f0": "s0"})  # fmt: skip
+    standbys = Standbys(storage)
+    standbys.sync({"j": placement}, ["s0"])
+    for number in (1, 2):
+        storage.put("j", Epoch(7, number), "f", 0, f"epoch {number}".encode()).result()
+        standbys.committed("s0", Epoch(7, number))
+    held = standbys.fetch("j", Epoch(7, 2), "f", 0)
+    assert held is not None
+    assert held.result() == b"epoch 2"
+    assert standbys.fetch("j", Epoch(7, 1), "f", 0) is None, "only the latest is held"
+    standbys.committed("o0", Epoch(7, 3))  # not a standby here: nothing to fetch
+    assert standbys.fetch("j", Epoch(7, 3), "f", 0) is None
+
+
+def test_a_standby_that_took_its_seat_over_keeps_what_it_holds_until_it_restores(storage):
+    before = place(JOB, 7, {"in": ("i0",), "f": ("f0",), "out": ("o0",)}, SHORT_IDS, {},
+                   standbys={"f0": "s0"})  # fmt: skip
+    standbys = Standbys(storage)
+    standbys.sync({"j": before}, ["s0"])
+    storage.put("j", Epoch(7, 1), "f", 0, b"state").result()
+    standbys.committed("s0", Epoch(7, 1))
+    after = place(JOB, 7, {"in": ("i0",), "f": ("s0",), "out": ("o0",)}, SHORT_IDS, {},
+                  takeovers={"s0": "f0"}, recovering=frozenset({"s0"}))  # fmt: skip
+    standbys.sync({"j": after}, ["s0"])
+    assert standbys.fetch("j", Epoch(7, 1), "f", 0).result() == b"state"
+    done = place(JOB, 7, {"in": ("i0",), "f": ("s0",), "out": ("o0",)}, SHORT_IDS, {},
+                 takeovers={"s0": "f0"})  # fmt: skip
+    standbys.sync({"j": done}, ["s0"])
+    assert standbys.fetch("j", Epoch(7, 1), "f", 0) is None
+
+
+def test_an_upstream_whose_log_overflowed_rolls_the_job_back_instead_of_failing(storage):
+    """Its downstream o0 died and o1 took the seat over: the batches o1 needs were dropped."""
+    allocation = {"in": ("i0",), "f": ("f0",), "out": ("o1",)}
+    placement = place(JOB, 7, allocation, SHORT_IDS, {}, takeovers={"o1": "o0"},
+                      recovering=frozenset({"o1"}))  # fmt: skip
+    rollbacks: list[str] = []
+    sent: list[tuple[str, Any]] = []
+    runner = TaskRunner(
+        TaskContext(
+            placement=placement, peer="f0", router=Router(routes(placement, "f")),
+            send=lambda to, m: sent.append((to, m)), report=lambda what, epoch: None,
+            grant=lambda source, n: None, congested=lambda: False, complete=lambda: None,
+            storage=storage, rollback=rollbacks.append,
+        )
+    )  # fmt: skip
+    runner.recover_from([])
+    wait_for(lambda: runner.step() or runner.phase.value == "run", 5, "the runner to run", 0)
+    runner.emitter.credit("o1", 10**6)
+    for _ in range(3):  # 3 x 4,000 rows estimated at 128 bytes: over the 1 MiB budget
+        runner.emitter.emit([{"n": n} for n in range(4000)])
+    assert runner.causal.inflight.lost
+    assert runner.meters.in_flight_overflows._value.get() >= 1
+    runner.asked("o1", ReplayFrom(0))
+    assert len(rollbacks) == 1
+    assert "cannot recover locally: LogLost" in rollbacks[0]
