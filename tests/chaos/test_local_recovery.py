@@ -18,11 +18,20 @@ import yaml
 
 from peer import api
 from peer.runtime.checkpoints import Commits
-from tests.chaos.test_exactly_once import progressed, write_events
+from tests.chaos.test_exactly_once import USERS, progressed
 from tests.integration.test_metrics import Scrape
 from tests.support import free_port, onyx, wait_for
 
 pytestmark = pytest.mark.integration
+
+
+EVENTS = 40_000
+
+
+def write_events(path: Path) -> None:
+    with path.open("w") as f:
+        for i in range(EVENTS):
+            f.write(json.dumps({"user": f"u{(i * 7) % USERS}", "ts": i}) + "\n")
 
 
 def job(events: Path, out: Path, loose: Path) -> dict:
