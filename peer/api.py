@@ -237,6 +237,13 @@ class JobStatus:
     reason: str | None = None
     name: str | None = None
     submitted: float | None = None
+    standbys: dict[str, str] = field(default_factory=dict)
+    """Local recovery: each running peer's standby, on another member."""
+    takeovers: dict[str, str] = field(default_factory=dict)
+    """Local recovery: each peer that took a failed peer's seat over, and the seat's first
+    peer, under this allocation version."""
+    recovering: list[str] = field(default_factory=list)
+    """Those still replaying their seat."""
 
     @property
     def finished(self) -> bool:
@@ -280,7 +287,12 @@ def status(current: Replica, job_id: str) -> JobStatus:
     allocation = {t: list(tasks.get(t, ())) for t in job.sorted_tasks()}
     version = current.allocation_versions.get(job_id)
     if any(allocation.values()):
-        return JobStatus(job_id, "running", 0, allocation, version, name=name, submitted=at)
+        return JobStatus(
+            job_id, "running", 0, allocation, version, name=name, submitted=at,
+            standbys=dict(current.standbys.get(job_id, {})),
+            takeovers=dict(current.takeovers.get(job_id, {})),
+            recovering=sorted(current.recovering.get(job_id, ())),
+        )  # fmt: skip
     needs = job_demand(job, started=job_id in current.started).minimum
     return JobStatus(job_id, "waiting", needs, allocation, version, name=name, submitted=at)
 

@@ -919,9 +919,22 @@ def describe_job(status: api.JobStatus) -> str:
         line += f" for peers (needs at least {status.needs})"
     if status.state == "running":
         line += f" (allocation version {status.allocation_version})"
-        tasks = [f"  {t}: {', '.join(short(p) for p in ps)}" for t, ps in status.allocation.items()]
+        tasks = [f"  {t}: {', '.join(_peer(status, p) for p in ps)}"
+                 for t, ps in status.allocation.items()]  # fmt: skip
         line = "\n".join([line, *tasks])
     return line
+
+
+def _peer(status: api.JobStatus, peer: str) -> str:
+    """A running peer, with what local recovery says of it: the seat it took over (and
+    whether it is still replaying it), its standby."""
+    notes = []
+    if peer in status.takeovers:
+        replaying = ", replaying" if peer in status.recovering else ""
+        notes.append(f"took over from {short(status.takeovers[peer])}{replaying}")
+    if peer in status.standbys:
+        notes.append(f"standby {short(status.standbys[peer])}")
+    return short(peer) + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _show_status(args: argparse.Namespace, status: api.JobStatus) -> None:

@@ -12,6 +12,10 @@ batch of work and returns whether it did any. The parts, chosen once when the ru
 - emitter (peer.runtime.emit): an input or a function routes its batches downstream on credit,
   an output prepares and writes them with its plugin.
 
+A job that recovers locally has these parts chosen with its causal ones (peer.runtime.causal):
+an intake that logs its takes or holds its upstream's determinants, an emitter that keeps what
+it sent in an in-flight log, and a clock that logs what shapes the task's state.
+
 The phases (peer.runtime.phases), as in Onyx's task lifecycle:
 
 - LOAD: resolve the code, the plugin, the windows and the hooks. A job with checkpoints then
@@ -28,6 +32,11 @@ The phases (peer.runtime.phases), as in Onyx's task lifecycle:
   the barrier goes on downstream at once. Watermarks (the intake's
   mark) go on when they rise. A Spark task keeps up to SPARK_IN_FLIGHT batches in Spark; their
   rows go on in the order read, each batch's with the watermark read with it.
+- RECALL and REPLAY, for a peer that took a failed peer's seat over (its job's placement has
+  it among ``recovering``): it restores the seat's own snapshot alone, gathers the seat's
+  determinants from its downstream peers, has its upstream peers send again what followed the
+  snapshot's barrier, and replays in the logged order, sending on only what downstream lacks;
+  then RUN. A recovery that cannot go on has the job roll back (``rollback``), not killed.
 - ENDED: the input side is over (an input's plugin completed and synced; every upstream peer's
   end marker taken): a stateful fn has been flushed, the windows finished, and the end marker
   sent. Barriers still pass. An output then reports: with checkpoints it tells the coordinator
