@@ -22,6 +22,7 @@ it makes again while it replays are recorded, never sent.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -44,6 +45,18 @@ def size_of(batch: Any) -> int:
     return len(batch) * ROW_BYTES
 
 
+@dataclass(frozen=True)
+class Wiring:
+    """Where an emitter's messages go under one placement: the router, how to send to a peer,
+    whether a peer's group has its queue full, and each peer's seat. A takeover brings new
+    wiring; the channels, by seat, stay."""
+
+    router: Router
+    send: Callable[[str, Any], None]
+    congested: Callable[[str], bool]
+    seats: Mapping[str, int]
+
+
 class LoggedEmitter:
     """Batches to the peers the router picks, through the in-flight log, on credit."""
 
@@ -51,13 +64,10 @@ class LoggedEmitter:
 
     def __init__(
         self,
-        router: Router,
-        send: Callable[[str, Any], None],
-        congested: Callable[[str], bool],
+        wiring: Wiring,
         window: Callable[[str], int],
         *,
         log: InFlightLog,
-        seats: Mapping[str, int],
         deltas: Callable[[int], list[Any]],
         overflowed: Callable[[], None] = lambda: None,
     ) -> None:
@@ -67,32 +77,20 @@ class LoggedEmitter:
         self.paused: set[int] = set()
         self.suppressed: dict[int, int] = {}
         """Per seat, the messages its receiver has already: recorded, not sent again."""
-        self._wire(router, send, congested, seats)
+        self._wire(wiring)
         self.credits = {seat: window(peer) for seat, peer in self.peer_of.items()}
 
-    def _wire(
-        self,
-        router: Router,
-        send: Callable[[str, Any], None],
-        congested: Callable[[str], bool],
-        seats: Mapping[str, int],
-    ) -> None:
-        self.router, self.send, self.congested = router, send, congested
-        self.seat_of = {peer: seats[peer] for peer in router.peers()}
+    def _wire(self, wiring: Wiring) -> None:
+        self.router, self.send, self.congested = wiring.router, wiring.send, wiring.congested
+        self.seat_of = {peer: wiring.seats[peer] for peer in wiring.router.peers()}
         self.peer_of = {seat: peer for peer, seat in self.seat_of.items()}
 
-    def rewire(
-        self,
-        router: Router,
-        send: Callable[[str, Any], None],
-        congested: Callable[[str], bool],
-        seats: Mapping[str, int],
-    ) -> None:
+    def rewire(self, wiring: Wiring) -> None:
         """A takeover: the seats whose peer changed pause until their new peer asks. The new
         router takes turns on from where the old one was."""
         before = dict(self.peer_of)
-        router.turn = self.router.turn
-        self._wire(router, send, congested, seats)
+        wiring.router.turn = self.router.turn
+        self._wire(wiring)
         for seat, peer in sorted(self.peer_of.items()):
             if before.get(seat) != peer:
                 self.paused.add(seat)

@@ -79,7 +79,7 @@ from peer.runtime.columnar import Segment
 from peer.runtime.emit import Emitter, PluginEmitter, emitter_for, window
 from peer.runtime.hooks import Hooks, call, hooks_for
 from peer.runtime.intake import Intake, PluginIntake, intake_for
-from peer.runtime.logged_emit import LoggedEmitter
+from peer.runtime.logged_emit import LoggedEmitter, Wiring
 from peer.runtime.logged_intake import HoldingIntake
 from peer.runtime.phases import Phase, advance
 from peer.runtime.placement import Placement
@@ -241,14 +241,20 @@ class TaskRunner:
         """Through the context of now: a takeover brings a new one, with the new peer's id."""
         self.ctx.grant(upstream, batches)
 
+    @staticmethod
+    def _wiring(c: TaskContext) -> Wiring:
+        return Wiring(c.router, c.send, c.congested_peer, c.placement.seats)
+
     def _logged_emitter(self, log: Any, deltas: Callable[[int], list[Any]]) -> LoggedEmitter:
         c = self.ctx
         placement, peer = c.placement, c.peer
         return LoggedEmitter(
-            c.router, c.send, c.congested_peer, lambda to: window(placement, peer, to),
-            log=log, seats=placement.seats, deltas=deltas,
+            self._wiring(c),
+            lambda to: window(placement, peer, to),
+            log=log,
+            deltas=deltas,
             overflowed=self.meters.in_flight_overflows.inc,
-        )  # fmt: skip
+        )
 
     # -- what the group hands in ----------------------------------------------------------------
 
@@ -296,7 +302,7 @@ class TaskRunner:
         if isinstance(self.intake, HoldingIntake):
             self.intake.rewire(ctx.upstream_seats())
         if isinstance(self.emitter, LoggedEmitter):
-            self.emitter.rewire(ctx.router, ctx.send, ctx.congested_peer, ctx.placement.seats)
+            self.emitter.rewire(self._wiring(ctx))
         waiting, self.waiting = self.waiting, []
         for sender, message in waiting:
             self.asked(sender, message)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from peer.causal.inflight import InFlightLog
 from peer.messaging.messages import Barrier, Batch, Determinants
-from peer.runtime.logged_emit import LoggedEmitter
+from peer.runtime.logged_emit import LoggedEmitter, Wiring
 from peer.runtime.routing import Route, Router
 
 SEATS = {"d0": 10, "d1": 11, "n1": 11}
@@ -22,10 +22,15 @@ SEATS = {"d0": 10, "d1": 11, "n1": 11}
 def emitter(sent: list[tuple[str, Any]], window: int = 2, deltas=lambda seat: []) -> LoggedEmitter:
     """Ungrouped batches take turns between d0 and d1."""
     return LoggedEmitter(
-        Router([Route("down", ("d0", "d1"))]), lambda to, m: sent.append((to, m)),
-        lambda peer: False, lambda peer: window, log=InFlightLog(1 << 20), seats=SEATS,
+        wiring(Router([Route("down", ("d0", "d1"))]), sent),
+        lambda peer: window,
+        log=InFlightLog(1 << 20),
         deltas=deltas,
-    )  # fmt: skip
+    )
+
+
+def wiring(router: Router, sent: list[tuple[str, Any]]) -> Wiring:
+    return Wiring(router, lambda to, m: sent.append((to, m)), lambda peer: False, SEATS)
 
 
 def batches(sent: list[tuple[str, Any]], to: str) -> list[Any]:
@@ -73,7 +78,7 @@ def test_a_new_peer_in_a_seat_gets_again_what_followed_the_barrier(before, after
     e.credits[11] = 0  # d1 stopped taking: what follows waits in the log
     for n in range(before + after, before + after + unsent):
         e.emit(emits[n])
-    e.rewire(Router([Route("down", ("d0", "n1"))]), e.send, e.congested, SEATS)
+    e.rewire(wiring(Router([Route("down", ("d0", "n1"))]), sent))
     e.emit(emits[-1])
     assert [m for to, m in sent if to == "n1"] == [], "paused until the new peer asks"
     e.replay_from("n1", 1)
