@@ -1,0 +1,451 @@
+"""Local recovery (causal logging and standby tasks) against global rollback, on a real cluster.
+
+Everything runs on one cluster of `onyx peer start` processes over a real ZooKeeper (started
+here) and Aeron: --slots + 3 members of one virtual peer each, running their peers in their own
+process (`--workers 0`), detecting failures with heartbeats every --heartbeat-interval s and the
+leader's auto-down after --auto-down s. The job code is bench/recovery_fns.py.
+
+1. Throughput: a keyed job, input -> a stateful fn counting per key (``Count``, keyed, on
+   --throughput-slots peers) -> an output that discards, with local_recovery false and true,
+   everything else equal (checkpoints every 1 s in both: causal logging needs them). Timed from
+   the first read of the input to the last write of the output (the plugins' marks, as
+   bench/dataplane.py), best of --repeat runs each, the two taking turns.
+   ``throughput_ratio_causal_on_vs_off`` is on over off.
+2. Recovery: input -> ``Hold`` (keyed, --slots slots, each holding --state-mb MB in its
+   snapshot besides its counts) -> an output noting when each record arrives; the input paced at
+   --rate records per second, so that per-second throughputs mean something. Each slot, the
+   input and the output are on a member of their own, and one member is free. Local: the job
+   with ``local_recovery: true`` and ``standby: true`` on the keyed task, so the free member is
+   the standby of one slot (standbys go only on free peers), and that slot's member is killed
+   (SIGKILL) once the job has committed twice and run --before s more. Global: the same job
+   without either (a fresh member replaces the killed one first), and the member of a slot
+   killed the same way: its failure reallocates the job and every slot restores.
+   ``local_recovery_s`` / ``global_recovery_s``: from the kill to the first output record of
+   the failed slot's keys (the keys that slot's process emitted before the kill) that a fn made
+   after the kill. ``..._detection_s``: from the kill to the group-leave entry of the killed
+   member in the log, so a recovery time reads as detection plus the rest (``..._after_
+   detection_s``). ``local_task_recovered_s``: the kill to the replacement's task-recovered
+   entry. The restores the surviving members counted (onyx_task_restores_total by kind) show
+   what rolled back.
+3. ``unaffected_min_throughput_ratio``: during the local recovery (from the kill to the end of
+   the last one-second bin that overlaps it), the lowest one-second count of new records (first
+   arrivals of each record) of the slots that did not fail, over their mean per second in the
+   --window s before the kill. ``unaffected_min_throughput_ratio_global`` is the same in the
+   global run.
+
+Run: .venv/bin/python bench/recovery.py [--segments 300000] [--batch-size 1000] [--repeat 3]
+     [--throughput-slots 2] [--slots 8] [--state-mb 32] [--rate 4000] [--keys 4096]
+     [--barrier-period 3] [--before 8] [--window 5] [--after 3] [--heartbeat-interval 0.1]
+     [--auto-down 1] [--quick]
+``--quick`` is --segments 50000 --repeat 1 --state-mb 4 --before 4 --window 3 --after 2.
+The last line of output is one JSON document holding every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import math
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.workload import read_marks  # noqa: E402
+from peer import api  # noqa: E402
+from peer.log.entry import Transition  # noqa: E402
+from peer.log.store import LogStore  # noqa: E402
+from peer.runtime.checkpoints import Commits  # noqa: E402
+from tests.integration.test_metrics import Scrape  # noqa: E402
+from tests.support import PeerProcess, ZooKeeperServer, free_port, wait_for  # noqa: E402
+
+TENANCY = "bench"
+KEYED = "hold"
+
+
+@dataclass
+class Member:
+    process: PeerProcess
+    metrics: int
+
+
+@dataclass
+class Cluster:
+    """The ZooKeeper server, the members and a store on it."""
+
+    server: ZooKeeperServer
+    logs: Path
+    flags: list[str]
+    members: list[Member] = field(default_factory=list)
+    store: LogStore | None = None
+
+    def add(self) -> Member:
+        port = free_port()
+        extra = [*self.flags, "--metrics-port", str(port), "--metrics-address", "127.0.0.1"]
+        member = Member(PeerProcess(self.server.address, TENANCY, self.logs, vpeers=1,
+                                    extra=extra), port)  # fmt: skip
+        self.members.append(member)
+        return member
+
+    def live(self) -> list[Member]:
+        return [m for m in self.members if m.process.process.poll() is None]
+
+    def wait_peers(self, count: int) -> None:
+        wait_for(lambda: len(api.replica(self.store).peers) == count, 90, f"{count} peers")
+
+    def member_of(self, group: str) -> Member:
+        return next(m for m in self.live() if m.process.runs(group))
+
+
+@contextlib.contextmanager
+def cluster(logs: Path, members: int, args: argparse.Namespace) -> Iterator[Cluster]:
+    flags = ["--mtu", "8192", "--heartbeat-interval", str(args.heartbeat_interval),
+             "--auto-down-unreachable-after", str(args.auto_down)]  # fmt: skip
+    c = Cluster(ZooKeeperServer().start(), logs, flags)
+    try:
+        for _ in range(members):
+            c.add()
+        c.store = api.connect(c.server.address, TENANCY, create=True)
+        c.wait_peers(members)
+        yield c
+    finally:
+        if c.store is not None:
+            c.store.close()
+        for m in c.members:
+            if m.process.process.poll() is None:
+                m.process.process.terminate()
+        for m in c.members:
+            with contextlib.suppress(Exception):
+                m.process.process.wait(30)
+            m.process.kill()
+        c.server.stop()
+
+
+# -- 1. throughput, causal logging off and on ------------------------------------------------------
+
+
+def counting_job(args: argparse.Namespace, local: bool, marks: Path) -> dict[str, Any]:
+    catalog = [
+        {"name": "read", "kind": "input", "plugin": "bench.recovery_fns:keyed_input",
+         "params": {"count": args.segments, "keys": args.keys, "marks": str(marks)},
+         "n_peers": 1},
+        {"name": "count", "kind": "function", "fn": "bench.recovery_fns:Count",
+         "group_by_key": "key", "n_peers": args.throughput_slots},
+        {"name": "write", "kind": "output", "plugin": "bench.workload:discarding_output",
+         "params": {"marks": str(marks)}, "n_peers": 1},
+    ]  # fmt: skip
+    for task in catalog:
+        task["batch_size"] = args.batch_size
+    return {
+        "workflow": [["read", "count"], ["count", "write"]],
+        "catalog": catalog,
+        "barrier_period": 1.0,
+        "local_recovery": local,
+    }
+
+
+def timed_run(c: Cluster, args: argparse.Namespace, local: bool) -> float:
+    """Segments per second from the first read to the last write: the plugins note those when
+    they close, the input's and the output's in either order, so this waits for both."""
+    with tempfile.TemporaryDirectory(prefix="recovery-marks-") as directory:
+        marks = Path(directory)
+        job_id = api.submit(c.store, counting_job(args, local, marks))
+        final = api.wait(c.store, job_id, 600)
+        if final.state != "completed":
+            raise RuntimeError(f"the throughput job {job_id!r} ended {final.state}")
+        seen = wait_for(
+            lambda: (m := read_marks(marks)).written() == args.segments and m.of("read") and m,
+            60,
+            f"the marks of {args.segments} segments in {marks}",
+        )
+    return args.segments / seen.seconds()
+
+
+def throughput(c: Cluster, args: argparse.Namespace) -> dict[str, Any]:
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    for local in (False, True):
+        timed_run(c, args, local)  # a warm-up of each: the first jobs pay for imports
+    for _ in range(args.repeat):
+        for local in (False, True):
+            rate = timed_run(c, args, local)
+            rates[local].append(rate)
+            print(f"  causal logging {'on' if local else 'off'}: {rate:,.0f} segments/s")
+    off, on = max(rates[False]), max(rates[True])
+    return {
+        "causal_off_segments_per_s": round(off),
+        "causal_on_segments_per_s": round(on),
+        "throughput_ratio_causal_on_vs_off": round(on / off, 3),
+    }
+
+
+# -- 2. and 3. recovery, local against global ------------------------------------------------------
+
+
+def holding_job(args: argparse.Namespace, local: bool, out: Path) -> dict[str, Any]:
+    keyed = {"name": KEYED, "kind": "function", "fn": "bench.recovery_fns:Hold",
+             "group_by_key": "key", "n_peers": args.slots}  # fmt: skip
+    if local:
+        keyed["standby"] = True
+    return {
+        "workflow": [["read", KEYED], [KEYED, "write"]],
+        "catalog": [
+            {"name": "read", "kind": "input", "plugin": "bench.recovery_fns:keyed_input",
+             "params": {"count": 10**12, "keys": args.keys, "rate": args.rate}, "n_peers": 1},
+            keyed,
+            {"name": "write", "kind": "output", "plugin": "bench.recovery_fns:stamped_output",
+             "params": {"dir": str(out)}, "n_peers": 1},
+        ],
+        "barrier_period": args.barrier_period,
+        "local_recovery": local,
+    }  # fmt: skip
+
+
+class Arrivals:
+    """What the output noted, read as it grows: (arrival, seq, key, pid, at) per record."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.read: dict[Path, int] = {}
+        self.records: list[tuple[float, int, str, int, float]] = []
+
+    def update(self) -> list[tuple[float, int, str, int, float]]:
+        """The records noted since the last update (whole lines only)."""
+        new = []
+        for path in sorted(self.directory.glob("*.txt")):
+            with path.open("rb") as f:
+                f.seek(self.read.get(path, 0))
+                data = f.read()
+            whole = data[: data.rfind(b"\n") + 1]
+            self.read[path] = self.read.get(path, 0) + len(whole)
+            for line in whole.decode().splitlines():
+                arrival, seq, key, pid, at = line.split()
+                new.append((float(arrival), int(seq), key, int(pid), float(at)))
+        self.records.extend(new)
+        return new
+
+
+class LogWatch:
+    """The log's entries as they are applied here, each with the wall time it was seen."""
+
+    def __init__(self, store: LogStore) -> None:
+        self.seen: list[tuple[float, str, dict[str, Any]]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._follow, args=(store,), daemon=True)
+
+    def _note(self, t: Transition) -> None:
+        self.seen.append((time.time(), t.entry.fn, dict(t.entry.args)))
+
+    def _follow(self, store: LogStore) -> None:
+        api.follow(store, lambda _: self.stop.is_set(), None, each=self._note)
+
+    def first(self, fn: str, after: float, **args: Any) -> float | None:
+        return next((t for t, f, a in self.seen if f == fn and t >= after
+                     and all(a.get(k) == v for k, v in args.items())), None)  # fmt: skip
+
+    def __enter__(self) -> LogWatch:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join(10)
+
+
+def committed_twice(store: LogStore, job_id: str) -> bool:
+    record, _ = Commits(store, job_id).read()
+    version = api.replica(store).allocation_versions.get(job_id)
+    done = record is not None and record.committed is not None
+    return done and record.committed.version == version and record.committed.number >= 2
+
+
+def victim(c: Cluster, job_id: str, local: bool, index: int | None) -> tuple[str, int]:
+    """The keyed task's peer to kill and its index among the task's sorted peers: the one with
+    a standby when recovering locally, else the one at ``index``."""
+    replica = api.replica(c.store)
+    peers = sorted(replica.allocations[job_id][KEYED])
+    if local:
+        standbys = replica.standbys.get(job_id, {})
+        with_standby = [p for p in peers if p in standbys]
+        if not with_standby:
+            raise RuntimeError(f"job {job_id!r}: no slot of task {KEYED!r} got a standby")
+        return with_standby[0], peers.index(with_standby[0])
+    return peers[index or 0], index or 0
+
+
+def restores(c: Cluster, job_id: str) -> dict[str, int]:
+    """onyx_task_restores_total of the job by kind, summed over the live members."""
+    scrapes = [Scrape(m.metrics) for m in c.live()]
+    return {kind: int(sum(s.total("onyx_task_restores_total", onyx_job=job_id, kind=kind)
+                          for s in scrapes)) for kind in ("local", "global")}  # fmt: skip
+
+
+def binned(times: list[float], start: float, bins: int, width: float = 1.0) -> list[int]:
+    """How many of ``times`` fall in each of ``bins`` bins of ``width`` s from ``start``."""
+    counts = Counter(math.floor((t - start) / width) for t in times if t >= start)
+    return [counts.get(i, 0) for i in range(bins)]
+
+
+def recovery_run(
+    c: Cluster, args: argparse.Namespace, local: bool, index: int | None
+) -> dict[str, Any]:
+    mode = "local" if local else "global"
+    out = c.logs / f"out-{mode}"
+    out.mkdir()
+    job_id = api.submit(c.store, holding_job(args, local, out))
+    wait_for(lambda: committed_twice(c.store, job_id), 180, "two commits", interval=0.2)
+    time.sleep(args.before)  # the steady running measured before the kill, not a wait
+    peer, index = victim(c, job_id, local, index)
+    group = api.replica(c.store).group_of(peer)
+    member = c.member_of(group)
+    arrivals = Arrivals(out)
+    with LogWatch(c.store) as watch:
+        arrivals.update()
+        killed = time.time()
+        member.process.signal(signal.SIGKILL)
+        pid = member.process.process.pid
+        failed = {r[2] for r in arrivals.records if r[3] == pid}
+        if not failed:
+            raise RuntimeError(f"job {job_id!r}: the killed slot's output was never seen")
+
+        def advanced() -> float | None:
+            arrivals.update()
+            return next((r[0] for r in arrivals.records if r[2] in failed and r[4] > killed), None)
+
+        resumed = wait_for(advanced, 120, f"the {mode} recovery of slot {index}", interval=0.05)
+        recovered = resumed - killed
+        time.sleep(math.ceil(recovered) + args.after)  # output after the recovery, measured
+        arrivals.update()
+        left = watch.first("group-leave-cluster", killed, id=group)
+        task_recovered = watch.first("task-recovered", killed, job=job_id)
+        counted = restores(c, job_id)
+    member.process.process.wait()
+    api.kill(c.store, job_id)
+    api.wait(c.store, job_id, 60)
+    first: dict[int, float] = {}
+    for arrival, seq, key, _, _ in arrivals.records:
+        if key not in failed and seq not in first:
+            first[seq] = arrival
+    times = list(first.values())
+    before = sum(1 for t in times if killed - args.window <= t < killed) / args.window
+    during = binned(times, killed, max(1, math.ceil(recovered)))
+    tenths = binned(times, killed - 0.5, math.ceil((recovered + 1.5) / 0.1), 0.1)
+    detection = None if left is None else left - killed
+    figures = {
+        f"{mode}_recovery_s": round(recovered, 3),
+        f"{mode}_detection_s": None if detection is None else round(detection, 3),
+        f"{mode}_after_detection_s": None if detection is None else round(recovered - detection, 3),
+        f"{mode}_unaffected_before_records_per_s": round(before, 1),
+        f"{mode}_unaffected_during_records_per_s": during,
+        f"unaffected_min_throughput_ratio_{mode}": round(min(during) / before, 3),
+        f"{mode}_unaffected_per_100ms_from_kill_less_0_5_s": tenths,
+        f"{mode}_restores_local": counted["local"],
+        f"{mode}_restores_global": counted["global"],
+        f"{mode}_failed_slot_keys": len(failed),
+    }
+    if local:
+        figures["local_task_recovered_s"] = (
+            None if task_recovered is None else round(task_recovered - killed, 3)
+        )
+    return {"index": index, "figures": figures}
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+UNITS = (("_segments_per_s", " segments/s"), ("_records_per_s", " records/s"), ("_s", " s"),
+         ("_mb", " MB"))  # fmt: skip
+
+
+def unit(key: str) -> str:
+    return next((u for suffix, u in UNITS if key.endswith(suffix)), "")
+
+
+def report(figures: dict[str, Any]) -> None:
+    pairs = [
+        ("causal_on_segments_per_s", "causal_off_segments_per_s"),
+        ("throughput_ratio_causal_on_vs_off", None),
+        ("local_recovery_s", "global_recovery_s"),
+        ("local_detection_s", "global_detection_s"),
+        ("local_after_detection_s", "global_after_detection_s"),
+        ("local_task_recovered_s", None),
+        ("unaffected_min_throughput_ratio", "unaffected_min_throughput_ratio_global"),
+        ("local_unaffected_before_records_per_s", "global_unaffected_before_records_per_s"),
+        ("local_unaffected_during_records_per_s", "global_unaffected_during_records_per_s"),
+        ("local_unaffected_per_100ms_from_kill_less_0_5_s",
+         "global_unaffected_per_100ms_from_kill_less_0_5_s"),
+        ("local_restores_local", "global_restores_local"),
+        ("local_restores_global", "global_restores_global"),
+    ]
+    for key, baseline in pairs:
+        line = f"{key}: {figures.get(key)}{unit(key)}"
+        if baseline is not None:
+            line += f"  (baseline {baseline}: {figures.get(baseline)}{unit(baseline)})"
+        print(line)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--segments", type=int, default=300_000)
+    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--throughput-slots", type=int, default=2)
+    parser.add_argument("--slots", type=int, default=8)
+    parser.add_argument("--state-mb", type=float, default=32)
+    parser.add_argument("--rate", type=float, default=4000)
+    parser.add_argument("--keys", type=int, default=4096)
+    parser.add_argument("--barrier-period", type=float, default=3.0)
+    parser.add_argument("--before", type=float, default=8.0)
+    parser.add_argument("--window", type=float, default=5.0)
+    parser.add_argument("--after", type=float, default=3.0)
+    parser.add_argument("--heartbeat-interval", type=float, default=0.1)
+    parser.add_argument("--auto-down", type=float, default=1.0)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.segments, args.repeat, args.state_mb = 50_000, 1, 4
+        args.before, args.window, args.after = 4.0, 3.0, 2.0
+    logging.basicConfig(level=logging.ERROR)
+    os.environ["BENCH_RECOVERY_STATE_BYTES"] = str(int(args.state_mb * 2**20))
+    started = time.monotonic()
+    figures: dict[str, Any] = {
+        "deployment": f"cluster: {args.slots + 3} `onyx peer start` members of 1 peer, "
+                      "--workers 0, ZooKeeper, Aeron",
+        "segments": args.segments, "throughput_slots": args.throughput_slots,
+        "slots": args.slots, "state_mb_per_slot": args.state_mb,
+        "state_mb_total": args.state_mb * args.slots, "rate_records_per_s": args.rate,
+        "barrier_period_s": args.barrier_period, "heartbeat_interval_s": args.heartbeat_interval,
+        "auto_down_s": args.auto_down,
+    }  # fmt: skip
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-recovery-") as logs,
+        cluster(Path(logs), args.slots + 3, args) as c,
+    ):
+        print("throughput, causal logging off and on:")
+        figures.update(throughput(c, args))
+        print("recovery, local:")
+        local = recovery_run(c, args, True, None)
+        figures.update(local["figures"])
+        c.add()
+        c.wait_peers(args.slots + 3)
+        print("recovery, global:")
+        figures.update(recovery_run(c, args, False, local["index"])["figures"])
+    figures["unaffected_min_throughput_ratio"] = figures["unaffected_min_throughput_ratio_local"]
+    figures["bench_s"] = round(time.monotonic() - started, 1)
+    report(figures)
+    print(json.dumps(figures, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
