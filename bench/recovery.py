@@ -14,24 +14,33 @@ leader's auto-down after --auto-down s. The job code is bench/recovery_fns.py.
 2. Recovery: input -> ``Hold`` (keyed, --slots slots, each holding --state-mb MB in its
    snapshot besides its counts) -> an output noting when each record arrives; the input paced at
    --rate records per second, so that per-second throughputs mean something. Each slot, the
-   input and the output are on a member of their own, and one member is free. Local: the job
-   with ``local_recovery: true`` and ``standby: true`` on the keyed task, so the free member is
-   the standby of one slot (standbys go only on free peers), and that slot's member is killed
-   (SIGKILL) once the job has committed twice and run --before s more. Global: the same job
-   without either (a fresh member replaces the killed one first), and the member of a slot
-   killed the same way: its failure reallocates the job and every slot restores.
-   ``local_recovery_s`` / ``global_recovery_s``: from the kill to the first output record of
-   the failed slot's keys (the keys that slot's process emitted before the kill) that a fn made
-   after the kill. ``..._detection_s``: from the kill to the group-leave entry of the killed
-   member in the log, so a recovery time reads as detection plus the rest (``..._after_
-   detection_s``). ``local_task_recovered_s``: the kill to the replacement's task-recovered
-   entry. The restores the surviving members counted (onyx_task_restores_total by kind) show
-   what rolled back.
-3. ``unaffected_min_throughput_ratio``: during the local recovery (from the kill to the end of
-   the last one-second bin that overlaps it), the lowest one-second count of new records (first
-   arrivals of each record) of the slots that did not fail, over their mean per second in the
-   --window s before the kill. ``unaffected_min_throughput_ratio_global`` is the same in the
-   global run.
+   input and the output are on a member of their own, and one member is free. Three runs, each
+   killing (SIGKILL) the member of one slot once the job has committed twice, run --before s
+   more and committed once again, at a chosen point of the barrier period (a fresh member
+   replaces the killed one before the next run):
+   - ``local``: the job with ``local_recovery: true`` and ``standby: true`` on the keyed task,
+     so the free member is the standby of one slot (standbys go only on free peers), and that
+     slot's member is killed 0.1 s after a commit: no barrier comes during a recovery shorter
+     than the barrier period.
+   - ``local_barrier``: the same, killed --barrier-period - 1 s after a commit: a barrier comes
+     about a second after the kill, during the detection. The output aligns barriers from every
+     slot, so it waits for the failed seat's until its replacement has replayed up to it.
+   - ``global``: the same job without either, killed 0.1 s after a commit: the failure
+     reallocates the job and every slot restores (from every slot's snapshot).
+   ``<run>_recovery_s``: from the kill to the first output record of the failed slot's keys
+   (the keys that slot's process emitted before the kill) that a fn made after the kill.
+   ``<run>_detection_s``: from the kill to the group-leave entry of the killed member in the
+   log, so a recovery time reads as detection plus the rest (``<run>_after_detection_s``).
+   ``<run>_task_recovered_s``: the kill to the replacement's task-recovered entry. The restores
+   the surviving members counted (onyx_task_restores_total by kind), the job's allocation
+   versions and any rollback-job entry show what rolled back. ``local_recovery_s`` is the
+   ``local`` run's, ``global_recovery_s`` the baseline.
+3. Throughput of the slots that did not fail: in each run, their new records (first arrivals of
+   each record) per second, in one-second bins from the kill to the end of the last bin that
+   overlaps the recovery, and in 100 ms bins from 0.5 s before the kill (``<run>_unaffected_
+   per_100ms``); ``unaffected_min_throughput_ratio_<run>`` is the lowest one-second bin over
+   their mean per second in the --window s before the kill. ``unaffected_min_throughput_ratio``
+   is the lower of the two local runs'; the global run's is the baseline.
 
 Run: .venv/bin/python bench/recovery.py [--segments 300000] [--batch-size 1000] [--repeat 3]
      [--throughput-slots 2] [--slots 8] [--state-mb 32] [--rate 4000] [--keys 4096]
@@ -72,6 +81,8 @@ from tests.integration.test_metrics import Scrape  # noqa: E402
 from tests.support import PeerProcess, ZooKeeperServer, free_port, wait_for  # noqa: E402
 
 TENANCY = "bench"
+AFTER_COMMIT = 0.1
+"""Seconds from a commit to the kill in the runs that have no barrier during the recovery."""
 KEYED = "hold"
 
 
@@ -240,18 +251,19 @@ class LogWatch:
     """The log's entries as they are applied here, each with the wall time it was seen."""
 
     def __init__(self, store: LogStore) -> None:
-        self.seen: list[tuple[float, str, dict[str, Any]]] = []
+        self.seen: list[tuple[float, str, dict[str, Any], Any]] = []
+        """(wall time, entry fn, entry args, every job's allocation version after it)"""
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._follow, args=(store,), daemon=True)
 
     def _note(self, t: Transition) -> None:
-        self.seen.append((time.time(), t.entry.fn, dict(t.entry.args)))
+        self.seen.append((time.time(), t.entry.fn, dict(t.entry.args), t.new.allocation_versions))
 
     def _follow(self, store: LogStore) -> None:
         api.follow(store, lambda _: self.stop.is_set(), None, each=self._note)
 
     def first(self, fn: str, after: float, **args: Any) -> float | None:
-        return next((t for t, f, a in self.seen if f == fn and t >= after
+        return next((t for t, f, a, _ in self.seen if f == fn and t >= after
                      and all(a.get(k) == v for k, v in args.items())), None)  # fmt: skip
 
     def __enter__(self) -> LogWatch:
@@ -297,20 +309,36 @@ def binned(times: list[float], start: float, bins: int, width: float = 1.0) -> l
     return [counts.get(i, 0) for i in range(bins)]
 
 
+def next_commit(store: LogStore, job_id: str) -> None:
+    """Wait for the job's next commit: a kill ``phase`` s after it falls at a known point of the
+    barrier period."""
+    record, _ = Commits(store, job_id).read()
+    now = record.committed
+
+    def moved() -> bool:
+        latest, _ = Commits(store, job_id).read()
+        return latest.committed != now
+
+    wait_for(moved, 60, f"the next commit of job {job_id!r}", interval=0.02)
+
+
 def recovery_run(
-    c: Cluster, args: argparse.Namespace, local: bool, index: int | None
+    c: Cluster, args: argparse.Namespace, mode: str, phase: float, index: int | None
 ) -> dict[str, Any]:
-    mode = "local" if local else "global"
+    """Run the holding job, kill one slot's member ``phase`` s after a commit, and measure."""
+    local = mode != "global"
     out = c.logs / f"out-{mode}"
     out.mkdir()
-    job_id = api.submit(c.store, holding_job(args, local, out))
-    wait_for(lambda: committed_twice(c.store, job_id), 180, "two commits", interval=0.2)
-    time.sleep(args.before)  # the steady running measured before the kill, not a wait
-    peer, index = victim(c, job_id, local, index)
-    group = api.replica(c.store).group_of(peer)
-    member = c.member_of(group)
-    arrivals = Arrivals(out)
     with LogWatch(c.store) as watch:
+        job_id = api.submit(c.store, holding_job(args, local, out))
+        wait_for(lambda: committed_twice(c.store, job_id), 180, "two commits", interval=0.2)
+        time.sleep(args.before)  # the steady running measured before the kill, not a wait
+        peer, index = victim(c, job_id, local, index)
+        group = api.replica(c.store).group_of(peer)
+        member = c.member_of(group)
+        arrivals = Arrivals(out)
+        next_commit(c.store, job_id)
+        time.sleep(phase)  # where in the barrier period the kill falls, not a wait
         arrivals.update()
         killed = time.time()
         member.process.signal(signal.SIGKILL)
@@ -330,6 +358,9 @@ def recovery_run(
         left = watch.first("group-leave-cluster", killed, id=group)
         task_recovered = watch.first("task-recovered", killed, job=job_id)
         counted = restores(c, job_id)
+        versions = sorted({v[job_id] for _, _, _, v in watch.seen if job_id in v})
+        rollbacks = [a.get("reason") for _, f, a, _ in watch.seen
+                     if f == "rollback-job" and a.get("job") == job_id]  # fmt: skip
     member.process.process.wait()
     api.kill(c.store, job_id)
     api.wait(c.store, job_id, 60)
@@ -353,9 +384,12 @@ def recovery_run(
         f"{mode}_restores_local": counted["local"],
         f"{mode}_restores_global": counted["global"],
         f"{mode}_failed_slot_keys": len(failed),
+        f"{mode}_kill_after_commit_s": phase,
+        f"{mode}_allocation_versions": versions,
+        f"{mode}_rollbacks": rollbacks,
     }
     if local:
-        figures["local_task_recovered_s"] = (
+        figures[f"{mode}_task_recovered_s"] = (
             None if task_recovered is None else round(task_recovered - killed, 3)
         )
     return {"index": index, "figures": figures}
@@ -380,12 +414,23 @@ def report(figures: dict[str, Any]) -> None:
         ("local_detection_s", "global_detection_s"),
         ("local_after_detection_s", "global_after_detection_s"),
         ("local_task_recovered_s", None),
+        ("local_barrier_recovery_s", "global_recovery_s"),
+        ("local_barrier_detection_s", None),
+        ("local_barrier_task_recovered_s", None),
         ("unaffected_min_throughput_ratio", "unaffected_min_throughput_ratio_global"),
+        ("unaffected_min_throughput_ratio_local", "unaffected_min_throughput_ratio_global"),
+        ("unaffected_min_throughput_ratio_local_barrier", "unaffected_min_throughput_ratio_global"),
         ("local_unaffected_before_records_per_s", "global_unaffected_before_records_per_s"),
         ("local_unaffected_during_records_per_s", "global_unaffected_during_records_per_s"),
         ("local_unaffected_per_100ms", "global_unaffected_per_100ms"),
+        ("local_barrier_unaffected_per_100ms", None),
         ("local_restores_local", "global_restores_local"),
         ("local_restores_global", "global_restores_global"),
+        ("local_barrier_restores_local", None),
+        ("local_barrier_restores_global", None),
+        ("local_allocation_versions", "global_allocation_versions"),
+        ("local_barrier_allocation_versions", None),
+        ("local_rollbacks", "local_barrier_rollbacks"),
     ]
     for key, baseline in pairs:
         line = f"{key}: {figures.get(key)}{unit(key)}"
@@ -433,14 +478,21 @@ def main() -> None:
     ):
         print("throughput, causal logging off and on:")
         figures.update(throughput(c, args))
-        print("recovery, local:")
-        local = recovery_run(c, args, True, None)
-        figures.update(local["figures"])
-        c.add()
-        c.wait_peers(args.slots + 3)
-        print("recovery, global:")
-        figures.update(recovery_run(c, args, False, local["index"])["figures"])
-    figures["unaffected_min_throughput_ratio"] = figures["unaffected_min_throughput_ratio_local"]
+        index = None
+        runs = (("local", AFTER_COMMIT), ("local_barrier", max(0.0, args.barrier_period - 1)),
+                ("global", AFTER_COMMIT))  # fmt: skip
+        for n, (mode, phase) in enumerate(runs):
+            if n:
+                c.add()  # in place of the member killed
+                c.wait_peers(args.slots + 3)
+            print(f"recovery, {mode}, the kill {phase:g} s after a commit:")
+            run = recovery_run(c, args, mode, phase, index)
+            figures.update(run["figures"])
+            index = run["index"]
+    figures["unaffected_min_throughput_ratio"] = min(
+        figures["unaffected_min_throughput_ratio_local"],
+        figures["unaffected_min_throughput_ratio_local_barrier"],
+    )
     figures["bench_s"] = round(time.monotonic() - started, 1)
     report(figures)
     print(json.dumps(figures, sort_keys=True))
