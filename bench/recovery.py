@@ -45,7 +45,7 @@ leader's auto-down after --auto-down s. The job code is bench/recovery_fns.py.
 Run: .venv/bin/python bench/recovery.py [--segments 300000] [--batch-size 1000] [--repeat 3]
      [--throughput-slots 2] [--slots 8] [--state-mb 32] [--rate 4000] [--keys 4096]
      [--barrier-period 3] [--before 8] [--window 5] [--after 3] [--heartbeat-interval 0.1]
-     [--auto-down 1] [--quick]
+     [--auto-down 1] [--quick] [--logs DIR]
 ``--quick`` is --segments 50000 --repeat 1 --state-mb 4 --before 4 --window 3 --after 2.
 The last line of output is one JSON document holding every figure.
 """
@@ -456,6 +456,12 @@ def main() -> None:
     parser.add_argument("--heartbeat-interval", type=float, default=0.1)
     parser.add_argument("--auto-down", type=float, default=1.0)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--logs",
+        metavar="DIR",
+        help="keep the members' logs and the outputs "
+        "here (an empty directory); none: a temporary one, removed",
+    )
     args = parser.parse_args()
     if args.quick:
         args.segments, args.repeat, args.state_mb = 50_000, 1, 4
@@ -473,7 +479,9 @@ def main() -> None:
         "auto_down_s": args.auto_down,
     }  # fmt: skip
     with (
-        tempfile.TemporaryDirectory(prefix="bench-recovery-") as logs,
+        contextlib.nullcontext(args.logs)
+        if args.logs
+        else tempfile.TemporaryDirectory(prefix="bench-recovery-") as logs,
         cluster(Path(logs), args.slots + 3, args) as c,
     ):
         print("throughput, causal logging off and on:")
