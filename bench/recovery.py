@@ -58,6 +58,7 @@ import json
 import logging
 import math
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -66,6 +67,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -77,12 +79,14 @@ from peer import api  # noqa: E402
 from peer.log.entry import Transition  # noqa: E402
 from peer.log.store import LogStore  # noqa: E402
 from peer.runtime.checkpoints import Commits  # noqa: E402
+from peer.runtime.placement import placements  # noqa: E402
 from tests.integration.test_metrics import Scrape  # noqa: E402
 from tests.support import PeerProcess, ZooKeeperServer, free_port, wait_for  # noqa: E402
 
 TENANCY = "bench"
-AFTER_COMMIT = 0.1
-"""Seconds from a commit to the kill in the runs that have no barrier during the recovery."""
+AFTER_BARRIER = 0.5
+"""Seconds from a barrier to the kill in the runs without a barrier during a recovery shorter
+than the barrier period less this."""
 KEYED = "hold"
 
 
@@ -309,9 +313,36 @@ def binned(times: list[float], start: float, bins: int, width: float = 1.0) -> l
     return [counts.get(i, 0) for i in range(bins)]
 
 
+def barrier_sent(c: Cluster, job_id: str) -> tuple[float, float]:
+    """When the coordinator sent the barrier of the job's last committed epoch (wall time), and
+    how long that checkpoint took: its commit's log line, less what the line says it took."""
+    record, _ = Commits(c.store, job_id).read()
+    epoch = record.committed
+    replica = api.replica(c.store)
+    coordinator = placements(replica, {})[job_id].coordinator
+    member = c.member_of(replica.group_of(coordinator))
+    line = re.compile(
+        rf"^(\S+ \S+) INFO .*job {job_id}: epoch {epoch.number} of allocation {epoch.version} "
+        r"committed; its checkpoint took ([0-9.]+) s$", re.MULTILINE,
+    )  # fmt: skip
+    found = wait_for(lambda: line.search(member.process.output()), 10, "the commit's log line")
+    at = datetime.strptime(found[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    return at - float(found[2]), float(found[2])
+
+
+def kill_point(c: Cluster, job_id: str, period: float, offset: float) -> tuple[float, float]:
+    """A wall time ``offset`` s after the coordinator sends a barrier (the one after the last
+    committed epoch's, a period later: the checkpoint takes less than the period), at least
+    0.1 s ahead; and the checkpoint's duration."""
+    while True:
+        sent, took = barrier_sent(c, job_id)
+        at = sent + period + offset
+        if at > time.time() + 0.1:
+            return at, took
+        next_commit(c.store, job_id)
+
+
 def next_commit(store: LogStore, job_id: str) -> None:
-    """Wait for the job's next commit: a kill ``phase`` s after it falls at a known point of the
-    barrier period."""
     record, _ = Commits(store, job_id).read()
     now = record.committed
 
@@ -319,13 +350,14 @@ def next_commit(store: LogStore, job_id: str) -> None:
         latest, _ = Commits(store, job_id).read()
         return latest.committed != now
 
-    wait_for(moved, 60, f"the next commit of job {job_id!r}", interval=0.02)
+    wait_for(moved, 60, f"the next commit of job {job_id!r}", interval=0.05)
 
 
 def recovery_run(
-    c: Cluster, args: argparse.Namespace, mode: str, phase: float, index: int | None
+    c: Cluster, args: argparse.Namespace, mode: str, offset: float, index: int | None
 ) -> dict[str, Any]:
-    """Run the holding job, kill one slot's member ``phase`` s after a commit, and measure."""
+    """Run the holding job, kill one slot's member ``offset`` s after a barrier, and
+    measure."""
     local = mode != "global"
     out = c.logs / f"out-{mode}"
     out.mkdir()
@@ -337,8 +369,8 @@ def recovery_run(
         group = api.replica(c.store).group_of(peer)
         member = c.member_of(group)
         arrivals = Arrivals(out)
-        next_commit(c.store, job_id)
-        time.sleep(phase)  # where in the barrier period the kill falls, not a wait
+        at, took = kill_point(c, job_id, args.barrier_period, offset)
+        time.sleep(at - time.time())  # where in the barrier period the kill falls
         arrivals.update()
         killed = time.time()
         member.process.signal(signal.SIGKILL)
@@ -384,7 +416,8 @@ def recovery_run(
         f"{mode}_restores_local": counted["local"],
         f"{mode}_restores_global": counted["global"],
         f"{mode}_failed_slot_keys": len(failed),
-        f"{mode}_kill_after_commit_s": phase,
+        f"{mode}_kill_after_barrier_s": offset,
+        f"{mode}_checkpoint_s": took,
         f"{mode}_allocation_versions": versions,
         f"{mode}_rollbacks": rollbacks,
     }
@@ -431,6 +464,7 @@ def report(figures: dict[str, Any]) -> None:
         ("local_allocation_versions", "global_allocation_versions"),
         ("local_barrier_allocation_versions", None),
         ("local_rollbacks", "local_barrier_rollbacks"),
+        ("local_checkpoint_s", "global_checkpoint_s"),
     ]
     for key, baseline in pairs:
         line = f"{key}: {figures.get(key)}{unit(key)}"
@@ -487,14 +521,14 @@ def main() -> None:
         print("throughput, causal logging off and on:")
         figures.update(throughput(c, args))
         index = None
-        runs = (("local", AFTER_COMMIT), ("local_barrier", max(0.0, args.barrier_period - 1)),
-                ("global", AFTER_COMMIT))  # fmt: skip
-        for n, (mode, phase) in enumerate(runs):
+        runs = (("local", AFTER_BARRIER), ("local_barrier", max(0.0, args.barrier_period - 1)),
+                ("global", AFTER_BARRIER))  # fmt: skip
+        for n, (mode, offset) in enumerate(runs):
             if n:
                 c.add()  # in place of the member killed
                 c.wait_peers(args.slots + 3)
-            print(f"recovery, {mode}, the kill {phase:g} s after a commit:")
-            run = recovery_run(c, args, mode, phase, index)
+            print(f"recovery, {mode}, the kill {offset:g} s after a barrier:")
+            run = recovery_run(c, args, mode, offset, index)
             figures.update(run["figures"])
             index = run["index"]
     figures["unaffected_min_throughput_ratio"] = min(
