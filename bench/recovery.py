@@ -9,23 +9,26 @@ leader's auto-down after --auto-down s. The job code is bench/recovery_fns.py.
    --throughput-slots peers) -> an output that discards, with local_recovery false and true,
    everything else equal (checkpoints every 1 s in both: causal logging needs them). Timed from
    the first read of the input to the last write of the output (the plugins' marks, as
-   bench/dataplane.py), best of --repeat runs each, the two taking turns.
+   bench/dataplane.py), best of --repeat runs each, the two taking turns after a warm-up run of
+   each.
    ``throughput_ratio_causal_on_vs_off`` is on over off.
 2. Recovery: input -> ``Hold`` (keyed, --slots slots, each holding --state-mb MB in its
    snapshot besides its counts) -> an output noting when each record arrives; the input paced at
    --rate records per second, so that per-second throughputs mean something. Each slot, the
    input and the output are on a member of their own, and one member is free. Three runs, each
-   killing (SIGKILL) the member of one slot once the job has committed twice, run --before s
-   more and committed once again, at a chosen point of the barrier period (a fresh member
-   replaces the killed one before the next run):
+   killing (SIGKILL) the member of one slot once the job has committed twice and run --before s
+   more, at a chosen time after a barrier (when the coordinator sent it: its commit's log line
+   less the checkpoint's duration it states; the next barrier comes a period later, as long as
+   checkpoints take less than a period). A fresh member replaces the killed one before the next
+   run.
    - ``local``: the job with ``local_recovery: true`` and ``standby: true`` on the keyed task,
      so the free member is the standby of one slot (standbys go only on free peers), and that
-     slot's member is killed 0.1 s after a commit: no barrier comes during a recovery shorter
-     than the barrier period.
-   - ``local_barrier``: the same, killed --barrier-period - 1 s after a commit: a barrier comes
-     about a second after the kill, during the detection. The output aligns barriers from every
+     slot's member is killed 0.5 s after a barrier: the next barrier comes --barrier-period -
+     0.5 s after the kill, after a recovery shorter than that.
+   - ``local_barrier``: the same, killed --barrier-period - 1 s after a barrier: the next one
+     comes a second after the kill, during the detection. The output aligns barriers from every
      slot, so it waits for the failed seat's until its replacement has replayed up to it.
-   - ``global``: the same job without either, killed 0.1 s after a commit: the failure
+   - ``global``: the same job without either, killed 0.5 s after a barrier: the failure
      reallocates the job and every slot restores (from every slot's snapshot).
    ``<run>_recovery_s``: from the kill to the first output record of the failed slot's keys
    (the keys that slot's process emitted before the kill) that a fn made after the kill.
@@ -42,7 +45,7 @@ leader's auto-down after --auto-down s. The job code is bench/recovery_fns.py.
    their mean per second in the --window s before the kill. ``unaffected_min_throughput_ratio``
    is the lower of the two local runs'; the global run's is the baseline.
 
-Run: .venv/bin/python bench/recovery.py [--segments 300000] [--batch-size 1000] [--repeat 3]
+Run: .venv/bin/python bench/recovery.py [--segments 1000000] [--batch-size 1000] [--repeat 3]
      [--throughput-slots 2] [--slots 8] [--state-mb 32] [--rate 4000] [--keys 4096]
      [--barrier-period 3] [--before 8] [--window 5] [--after 3] [--heartbeat-interval 0.1]
      [--auto-down 1] [--quick] [--logs DIR]
@@ -475,7 +478,7 @@ def report(figures: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--segments", type=int, default=300_000)
+    parser.add_argument("--segments", type=int, default=1_000_000)
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--throughput-slots", type=int, default=2)
