@@ -110,7 +110,10 @@ class Cluster:
     store: LogStore | None = None
 
     def add(self) -> Member:
+        used = {m.metrics for m in self.members}
         port = free_port()
+        while port in used:
+            port = free_port()
         extra = [*self.flags, "--metrics-port", str(port), "--metrics-address", "127.0.0.1"]
         member = Member(PeerProcess(self.server.address, TENANCY, self.logs, vpeers=1,
                                     extra=extra), port)  # fmt: skip
@@ -121,7 +124,17 @@ class Cluster:
         return [m for m in self.members if m.process.process.poll() is None]
 
     def wait_peers(self, count: int) -> None:
-        wait_for(lambda: len(api.replica(self.store).peers) == count, 90, f"{count} peers")
+        """Until the cluster has ``count`` peers; a member that could not start (its metrics
+        port taken meanwhile by another process) is started again."""
+
+        def ready() -> bool:
+            for m in list(self.members):
+                if m.process.process.poll() is not None and "already in use" in m.process.output():
+                    self.members.remove(m)
+                    self.add()
+            return len(api.replica(self.store).peers) == count
+
+        wait_for(ready, 90, f"{count} peers")
 
     def member_of(self, group: str) -> Member:
         return next(m for m in self.live() if m.process.runs(group))
