@@ -68,12 +68,15 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -84,7 +87,6 @@ from peer.log.entry import Transition  # noqa: E402
 from peer.log.store import LogStore  # noqa: E402
 from peer.runtime.checkpoints import Commits  # noqa: E402
 from peer.runtime.placement import placements  # noqa: E402
-from tests.integration.test_metrics import Scrape  # noqa: E402
 from tests.support import PeerProcess, ZooKeeperServer, free_port, wait_for  # noqa: E402
 
 TENANCY = "bench"
@@ -323,9 +325,17 @@ def victim(c: Cluster, job_id: str, local: bool, index: int | None) -> tuple[str
 
 def restores(c: Cluster, job_id: str) -> dict[str, int]:
     """onyx_task_restores_total of the job by kind, summed over the live members."""
-    scrapes = [Scrape(m.metrics) for m in c.live()]
-    return {kind: int(sum(s.total("onyx_task_restores_total", onyx_job=job_id, kind=kind)
-                          for s in scrapes)) for kind in ("local", "global")}  # fmt: skip
+    totals = {"local": 0.0, "global": 0.0}
+    for member in c.live():
+        url = f"http://127.0.0.1:{member.metrics}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            text = reply.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                labels = sample.labels
+                if sample.name == "onyx_task_restores_total" and labels.get("onyx_job") == job_id:
+                    totals[labels["kind"]] += sample.value
+    return {kind: int(n) for kind, n in totals.items()}
 
 
 def binned(times: list[float], start: float, bins: int, width: float = 1.0) -> list[int]:
