@@ -35,7 +35,7 @@ leader's auto-down after --auto-down s. The job code is bench/recovery_fns.py.
    ``<run>_detection_s``: from the kill to the group-leave entry of the killed member in the
    log, so a recovery time reads as detection plus the rest (``<run>_after_detection_s``).
    ``<run>_task_recovered_s``: the kill to the replacement's task-recovered entry. The restores
-   the surviving members counted (onyx_task_restores_total by kind), the job's allocation
+   the surviving members counted (onyx_task_restores_total by scope), the job's allocation
    versions and any rollback-job entry show what rolled back. ``local_recovery_s`` is the
    ``local`` run's, ``global_recovery_s`` the baseline.
 3. Throughput of the slots that did not fail: in each run, their new records (first arrivals of
@@ -324,7 +324,7 @@ def victim(c: Cluster, job_id: str, local: bool, index: int | None) -> tuple[str
 
 
 def restores(c: Cluster, job_id: str) -> dict[str, int]:
-    """onyx_task_restores_total of the job by kind, summed over the live members."""
+    """onyx_task_restores_total of the job by scope, summed over the live members."""
     totals = {"local": 0.0, "global": 0.0}
     for member in c.live():
         url = f"http://127.0.0.1:{member.metrics}/metrics"
@@ -334,7 +334,7 @@ def restores(c: Cluster, job_id: str) -> dict[str, int]:
             for sample in family.samples:
                 labels = sample.labels
                 if sample.name == "onyx_task_restores_total" and labels.get("onyx_job") == job_id:
-                    totals[labels["kind"]] += sample.value
+                    totals[labels["scope"]] += sample.value
     return {kind: int(n) for kind, n in totals.items()}
 
 

@@ -135,9 +135,9 @@ SNAPSHOT_BYTES = Histogram(
 )
 RESTORES = Counter(
     "onyx_task_restores",
-    "Times a task's peer restored its state from a committed snapshot: kind global when its "
+    "Times a task's peer restored its state from a committed snapshot: scope global when its "
     "whole job rolled back, local when the peer took a failed peer's seat over alone",
-    [*JOB_TASK, "kind"],
+    [*JOB_TASK, "scope"],
 )
 LOCAL_RECOVERIES = Counter(
     "onyx_task_local_recoveries",

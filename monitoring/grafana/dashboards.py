@@ -437,8 +437,8 @@ def cluster() -> dict[str, Any]:
             "ops",
             [
                 (
-                    rate("onyx_task_restores_total", job_matchers, by=[JOB_LABEL, "kind"]),
-                    "{{onyx_job}} {{kind}}",
+                    rate("onyx_task_restores_total", job_matchers, by=[JOB_LABEL, "scope"]),
+                    "{{onyx_job}} {{scope}}",
                 )
             ],
             "Task peers restoring from their job's last commit per second: global when the whole "
@@ -658,7 +658,12 @@ def job() -> dict[str, Any]:
         panel(
             "Restores per task",
             "ops",
-            [(rate("onyx_task_restores_total", matchers, by=[*task, "kind"]), "{{task}} {{kind}}")],
+            [
+                (
+                    rate("onyx_task_restores_total", matchers, by=[*task, "scope"]),
+                    "{{task}} {{scope}}",
+                )
+            ],
             "The task's peers restoring from the job's last commit per second: global when the "
             "whole job rolled back, local when a peer took a failed peer's seat over alone.",
         ),

@@ -158,9 +158,9 @@ def test_a_killed_slot_is_taken_over_and_nothing_else_rolls_back(reference, clus
     assert visits(loose) == reference[0], "the at-least-once sink got nothing twice"
     assert pulses(found) == pulses(loose) == reference[1]
     survivors = [Scrape(port) for i, port in enumerate(ports) if i != killed]
-    restores = sum(s.total("onyx_task_restores_total", onyx_job=job_id, kind="global")
+    restores = sum(s.total("onyx_task_restores_total", onyx_job=job_id, scope="global")
                    for s in survivors)  # fmt: skip
-    local = sum(s.total("onyx_task_restores_total", onyx_job=job_id, kind="local")
+    local = sum(s.total("onyx_task_restores_total", onyx_job=job_id, scope="local")
                 for s in survivors)  # fmt: skip
     assert (restores, local) == (0, 1), "only the replacement restored, from its seat's snapshot"
 

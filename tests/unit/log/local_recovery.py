@@ -88,13 +88,16 @@ def local_recovery_logs(draw: st.DrawFn) -> tuple[Replica, list[Entry]]:
     peers added, and task-recovered entries, current or stale."""
     sizes = draw(st.lists(st.integers(1, 2), min_size=5, max_size=10))
     groups = {f"g{i}": [f"p{i}{'ab'[k]}" for k in range(n)] for i, n in enumerate(sizes)}
+    engines = {name: draw(st.sampled_from(["python", "python", "arrow", "spark"]))
+               for name in ("f", "g", "h")}  # fmt: skip
     tasks = {
         name: {
-            "engine": draw(st.sampled_from(["python", "python", "arrow", "spark"])),
-            "standby": draw(st.sampled_from([None, None, True, False])),
+            "engine": engine,  # a standby on a spark task is refused at submit
+            "standby": draw(st.sampled_from([None, None, True, False] if engine != "spark"
+                                            else [None])),
         }
-        for name in ("f", "g", "h")
-    }
+        for name, engine in engines.items()
+    }  # fmt: skip
     doc = job_doc(
         tasks,
         local_recovery=True,

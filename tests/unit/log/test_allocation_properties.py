@@ -55,9 +55,10 @@ def local_recovery(draw: st.DrawFn, doc: dict) -> dict:
         task["max_peers"] = task["min_peers"]
     for task in catalog[1:-1]:
         task["engine"] = draw(st.sampled_from(["python", "python", "arrow", "spark"]))
-        task["standby"] = draw(st.sampled_from([None, True, False]))
+        replayable = task["engine"] != "spark"  # a standby elsewhere is refused at submit
+        task["standby"] = draw(st.sampled_from([None, True, False] if replayable else [None]))
     how = draw(st.sampled_from([{"local_recovery": True}, {"standby": True}, {}]))
-    if not how and len(catalog) == 2:
+    if not how and (len(catalog) == 2 or catalog[1]["engine"] == "spark"):
         how = {"local_recovery": True}
     if not how:
         catalog[1]["standby"] = True

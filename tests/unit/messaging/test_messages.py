@@ -14,6 +14,7 @@ from peer.messaging.frame import BodyError, FrameError, Header, MessageType, enc
 from peer.messaging.messages import (
     DRAINED,
     END,
+    RECALL,
     TABLE,
     Ack,
     Address,
@@ -21,13 +22,17 @@ from peer.messaging.messages import (
     Batch,
     Committed,
     Credit,
+    Determinants,
     Drained,
     End,
     JoinAsk,
     JoinReply,
     LogRumor,
     Membership,
+    Recall,
+    Recalled,
     Recover,
+    ReplayFrom,
     Watermark,
 )
 
@@ -91,6 +96,7 @@ def test_the_table_has_one_row_per_message_kind_and_frame_type():
     kinds = {Batch, Barrier, Watermark, End, Credit, Recover, Ack, Drained, Committed, Membership}
     kinds |= {JoinAsk, JoinReply}
     kinds |= {LogRumor}
+    kinds |= {Determinants, ReplayFrom, Recall, Recalled}
     assert {row.message for row in TABLE} == kinds
     assert {row.type for row in TABLE} == set(MessageType) - {MessageType.FRAGMENT}
 
@@ -104,6 +110,10 @@ def test_the_table_has_one_row_per_message_kind_and_frame_type():
         (Ack(9), MessageType.ACK, 9),
         (Committed(4), MessageType.COMMITTED, 4),
         (END, MessageType.END, 0),
+        (ReplayFrom(3), MessageType.REPLAY, 3),
+        (RECALL, MessageType.RECALL, 0),
+        (Recalled([4, 2, [[0, [[1, 1]]], [1, 5.0]]]), MessageType.RECALLED, 0),
+        (Determinants([[1, 0, 1, [[4, 2]]]]), MessageType.DETERMINANTS, 0),
     ],
 )
 def test_a_message_that_fits_is_one_frame_whose_header_says_what_it_is(message, kind, epoch):
