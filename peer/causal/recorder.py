@@ -64,6 +64,11 @@ class Recorder:
         """The next logged event to replay; None when live."""
         return self._queue[0] if self._queue else None
 
+    def next_is(self, kind: int) -> bool:
+        """Whether the next logged event to replay is of ``kind``: where the replay may make
+        that choice now."""
+        return bool(self._queue) and self._queue[0][0] == kind
+
     def consume(self, kind: int) -> Event:
         """The next logged event, which must be of ``kind``; appended to the log again."""
         found = self._queue[0] if self._queue else None

@@ -112,8 +112,7 @@ class LoggedClock:
         the logged tick when it comes next."""
         recorder = self.recorder
         if recorder.replaying:
-            nxt = recorder.peek()
-            return recorder.tick() if nxt is not None and nxt[0] == TICK else None
+            return recorder.tick() if recorder.next_is(TICK) else None
         if time.time() < at:
             return None
         return recorder.tick()
@@ -138,8 +137,7 @@ class LoggedClock:
                 return False
             recorder.record((END, 0))
             return True
-        nxt = recorder.peek()
-        if nxt is None or nxt[0] != END:
+        if not recorder.next_is(END):
             return False
         recorder.consume(END)
         return True

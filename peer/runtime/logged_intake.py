@@ -108,9 +108,9 @@ class LoggedIntake(HoldingIntake):
         return batch
 
     def _replayed(self, recorder: Recorder) -> Any:
-        event = recorder.peek()
-        if event is None or event[0] != TAKE:
+        if not recorder.next_is(TAKE):
             return []
+        event = recorder.peek()
         counts = [(self.short_of[seat], n) for seat, n in event[1]]
         batch = self.inner.read_exact(counts)
         if batch is None:
@@ -120,8 +120,6 @@ class LoggedIntake(HoldingIntake):
 
     def aligned(self) -> Barrier | None:
         recorder = self.recorder
-        if recorder.replaying:
-            event = recorder.peek()
-            if event is None or event[0] != BARRIER:
-                return None
+        if recorder.replaying and not recorder.next_is(BARRIER):
+            return None
         return self.inner.aligned()
