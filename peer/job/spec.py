@@ -112,6 +112,13 @@ class Task:
         fn's (whose batches run in Spark's order), rolls its job back instead."""
         return self.kind == "function" and self.engine in REPLAYABLE_ENGINES
 
+    @property
+    def unaligned(self) -> bool:
+        """Whether, in a job that recovers locally, this task takes its barriers unaligned
+        (peer.runtime.unaligned): an output whose batches are applied in line (Python or
+        Arrow), so that its snapshot at a barrier's first copy covers all it took before."""
+        return self.kind == "output" and self.engine in REPLAYABLE_ENGINES
+
     def to_dict(self) -> dict[str, Any]:
         doc = _non_defaults(self)
         if self.n_peers is not None:

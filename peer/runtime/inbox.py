@@ -135,6 +135,15 @@ class Inbox:
         for queue in self.queues.values():
             queue.popleft()
 
+    def opened(self) -> Barrier | None:
+        """A barrier to snapshot at before every copy of it has come: never, aligned (see
+        peer.runtime.unaligned)."""
+        return None
+
+    def sealed(self) -> list[columnar.Batch] | None:
+        """What the last snapshot keeps of the channels: nothing, aligned."""
+        return []
+
     def watermark(self) -> float | None:
         """The smallest watermark over every sender, once every sender has sent one."""
         if len(self.watermarks) < len(self.queues) or not self.queues:

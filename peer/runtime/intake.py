@@ -5,7 +5,9 @@ two batches; its watermark is the plugin's ``watermark()`` or, failing that, the
 ``assign_watermark_fn`` gave over the segments read. Every other task takes from its inbox, one
 queue per upstream peer (peer.runtime.inbox): a barrier passes once it has come from every
 upstream peer and nothing before it is left to read, the watermark is the smallest over the
-upstream peers, and the batches taken go back to their senders as credit.
+upstream peers, and the batches taken go back to their senders as credit. An output of a job
+that recovers locally takes its barriers unaligned instead (peer.runtime.unaligned), so that a
+failed upstream seat holds back none of the others.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from peer.metrics import TaskMeters
 from peer.runtime.columnar import Segment, rows
 from peer.runtime.emit import WINDOW
 from peer.runtime.inbox import Inbox
+from peer.runtime.unaligned import UnalignedInbox
 
 
 class Intake(Protocol):
@@ -37,6 +40,11 @@ class Intake(Protocol):
 
     def aligned(self) -> Barrier | None:
         """A barrier every upstream peer has reached, released, once nothing is left to read."""
+
+    def sealed(self) -> list[Any] | None:
+        """What the snapshot of the barrier last passed keeps of the channels (batches of rows
+        taken after it from upstream peers whose copy of it had not come), once every copy
+        has come; None until then. Aligned intakes keep nothing: [] at once."""
 
     def mark(self) -> float | None:
         """The watermark as of what has been read."""
@@ -83,6 +91,9 @@ class PluginIntake:
     def aligned(self) -> Barrier | None:
         return None
 
+    def sealed(self) -> list[Any] | None:
+        return []
+
     def mark(self) -> float | None:
         return self.source() if self.source is not None else self.assigned
 
@@ -102,10 +113,12 @@ class InboxIntake:
         upstream: frozenset[int],
         grant: Callable[[int, int], None],
         meters: TaskMeters,
+        *,
         window: Callable[[int], int] = lambda source: WINDOW,
+        inbox: Callable[[frozenset[int]], Inbox] = Inbox,
     ) -> None:
         self.limit = task.batch_size
-        self.inbox = Inbox(upstream)
+        self.inbox = inbox(upstream)
         self.owed_at = {source: max(window(source) // 2, 1) for source in upstream}
         """Credit goes back to a sender once half its window has been taken."""
         self.grant, self.meters = grant, meters
@@ -118,7 +131,8 @@ class InboxIntake:
         self.inbox.put(source, item)
 
     def next_barrier(self) -> Barrier | None:
-        return None
+        """An unaligned inbox's barrier that opens an epoch."""
+        return self.inbox.opened()
 
     def read(self) -> Any:
         batch = self.inbox.take(self.limit)
@@ -141,10 +155,22 @@ class InboxIntake:
         if barrier is None:
             return None
         self.inbox.release()
+        self._all_came()
+        return barrier
+
+    def sealed(self) -> list[Any] | None:
+        """An unaligned inbox's channel state, as rows, once the epoch closes (how long it was
+        open is the alignment it saved); [] at once for an aligned one."""
+        channel = self.inbox.sealed()
+        if channel is None:
+            return None
+        self._all_came()
+        return [rows(batch) for batch in channel]
+
+    def _all_came(self) -> None:
         if self.barrier_since is not None:
             self.meters.alignment_seconds.observe(time.perf_counter() - self.barrier_since)
         self.barrier_since = None
-        return barrier
 
     def mark(self) -> float | None:
         return self.inbox.watermark()
@@ -161,9 +187,13 @@ def intake_for(
     upstream: frozenset[int],
     grant: Callable[[int, int], None],
     meters: TaskMeters,
+    *,
     window: Callable[[int], int] = lambda source: WINDOW,
+    unaligned: bool = False,
 ) -> PluginIntake | InboxIntake:
-    """``window`` gives each upstream peer's (by short id) credit window."""
+    """``window`` gives each upstream peer's (by short id) credit window; ``unaligned``, that
+    barriers are taken unaligned (peer.runtime.unaligned)."""
     if task.kind == "input":
         return PluginIntake(task)
-    return InboxIntake(task, upstream, grant, meters, window)
+    inbox = UnalignedInbox if unaligned else Inbox
+    return InboxIntake(task, upstream, grant, meters, window=window, inbox=inbox)

@@ -69,13 +69,16 @@ class HoldingIntake:
         self.inner.deliver(source, item)
 
     def next_barrier(self) -> Barrier | None:
-        return None
+        return self.inner.next_barrier()
 
     def read(self) -> Any:
         return self.inner.read()
 
     def aligned(self) -> Barrier | None:
         return self.inner.aligned()
+
+    def sealed(self) -> list[Any] | None:
+        return self.inner.sealed()
 
     def mark(self) -> float | None:
         return self.inner.mark()

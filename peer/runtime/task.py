@@ -173,9 +173,11 @@ class TaskRunner:
         self.meters = task_meters(ctx.job.id, task.name)
         placement, peer = ctx.placement, ctx.peer
         senders = {placement.short_ids[p]: p for p in placement.upstream.get(task.name, ())}
+        local = ctx.job.local_recovery_on and ctx.checkpointed
         self.intake: Intake = intake_for(
             task, ctx.upstream, self._grant, self.meters,
-            lambda source: window(placement, senders[source], peer),
+            window=lambda source: window(placement, senders[source], peer),
+            unaligned=local and task.unaligned,
         )  # fmt: skip
         self.emitter: Emitter = emitter_for(
             task, ctx.router, ctx.send, ctx.congested, lambda to: window(placement, peer, to)
@@ -183,7 +185,7 @@ class TaskRunner:
         self.causal: CausalTask | None = None
         """Its part in local recovery, when its job has it (peer.runtime.causal)."""
         self.clock: PlainClock | LoggedClock = PlainClock()
-        if ctx.job.local_recovery_on and ctx.checkpointed:
+        if local:
             parts = causal_parts(
                 ctx.job, task, ctx.seat, intake=self.intake, emitter=self.emitter,
                 upstream_seats=ctx.upstream_seats(), make_emitter=self._logged_emitter,
@@ -205,6 +207,9 @@ class TaskRunner:
         self.recovery: list[Any] | None = None
         self.fetching: list[Future[bytes]] = []
         self.uploads: deque[tuple[int, Future[Any]]] = deque()
+        self.sealing: tuple[Epoch, dict[str, Any], Future[Any] | None] | None = None
+        """A snapshot taken at a barrier whose copies have not all come (an unaligned
+        intake's): stored with its channel state once they have."""
         self.in_flight: deque[tuple[Future[Any], float | None, float]] = deque()
         """An asynchronous apply's batches, oldest first, each with the watermark read with it
         and when it was read."""
@@ -480,6 +485,9 @@ class TaskRunner:
         if live:
             self.apply.restore([s["fn"] for s in live], self._mine)
         self.fetching = []
+        channel = self._channel(snapshots)
+        if channel:
+            self._take(channel, time.perf_counter())
         if snapshots:
             local = then is Phase.RECALL
             (self.meters.restored_locally if local else self.meters.restored_globally).inc()
@@ -488,6 +496,17 @@ class TaskRunner:
         log.debug("peer %s runs task %r of job %s", c.peer, c.task.name, c.job.id)
         return True
 
+    def _channel(self, snapshots: list[dict[str, Any]]) -> list[Segment]:
+        """The rows of the restored snapshots' channel state that are this slot's to take
+        again, first (peer.runtime.unaligned): of a keyed task, those whose key routes here;
+        otherwise an old slot's all go to one new slot, old modulo new."""
+        c = self.ctx
+        held = [(i, row) for i, s in enumerate(snapshots)
+                for batch in s.get("channel", ()) for row in batch]  # fmt: skip
+        if c.key_of is not None:
+            return [row for _, row in held if self._mine(c.key_of(row))]
+        return [row for i, row in held if i % c.slots == c.slot]
+
     def _mine(self, key: Any) -> bool:
         """Whether a group key routes to this slot: what a restoring slot keeps."""
         return key_hash(key) % self.ctx.slots == self.ctx.slot
@@ -495,6 +514,8 @@ class TaskRunner:
     def _run(self) -> bool:
         """One round of RUN (and of ENDED, where the intake has nothing more to read)."""
         busy = self._acknowledge()
+        if self.sealing is not None:
+            busy = self._seal() or busy
         busy = self.emitter.pump() or busy
         if self.windows is not None:
             now = self.clock.due(self.windows.due_at())
@@ -603,12 +624,26 @@ class TaskRunner:
         }
         if self.causal is not None:
             snapshot["causal"] = self._causal_snapshot()
+        self.sealing = (epoch, snapshot, durable)
+        self._seal()
+        if barrier.final and self.output:
+            self.final = barrier.epoch
+        return True
+
+    def _seal(self) -> bool:
+        """Store the snapshot being taken, with its channel state, once the intake has it."""
+        channel = self.intake.sealed()
+        if channel is None:
+            return False
+        c = self.ctx
+        epoch, snapshot, durable = self.sealing
+        self.sealing = None
+        if channel:
+            snapshot["channel"] = channel
         blob = msgpack.packb(snapshot)
         self.meters.snapshot_bytes.observe(len(blob))
         upload = c.storage.put(c.job.id, epoch, c.task.name, c.slot, blob)
-        self.uploads.append((barrier.epoch, joined(upload, durable)))
-        if barrier.final and self.output:
-            self.final = barrier.epoch
+        self.uploads.append((epoch.number, joined(upload, durable)))
         return True
 
     def _causal_snapshot(self) -> dict[str, Any]:

@@ -195,7 +195,7 @@ def test_credit_goes_back_to_each_sender_at_half_of_its_own_window():
     windows = {1: LOCAL_WINDOW, 2: WINDOW}
     intake = intake_for(
         kind("function", batch_size=1), frozenset(windows), lambda *g: grants.append(g), METERS,
-        windows.__getitem__,
+        window=windows.__getitem__,
     )  # fmt: skip
     for n in range(WINDOW // 2):
         intake.deliver(1, Batch([{"n": n}]))
