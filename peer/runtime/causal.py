@@ -162,6 +162,8 @@ class CausalTask:
         self.answers: dict[int, list[Any]] = {}
         """The downstream seats' answers to this runner's Recall, while it takes a seat over."""
         self.asked: frozenset[int] = frozenset()
+        self.had: dict[int, int] = {}
+        """What each downstream seat had of this seat's messages when the replay began."""
 
     def deltas(self, to: int) -> list[Any]:
         """The determinants downstream seat ``to`` has not been sent yet."""
@@ -216,7 +218,21 @@ class CausalTask:
             if end - start > len(events):
                 events = [event(e) for e in held[start - offset :]]
         self.recorder.replay(events)
-        return {seat: answer[0] for seat, answer in sorted(self.answers.items())}
+        self.had = {seat: answer[0] for seat, answer in sorted(self.answers.items())}
+        return dict(self.had)
+
+    def check_replayed(self) -> None:
+        """The replay is over: it must have made again every message a downstream seat had,
+        or what the seat had is not what this seat now holds; the job rolls back instead
+        (LocalRecoveryError). A message made live in place of a missing one would be taken
+        for it and never sent."""
+        made = self.inflight.counts()
+        for seat, had in sorted(self.had.items()):
+            if made.get(seat, 0) < had:
+                raise LocalRecoveryError(
+                    f"its replay made {made.get(seat, 0)} messages for seat {seat}, "
+                    f"which had {had} of them"
+                )
 
 
 @dataclass

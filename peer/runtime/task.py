@@ -460,6 +460,8 @@ class TaskRunner:
         if self.clock.replaying:
             self.watchdog.check(self.causal.log.end, "the replay")
             return self._run()
+        self._advance_watermark(self.intake.mark())  # as the seat did after its last take
+        self.causal.check_replayed()
         self._steps[Phase.ENDED] = self._run
         if self.phase is Phase.REPLAY:
             self._enter(Phase.RUN)

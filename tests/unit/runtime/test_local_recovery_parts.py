@@ -1,6 +1,7 @@
 """The parts of local recovery around the replay: a standby holds its seat's latest committed
 snapshot, fetched as each commit is announced, and hands it to the runner it becomes; an
-upstream whose in-flight log overflowed rolls the job back instead of failing it."""
+upstream whose in-flight log overflowed, or a replay that made fewer messages than a downstream
+had, rolls the job back instead of failing it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 import pytest
 
 from peer.job.spec import Job, Task
-from peer.messaging.messages import ReplayFrom
+from peer.messaging.messages import Batch, ReplayFrom
+from peer.runtime.causal import CausalTask, LocalRecoveryError
 from peer.runtime.checkpoints import CheckpointStorage, Epoch
 from peer.runtime.placement import place
 from peer.runtime.routing import Router, routes
@@ -97,3 +99,19 @@ def test_an_upstream_whose_log_overflowed_rolls_the_job_back_instead_of_failing(
     runner.asked("o1", ReplayFrom(0))
     assert len(rollbacks) == 1
     assert "cannot recover locally: LogLost" in rollbacks[0]
+
+
+def test_a_replay_that_made_fewer_messages_than_a_downstream_seat_had_rolls_back():
+    """Seat 1 had 3 messages of this seat, seat 2 none: a replay that makes 2 for seat 1 has
+    lost one, which a live message would otherwise be taken for and never sent."""
+    causal = CausalTask(seat=0, depth=1, budget=1 << 20)
+    causal.recall(frozenset({1, 2}))
+    causal.answered(1, [3, 0, []])
+    causal.answered(2, [0, 0, []])
+    assert causal.replay() == {1: 3, 2: 0}
+    for n in range(2):
+        causal.inflight.record(1, Batch([{"n": n}]), 10)
+    with pytest.raises(LocalRecoveryError, match="made 2 messages for seat 1, which had 3"):
+        causal.check_replayed()
+    causal.inflight.record(1, Batch([{"n": 2}]), 10)
+    causal.check_replayed()
