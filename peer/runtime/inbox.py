@@ -4,7 +4,8 @@ Barriers, watermarks and end markers travel in line with the batches, so each up
 gets its own queue: a barrier holds back what its sender sent after it, and only that, until the
 same barrier has come from every upstream peer (alignment). The receiver aligns, not the
 sender, because only the receiver sees all its inputs: senders never wait, and a fast input
-cannot push segments of the next epoch into state before the snapshot of this one.
+cannot push segments of the next epoch into state before the snapshot of this one. (An output
+of a job that recovers locally does not align: peer.runtime.unaligned.)
 
 The inbox also counts the batches taken from each sender, which the runner hands back to the
 sender as credit (peer.runtime.emit): no sender has more than a window of batches in flight to
