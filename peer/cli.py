@@ -832,14 +832,22 @@ def _worker_spec(args: argparse.Namespace, settings: GroupConfig) -> WorkerSpec:
     )  # fmt: skip
 
 
+RECONNECT_GRACE = 5.0
+"""Seconds a stop waits for ZooKeeper before it gives up leaving: a loaded machine or a server
+that restarts drops the connection for a moment, and a member that can still leave should."""
+
+
 def _stopper(store: api.ZooKeeperStore, group: PeerGroup) -> Callable[..., None]:
-    """A signal handler: leave the ring gracefully, or, with ZooKeeper out of reach, exit at once.
-    Then the leave could never be written, and the group's thread may be blocked on a request
-    that waits for a server, as would any cleanup that touches ZooKeeper; the group's pulse goes
-    when its session expires, and its embedded driver's directory is removed by the next group
-    that starts on this machine."""
+    """A signal handler: leave the ring gracefully, or, with ZooKeeper out of reach for
+    RECONNECT_GRACE, exit. Then the leave could never be written, and the group's thread may be
+    blocked on a request that waits for a server, as would any cleanup that touches ZooKeeper;
+    the group's pulse goes when its session expires, and its embedded driver's directory is
+    removed by the next group that starts on this machine."""
 
     def stop(*_: object) -> None:
+        deadline = time.monotonic() + RECONNECT_GRACE
+        while not store.connected and time.monotonic() < deadline:
+            time.sleep(0.05)
         if not store.connected:
             logging.getLogger(__name__).warning(
                 "ZooKeeper at %s is unreachable: stopping without leaving the ring", store.hosts
