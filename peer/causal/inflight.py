@@ -11,6 +11,10 @@ get them twice.
 Items that could not be sent yet (no credit, a congested link, a receiver gone) wait here too,
 so an upstream never stops for one slow or dead downstream while the others go on.
 
+A channel to a peer in the sender's own process keeps nothing once it is sent (``keep``): the
+two fail together, and two adjacent tasks failing at once roll the job back (peer.log.takeover),
+so nobody would ask for it again. The items wait there only until they go.
+
 Memory is bounded: past ``budget`` bytes held, the items already sent are dropped (the unsent
 never are: they are the job's data) and the log is ``lost`` until an epoch whose barrier came
 after the loss commits; meanwhile a failure downstream falls back to global rollback, which
@@ -84,6 +88,10 @@ class InFlightLog:
         self._lost_at = 0
         self._barriers: dict[int, int] = {}
         """Each epoch's first Barrier, by record number: it tells when a loss is behind us."""
+        self._unkept: set[int] = set()
+        """The seats whose items are dropped as they go (``keep``)."""
+        self._forgotten: set[int] = set()
+        """The seats that have had sent items dropped that way: they cannot be rewound."""
 
     @property
     def nbytes(self) -> int:
@@ -92,6 +100,15 @@ class InFlightLog:
     @property
     def unsent_bytes(self) -> int:
         return self._unsent
+
+    def keep(self, seat: int, kept: bool) -> None:
+        """Whether what goes down ``seat`` is kept until its epoch commits (a peer of another
+        process) or dropped as it goes (a peer of this one). Told again when another peer takes
+        the seat over: what was kept so far stays for that peer's rewind."""
+        if kept:
+            self._unkept.discard(seat)
+        else:
+            self._unkept.add(seat)
 
     def blocked(self) -> bool:
         """Too much waits to be sent: the task stops taking input until some goes out."""
@@ -153,6 +170,9 @@ class InFlightLog:
         if seq > channel.sent:
             self._unsent -= channel.bytes_between(channel.sent, seq)
             channel.sent = seq
+            if seat in self._unkept and channel.items:
+                self._nbytes -= channel.drop_through(min(seq, channel.count))
+                self._forgotten.add(seat)
 
     def channels(self) -> list[int]:
         """The seats with items to send."""
@@ -183,6 +203,8 @@ class InFlightLog:
                 f"the in-flight log overflowed its budget of {self.budget} bytes: "
                 f"seat {seat} cannot get again what followed epoch {after_epoch}"
             )
+        if seat in self._forgotten:
+            raise LogLost(f"seat {seat}'s peer ran in this process: what went to it was not kept")
         channel = self._channels.setdefault(seat, _Channel())
         held = channel.barrier(after_epoch, channel.count)
         if held is not None and channel.items[held - channel.first][0].epoch == after_epoch:

@@ -35,6 +35,7 @@ from peer.messaging.frame import (
     decode,
     decode_header,
     encode,
+    unpack,
 )
 
 MAX_SEGMENT = 64 * 1024 * 1024
@@ -57,6 +58,7 @@ def frames(header: Header, body: Body, limit: int, largest: int = MAX_FRAME) -> 
     frame = encode(header, body)
     if len(frame) <= limit:
         return [frame]
+    body = unpack(body)
     if header.type == MessageType.BATCH and len(body) > 1:
         if isinstance(body, pa.RecordBatch):
             runs = _arrow_runs(header, body, limit, len(frame))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, NamedTuple, NoReturn
 
@@ -39,8 +40,19 @@ HEADER = struct.Struct("<BBBxIIIQQ")
 """version, type, body format, one reserved byte (zero), job, source, destination, allocation
 version, epoch: 32 bytes, so the body starts aligned."""
 
-Body = Sequence[Any] | pa.RecordBatch
-"""A list (rows, or what another message carries), or one Arrow record batch."""
+
+@dataclass(frozen=True, slots=True)
+class Packed:
+    """A batch of rows already encoded as a body (``pack``). A sender that keeps what it sent
+    until a commit (peer.causal.inflight) holds these bytes rather than the rows: one object
+    to free instead of a dict per row, freed long after the rows would have gone cold. A
+    frame takes them as they are."""
+
+    data: bytes
+
+
+Body = Sequence[Any] | pa.RecordBatch | Packed
+"""A list (rows, or what another message carries), one Arrow record batch, or rows packed."""
 
 
 class FrameError(ValueError):
@@ -112,12 +124,34 @@ def encode(header: Header, body: Body = ()) -> bytes:
                            header.destination, header.allocation_version, header.epoch)  # fmt: skip
     except (KeyError, TypeError, struct.error):
         _refuse_header(header)
+    if isinstance(body, Packed):
+        return head + body.data
     try:
         if arrow:
             return encode_arrow(body, head)
         return head + (encode_rows(body) if body else EMPTY)
     except CodecError as e:
         raise FrameError(str(e)) from e
+
+
+def pack(batch: Sequence[Any] | pa.RecordBatch, limit: int) -> Body:
+    """A batch as a sender that keeps it holds it: rows encoded once, to be sent as they are,
+    when their frame fits in ``limit`` bytes; else the rows themselves, which go split in
+    several frames (peer.messaging.fragments). An Arrow batch as it is: its buffers are already
+    few objects. A FrameError naming what cannot travel."""
+    if isinstance(batch, pa.RecordBatch):
+        return batch
+    try:
+        data = encode_rows(batch)
+    except CodecError as e:
+        raise FrameError(str(e)) from e
+    return Packed(data) if HEADER.size + len(data) <= limit else batch
+
+
+def unpack(body: Body) -> Body:
+    """The rows a Packed body holds (read back as a receiver would); any other body as it
+    is."""
+    return decode_rows(body.data) if isinstance(body, Packed) else body
 
 
 def decode_header(frame: bytes | bytearray | memoryview) -> Header:

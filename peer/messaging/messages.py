@@ -30,13 +30,15 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 
 from peer.messaging import fragments
-from peer.messaging.frame import Body, BodyError, FrameError, Header, MessageType
+from peer.messaging.frame import Body, BodyError, FrameError, Header, MessageType, Packed, unpack
 from peer.messaging.frame import decode as decode_frame
 
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    batch: list[Any] | pa.RecordBatch
+    batch: list[Any] | pa.RecordBatch | Packed
+    """Rows, an Arrow record batch, or rows packed for the wire by a sender that keeps them
+    (peer.messaging.frame.pack)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +254,14 @@ def encode(
         if kind.message is Batch:
             raise
         raise FrameError(f"a {kind.message.__name__} message cannot travel: {e}") from e
+
+
+def in_process(message: Message) -> Message:
+    """``message`` as a peer of the sender's own process takes it: a batch packed for the wire
+    read back into its rows (a seat whose new peer runs here may have some waiting)."""
+    if isinstance(message, Batch) and isinstance(message.batch, Packed):
+        return Batch(unpack(message.batch))
+    return message
 
 
 def read(header: Header, body: Body) -> Message:

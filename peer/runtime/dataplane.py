@@ -56,7 +56,7 @@ from peer.log.store import LogStore
 from peer.membership.agent import MembershipSettings
 from peer.membership.service import Decisions, MembershipService
 from peer.messaging import fragments, messages
-from peer.messaging.frame import BodyError, FrameError, decode_header
+from peer.messaging.frame import BodyError, FrameError, decode_header, pack
 from peer.messaging.messages import (
     DRAINED,
     Ack,
@@ -401,6 +401,8 @@ class DataPlane:
             congested=lambda: self._congested(router.peers()),
             complete=complete,
             congested_peer=lambda to: self._congested([to]),
+            in_process=frozenset(self.mine).__contains__,
+            pack=self._pack,
             recovered=recovered,
             rollback=rollback,
             key_of=key_function(spec.group_by_key, spec.group_by_fn) if routing else None,
@@ -408,6 +410,10 @@ class DataPlane:
             storage=self.storage if self._checkpointed(job) else None,
             fetch=fetch,
         )
+
+    def _pack(self, batch: Any) -> Any:
+        """What a batch for a peer of another group is held as until its epoch commits."""
+        return pack(batch, self.transport.max_frame) if self.transport is not None else batch
 
     def _release_waiting(self, replica: Replica) -> None:
         """Frames that arrived before this group read their allocation: hand over those of a
@@ -515,7 +521,7 @@ class DataPlane:
         """Hand over in memory within the group; queue the frames for another group, a
         FrameError for what cannot travel (the caller's job fails with it)."""
         if self._local(address, message):
-            self._dispatch(address, message)
+            self._dispatch(address, messages.in_process(message))
             return
         site = self.peer_sites.get(to)
         if site is None:

@@ -8,6 +8,11 @@ the log. So one downstream peer that is slow, or dead and not yet replaced, hold
 own channel: the others go on, and the emitter blocks only once what waits unsent fills the
 log's budget.
 
+What a channel keeps once a message has gone depends on where its peer runs, decided when the
+emitter is wired: for a peer of another process, batches of rows are packed into their frame's
+body as they are recorded (peer.messaging.frame.pack) and kept so until their epoch commits; for
+a peer of this process, nothing (peer.causal.inflight's ``keep``).
+
 Before each message down a channel go the determinants its receiver has not yet seen (the
 ``deltas`` of peer.runtime.causal), so a receiver holds the sender's determinants for every
 message it has.
@@ -28,6 +33,7 @@ from typing import Any
 import pyarrow as pa
 
 from peer.causal.inflight import InFlightLog
+from peer.messaging.frame import Packed
 from peer.messaging.messages import Batch, Determinants
 from peer.runtime.routing import Router
 
@@ -40,21 +46,30 @@ MARKER_BYTES = 16
 
 
 def size_of(batch: Any) -> int:
+    if isinstance(batch, Packed):
+        return len(batch.data)
     if isinstance(batch, pa.RecordBatch):
         return batch.nbytes
     return len(batch) * ROW_BYTES
 
 
+def _as_is(batch: Any) -> Any:
+    return batch
+
+
 @dataclass(frozen=True)
 class Wiring:
     """Where an emitter's messages go under one placement: the router, how to send to a peer,
-    whether a peer's group has its queue full, and each peer's seat. A takeover brings new
-    wiring; the channels, by seat, stay."""
+    whether a peer's group has its queue full, each peer's seat, whether a peer runs in this
+    process, and what a batch for one that does not is kept as. A takeover brings new wiring;
+    the channels, by seat, stay."""
 
     router: Router
     send: Callable[[str, Any], None]
     congested: Callable[[str], bool]
     seats: Mapping[str, int]
+    in_process: Callable[[str], bool] = lambda peer: False
+    pack: Callable[[Any], Any] = _as_is
 
 
 class LoggedEmitter:
@@ -84,6 +99,12 @@ class LoggedEmitter:
         self.router, self.send, self.congested = wiring.router, wiring.send, wiring.congested
         self.seat_of = {peer: wiring.seats[peer] for peer in wiring.router.peers()}
         self.peer_of = {seat: peer for peer, seat in self.seat_of.items()}
+        self.held_as: dict[int, Callable[[Any], Any]] = {}
+        """Per seat, what a batch is recorded as."""
+        for seat, peer in sorted(self.peer_of.items()):
+            near = wiring.in_process(peer)
+            self.log.keep(seat, not near)
+            self.held_as[seat] = _as_is if near else wiring.pack
 
     def rewire(self, wiring: Wiring) -> None:
         """A takeover: the seats whose peer changed pause until their new peer asks. The new
@@ -108,9 +129,11 @@ class LoggedEmitter:
         self.suppressed = dict(counts)
 
     def emit(self, segments: Any) -> None:
-        seat_of = self.seat_of
+        seat_of, held_as = self.seat_of, self.held_as
         for peer, batch in self.router.split(segments).items():
-            self._record(seat_of[peer], Batch(batch), size_of(batch))
+            seat = seat_of[peer]
+            held = held_as[seat](batch)
+            self._record(seat, Batch(held), size_of(held))
 
     def broadcast(self, item: Any) -> None:
         for seat in sorted(self.peer_of):

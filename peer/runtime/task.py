@@ -123,6 +123,11 @@ class TaskContext:
     the archive shipped with the job (peer.job.code)."""
     congested_peer: Callable[[str], bool] = lambda peer: False
     """Whether the frames waiting for this one peer's group fill their queue."""
+    in_process: Callable[[str], bool] = lambda peer: False
+    """Whether a peer runs in this process: what goes to it is handed over, never encoded."""
+    pack: Callable[[Any], Any] = lambda batch: batch
+    """What a batch for a peer of another process is kept as until its epoch commits
+    (peer.messaging.frame.pack)."""
     recovered: Callable[[], None] = lambda: None
     """Say in the log that this peer, which took its seat over, has replayed it."""
     rollback: Callable[[str], None] = lambda reason: None
@@ -248,7 +253,7 @@ class TaskRunner:
 
     @staticmethod
     def _wiring(c: TaskContext) -> Wiring:
-        return Wiring(c.router, c.send, c.congested_peer, c.placement.seats)
+        return Wiring(c.router, c.send, c.congested_peer, c.placement.seats, c.in_process, c.pack)
 
     def _logged_emitter(self, log: Any, deltas: Callable[[int], list[Any]]) -> LoggedEmitter:
         c = self.ctx

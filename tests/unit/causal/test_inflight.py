@@ -195,3 +195,48 @@ def test_sending_past_what_was_recorded_is_refused():
     log.record(1, "a", 1)
     with pytest.raises(ValueError, match="seq 2 for seat 1 is past the 1 items recorded"):
         log.sent(1, 2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(script, st.sets(st.sampled_from(SEATS)), st.integers(1, 200))
+def test_a_seat_in_the_senders_process_holds_only_what_it_has_not_been_sent(ops, near, budget):
+    """Whatever the budget, a seat not kept gets every item once, in order, as a kept one
+    does; the log holds nothing of it once sent, so it never overflows for it."""
+    log = InFlightLog(budget)
+    for seat in near:
+        log.keep(seat, False)
+    streams, got, _ = run(log, ops)
+    if near == set(SEATS):
+        assert log.nbytes == log.unsent_bytes
+        assert (log.overflows, log.lost) == (0, False)
+    for seat in SEATS:
+        got[seat].extend(drain(log, seat))
+        assert got[seat] == sorted(streams.items[seat].items())
+    if near == set(SEATS):
+        assert log.nbytes == 0
+
+
+def test_a_seat_not_kept_cannot_be_rewound():
+    log = InFlightLog(100)
+    log.keep(1, False)
+    log.record(1, "a", 5)
+    assert (log.nbytes, log.unsent_bytes) == (5, 5), "unsent items wait in the log"
+    drain(log, 1)
+    log.record(1, Barrier(1), 1)
+    drain(log, 1)
+    assert log.nbytes == 0
+    with pytest.raises(LogLost, match="seat 1's peer ran in this process"):
+        log.rewind(1, 0)
+
+
+def test_a_seat_taken_over_by_a_peer_of_this_process_gets_what_was_kept_then_keeps_nothing():
+    log = InFlightLog(100)
+    log.record(1, Barrier(1), 1)
+    log.record(1, "a", 5)
+    drain(log, 1)
+    log.keep(1, False)  # the seat's new peer runs here
+    log.rewind(1, 1)
+    assert drain(log, 1) == [(2, "a")]
+    log.record(1, "b", 5)
+    assert drain(log, 1) == [(3, "b")]
+    assert log.nbytes == 0

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from peer.messaging import messages
 from peer.messaging.fragments import Assembly
-from peer.messaging.frame import BodyError, FrameError, Header, MessageType, encode
+from peer.messaging.frame import BodyError, FrameError, Header, MessageType, Packed, encode, pack
 from peer.messaging.messages import (
     DRAINED,
     END,
@@ -168,3 +168,39 @@ def test_a_large_arrow_batch_crosses_in_parts_and_arrives_as_one_batch():
     assembly = Assembly()
     [(_header, body)] = [w for w in map(assembly.add, frames) if w is not None]
     assert body.equals(batch)
+
+
+@EXAMPLES
+@given(addresses, rows.filter(bool), st.sampled_from([128, 1024, 2**21]))
+def test_rows_packed_once_travel_as_the_frames_of_the_rows(address, batch, limit):
+    """A sender that keeps its batches packs them as they are made: what it sends is the very
+    frames it would have sent of the rows, and a peer of its own process gets the rows back."""
+    held = pack(batch, limit)
+    if isinstance(held, Packed):
+        assert messages.encode(address, Batch(held), limit) == [
+            messages.encode(address, Batch(batch), limit)[0]
+        ]
+    else:
+        assert held is batch, "rows whose frame is over the limit stay rows, to go in parts"
+        assert len(messages.encode(address, Batch(batch), limit)) > 1
+    assert messages.in_process(Batch(held)) == Batch(batch)
+
+
+def test_a_packed_batch_over_the_limit_still_arrives_as_the_one_batch_it_was():
+    batch = [{"n": n, "s": "x" * 50} for n in range(40)]
+    frames = messages.encode(Address(1, 2, 3, 4), Batch(pack(batch, 2**21)), 1024)
+    assembly = Assembly()
+    whole = [w for w in map(assembly.add, frames) if w is not None]
+    assert len(frames) > 1
+    assert messages.read(*whole[0]) == Batch(batch)
+
+
+def test_rows_that_cannot_travel_are_refused_when_packed_naming_segment_and_field():
+    with pytest.raises(FrameError, match="segment 1, field 'x': value of type object"):
+        pack([{"fine": 1}, {"x": object()}], 2**21)
+
+
+def test_an_arrow_batch_is_kept_as_it_is():
+    batch = pa.RecordBatch.from_pydict({"n": [1, 2]})
+    assert pack(batch, 2**21) is batch
+    assert messages.in_process(Batch(batch)).batch is batch

@@ -375,6 +375,26 @@ def test_segments_and_batches_over_one_message_cross_groups_whole(tmp_path):
     assert a.assembly.held() == 0
 
 
+def test_a_job_that_recovers_locally_keeps_batches_packed_across_groups_and_they_arrive_whole(
+    abs_planes, tmp_path
+):
+    """The input and the fn share group b (what goes between them is handed over and not
+    kept); the fn's batches for the output in group a are packed into frames as they are made,
+    or split when over 4 KiB. Every segment arrives once, whole, as the rows it was."""
+    a, b, written = abs_planes()
+    sizes = [0, 5000, 100, 20_000, 3000, 1, 4100, 7, 700, 10, 20, 30, 1, 2, 3] * 3
+    job = {**sized(tmp_path, sizes, batch_size=3), "barrier_period": 0.01, "local_recovery": True}
+    replica = play(two_peers_of_b(), SUBMIT_JOB.entry(id="j", job=job))
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1", "b2"])
+    inflate = next(r for r in b.runners.values() if r.ctx.task.name == "inflate")
+    assert inflate.causal is not None, "the fn logs: its job recovers locally"
+    drive(lambda: written["a"], a, b, what="the output to complete")
+    assert [e.fn for e in written["a"]] == ["complete-job"]
+    out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert sorted((d["n"], d["blob"]) for d in out) == [(n, "x" * s) for n, s in enumerate(sizes)]
+
+
 def test_a_segment_over_the_limit_kills_its_job_naming_it_and_the_group_goes_on(tmp_path, caplog):
     a, b, written = planes()
     job = sized(tmp_path, [MAX_SEGMENT + 1])

@@ -12,8 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from peer.causal.inflight import InFlightLog
+from peer.messaging.codec import encode_rows
+from peer.messaging.frame import Packed, pack
 from peer.messaging.messages import Barrier, Batch, Determinants
-from peer.runtime.logged_emit import LoggedEmitter, Wiring
+from peer.runtime.logged_emit import MARKER_BYTES, ROW_BYTES, LoggedEmitter, Wiring
 from peer.runtime.routing import Route, Router
 
 SEATS = {"d0": 10, "d1": 11, "n1": 11}
@@ -94,3 +96,35 @@ def test_a_replacement_sends_nothing_its_downstream_has():
         e.emit([{"n": n}])
     assert batches(sent, "d0") == []
     assert batches(sent, "d1") == [[{"n": 3}]]
+
+
+def test_a_peer_of_another_process_is_sent_packed_batches_and_one_of_this_process_rows():
+    """d0 runs in another process: its batches are packed as they are recorded and kept so;
+    d1 runs in this one: it gets the rows, and its channel keeps nothing once they went."""
+    sent: list[tuple[str, Any]] = []
+    log = InFlightLog(1 << 20)
+    near = Wiring(Router([Route("down", ("d0", "d1"))]), lambda to, m: sent.append((to, m)),
+                  lambda peer: False, SEATS, in_process={"d1"}.__contains__,
+                  pack=lambda batch: pack(batch, 1 << 20))  # fmt: skip
+    e = LoggedEmitter(near, lambda peer: 100, log=log, deltas=lambda seat: [])
+    e.emit([{"n": 0}])
+    e.emit([{"n": 1}])
+    assert batches(sent, "d0") == [Packed(encode_rows([{"n": 0}]))]
+    assert batches(sent, "d1") == [[{"n": 1}]]
+    assert log.nbytes == len(encode_rows([{"n": 0}])), "only d0's batch is kept"
+
+
+def test_a_seat_taken_over_by_a_peer_of_this_process_gets_what_was_kept_then_keeps_nothing():
+    sent: list[tuple[str, Any]] = []
+    e = emitter(sent, window=100)
+    e.broadcast(Barrier(1))
+    e.emit([{"n": 0}])
+    e.emit([{"n": 1}])
+    here = Wiring(Router([Route("down", ("d0", "n1"))]), lambda to, m: sent.append((to, m)),
+                  lambda peer: False, SEATS, in_process={"n1"}.__contains__)  # fmt: skip
+    e.rewire(here)
+    e.replay_from("n1", 1)
+    e.emit([{"n": 2}])
+    e.emit([{"n": 3}])
+    assert batches(sent, "n1") == [[{"n": 1}], [{"n": 3}]]
+    assert e.log.nbytes == 2 * ROW_BYTES + MARKER_BYTES, "d0's two batches and its barrier"
