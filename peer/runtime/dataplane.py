@@ -177,6 +177,10 @@ class DataPlane:
         self.side: SideChannel | None = None
         self.on_rumor: Callable[[bytes], None] = lambda _payload: None
         """Where a rumor of a log entry goes (the group's log feed, peer.log.feed)."""
+        self.pack: Callable[[Any], Any] = (
+            partial(pack, limit=transport.max_frame) if transport is not None else lambda b: b
+        )
+        """What a batch for a peer of another group is kept as until its epoch commits."""
         self.closed = False
         if transport is not None and membership:
             beacon = transport.beacon()
@@ -402,7 +406,7 @@ class DataPlane:
             complete=complete,
             congested_peer=lambda to: self._congested([to]),
             in_process=frozenset(self.mine).__contains__,
-            pack=self._pack,
+            pack=self.pack,
             recovered=recovered,
             rollback=rollback,
             key_of=key_function(spec.group_by_key, spec.group_by_fn) if routing else None,
@@ -410,10 +414,6 @@ class DataPlane:
             storage=self.storage if self._checkpointed(job) else None,
             fetch=fetch,
         )
-
-    def _pack(self, batch: Any) -> Any:
-        """What a batch for a peer of another group is held as until its epoch commits."""
-        return pack(batch, self.transport.max_frame) if self.transport is not None else batch
 
     def _release_waiting(self, replica: Replica) -> None:
         """Frames that arrived before this group read their allocation: hand over those of a
