@@ -28,7 +28,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.workload import Marker
+from bench.workload import StridedInput
 
 if TYPE_CHECKING:
     from peer.plugins import Recovery
@@ -41,48 +41,32 @@ STATE_BYTES = int(os.environ.get("BENCH_RECOVERY_STATE_BYTES", str(32 * 1024 * 1
 PID = os.getpid()
 
 
-class KeyedInput:
-    """Records ``slot``, ``slot + slots``, ... below ``count``, paced at ``rate`` per second in
-    all (0: as fast as polled); its checkpoint is the next record and the pace's start."""
+class KeyedInput(StridedInput):
+    """Keyed records, paced at ``rate`` per second in all (0: as fast as polled); its
+    checkpoint is the next record and the pace's start."""
 
     def __init__(
         self, count: int, keys: int, rate: float, slot: int, slots: int, *, marks: str | None
     ) -> None:
-        self.next, self.stop, self.step = slot, count, slots
+        super().__init__(count, slot, slots, marks)
         self.keys, self.rate, self.start = keys, rate, 0.0
-        self.marker = Marker(marks, "read", slot)
 
     def recover(self, recovery: Recovery) -> None:
         if recovery.checkpoint is not None:
             self.next, self.start = recovery.checkpoint
 
     def poll(self, limit: int) -> list[Segment]:
-        end = min(self.stop, self.next + limit * self.step)
+        end = self.next + limit * self.step
         if self.rate:
             now = time.time()
             if not self.start:
                 self.start = now
             end = min(end, int((now - self.start) // TICK * TICK * self.rate) + 1)
-        ids = range(self.next, end, self.step)
-        self.next += len(ids) * self.step
-        self.marker.handled(len(ids))
         keys = self.keys
-        return [{"seq": i, "key": f"k{i % keys}"} for i in ids]
+        return [{"seq": i, "key": f"k{i % keys}"} for i in self._take(end)]
 
     def checkpoint(self, epoch: Epoch) -> list[float]:
         return [self.next, self.start]
-
-    def completed(self) -> bool:
-        return self.next >= self.stop
-
-    def synced(self) -> bool:
-        return True
-
-    def committed(self, epoch: Epoch) -> None:
-        return None
-
-    def close(self) -> None:
-        self.marker.close()
 
 
 def keyed_input(task: Any, slot: int, slots: int) -> KeyedInput:

@@ -191,31 +191,21 @@ def read_marks(directory: Path) -> Marks:
 # -- the engine's input and output plugins --------------------------------------------------------
 
 
-class SegmentInput:
-    """Items ``slot``, ``slot + slots``, ... below ``count``, made as they are polled (rows, or
-    one record batch per poll with ``arrow``); its checkpoint is the next item. With ``marks``,
-    it notes its polls there (``Marker``)."""
+class StridedInput:
+    """What the bench's inputs share: items ``slot``, ``slot + slots``, ... below ``count``,
+    handed out as they are polled; with ``marks``, their polls noted there (``Marker``). They
+    have nothing to sync, publish or release."""
 
-    def __init__(
-        self, count: int, slot: int, slots: int, arrow: bool = False, marks: str | None = None
-    ) -> None:
-        self.next, self.stop, self.step, self.arrow = slot, count, slots, arrow
+    def __init__(self, count: int, slot: int, slots: int, marks: str | None) -> None:
+        self.next, self.stop, self.step = slot, count, slots
         self.marker = Marker(marks, "read", slot)
 
-    def recover(self, recovery: Recovery) -> None:
-        if recovery.checkpoint is not None:
-            self.next = recovery.checkpoint
-
-    def poll(self, limit: int) -> list[Segment] | pa.RecordBatch:
-        ids = range(self.next, min(self.next + limit * self.step, self.stop), self.step)
+    def _take(self, end: int) -> range:
+        """The ids from the next one up to ``end`` (never past the last), now handed out."""
+        ids = range(self.next, min(end, self.stop), self.step)
         self.next += len(ids) * self.step
         self.marker.handled(len(ids))
-        if self.arrow:
-            return make_record_batch(ids)
-        return [make_segment(i) for i in ids]
-
-    def checkpoint(self, epoch: Epoch) -> int:
-        return self.next
+        return ids
 
     def completed(self) -> bool:
         return self.next >= self.stop
@@ -228,6 +218,30 @@ class SegmentInput:
 
     def close(self) -> None:
         self.marker.close()
+
+
+class SegmentInput(StridedInput):
+    """Segments made as they are polled (rows, or one record batch per poll with ``arrow``);
+    its checkpoint is the next item."""
+
+    def __init__(
+        self, count: int, slot: int, slots: int, arrow: bool = False, marks: str | None = None
+    ) -> None:
+        super().__init__(count, slot, slots, marks)
+        self.arrow = arrow
+
+    def recover(self, recovery: Recovery) -> None:
+        if recovery.checkpoint is not None:
+            self.next = recovery.checkpoint
+
+    def poll(self, limit: int) -> list[Segment] | pa.RecordBatch:
+        ids = self._take(self.next + limit * self.step)
+        if self.arrow:
+            return make_record_batch(ids)
+        return [make_segment(i) for i in ids]
+
+    def checkpoint(self, epoch: Epoch) -> int:
+        return self.next
 
 
 def segment_input(task: Any, slot: int, slots: int) -> SegmentInput:
