@@ -418,8 +418,12 @@ class DataPlane:
     def _release_waiting(self, replica: Replica) -> None:
         """Frames that arrived before this group read their allocation: hand over those of a
         current runner, keep those still ahead of the log, drop the stale and those of jobs
-        that have finished (short ids are never reused, so a smaller unknown one is gone)."""
+        that have finished (short ids are never reused, so a smaller unknown one is gone).
+        A frame of the current allocation for a peer of this group that runs nothing of the
+        job yet is ahead too: a takeover keeps the allocation version, and the peer's new
+        seat reaches the sender's group first when that one reads the log sooner."""
         versions = {p.job_short: p.version for p in self.placements.values()}
+        own = {replica.short_ids[p] for p in self.mine if p in replica.short_ids}
         held, self.waiting = self.waiting, defaultdict(list)
         for short, frames in held.items():
             runner = self.by_short.get(short)
@@ -427,8 +431,10 @@ class DataPlane:
                 current = versions.get(header.job)
                 if runner is not None and header.allocation_version == runner.ctx.version:
                     self._hand(runner, header, body)
-                elif (current is None and header.job >= replica.next_short_id) or (
-                    current is not None and header.allocation_version > current
+                elif (
+                    (current is None and header.job >= replica.next_short_id)
+                    or (current is not None and header.allocation_version > current)
+                    or (header.allocation_version == current and short in own and runner is None)
                 ):
                     self.waiting[short].append((header, body))
 
@@ -602,9 +608,8 @@ class DataPlane:
             self._to_coordinator(address, message)
             return
         standby = self.standby_shorts.get(address.destination)
-        if standby is not None:
-            if isinstance(message, Committed):
-                self.standbys.committed(standby, Epoch(address.allocation_version, message.epoch))
+        if standby is not None and isinstance(message, Committed):
+            self.standbys.committed(standby, Epoch(address.allocation_version, message.epoch))
             return
         runner = self.by_short.get(address.destination)
         if runner is None or address.allocation_version > runner.ctx.version:

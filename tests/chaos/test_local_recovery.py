@@ -17,6 +17,8 @@ import pytest
 import yaml
 
 from peer import api
+from peer.log.entry import Transition
+from peer.log.replica import Replica
 from peer.runtime.checkpoints import Commits
 from tests.chaos.test_exactly_once import USERS, progressed
 from tests.integration.test_metrics import Scrape
@@ -143,13 +145,18 @@ def test_a_killed_slot_is_taken_over_and_nothing_else_rolls_back(reference, clus
     killed = kill(groups, before, slot)
 
     versions: list[int] = []
-    taken = api.follow(
-        store, lambda r: slot not in r.allocations.get(job_id, {}).get("count", (slot,))
-        and job_id not in r.recovering, 120,
-        each=lambda t: t.entry.position > before.version
-        and versions.append(t.new.allocation_versions.get(job_id, -1)),
-    )  # fmt: skip
-    assert taken.takeovers[job_id], "the log records the takeover"
+    recovered: list[Replica] = []
+
+    def note(t: Transition) -> None:
+        """Every state on the way: the job may end right after its replacement recovers."""
+        if t.entry.position > before.version:
+            versions.append(t.new.allocation_versions.get(job_id, -1))
+            seats = t.new.allocations.get(job_id, {}).get("count", (slot,))
+            if slot not in seats and job_id not in t.new.recovering:
+                recovered.append(t.new)
+
+    api.follow(store, lambda _: bool(recovered), 120, each=note)
+    assert recovered[0].takeovers[job_id], "the log records the takeover"
     assert set(versions) <= {version, -1}, "no allocation version moved"
     final = api.wait(store, job_id, 300)
     assert final.state == "completed"

@@ -30,6 +30,7 @@ from peer.runtime.checkpoints import CheckpointStorage, Commits
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig
 from peer.runtime.emit import WINDOW
 from tests.support import wait_for
+from tests.unit.log import local_recovery as lr
 
 
 class Loopback:
@@ -619,3 +620,39 @@ def test_the_peer_index_is_rebuilt_only_when_groups_sites_or_peers_change():
         assert plane.short_peers == {two.short_ids["pa"]: "pa", two.short_ids["pb"]: "pb"}
     finally:
         plane.close()
+
+
+@pytest.mark.parametrize("synced_before", [False, True])
+@pytest.mark.parametrize("standby", [True, False])
+def test_what_comes_for_a_peer_before_its_group_reads_its_takeover_waits_for_it(
+    synced_before, standby
+):
+    """The coordinator tells the replacement where to restore from as soon as its own group
+    reads the takeover; the replacement's group may read it later (a worker fed by its member
+    lags). The message waits, whether the peer still stands by there or is free, and whatever
+    other syncs come first, until the takeover makes the peer's runner."""
+    Loopback.boxes.clear()
+    doc = lr.job_doc(tasks={"f": {"fn": f"{FNS}:inflate"}}, standby=standby,
+                  local_recovery=True, barrier_period=1.0)  # fmt: skip
+    before = lr.cluster(doc, lr.singles(9))
+    failed = lr.peer_of(before, "f")
+    after = lr.down(before, failed)
+    (replacement,) = after.recovering[lr.JOB]
+    if standby:
+        assert before.standbys[lr.JOB][failed] == replacement
+    group = after.group_of(replacement)
+    plane = DataPlane(group, Loopback(group.upper()), lambda entry: None,
+                      storage=CheckpointStorage("memory://dp", uuid.uuid4().hex))  # fmt: skip
+    OPEN.append(plane)
+    plane.sync(before, [replacement])
+    body = [lr.JOB, before.version, 1, {"f": 1}]
+    ids = after.short_ids
+    recover = Header(MessageType.RECOVER, after.allocation_versions[lr.JOB],
+                     ids[lr.peer_of(after, "in")], ids[replacement], 0, ids[lr.JOB])  # fmt: skip
+    Loopback.boxes[group.upper()].append(encode(recover, body))
+    plane.step()
+    if synced_before:
+        plane.sync(before, [replacement])
+    plane.sync(after, [replacement])
+    runner = next(r for r in plane.runners.values() if r.ctx.peer == replacement)
+    assert runner.recovery == body
