@@ -378,9 +378,12 @@ class TaskRunner:
             self.emitter.attach(self.plugin)
 
     def _await_recovery(self) -> bool:
-        """Waiting for the coordinator to say where to restore from."""
+        """Waiting for the coordinator to say where to restore from; a replacement waits no
+        longer than a recall would, and the job rolls back instead."""
         c = self.ctx
         if self.recovery is None:
+            if c.takes_over:
+                self.watchdog.check(0, "the wait for where to restore the seat from")
             return False
         if not self.recovery:
             fresh = Recovery(None, None, Epoch(c.version, 1))

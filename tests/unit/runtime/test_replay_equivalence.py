@@ -100,6 +100,18 @@ def test_a_recall_that_gets_no_answer_rolls_the_job_back():
         world.close()
 
 
+def test_a_replacement_never_told_where_to_restore_from_rolls_the_job_back():
+    world = SeatWorld()
+    try:
+        again = world.runner("s0", job())
+        again.watchdog = Watchdog(0.05)
+        step_until(again, lambda: world.rollbacks, "the replacement to give up")
+        assert again.phase is Phase.FAILED
+        assert "the wait for where to restore the seat from made no progress" in world.rollbacks[0]
+    finally:
+        world.close()
+
+
 def test_a_replay_whose_messages_never_come_rolls_the_job_back():
     world = SeatWorld()
     try:
