@@ -200,7 +200,7 @@ def test_node_tests_pass_on_every_host(rollout: Rollout) -> None:
     command = [
         sys.executable, "-m", "pytest", "tests/infra/nodes", "-p", "no:cacheprovider",
         "--hosts=ansible://all", f"--ansible-inventory={rollout.inventory}",
-        "--connection=ansible", "-o", "addopts=",
+        "--connection=ansible", "-o", "addopts=", "-n", str(len(rollout.rig.hosts)),
     ]  # fmt: skip
     with rollout.phase("node tests"):
         output = rollout.run("node-tests", command, timeout=900)
