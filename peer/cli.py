@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import os
 import re
 import signal
@@ -41,7 +40,7 @@ from peer.log.stores.zookeeper import TENANCY_PATTERN
 from peer.membership.agent import MembershipSettings
 from peer.membership.members import MemberError, lifecycle
 from peer.membership.seeds import parse_seed_nodes, parse_site
-from peer.messaging.aeron import AeronTransport, TransportError, run_media_driver
+from peer.messaging.aeron import MAX_MTU, MIN_MTU, AeronTransport, TransportError, run_media_driver
 from peer.messaging.counters import serve_driver_metrics
 from peer.metrics import MetricsError
 from peer.runtime.checkpoints import (
@@ -138,19 +137,31 @@ def tenancy_name(value: str) -> str:
     return value
 
 
-def _positive[N: (int, float)](
-    parse: Callable[[str], N], what: str, most: float = math.inf
+def _number[N: (int, float)](
+    parse: Callable[[str], N], what: str, accepts: Callable[[N], bool]
 ) -> Callable[[str], N]:
+    """An option type for the numbers ``accepts`` takes; any other text is refused, quoted, with
+    ``what`` it should be. Every number an option takes is bounded: a value a few digits too
+    long, from a file or the environment as much as from the command line, is refused rather
+    than run with (a member asked for 10^20 virtual peers never joins), and NaN, which no
+    comparison accepts, is refused with the infinities."""
+
     def check(value: str) -> N:
         try:
-            number = parse(value)
+            number: N | None = parse(value)
         except ValueError:
-            number = parse("0")
-        if not 0 < number <= most:
+            number = None
+        if number is None or not accepts(number):
             raise argparse.ArgumentTypeError(f"{value!r} is not {what}")
         return number
 
     return check
+
+
+def whole_numbers(least: int, most: int, what: str = "") -> Callable[[str], int]:
+    """An option type for a whole number from ``least`` to ``most``."""
+    what = what or f"a whole number of at least {least} and at most {most}"
+    return _number(int, what, lambda number: least <= number <= most)
 
 
 def credentials(value: str) -> str:
@@ -168,36 +179,52 @@ def spark_setting(value: str) -> str:
     return f"{key.strip()}={setting}"
 
 
-positive_int = _positive(int, "a whole number of at least 1")
-
-
-def whole_number(value: str) -> int:
-    """An int of at least 0."""
-    try:
-        number = int(value)
-    except ValueError:
-        number = -1
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of at least 0")
-    return number
-
-
+MAX_VPEERS = 10_000
+"""The most virtual peers a group runs: far more than one machine's worth."""
+MAX_LOCAL_GROUPS = 100
+"""The most peer groups `onyx run` starts in its one process."""
+MAX_MEMBERS = 10_000
+"""Bounds what counts members: the monitors of each, the members an entry is gossiped to and
+its rounds (a round reaches one member at the least)."""
+MAX_HELD = 1_000_000
+"""The most log entries a member holds ahead, or answers a scheduling server keeps."""
+MAX_REQUEST = 1024 * 1024 * 1024
+"""The largest request body a scheduling server may be told to take."""
 MAX_WORKERS = 1024
+
+vpeer_count = whole_numbers(1, MAX_VPEERS)
+group_count = whole_numbers(1, MAX_LOCAL_GROUPS)
+member_count = whole_numbers(1, MAX_MEMBERS)
+fanout = whole_numbers(0, MAX_MEMBERS)
+held_count = whole_numbers(1, MAX_HELD)
+request_bytes = whole_numbers(1, MAX_REQUEST)
+port_number = whole_numbers(1, 65535, "a port number from 1 to 65535")
+mtu_bytes = _number(
+    int,
+    f"a multiple of 32 from {MIN_MTU} to {MAX_MTU}",
+    lambda mtu: MIN_MTU <= mtu <= MAX_MTU and mtu % 32 == 0,
+)
+positive_seconds = _number(
+    float,
+    f"a positive, finite number of seconds (at most {MAX_SECONDS}, a year)",
+    lambda seconds: 0 < seconds <= MAX_SECONDS,
+)
 
 
 AUTO_WORKERS = "auto"
 """The default of --workers: one worker per core, but no more than the member has peers."""
 
 
+_worker_number = whole_numbers(
+    0, MAX_WORKERS, f"{AUTO_WORKERS!r} nor a number from 0 to {MAX_WORKERS}"
+)
+
+
 def worker_count(value: str) -> int | str:
     """0 (the peers run in the member's own process) up to MAX_WORKERS, or "auto"."""
     if value.strip() == AUTO_WORKERS:
         return AUTO_WORKERS
-    if not value.strip().isdigit() or int(value) > MAX_WORKERS:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not {AUTO_WORKERS!r} nor a number from 0 to {MAX_WORKERS}"
-        )
-    return int(value)
+    return _worker_number(value)
 
 
 def workers_of(args: argparse.Namespace) -> int:
@@ -206,12 +233,6 @@ def workers_of(args: argparse.Namespace) -> int:
     if args.workers == AUTO_WORKERS:
         return min(os.cpu_count() or 1, args.vpeers)
     return args.workers
-
-
-port_number = _positive(int, "a port number from 1 to 65535", 65535)
-positive_seconds = _positive(
-    float, f"a positive, finite number of seconds (at most {MAX_SECONDS}, a year)", MAX_SECONDS
-)
 
 
 def _cluster_args(parser: argparse.ArgumentParser) -> None:
@@ -320,7 +341,7 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     _cluster_args(start)
     start.add_argument(
-        "--vpeers", type=positive_int, default=1, metavar="N", help="virtual peers of this group"
+        "--vpeers", type=vpeer_count, default=1, metavar="N", help="virtual peers of this group"
     )
     start.add_argument(
         "--workers",
@@ -366,10 +387,18 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
         metavar="PORT",
         help="worker i receives segments on UDP port PORT + i; none picks free ports",
     )
+    start.add_argument(
+        "--worker-start-timeout",
+        type=positive_seconds,
+        default=member.START_TIMEOUT,
+        metavar="S",
+        help="how long a worker process may take to say it is ready before it is killed and "
+        "started again, after a back-off that doubles while it keeps failing",
+    )
     start.add_argument("--tags", default="", metavar="A,B", help="tags this group's peers offer")
     start.add_argument(
         "--mtu",
-        type=positive_int,
+        type=mtu_bytes,
         metavar="BYTES",
         help="Aeron MTU for outgoing segments; none keeps Aeron's 1408 (8192 suits one machine "
         "or jumbo frames)",
@@ -385,7 +414,7 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
     )
     start.add_argument(
         "--monitors",
-        type=positive_int,
+        type=member_count,
         default=membership.monitors,
         metavar="N",
         help="how many groups monitor each group (its next N on a ring hashed by group id)",
@@ -475,14 +504,14 @@ def _scheduler_parser(commands: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     serve.add_argument(
         "--cache",
-        type=positive_int,
+        type=held_count,
         default=scheduling_server.CACHE_ANSWERS,
         metavar="N",
         help="answers kept, one per log position and request",
     )
     serve.add_argument(
         "--max-body",
-        type=positive_int,
+        type=request_bytes,
         default=scheduling_server.MAX_BODY,
         metavar="BYTES",
         help="the largest request taken; a larger one is refused",
@@ -501,14 +530,14 @@ def _epidemic_args(start: argparse.ArgumentParser) -> None:
     )
     start.add_argument(
         "--gossip-fanout",
-        type=whole_number,
+        type=fanout,
         default=modes.gossip_fanout,
         metavar="N",
         help="with --epidemic-log: members each copy of an entry goes to (0 gossips nothing)",
     )
     start.add_argument(
         "--gossip-rounds",
-        type=positive_int,
+        type=member_count,
         metavar="N",
         help="with --epidemic-log: rounds an entry is passed on; none picks enough to reach "
         "every member",
@@ -523,7 +552,7 @@ def _epidemic_args(start: argparse.ArgumentParser) -> None:
     )
     start.add_argument(
         "--reorder-cache",
-        type=positive_int,
+        type=held_count,
         default=modes.reorder_cache,
         metavar="N",
         help="with --epidemic-log: the most entries held ahead of the next one needed",
@@ -662,14 +691,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--groups",
-        type=positive_int,
+        type=group_count,
         default=None,
         metavar="N",
         help="peer groups in this process; none runs 1 for a job, 3 for a ring",
     )
     run.add_argument(
         "--vpeers",
-        type=positive_int,
+        type=vpeer_count,
         default=None,
         metavar="N",
         help="virtual peers per group; none gives enough for the job's tasks",
@@ -803,6 +832,7 @@ def peer_start(args: argparse.Namespace) -> int:
         incarnation, registry = Incarnation, REGISTRY
         if count := workers_of(args):
             workers = member.start(count, _worker_spec(args, settings), store,
+                                   timeout=args.worker_start_timeout,
                                    send_timeout=args.session_timeout)  # fmt: skip
             stack.callback(workers.close)
             incarnation, registry = member.incarnations(workers), member.registry(workers)
@@ -927,6 +957,8 @@ def describe_job(status: api.JobStatus) -> str:
         line += f" for peers (needs at least {status.needs})"
     if status.state == "running":
         line += f" (allocation version {status.allocation_version})"
+        if status.rolled_back:
+            line += f"\n  last rolled back: {status.rolled_back}"
         tasks = [f"  {t}: {', '.join(_peer(status, p) for p in ps)}"
                  for t, ps in status.allocation.items()]  # fmt: skip
         line = "\n".join([line, *tasks])

@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import os
+import stat
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +30,8 @@ ENV_PREFIX = "ONYX_"
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off"})
 NOT_OPTIONS = frozenset({"help", "version", "config"})
+FILE_LIMIT = 1024 * 1024
+"""The largest config file read: option values, never data."""
 
 
 class _Unset:
@@ -213,12 +217,37 @@ def _scalar(value: object, origin: str) -> str:
 
 def read_file(path: str) -> dict[str, Any]:
     try:
-        with open(path, "rb") as file:
-            return tomllib.load(file)
+        text = _bounded_read(path).decode()
+        return tomllib.loads(text)
     except OSError as e:
         raise ConfigError(f"config file {path}: {e.strerror or e}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"config file {path} is not TOML: {e}") from None
+
+
+def _bounded_read(path: str) -> bytes:
+    """The file's bytes, if it is a regular file of at most FILE_LIMIT: a FIFO is opened without
+    waiting for a writer and refused, as is a device (``/dev/zero`` never ends), before anything
+    is read; a larger file is refused after FILE_LIMIT + 1 bytes, whatever its size claims."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise ConfigError(f"config file {path} is not a regular file ({_kind(mode)})")
+        with open(descriptor, "rb", closefd=False) as file:
+            data = file.read(FILE_LIMIT + 1)
+    finally:
+        os.close(descriptor)
+    if len(data) > FILE_LIMIT:
+        raise ConfigError(f"config file {path} is larger than the limit of {FILE_LIMIT:,} bytes")
+    return data
+
+
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+             (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"))  # fmt: skip
+    return next((what for test, what in kinds if test(mode)), "not a regular file")
 
 
 def check_keys(

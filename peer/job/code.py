@@ -18,12 +18,14 @@ own package.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import importlib
 import io
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import threading
@@ -74,7 +76,7 @@ def pack(path: Path) -> CodeArchive:
     if path.is_dir():
         data = _zip_directory(path)
     elif path.is_file() and path.suffix == ".whl" and zipfile.is_zipfile(path):
-        data = path.read_bytes()
+        data = _read_wheel(path)
     else:
         raise CodeError(f"code {str(path)!r} is neither a wheel (.whl) nor a directory")
     if len(data) > ARCHIVE_LIMIT:
@@ -85,23 +87,152 @@ def pack(path: Path) -> CodeArchive:
     return CodeArchive(path.resolve().name, data)
 
 
+def _read_wheel(path: Path) -> bytes:
+    """The wheel's bytes, its size checked before they are read: a wheel over the limit would
+    be refused once packed anyway."""
+    size = path.stat().st_size
+    if size > ARCHIVE_LIMIT:
+        raise CodeError(
+            f"code {str(path)!r} is {size:,} bytes, over the limit of {ARCHIVE_LIMIT:,} by "
+            f"{size - ARCHIVE_LIMIT:,}"
+        )
+    return path.read_bytes()
+
+
+@dataclass(frozen=True)
+class _Packed:
+    """One file to pack: ``member`` its name in the archive, ``source`` where its bytes are
+    read (itself, or the file inside the tree that it links to), ``size`` as lstat found it."""
+
+    member: str
+    source: str
+    size: int
+
+
 def _zip_directory(root: Path) -> bytes:
+    """Only regular files inside the tree are packed, each checked by lstat before it is
+    opened: a link that leaves the tree would ship what lies beside it (a secret), a FIFO or a
+    device would hang the submit or never end, and sizes are bounded before anything is read."""
     buffer = io.BytesIO()
+    total = 0
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(_files(root)):
-            member = zipfile.ZipInfo(path.relative_to(root).as_posix(), FIXED_TIME)
+        for packed in sorted(_files(root), key=lambda p: p.member.split("/")):  # as paths sort
+            total += packed.size
+            if total > UNPACKED_LIMIT:
+                raise CodeError(_too_large(root, packed, total))
+            member = zipfile.ZipInfo(packed.member, FIXED_TIME)
             member.external_attr = 0o644 << 16
             member.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(member, path.read_bytes())
+            archive.writestr(member, _read(root, packed))
     return buffer.getvalue()
 
 
-def _files(root: Path) -> Iterator[Path]:
-    for directory, subdirectories, names in os.walk(root):
+def _too_large(root: Path, packed: _Packed, total: int) -> str:
+    where = f"code {str(root)!r}: {packed.member!r} is {packed.size:,} bytes"
+    if packed.size > UNPACKED_LIMIT:
+        return f"{where}, over the limit of {UNPACKED_LIMIT:,} for all the code's files"
+    return f"{where}, which brings the files to {total:,}, over the limit of {UNPACKED_LIMIT:,}"
+
+
+def _files(root: Path) -> Iterator[_Packed]:
+    inside = root.resolve()
+
+    def unreadable(error: OSError) -> None:
+        raise CodeError(f"code {str(root)!r}: {error.filename!r} cannot be read: {error.strerror}")
+
+    for directory, subdirectories, names in os.walk(root, onerror=unreadable, followlinks=False):
         subdirectories[:] = sorted(d for d in subdirectories if d not in SKIPPED)
-        for name in names:
+        for name in subdirectories:
+            if os.path.islink(os.path.join(directory, name)):
+                raise _refused(
+                    root, _relative(root, directory, name), "is a symlink to a directory"
+                )
+        for name in sorted(names):  # the first of several refused is always the same
             if not name.endswith((".pyc", ".pyo")):
-                yield Path(directory, name)
+                yield _checked(root, inside, _relative(root, directory, name))
+
+
+def _refused(root: Path, member: str, why: str) -> CodeError:
+    return CodeError(
+        f"code {str(root)!r}: {member!r} {why}: only files, and links to files inside the "
+        "directory, are packed"
+    )
+
+
+def _relative(root: Path, directory: str, name: str) -> str:
+    return Path(directory, name).relative_to(root).as_posix()
+
+
+def _checked(root: Path, inside: Path, member: str) -> _Packed:
+    """``member`` as a file to pack, from its lstat: a regular file as it is, a link as the
+    regular file inside the tree that it resolves to; anything else refused, never opened."""
+    try:
+        return _examined(root, inside, member)
+    except OSError as e:  # gone, or unreadable, since the walk listed it
+        raise CodeError(f"code {str(root)!r}: {member!r} cannot be read: {e.strerror}") from None
+
+
+def _examined(root: Path, inside: Path, member: str) -> _Packed:
+    path = root / member
+    found = os.lstat(path)
+    if stat.S_ISREG(found.st_mode):
+        return _Packed(member, str(path), found.st_size)
+    if not stat.S_ISLNK(found.st_mode):
+        raise _refused(root, member, f"is {_kind(found.st_mode)}")
+    target = _target(root, member)
+    if not target.is_relative_to(inside):
+        raise _refused(root, member, f"links outside the directory, to {str(target)!r}")
+    linked = os.lstat(target)
+    if not stat.S_ISREG(linked.st_mode):
+        raise _refused(root, member, f"links to {_kind(linked.st_mode)}")
+    return _Packed(member, str(target), linked.st_size)
+
+
+def _target(root: Path, member: str) -> Path:
+    """The file a link resolves to, every link on the way followed; a dangling link or a loop
+    is refused."""
+    try:
+        return Path(os.path.realpath(root / member, strict=True))
+    except OSError as e:
+        why = {errno.ELOOP: "is a symlink loop", errno.ENOENT: "is a dangling symlink"}.get(
+            e.errno, f"cannot be followed: {e.strerror}"
+        )
+        raise _refused(root, member, why) from None
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _kind(mode: int) -> str:
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def _read(root: Path, packed: _Packed) -> bytes:
+    """The file's bytes, as lstat found it: opened without following a link and without
+    waiting (a FIFO swapped in since then neither blocks nor is read), and refused if it is no
+    longer a regular file of that size."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        descriptor = os.open(packed.source, flags)
+        try:
+            regular = stat.S_ISREG(os.fstat(descriptor).st_mode)
+            with open(descriptor, "rb", closefd=False) as file:
+                data = file.read(packed.size + 1) if regular else b""
+        finally:
+            os.close(descriptor)
+    except OSError as e:
+        raise CodeError(
+            f"code {str(root)!r}: {packed.member!r} cannot be read: {e.strerror or e}"
+        ) from None
+    if not regular or len(data) != packed.size:
+        raise CodeError(f"code {str(root)!r}: {packed.member!r} changed while it was packed")
+    return data
 
 
 def check_reference(where: str, code: object) -> None:

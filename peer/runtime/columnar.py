@@ -10,8 +10,9 @@ it was made from Arrow or came as a segment, and a key hashes the same either wa
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
@@ -25,6 +26,14 @@ Batch = list[Segment] | pa.RecordBatch
 """What the runtime moves between tasks: rows, or an Arrow record batch."""
 
 _MICROS = 1_000_000
+_SHOWN = reprlib.Repr(maxlevel=2, maxstring=40, maxother=40, maxdict=8, maxlist=8)
+"""A segment as a message shows it: enough to recognise, never the whole of a large one."""
+
+
+class SchemaViolation(ValueError):
+    """A segment that lacks a field its receiving task groups by: grouped under no key it would
+    reach a peer that does not own its group, so the job cannot go on. The message names the
+    task, the field and the segment; the runner that meets it adds the job."""
 
 
 def rows(batch: Batch) -> list[Any]:
@@ -112,14 +121,25 @@ def from_table(table: pa.Table) -> pa.RecordBatch:
 @dataclass(frozen=True, slots=True)
 class FieldKey:
     """A group key read from fields: one field's value, or the list of several fields' values.
-    It reads a row like ``segment.get``, and an Arrow batch's columns without making rows."""
+    It reads an Arrow batch's columns without making rows. A field may hold null, but a segment
+    (or a batch) without it is refused: a SchemaViolation naming ``task``, whose key it is. The
+    lookup is the one a present field needs; only a missing one pays for the message."""
 
     fields: str | tuple[str, ...]
+    task: str = field(default="", compare=False)
 
     def __call__(self, segment: Any) -> Any:
-        if isinstance(self.fields, str):
-            return segment.get(self.fields)
-        return [segment.get(f) for f in self.fields]
+        try:
+            if isinstance(self.fields, str):
+                return segment[self.fields]
+            return [segment[f] for f in self.fields]
+        except KeyError as e:
+            raise self.lacking(e.args[0], segment) from None
+
+    def lacking(self, name: str, segment: Any) -> SchemaViolation:
+        return SchemaViolation(
+            f"task {self.task!r} groups by {name!r}, which segment {_SHOWN.repr(segment)} lacks"
+        )
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -138,8 +158,16 @@ class FieldKey:
         keys = self.of(batch)
         return keys, pa.array(range(len(keys)), pa.int64())
 
+    def check(self, batch: pa.RecordBatch) -> None:
+        """Refuse a batch without one of the key's columns as its rows would be refused: by
+        the first such field, in the first row."""
+        missing = [name for name in self.names if _index(batch, name) is None]
+        if missing and batch.num_rows:
+            raise self.lacking(missing[0], rows(batch.slice(0, 1))[0])
+
     def of(self, batch: pa.RecordBatch) -> list[Any]:
         """Every row's key, equal to what ``self(row)`` gives for each of ``rows(batch)``."""
+        self.check(batch)
         if isinstance(self.fields, str):
             return values(batch, self.fields)
         columns = [values(batch, f) for f in self.fields]

@@ -65,12 +65,14 @@ class Condition:
     short_circuit: bool
 
 
-def key_function(fields: str | tuple[str, ...] | None, fn: str | None) -> Any:
+def key_function(fields: str | tuple[str, ...] | None, fn: str | None, task: str = "") -> Any:
+    """The group key of task ``task``, chosen once for all its segments: its fn, the fields it
+    names (a segment without one of them is refused, naming the task), or None."""
     if fn is not None:
         return resolve(fn)
     if fields is None:
         return None
-    return FieldKey(fields)
+    return FieldKey(fields, task)
 
 
 def routes(placement: Placement, task: str, sender: str | None = None) -> tuple[Route, ...]:
@@ -82,7 +84,7 @@ def routes(placement: Placement, task: str, sender: str | None = None) -> tuple[
     found = []
     for down in placement.downstream.get(task, ()):
         spec = job.task(down.task)
-        key = key_function(spec.group_by_key, spec.group_by_fn)
+        key = key_function(spec.group_by_key, spec.group_by_fn, spec.name)
         local = ()
         if colocated and key is None:
             local = tuple(p for p in down.peers if placement.groups.get(p) == group)
@@ -190,6 +192,7 @@ def _by_key_columns(
 ) -> dict[str, pa.RecordBatch]:
     """Each peer's rows of ``batch`` by the hash of their key, each distinct key hashed once."""
     if len(peers) == 1:
+        key.check(batch)
         return {peers[0]: batch}
     keys, index = key.distinct(batch)
     owners = pa.array([key_hash(k) % len(peers) for k in keys], pa.int64())

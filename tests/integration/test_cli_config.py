@@ -218,3 +218,49 @@ def test_checkpoints_where_nothing_can_be_written_are_refused_at_start(
                           "Not a directory")  # fmt: skip
     shown = onyx("replica", "--json", "--zookeeper", zookeeper.address, "--tenancy", tenancy)
     assert json.loads(shown.stdout)["groups"] == []
+
+
+BOUNDED = """
+import resource, runpy
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+runpy.run_module("peer.cli", run_name="__main__", alter_sys=True)
+"""
+"""`onyx` in at most 2 GiB of address space: a command that read a config file without end would
+fail here instead of filling the machine's memory."""
+
+
+def bounded_onyx(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", BOUNDED, *args],
+        capture_output=True, text=True, cwd=REPO, check=False, timeout=60,
+        env={**os.environ, **env},
+    )  # fmt: skip
+
+
+def test_a_device_as_config_file_is_refused_before_it_is_read():
+    result = bounded_onyx(["replica"], {"ONYX_CONFIG": "/dev/zero"})
+    assert_one_line_error(result, 2, "config file /dev/zero is not a regular file",
+                          "a character device")  # fmt: skip
+
+
+def test_a_fifo_as_config_file_is_refused_without_waiting_for_a_writer(tmp_path):
+    fifo = tmp_path / "peer.toml"
+    os.mkfifo(fifo)
+    result = bounded_onyx(["peer", "start", "--config", str(fifo)], {})
+    assert_one_line_error(result, 2, f"config file {fifo} is not a regular file (a FIFO)")
+
+
+@pytest.mark.parametrize(
+    ("env", "words"),
+    [
+        ({"ONYX_VPEERS": "99999999999999999999"},
+         ["ONYX_VPEERS: '99999999999999999999' is not a whole number", "at most 10000"]),
+        ({"ONYX_SESSION_TIMEOUT": "-4"}, ["ONYX_SESSION_TIMEOUT: '-4' is not a positive"]),
+        ({"ONYX_JOIN_BACK_OFF": "nan"}, ["ONYX_JOIN_BACK_OFF: 'nan' is not a positive"]),
+    ],
+)  # fmt: skip
+def test_a_number_out_of_range_from_the_environment_is_refused_before_anything_starts(env, words):
+    """Nothing listens at the ZooKeeper address: the value is refused before it is needed."""
+    cluster = {"ONYX_ZOOKEEPER": "127.0.0.1:1", "ONYX_TENANCY": "t", "ONYX_WORKERS": "0"}
+    result = bounded_onyx(["peer", "start"], {**cluster, **env})
+    assert_one_line_error(result, 2, *words)

@@ -392,7 +392,7 @@ def test_a_group_given_a_directory_without_a_driver_says_so(zookeeper, tenancy, 
 
 def test_a_bad_mtu_is_refused_in_one_line(zookeeper, tenancy):
     result = onyx("peer", "start", *cluster_args(zookeeper, tenancy), "--mtu", "1000")
-    assert_one_line_error(result, 1, "MTU 1000")
+    assert_one_line_error(result, 2, "--mtu", "'1000' is not a multiple of 32 from 1408")
 
 
 def test_a_job_that_does_not_touch_an_unreachable_member_goes_on_to_the_end(

@@ -4,6 +4,7 @@ a digest ACL, real `onyx peer start` processes that fetch, check and import the 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import yaml
 
 from peer import api
 from peer.job.code import pack
-from tests.support import ZooKeeperServer, assert_one_line_error, onyx, wait_for
+from tests.support import ZooKeeperServer, assert_one_line_error, free_port, onyx, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -137,3 +138,18 @@ def test_a_protected_tenancy_leaves_the_others_open():
         assert_one_line_error(result, 1, "refused tenancy 'guarded'", "without credentials")
     finally:
         server.stop()
+
+
+def test_code_that_cannot_be_packed_is_refused_in_one_line_before_any_connection(tmp_path):
+    """Packing comes first: a FIFO in the code's directory, which a packer that opened it would
+    wait on for ever, ends the submit with one line naming it, and no server is needed (nothing
+    listens at the address given)."""
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(tagging_job(tmp_path / "out.jsonl")))
+    code = shipped_module(tmp_path / "src", "v1")
+    os.mkfifo(code / "shipped_tagger" / "pipe")
+    result = onyx("job", "submit", str(tmp_path / "job.yaml"), "--code", str(code),
+                  "--zookeeper", f"127.0.0.1:{free_port()}", "--tenancy", "t",
+                  "--connect-timeout", "1",
+                  "--checkpoints", str(tmp_path / "checkpoints"))  # fmt: skip
+    assert_one_line_error(result, 1, f"code {str(code)!r}", "'shipped_tagger/pipe' is a FIFO")
+    assert not (tmp_path / "checkpoints").exists()

@@ -322,3 +322,116 @@ def test_worker_ports_that_run_past_the_last_port_or_onto_the_members_are_refuse
     line = refused(capsys, [*start, "--worker-port-base", "7000", "--port", "7002"])
     assert "--port 7002 is the port of worker 2 (--worker-port-base 7000, 3 workers)" in line
     assert parse([*start, "--worker-port-base", "7000", "--port", "7003"]).port == 7003
+
+
+def _numeric_options() -> list[tuple[str, argparse.Action]]:
+    """Every option whose type takes a number: those that accept 1 or 1408 (an MTU) as one."""
+    found = []
+    for command, action in _every_option():
+        for sample in ("1", "1408"):
+            try:
+                value = action.type(sample) if callable(action.type) else None
+            except (argparse.ArgumentTypeError, ValueError):
+                continue
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                found.append((command, action))
+                break
+    return found
+
+
+def test_the_numeric_options_are_found():
+    found = {(command, action.dest) for command, action in _numeric_options()}
+    assert {("peer start", "vpeers"), ("peer start", "workers"), ("peer start", "port"),
+            ("peer start", "session_timeout"), ("run", "groups"), ("scheduler serve", "max_body"),
+            ("replica", "connect_timeout"), ("job wait", "timeout")} <= found  # fmt: skip
+
+
+@pytest.mark.parametrize(("command", "action"), _numeric_options(), ids=lambda x: str(x)[:40])
+@pytest.mark.parametrize("text", ["9" * 30, "-1", "nan", "inf", "-inf", "1e400", "9" * 5000])
+def test_every_number_an_option_takes_is_bounded(command, action, text):
+    """A value a few digits too long, and NaN or an infinity, is refused by every option that
+    takes a number, whichever its command: a member asked for 10^29 virtual peers never joins."""
+    with pytest.raises(argparse.ArgumentTypeError, match="is not"):
+        action.type(text)
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["peer", "start", *CLUSTER, "--vpeers", "10001"], ["--vpeers", "at most 10000"]),
+        (["peer", "start", *CLUSTER, "--monitors", "10001"], ["--monitors", "'10001'"]),
+        (["peer", "start", *CLUSTER, "--gossip-fanout", "-1"], ["--gossip-fanout", "at least 0"]),
+        (["peer", "start", *CLUSTER, "--gossip-rounds", "0"], ["--gossip-rounds", "'0'"]),
+        (["peer", "start", *CLUSTER, "--reorder-cache", "1000001"], ["--reorder-cache"]),
+        (["peer", "start", *CLUSTER, "--mtu", "1410"], ["--mtu", "a multiple of 32"]),
+        (["peer", "start", *CLUSTER, "--mtu", "65536"], ["--mtu", "'65536'"]),
+        (["peer", "start", *CLUSTER, "--port", "0"], ["--port", "from 1 to 65535"]),
+        (["peer", "start", *CLUSTER, "--join-back-off", "-0.5"], ["--join-back-off", "positive"]),
+        (["peer", "start", *CLUSTER, "--heartbeat-interval", "NaN"], ["--heartbeat-interval"]),
+        (["run", "--groups", "101"], ["--groups", "at most 100"]),
+        (["run", "--vpeers", "1e3"], ["--vpeers", "'1e3'"]),
+        (["scheduler", "serve", "--listen", "h:1", "--max-body", "2000000000"], ["--max-body"]),
+        (["scheduler", "serve", "--listen", "h:1", "--cache", "0"], ["--cache"]),
+    ],
+)  # fmt: skip
+def test_a_number_out_of_its_option_s_range_is_refused_naming_the_option(capsys, argv, words):
+    line = refused(capsys, argv)
+    for word in words:
+        assert word in line
+
+
+@pytest.mark.parametrize(
+    ("environ", "toml", "words"),
+    [
+        ({"ONYX_VPEERS": "99999999999999999999"}, "",
+         ["ONYX_VPEERS", "'99999999999999999999'", "at most 10000"]),
+        ({"ONYX_SESSION_TIMEOUT": "nan"}, "", ["ONYX_SESSION_TIMEOUT", "'nan'", "finite"]),
+        ({}, "[peer.start]\nvpeers = 99999999999999999999\n",
+         ["peer.start.vpeers", "'99999999999999999999'"]),
+        ({}, "join_back_off = -1\n", ["join_back_off", "'-1'", "positive"]),
+        ({}, "[peer.start]\nmonitors = 1e9\n", ["peer.start.monitors", "'1000000000.0'"]),
+    ],
+)  # fmt: skip
+def test_a_number_out_of_range_names_the_variable_or_the_file_and_key(
+    capsys, tmp_path, environ, toml, words
+):
+    line = refused(capsys, ["peer", "start", *CLUSTER], environ, toml or None, tmp_path)
+    for word in words:
+        assert word in line
+
+
+def test_the_largest_numbers_allowed_are_taken():
+    args = parse(["peer", "start", *CLUSTER, "--vpeers", "10000", "--mtu", "65504",
+                  "--port", "65535", "--gossip-fanout", "0",
+                  "--session-timeout", "31536000"])  # fmt: skip
+    assert (args.vpeers, args.mtu, args.port, args.gossip_fanout) == (10000, 65504, 65535, 0)
+    assert args.session_timeout == 365 * 24 * 3600
+    assert parse(["run", "--groups", "100"]).groups == 100
+
+
+@pytest.mark.timeout(30)
+def test_a_fifo_as_config_file_is_refused_without_waiting_for_a_writer(capsys, tmp_path):
+    fifo = tmp_path / "onyx.toml"
+    os.mkfifo(fifo)
+    line = refused(capsys, ["replica", *CLUSTER], {"ONYX_CONFIG": str(fifo)})
+    assert line == f"onyx: error: config file {fifo} is not a regular file (a FIFO)"
+
+
+@pytest.mark.parametrize(("path", "kind"), [("/dev/null", "a character device"),
+                                            ("/", "a directory")])  # fmt: skip
+def test_a_config_file_that_is_not_a_regular_file_is_refused(capsys, path, kind):
+    line = refused(capsys, ["replica", *CLUSTER, "--config", path])
+    assert line == f"onyx: error: config file {path} is not a regular file ({kind})"
+
+
+def test_a_config_file_over_the_limit_is_refused(capsys, tmp_path):
+    """Whatever it holds: past the limit nothing more is read."""
+    big = tmp_path / "big.toml"
+    big.write_text("# " + "x" * config.FILE_LIMIT + "\n")
+    line = refused(capsys, ["replica", *CLUSTER, "--config", str(big)])
+    assert line == (f"onyx: error: config file {big} is larger than the limit of "
+                    f"{config.FILE_LIMIT:,} bytes")  # fmt: skip
+    exactly = tmp_path / "exactly.toml"
+    exactly.write_text('tenancy = "t"\n' + "#" * (config.FILE_LIMIT - 15) + "\n")
+    assert exactly.stat().st_size == config.FILE_LIMIT
+    assert parse(["replica", "--zookeeper", "zk:1", "--config", str(exactly)]).tenancy == "t"

@@ -11,11 +11,20 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from peer.messaging.messages import END, Batch
-from peer.runtime.columnar import FieldKey, concat, from_table, rows, select, take, values
+from peer.runtime.columnar import (
+    FieldKey,
+    SchemaViolation,
+    concat,
+    from_table,
+    rows,
+    select,
+    take,
+    values,
+)
 from peer.runtime.inbox import Inbox
 
 NAMES = ("a", "b", "c")
@@ -104,13 +113,42 @@ def test_rows_are_plain_as_segments_travel():
     assert values(batch, "ts") == [1704067200.0]
 
 
-@given(batches(), st.sampled_from(["a", ("a", "b"), ("c", "missing")]))
+@given(batches(), st.sampled_from(["a", ("a", "b"), ("c", "a")]))
 def test_a_field_key_reads_columns_as_it_reads_rows(batch, fields):
     key = FieldKey(fields)
+    assume(set(key.names) <= set(batch.schema.names))
     expected = [key(row) for row in rows(batch)]
     assert key.of(batch) == expected
     keys, index = key.distinct(batch)
     assert _text([keys[i] for i in index.to_pylist()]) == _text(expected)
+
+
+@given(batches(min_rows=1), st.sampled_from(["missing", ("a", "missing"), ("b", "a")]))
+def test_a_field_key_refuses_a_batch_without_its_column_as_it_refuses_its_rows(batch, fields):
+    """The first field missing, in the key's order, is named, with the first row."""
+    key = FieldKey(fields, "count")
+    assume(not set(key.names) <= set(batch.schema.names))
+    with pytest.raises(SchemaViolation) as by_row:
+        key(rows(batch)[0])
+    with pytest.raises(SchemaViolation) as by_columns:
+        key.distinct(batch)
+    assert str(by_columns.value) == str(by_row.value)
+    missing = next(name for name in key.names if name not in batch.schema.names)
+    assert str(by_row.value).startswith(f"task 'count' groups by {missing!r}, which segment {{")
+    assert FieldKey(fields).of(batch.slice(0, 0)) == [], "no row lacks it in an empty batch"
+
+
+def test_a_field_key_takes_a_null_and_refuses_an_absent_field():
+    key = FieldKey("user", "count")
+    assert key({"user": None}) is None
+    assert FieldKey(("user", "region"))({"user": "u", "region": None}) == ["u", None]
+    with pytest.raises(SchemaViolation, match=r"^task 'count' groups by 'user', which segment "
+                                              r"\{'word': 'x'\} lacks$"):  # fmt: skip
+        key({"word": "x"})
+    long = {"word": "x" * 10_000, **{f"f{i}": i for i in range(100)}}
+    with pytest.raises(SchemaViolation) as refused:
+        key(long)
+    assert len(str(refused.value)) < 300, "a large segment is shown cut short"
 
 
 def test_distinct_reads_each_string_key_once():
