@@ -250,6 +250,11 @@ class Incarnation:
         """The peers whose task runners run in this process's data plane."""
         return self.peers
 
+    def workers_not_ready(self) -> tuple[str, ...]:
+        """What readiness reads of a member's worker processes (peer.cluster.member): a group
+        that runs its peers itself has none."""
+        return ()
+
     def _announce(self, peer: str) -> Entry:
         extra = {"site": self.transport.address} if self.transport is not None else {}
         if self.config.tags:

@@ -6,8 +6,10 @@ applies, in order, as ``Apply``, ``Assign`` when the worker's peers change, ``En
 identity ends (its peers are gone: the worker closes their data plane at once), ``Scrape``
 when Prometheus scrapes the member, and ``Stop`` as the member stops (closing the pipe is not
 enough: the member's own reader still holds it). The worker answers on the same pipe with
-``Hello`` (its site, once its transport listens), ``Append`` for each entry its peers want
-written, naming the identity they belong to, and ``Samples`` for each ``Scrape``.
+``Hello`` (its site, once its transport listens: it is ready, and only from then on does the
+member expect it to read), ``Refused`` instead when its transport cannot listen (its port is
+taken), ``Append`` for each entry its peers want written, naming the identity they belong to,
+and ``Samples`` for each ``Scrape``.
 
 The second pipe carries the store calls of the worker's coordinators (``Call``, answered by
 ``Answer`` or ``Failure``): they wait for ZooKeeper, so they get a pipe of their own and never
@@ -76,6 +78,14 @@ class Stop:
 @dataclass(frozen=True)
 class Hello:
     site: str
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The worker cannot listen, and exits: at a member's start the member exits with this
+    ``reason`` (one line), later it starts the worker again after a back-off."""
+
+    reason: str
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,15 @@ so it never waits on one. When an identity ends its workers close its peers at o
 identity gives them fresh ones, and what the old peers still wanted appended is dropped.
 The member's /metrics include its workers' (peer.cluster.worker_metrics). The workers are
 started from the member's main thread and die with it.
+
+A worker is judged only once it has said it is ready (its Hello): it reads nothing until its
+transport is up, which takes seconds of imports and Aeron, so until then it is given the start
+timeout instead, and killed if it has not said it by then. A worker killed so, or dead soon
+after it started, is started again after a back-off that doubles (peer.cluster.supervision), and
+until it is ready the member is not ready either (``not_ready``, read by /readyz). A worker that
+dies while a job's code runs in it (its runners mark it, peer.runtime.code_marks) died of that
+code: after a few such deaths the member kills the job, naming the task and how the worker
+ended. A worker that the member killed, or that died while no job's code ran, blames no job.
 """
 
 from __future__ import annotations
@@ -35,6 +44,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 
 from peer.cluster import worker
 from peer.cluster.group import Incarnation, new_id
@@ -50,15 +61,20 @@ from peer.cluster.ipc import (
     Hello,
     Ping,
     Pong,
+    Refused,
     Reset,
     Samples,
     Stop,
 )
-from peer.cluster.worker_metrics import RESTARTS, MemberRegistry, WorkerScrapes
+from peer.cluster.supervision import BackOff, CodeDeaths, how_it_ended
+from peer.cluster.worker_metrics import RESTARTS, WORKER, MemberRegistry, WorkerScrapes
 from peer.cluster.worker_outbox import WorkerOutbox
+from peer.log.entries.jobs import kill_job
 from peer.log.entries.virtual_peers import LEAVE_CLUSTER
 from peer.log.entry import Entry, Transition
 from peer.log.store import LogStore
+from peer.messaging.aeron import TransportError
+from peer.runtime import code_marks
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +89,13 @@ again in a tight loop."""
 SEND_TIMEOUT = 10.0
 """How long a worker may leave what the member sends it unread before it is killed and started
 again (the member passes its session timeout: how long a member may be silent itself)."""
+START_TIMEOUT = 60.0
+"""How long a worker may take to say it is ready before it is killed and started again (the
+member passes --worker-start-timeout): a worker starts in seconds, more on a loaded machine."""
+BACK_OFF = BackOff()
+"""How long a worker that failed to start waits before the next start."""
+EXIT_WAIT = 2.0
+"""How long the member waits for a worker whose pipe has closed to have exited, to learn how."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +106,15 @@ class Died:
     generation: int
 
 
+@dataclass(frozen=True)
+class Death:
+    """How a worker ended, and the mark its runners left (peer.runtime.code_marks): not 0 when
+    it died in a job's code."""
+
+    ended: str
+    mark: int
+
+
 @dataclass
 class Slot:
     """One worker's place: its current process, the pipe to it, and its site once it listens."""
@@ -91,15 +123,43 @@ class Slot:
     conn: Connection | None = None
     outbox: WorkerOutbox | None = None
     """What the member has yet to send this process (peer.cluster.worker_outbox)."""
-    killed: bool = False
-    """Whether the member killed this process for not reading."""
+    killed: str | None = None
+    """Why the member killed this process, if it did: it was "unresponsive" (it stopped reading
+    or answering), or "not_ready" (it did not say it was ready within the start timeout)."""
     generation: int = 0
     site: str | None = None
+    """Where this process listens, once it has said it is ready."""
     started: float = -math.inf
+    ready_at: float | None = None
     pinged: float = -math.inf
     """When the member last asked this process whether it still reads."""
     due: float | None = None
     """When a worker that died is to be started again."""
+    failures: int = 0
+    """Failed starts in a row (peer.cluster.supervision.BackOff)."""
+    refused: str | None = None
+    """Why this process could not listen, if it said so."""
+    word: Any = None
+    """The word this process's runners mark a job's code in (peer.runtime.code_marks)."""
+
+    def not_ready(self, slot: int) -> str | None:
+        """Why this worker is not ready, in a line that stays the same while it waits."""
+        if self.site is not None:
+            return None
+        if self.refused is not None:
+            return self.refused
+        if self.due is not None and self.failures > 1:
+            return f"worker {slot} is to start again (it failed {self.failures} starts in a row)"
+        if self.due is not None:
+            return f"worker {slot} is to start again"
+        pid = getattr(self.process, "pid", None)
+        return f"worker {slot} (pid {pid}) has not said it is ready"
+
+    def starting(self, now: float) -> float:
+        """How long this process has been starting without saying it is ready."""
+        if self.site is not None or self.due is not None or self.process is None:
+            return 0.0
+        return max(now - self.started, 0.0)
 
 
 class Workers:
@@ -107,22 +167,30 @@ class Workers:
     hello, an entry to append, a death) queue for the member's thread, which ``wakeup`` rouses."""
 
     def __init__(self, count: int, spec: worker.WorkerSpec, store: LogStore,
-                 send_timeout: float = SEND_TIMEOUT) -> None:  # fmt: skip
+                 send_timeout: float = SEND_TIMEOUT, *, start_timeout: float = START_TIMEOUT,
+                 back_off: BackOff = BACK_OFF) -> None:  # fmt: skip
         self.spec, self.store, self.send_timeout = spec, store, send_timeout
+        self.start_timeout, self.back_off = start_timeout, back_off
         self.slots = [Slot() for _ in range(count)]
         self.events: queue.SimpleQueue[tuple[int, int, Any]] = queue.SimpleQueue()
         self.wakeup: threading.Event | None = None
         self.context = multiprocessing.get_context("spawn")
         self.closing = False
         self.hello = threading.Event()
-        self.scrapes = WorkerScrapes(count, self.send)
-        """The workers' metrics, asked for at each scrape (peer.cluster.worker_metrics)."""
+        self.deaths = CodeDeaths()
+        """The deaths each job's code caused, across every worker and restart."""
+        self.scrapes = WorkerScrapes(count, self._ask)
+        """The workers' metrics, asked for at each scrape (peer.cluster.worker_metrics): only of
+        the ready ones, as one still starting answers nothing."""
 
     @property
     def count(self) -> int:
         return len(self.slots)
 
     def start(self) -> None:
+        """Start every worker, once each fixed port is free (peer.cluster.worker.check_port)."""
+        for slot in range(self.count):
+            worker.check_port(replace(self.spec, slot=slot))
         for slot in range(self.count):
             self.spawn(slot)
 
@@ -132,17 +200,19 @@ class Workers:
         state = self.slots[slot]
         state.generation += 1
         state.site, state.due, state.started = None, None, time.monotonic()
+        state.ready_at, state.refused = None, None
+        state.word = self.context.RawArray(code_marks.WORD, 1)
         conn, child = self.context.Pipe()
         calls, child_calls = self.context.Pipe()
         spec = replace(self.spec, slot=slot)
         process = self.context.Process(
-            target=worker.main, args=(spec, child, child_calls, os.getpid()),
+            target=worker.main, args=(spec, child, child_calls, os.getpid(), state.word),
             name=f"onyx-worker-{slot}", daemon=True,
         )  # fmt: skip
         process.start()
         child.close()
         child_calls.close()
-        state.process, state.conn, state.killed = process, conn, False
+        state.process, state.conn, state.killed = process, conn, None
         state.outbox = WorkerOutbox(conn, f"worker {slot}", self.send_timeout)
         log.info("started worker %d (pid %d)", slot, process.pid)
         generation = state.generation
@@ -151,15 +221,27 @@ class Workers:
         threading.Thread(target=self._serve, args=(slot, calls),
                          name=f"onyx-worker-{slot}-calls", daemon=True).start()  # fmt: skip
 
-    def restart(self, slot: int) -> None:
-        """Start the worker of ``slot`` again, at once unless it started moments ago."""
-        state = self.slots[slot]
-        RESTARTS.labels(str(slot), "unresponsive" if state.killed else "died").inc()
+    def restart(self, slot: int) -> float:
+        """Have the worker of ``slot`` started again (by ``restart_due``): at once after a good
+        run (unless it started moments ago), after a back-off once it has failed to start
+        (peer.cluster.supervision). The seconds until it starts."""
+        state, now = self.slots[slot], time.monotonic()
+        RESTARTS.labels(str(slot), state.killed or "died").inc()
         if state.outbox is not None:
             state.outbox.close()
-        state.site, state.conn, state.outbox = None, None, None
-        state.due = max(time.monotonic(), state.started + RESTART_BACK_OFF)
-        self.restart_due()
+        ready_for = None if state.ready_at is None else now - state.ready_at
+        state.failures = self.back_off.failures(state.failures, ready_for)
+        state.site, state.conn, state.outbox, state.ready_at = None, None, None, None
+        state.due = max(now + self.back_off.delay(state.failures), state.started + RESTART_BACK_OFF)
+        return state.due - now
+
+    def death(self, slot: int) -> Death:
+        """How the worker of ``slot``, whose pipe has closed, ended, and the mark it left: none
+        when the member killed it, as then no job's code is to blame."""
+        state = self.slots[slot]
+        state.process.join(EXIT_WAIT)
+        mark = 0 if state.killed or state.word is None else int(state.word[0])
+        return Death(how_it_ended(state.process.exitcode), mark)
 
     def restart_due(self) -> float | None:
         """Start the workers whose time has come (from the member's main thread); the seconds
@@ -178,10 +260,21 @@ class Workers:
     def ready(self) -> list[int]:
         return [slot for slot, state in enumerate(self.slots) if state.site is not None]
 
+    def not_ready(self) -> tuple[str, ...]:
+        """Why each worker that is not ready is not, one line each."""
+        found = (state.not_ready(slot) for slot, state in enumerate(self.slots))
+        return tuple(line for line in found if line is not None)
+
+    def refused(self) -> str | None:
+        """Why a worker could not listen, if one said so."""
+        return next((s.refused for s in self.slots if s.refused is not None), None)
+
     def wait_ready(self, timeout: float) -> bool:
-        """Whether every worker listens within ``timeout`` s."""
+        """Whether every worker listens within ``timeout`` s; False at once when one cannot."""
         deadline = time.monotonic() + timeout
         while len(self.ready()) < self.count and time.monotonic() < deadline:
+            if self.refused() is not None:
+                return False
             self.hello.wait(0.05)
             self.hello.clear()
         return len(self.ready()) == self.count
@@ -201,23 +294,41 @@ class Workers:
         outbox = self.slots[slot].outbox
         return outbox is not None and outbox.put(message)
 
+    def _ask(self, slot: int, message: Any) -> bool:
+        return self.slots[slot].site is not None and self.send(slot, message)
+
     def kill_stuck(self) -> None:
-        """Kill each worker that has stopped reading what the member sends, or answering its
-        pings: its death is then seen to as any other's (its peers reported, the worker started
-        again)."""
+        """Kill each worker that has not said it is ready within the start timeout, and each
+        ready one that has stopped reading what the member sends, or answering its pings: its
+        death is then seen to as any other's (its peers reported, the worker started again)."""
         now = time.monotonic()
         for slot, state in enumerate(self.slots):
             if state.outbox is None or state.killed:
                 continue
-            if now - state.pinged >= PING_EVERY and not state.outbox.waiting_answer:
-                state.pinged = now
-                state.outbox.ask(Ping())
-            if not state.outbox.stuck(now):
-                continue
-            log.warning("worker %d (pid %s) has not read what the member sent it for %g s; "
-                        "killing it", slot, state.process.pid, self.send_timeout)  # fmt: skip
-            state.killed = True
-            state.process.kill()
+            if state.site is None:
+                self._kill_if_not_ready(slot, state, now)
+            else:
+                self._kill_if_stuck(slot, state, now)
+
+    def _kill_if_not_ready(self, slot: int, state: Slot, now: float) -> None:
+        """A worker still starting reads nothing yet, so it is given the start timeout."""
+        if now - state.started < self.start_timeout:
+            return
+        log.warning("worker %d (pid %s) has not said it is ready within %g s of its start; "
+                    "killing it", slot, state.process.pid, self.start_timeout)  # fmt: skip
+        state.killed = "not_ready"
+        state.process.kill()
+
+    def _kill_if_stuck(self, slot: int, state: Slot, now: float) -> None:
+        if now - state.pinged >= PING_EVERY and not state.outbox.waiting_answer:
+            state.pinged = now
+            state.outbox.ask(Ping())
+        if not state.outbox.stuck(now):
+            return
+        log.warning("worker %d (pid %s) has not read what the member sent it for %g s; "
+                    "killing it", slot, state.process.pid, self.send_timeout)  # fmt: skip
+        state.killed = "unresponsive"
+        state.process.kill()
 
     def _listen(self, slot: int, generation: int, conn: Connection) -> None:
         while True:
@@ -236,17 +347,25 @@ class Workers:
                 if outbox is not None and generation == self.slots[slot].generation:
                     outbox.answer()
                 continue
-            if not isinstance(event, (Hello, Append, Died)):
+            if not isinstance(event, (Hello, Refused, Append, Died)):
                 log.warning("worker %d sent a message of no known kind: %.200r", slot, event)
                 continue
-            if isinstance(event, Hello) and generation == self.slots[slot].generation:
-                self.slots[slot].site = event.site
-                self.hello.set()
+            if generation == self.slots[slot].generation:
+                self._heard(self.slots[slot], event)
             self.events.put((slot, generation, event))
             if self.wakeup is not None:
                 self.wakeup.set()
             if isinstance(event, Died):
                 return
+
+    def _heard(self, state: Slot, event: Any) -> None:
+        """A worker is ready once it says so, from the thread reading its pipe."""
+        if isinstance(event, Hello):
+            state.site, state.ready_at = event.site, time.monotonic()
+            self.hello.set()
+        elif isinstance(event, Refused):
+            state.refused = event.reason
+            self.hello.set()
 
     def _serve(self, slot: int, calls: Connection) -> None:
         """Answer the worker's commit-record calls from the member's store, one at a time."""
@@ -271,6 +390,16 @@ class Workers:
             return Answer(getattr(self.store, call.method)(*call.args))
         except Exception as e:
             return Failure(f"{call.method} for worker {slot}: {type(e).__name__}: {e}")
+
+    def abort(self) -> None:
+        """Kill every worker at once: the member is not going to run, and none has peers yet."""
+        self.closing = True
+        for state in self.slots:
+            if state.outbox is not None:
+                state.outbox.close()
+            if state.process is not None:
+                state.process.kill()
+                state.process.join()
 
     def close(self) -> None:
         """Stop every worker; kill any that has not stopped in time."""
@@ -309,6 +438,9 @@ class MemberIncarnation(Incarnation):
     def _local_peers(self) -> list[str]:
         return []
 
+    def workers_not_ready(self) -> tuple[str, ...]:
+        return self.workers.not_ready()
+
     def _announcements(self) -> list[Entry]:
         ready = [p for p in self.peers if self.workers.site(self.slot_of[p]) is not None]
         self.unannounced = [p for p in self.peers if p not in ready]
@@ -346,6 +478,8 @@ class MemberIncarnation(Incarnation):
                 case Append(entry, member):
                     log.info("member %s dropped an entry of its earlier identity %.40s from "
                              "worker %d: %.200r", self.id, member, slot, entry)  # fmt: skip
+                case Refused(reason):
+                    log.error("member %s: %s", self.id, reason)
                 case Died():
                     self._worker_died(slot)
                 case _:
@@ -365,18 +499,41 @@ class MemberIncarnation(Incarnation):
         self.outbox.extend(self._announce(peer) for peer in now)
 
     def _worker_died(self, slot: int) -> None:
-        """Report the announced peers of the dead worker and start another in its place."""
+        """Report the announced peers of the dead worker and start another in its place; blame
+        the job whose code it died in, if it did."""
         if self.workers.closing:
             return
+        death = self.workers.death(slot)
         gone = sorted(p for p, s in self.slot_of.items() if s == slot and p not in self.unannounced)
-        log.warning("member %s: worker %d died; reporting its peers %s and restarting it",
-                    self.id, slot, gone)  # fmt: skip
         for peer in gone:
             del self.slot_of[peer]
             self.retired[peer] = slot
             self.outbox.append(LEAVE_CLUSTER.entry(id=peer, group=self.id))
         self.told.pop(slot, None)
-        self.workers.restart(slot)
+        wait = self.workers.restart(slot)
+        log.warning("member %s: worker %d died (%s); reporting its peers %s and starting it "
+                    "again %s", self.id, slot, death.ended, gone, _when(wait))  # fmt: skip
+        self._blame(slot, death)
+        self.workers.restart_due()
+
+    def _blame(self, slot: int, death: Death) -> None:
+        """A worker that died in a job's code counts against the job; the job is killed once
+        its code has ended too many (peer.cluster.supervision.CodeDeaths)."""
+        running = code_marks.running(death.mark, self.replica)
+        if running is None:
+            return
+        job, task = running
+        deaths = self.workers.deaths
+        log.warning("member %s: worker %d died running the code of task %r of job %s",
+                    self.id, slot, task, job)  # fmt: skip
+        if not deaths.to_blame(job, time.monotonic()):
+            return
+        reason = (
+            f"job {job!r}: task {task!r}: the task's code exits its process ({death.ended}):"
+            f" {deaths.limit} worker processes died running it within {deaths.window:g} s"
+        )
+        log.error("%s; killing the job", reason)
+        self.outbox.append(kill_job(job, reason))
 
     def restart_virtual_peer(self, peer: str) -> None:
         """The peer's place goes to a fresh id in the same worker."""
@@ -427,21 +584,59 @@ class MemberIncarnation(Incarnation):
         return not since or self.workers.send(slot, Apply(since))
 
 
-def start(count: int, spec: worker.WorkerSpec, store: LogStore, timeout: float = 60.0,
+def _when(wait: float) -> str:
+    return "at once" if wait <= 0 else f"in {wait:.3g} s"
+
+
+def start(count: int, spec: worker.WorkerSpec, store: LogStore, timeout: float = START_TIMEOUT,
           send_timeout: float = SEND_TIMEOUT) -> Workers:  # fmt: skip
     """``count`` workers started, waited for until they listen (a member announces a peer only
-    with its worker's site, so this spares the ring a join without peers)."""
-    workers = Workers(count, spec, store, send_timeout)
+    with its worker's site, so this spares the ring a join without peers), at most the start
+    timeout. A fixed port that is taken is a TransportError naming the worker, the member's
+    start refused as a taken ``--port`` is."""
+    workers = Workers(count, spec, store, send_timeout, start_timeout=timeout)
     workers.start()
     if not workers.wait_ready(timeout):
+        refused = workers.refused()
+        if refused is not None:
+            workers.abort()
+            raise TransportError(refused)
         log.warning("not every worker listens after %g s; their peers join once they do", timeout)
     return workers
 
 
+class WorkerStates:
+    """The member's gauges of its workers' starts, read off their slots at each scrape."""
+
+    def __init__(self, workers: Workers) -> None:
+        self.workers = workers
+
+    def collect(self) -> list[Metric]:
+        ready = GaugeMetricFamily(
+            "onyx_worker_ready",
+            "1 once the worker has said it is ready (its transport listens); 0 while it starts, "
+            "or waits to be started again",
+            labels=[WORKER],
+        )
+        starting = GaugeMetricFamily(
+            "onyx_worker_starting_seconds",
+            "How long the worker's current process has been starting without saying it is "
+            "ready (0 once it has); it is killed at the start timeout",
+            labels=[WORKER],
+        )
+        now = time.monotonic()
+        for slot, state in enumerate(self.workers.slots):
+            ready.add_metric([str(slot)], float(state.site is not None))
+            starting.add_metric([str(slot)], state.starting(now))
+        return [ready, starting]
+
+
 def registry(workers: Workers) -> CollectorRegistry:
-    """Where a member's /metrics come from: its own, and its workers' with their slots
-    (peer.cluster.worker_metrics)."""
-    return MemberRegistry(workers.scrapes)
+    """Where a member's /metrics come from: its own, its workers' with their slots
+    (peer.cluster.worker_metrics), and how their starts go (``WorkerStates``)."""
+    found = MemberRegistry(workers.scrapes)
+    found.register(WorkerStates(workers))
+    return found
 
 
 def incarnations(workers: Workers) -> Callable[..., Incarnation]:

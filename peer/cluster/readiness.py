@@ -3,7 +3,9 @@
 One pure reading of the group's current incarnation answers both the ``/readyz`` endpoint and
 what systemd is told, so the two never disagree. A group between incarnations (not started yet,
 or rejoining after its session was lost) is not ready; neither is one whose session is gone, one
-that is leaving, or one whose data plane is closed.
+that is leaving, one whose data plane is closed, or a member with a worker process that has not
+said it is ready (starting, or waiting to be started again after failing to: peer.cluster.member),
+as that worker's peers are out meanwhile. The reason names each such worker.
 """
 
 from __future__ import annotations
@@ -30,11 +32,15 @@ class GroupView(Protocol):
     leave_position: int | None
     dataplane: DataPlaneView
 
+    def workers_not_ready(self) -> tuple[str, ...]:
+        """Why each of its worker processes that is not ready is not (none without workers)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Readiness:
-    """``state`` is ready, starting, joining, lost, rejoining, leaving or "data plane down";
-    ``reason`` is the one line an operator reads."""
+    """``state`` is ready, starting, joining, lost, rejoining, leaving, "data plane down" or
+    "workers not ready"; ``reason`` is the one line an operator reads."""
 
     ready: bool
     state: str
@@ -59,4 +65,7 @@ def readiness(group: GroupView | None) -> Readiness:
         return Readiness(False, "joining", f"{name} has not joined the ring yet")
     if not group.dataplane.up:
         return Readiness(False, "data plane down", f"{name}: its data plane is closed")
+    waiting = group.workers_not_ready()
+    if waiting:
+        return Readiness(False, "workers not ready", f"{name}: {'; '.join(waiting)}")
     return Readiness(True, "ready", f"{name} has joined the ring")

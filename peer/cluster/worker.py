@@ -9,15 +9,22 @@ the member, and so do its coordinators' commit records (``StoreCalls``).
 A worker never outlives its member: the kernel kills it when the member dies (PR_SET_PDEATHSIG),
 and it stops when the member closes its pipe. Signals meant for the member (a terminal's Ctrl-C,
 systemd's SIGTERM to the whole unit) are left to the member, which stops its workers itself.
+
+A worker whose port is taken says so (``Refused``) and exits, instead of dying with a traceback.
+Its runners mark, in a word shared with the member, which job's code runs at each moment
+(peer.runtime.code_marks): a worker that a job's code kills is that job's failure.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
 import queue
 import signal
+import socket
+import sys
 import threading
 from dataclasses import dataclass, field
 from functools import partial
@@ -37,6 +44,7 @@ from peer.cluster.ipc import (
     Hello,
     Ping,
     Pong,
+    Refused,
     Reset,
     Samples,
     Scrape,
@@ -47,7 +55,8 @@ from peer.log.apply import apply_entry
 from peer.log.entry import Entry
 from peer.log.replica import Replica
 from peer.log.store import StoreError
-from peer.messaging.aeron import AeronTransport
+from peer.messaging.aeron import AeronTransport, TransportError
+from peer.runtime import code_marks
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig
 from peer.spark import session as spark_session
@@ -78,6 +87,27 @@ class WorkerSpec:
     log_format: str = "text"
     spark_master: str = spark_session.DEFAULT_MASTER
     spark_conf: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def port(self) -> int | None:
+        return None if self.port_base is None else self.port_base + self.slot
+
+
+def check_port(spec: WorkerSpec) -> None:
+    """Whether the worker's fixed port is free now, as the member's own ``--port`` is checked
+    (peer.messaging.aeron): a port in use, most often by another member given the same
+    ``--worker-port-base``, is refused in one line naming the worker, not met by a worker that
+    dies with a page of the driver's call sites."""
+    if spec.port is None:
+        return
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind((spec.bind, spec.port))
+    except OSError as e:
+        raise TransportError(
+            f"worker {spec.slot} cannot receive segments on {spec.bind}:{spec.port} "
+            f"(--bind, --worker-port-base {spec.port_base}): {e.strerror or e}"
+        ) from None
 
 
 def die_with(parent: int) -> None:
@@ -237,15 +267,34 @@ class Worker:
             self.wakeup.set()
 
 
-def main(spec: WorkerSpec, conn: Connection, calls: Connection, parent: int) -> None:
-    """The worker process's entry point (started with the 'spawn' method)."""
+def listen(spec: WorkerSpec, conn: Connection) -> AeronTransport:
+    """The worker's transport; one that cannot listen is told to the member (``Refused``), which
+    says why, and the worker exits."""
+    try:
+        check_port(spec)
+        return AeronTransport(
+            aeron_dir=spec.aeron_dir, host=spec.bind, port=spec.port, mtu=spec.mtu
+        )
+    except TransportError as e:
+        reason = str(e) if str(e).startswith("worker ") else f"worker {spec.slot}: {e}"
+        with contextlib.suppress(OSError):
+            conn.send(Refused(reason))
+        sys.exit(1)
+
+
+def main(
+    spec: WorkerSpec, conn: Connection, calls: Connection, parent: int, word: Any = None
+) -> None:
+    """The worker process's entry point (started with the 'spawn' method). ``word`` is where
+    its runners mark which job's code runs, shared with the member (peer.runtime.code_marks)."""
     die_with(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     log_output.configure(spec.log_level, spec.log_format)
+    if word is not None:
+        code_marks.install(word)
     spark_session.configure(spec.spark_master, dict(spec.spark_conf))
-    port = None if spec.port_base is None else spec.port_base + spec.slot
-    transport = AeronTransport(aeron_dir=spec.aeron_dir, host=spec.bind, port=port, mtu=spec.mtu)
+    transport = listen(spec, conn)
     storage = CheckpointStorage(spec.checkpoints, spec.tenancy)
     try:
         Worker(spec, conn, calls, transport, storage).run()

@@ -43,8 +43,9 @@ SCRAPE_TIMEOUT = 2.0
 
 RESTARTS = Counter(
     "onyx_worker_restarts",
-    "Worker processes this member started again, by why: the worker died, or it stopped "
-    "reading what the member sent it and was killed",
+    "Worker processes this member started again, by why: the worker died, it stopped reading "
+    "what the member sent it and was killed (unresponsive), or it did not say it was ready "
+    "within the start timeout and was killed (not_ready)",
     [WORKER, "reason"],
 )
 

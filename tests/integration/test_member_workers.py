@@ -2,7 +2,13 @@
 virtual peers in worker processes with Aeron transports of their own. A checkpointed word count
 into the exactly-once sink publishes exactly what a failure-free run does (every word's count,
 once) when a worker or a whole member is killed mid-job; each member holds the one ZooKeeper
-session of its machine, and its workers none."""
+session of its machine, and its workers none.
+
+A worker is judged only once it has said it is ready: one slow to start is kept, one that never
+does is killed at the start timeout and started again after a back-off, and /readyz names it
+meanwhile. A second member given the same worker ports is refused in one line. A task's code
+that exits its process fails its job: at once when the exit can be caught, after three deaths
+of the workers running it when it cannot; the member and its workers go on."""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ import json
 import os
 import re
 import signal
+import urllib.error
 import urllib.request
 from contextlib import closing
 from pathlib import Path
@@ -17,10 +24,26 @@ from pathlib import Path
 import pytest
 
 from peer import api
+from peer.cluster.member import PING_EVERY
+from peer.cluster.supervision import BackOff, CodeDeaths
 from peer.log.entry import Entry
-from tests.integration.test_jobs import await_peers, paced_job, published
+from tests.integration.failing_fns import EXIT_CODE
+from tests.integration.test_jobs import (
+    await_peers,
+    cluster_args,
+    paced_job,
+    published,
+    wordcount_job,
+)
 from tests.integration.test_metrics import Scrape
-from tests.support import PeerProcess, free_port, free_udp_ports, wait_for
+from tests.support import (
+    PeerProcess,
+    assert_one_line_error,
+    free_port,
+    free_udp_ports,
+    onyx,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -317,3 +340,176 @@ def rejoined(replica, member: PeerProcess, old: str) -> bool:
     """Whether a new identity of ``member`` (not ``old``) is in the ring with its 4 peers."""
     new = [g for g in replica.groups if g != old and member.runs(g)]
     return bool(new) and len(replica.group_peers.get(new[0], ())) == 4
+
+
+SESSION_TIMEOUT = 4.0
+"""The session timeout PeerProcess gives a member: how long a ready worker may leave what the
+member sends it unread."""
+START_TIMEOUT = 20.0
+"""A start timeout short enough for a test, long enough for a worker on a loaded machine."""
+
+
+def started(member: PeerProcess, slot: int) -> int | None:
+    """The pid of the latest process the member started for ``slot``."""
+    found = re.findall(rf"started worker {slot} \(pid (\d+)\)", member.output())
+    return int(found[-1]) if found else None
+
+
+def said_ready(member: PeerProcess, pid: int) -> bool:
+    return f"(pid {pid}) listens at" in member.output()
+
+
+def stopped_as_it_starts(member: PeerProcess, slot: int) -> int:
+    """Kill the worker of ``slot`` (no job runs: no job is blamed) and stop the process started
+    in its place before it says it is ready, as a worker slow to import or to bring its
+    transport up would be; its pid."""
+    old = started(member, slot)
+    os.kill(old, signal.SIGKILL)
+    fresh = wait_for(lambda: (started(member, slot) or old) != old and started(member, slot),
+                     30, f"a worker to replace {old}", interval=0.01)  # fmt: skip
+    os.kill(fresh, signal.SIGSTOP)
+    assert not said_ready(member, fresh), f"worker {fresh} said it was ready before it stopped"
+    return fresh
+
+
+def readyz(port: int) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
+def starting_for(port: int, slot: int) -> float:
+    return Scrape(port)("onyx_worker_starting_seconds", worker=str(slot))
+
+
+def test_a_worker_slow_to_say_it_is_ready_is_not_judged_stuck_and_is_kept(
+    start_peer, zookeeper, tenancy
+):
+    """A worker reads nothing until its transport is up, which takes seconds: stopped before it
+    said it was ready, it is not killed as stuck once the member's session timeout has passed,
+    as a ready one would be, and /readyz names it meanwhile. Resumed, it says it is ready, it is
+    kept, its peers join, and the member is ready again."""
+    port = free_port()
+    member = start_peer(vpeers=4, extra=["--workers", "2", "--metrics-port", str(port)])
+    await_peers(zookeeper, tenancy, 4)
+    with closing(api.connect(zookeeper.address, tenancy)) as store:
+        group = next(iter(api.replica(store).groups))
+        fresh = stopped_as_it_starts(member, 1)
+        try:
+            why = f"worker 1 (pid {fresh}) has not said it is ready"
+            named = wait_for(lambda: why in readyz(port)[1]["reason"], 30, "/readyz to name it")
+            assert named
+            assert readyz(port)[0] == 503
+            judged = SESSION_TIMEOUT + 3 * PING_EVERY
+            wait_for(lambda: starting_for(port, 1) > judged, 60,
+                     f"worker {fresh} to have been starting for {judged:g} s")  # fmt: skip
+            assert alive(fresh)
+        finally:
+            os.kill(fresh, signal.SIGCONT)
+        wait_for(lambda: said_ready(member, fresh), 60, f"worker {fresh} to say it is ready")
+        after = api.follow(store, lambda r: len(r.group_peers.get(group, ())) == 4, 30)
+        wait_for(lambda: readyz(port)[0] == 200, 30, "the member to be ready again")
+    assert alive(fresh)
+    assert {after.peer_sites[p] for p in after.group_peers[group]} == set(workers_of(member))
+    assert fresh in workers_of(member).values()
+    assert "has not read what the member sent" not in member.output()
+    assert Scrape(port).total("onyx_worker_restarts_total", reason="not_ready") == 0
+
+
+def test_a_worker_that_never_says_it_is_ready_is_killed_at_the_start_timeout_and_backs_off(
+    start_peer, zookeeper, tenancy
+):
+    """Killed at the start timeout, not before (it is never judged stuck); its death follows a
+    death moments after its predecessor's start, so it waits the back-off of a second failed
+    start in a row before its next start, which the member reports; that one starts and is
+    kept."""
+    port = free_port()
+    timeout = ["--worker-start-timeout", f"{START_TIMEOUT:g}"]
+    member = start_peer(vpeers=4, extra=["--workers", "2", "--metrics-port", str(port), *timeout])
+    await_peers(zookeeper, tenancy, 4)
+    fresh = stopped_as_it_starts(member, 1)
+    try:
+        wait_for(lambda: not alive(fresh), START_TIMEOUT + 30, f"worker {fresh} to be killed")
+    finally:
+        if alive(fresh):
+            os.kill(fresh, signal.SIGCONT)
+    wait_for(lambda: said_ready(member, started(member, 1)), 60, "its successor to be ready")
+    wait_for(lambda: readyz(port)[0] == 200, 30, "the member to be ready again")
+    out = member.output()
+    assert (f"worker 1 (pid {fresh}) has not said it is ready within {START_TIMEOUT:g} s of "
+            "its start; killing it") in out  # fmt: skip
+    assert ("worker 1 died (killed by SIGKILL); reporting its peers [] and starting it again "
+            f"in {BackOff().delay(2):.3g} s") in out  # fmt: skip
+    assert "has not read what the member sent" not in out
+    assert Scrape(port)("onyx_worker_restarts_total", worker="1", reason="not_ready") == 1
+    assert len(workers_of(member)) == 2
+
+
+def test_a_member_given_worker_ports_another_member_holds_is_refused_in_one_line(
+    start_peer, zookeeper, tenancy
+):
+    base = free_udp_ports(2)
+    first = start_peer(vpeers=2, extra=["--workers", "2", "--worker-port-base", str(base)])
+    await_peers(zookeeper, tenancy, 2)
+    result = onyx("peer", "start", *cluster_args(zookeeper, tenancy), "--vpeers", "2",
+                  "--workers", "2", "--worker-port-base", str(base))  # fmt: skip
+    assert_one_line_error(
+        result, 1, "worker 0", f"127.0.0.1:{base}", "--worker-port-base", "Address already in use"
+    )
+    assert first.process.poll() is None
+    assert len(workers_of(first)) == 2
+
+
+def killed_for(zookeeper, tenancy, job_path, timeout: str = "120") -> str:
+    """The job submitted and waited for as a user does: it is killed; the line `wait` prints."""
+    submitted = onyx("job", "submit", str(job_path), *cluster_args(zookeeper, tenancy))
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
+    waited = onyx("job", "wait", job_id, *cluster_args(zookeeper, tenancy), "--timeout", timeout)
+    assert waited.returncode == 1, waited.stdout + waited.stderr
+    line = waited.stdout.strip()
+    assert line.startswith(f"job {job_id}: killed: job {job_id!r}: task 'split'"), line
+    return line
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_task_that_raises_system_exit_kills_its_job_and_not_its_process(
+    workers, start_peer, zookeeper, tenancy, tmp_path
+):
+    member = start_peer(vpeers=4, extra=["--workers", workers])
+    await_peers(zookeeper, tenancy, 4)
+    pids = workers_of(member)
+    job, _ = wordcount_job(tmp_path, 50, "tests.integration.failing_fns:exits")
+    line = killed_for(zookeeper, tenancy, job)
+    assert line.endswith(f": SystemExit: {EXIT_CODE} (a task's code may not end its process)")
+    assert member.process.poll() is None
+    assert workers_of(member) == pids
+    assert all(alive(pid) for pid in pids.values())
+    assert " died " not in member.output()
+
+
+def test_a_task_whose_code_ends_its_worker_kills_its_job_after_three_deaths(
+    start_peer, zookeeper, tenancy, tmp_path
+):
+    """``os._exit`` cannot be caught: the worker running the task dies, and each time the job's
+    task comes back to a worker it dies again. The third such death, wherever the task ran,
+    kills the job with a reason naming the task and the exit; the member stays up, and so do
+    its workers, started again."""
+    member = start_peer(vpeers=4, extra=["--workers", "2"])
+    await_peers(zookeeper, tenancy, 4)
+    job, _ = wordcount_job(tmp_path, 50, "tests.integration.failing_fns:ends_its_process")
+    line = killed_for(zookeeper, tenancy, job, timeout="240")
+    limit = CodeDeaths().limit
+    assert line.endswith(
+        f": the task's code exits its process (exit code {EXIT_CODE}): {limit} worker "
+        f"processes died running it within {CodeDeaths().window:g} s"
+    ), line
+    assert member.process.poll() is None
+    wait_for(lambda: len(workers_of(member)) == 2 and all(map(alive, workers_of(member).values())),
+             60, "both workers to listen again")  # fmt: skip
+    out = member.output()
+    assert len(re.findall(r"worker \d died \(", out)) == limit, out
+    assert len(re.findall(rf"worker \d died \(exit code {EXIT_CODE}\)", out)) == limit
+    assert len(re.findall(r"died running the code of task 'split' of job ", out)) == limit

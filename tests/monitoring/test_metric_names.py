@@ -15,7 +15,10 @@ from prometheus_client import REGISTRY
 
 from monitoring.grafana.dashboards import expressions
 from peer.cluster.group import job_figures, ring_figures
+from peer.cluster.member import Workers, WorkerStates
+from peer.cluster.worker import WorkerSpec
 from peer.log.replica import Replica
+from peer.log.stores.memory import MemoryLog
 from peer.messaging.counters import DriverCollector
 from peer.metrics import (
     CHECKPOINT_SECONDS,
@@ -63,6 +66,7 @@ def served(zookeeper: ZooKeeperServer) -> set[str]:
         GroupCollector(lambda: group).collect(),
         DriverCollector("/nowhere").describe(),
         zookeeper_families(zookeeper),
+        WorkerStates(Workers(1, WorkerSpec(0, "t", "/nowhere"), MemoryLog().session())).collect(),
     ]
     return series(REGISTRY.collect()) | set().union(*map(series, collectors))
 

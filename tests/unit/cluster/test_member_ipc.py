@@ -120,6 +120,7 @@ def test_a_worker_that_dies_as_it_starts_is_started_again_only_after_a_back_off(
     assert workers.restart_due() is None
     assert workers.slots[0].generation == 2
     workers.restart(1)
+    workers.restart_due()
     assert workers.slots[1].generation == 1
 
 

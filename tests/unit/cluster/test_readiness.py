@@ -1,6 +1,6 @@
 """A group's readiness, read off its state: the pure reading on each state a group passes
-through, and the changes a real group in this process reports as it joins, loses its session
-and leaves."""
+through (a member's workers not ready among them), and the changes a real group in this process
+reports as it joins, loses its session and leaves."""
 
 from __future__ import annotations
 
@@ -22,12 +22,14 @@ from tests.support import wait_for
 JOINED = Replica(version=7, groups=pset(["g1", "g2"]))
 
 
-def group(replica: Replica = JOINED, *, lost=False, ended=None, leave=None, up=True, id="g1"):
+def group(replica: Replica = JOINED, *, lost=False, ended=None, leave=None, up=True, id="g1",
+          waiting=()):  # fmt: skip
     event = threading.Event()
     if lost:
         event.set()
     return SimpleNamespace(id=id, replica=replica, lost=event, ended=ended,
-                           leave_position=leave, dataplane=SimpleNamespace(up=up))  # fmt: skip
+                           leave_position=leave, dataplane=SimpleNamespace(up=up),
+                           workers_not_ready=lambda: tuple(waiting))  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -42,6 +44,11 @@ def group(replica: Replica = JOINED, *, lost=False, ended=None, leave=None, up=T
         (group(leave=9), "leaving", "group g1 is leaving the ring"),
         (group(ended="left"), "leaving", "leaving the ring"),
         (group(up=False), "data plane down", "data plane is closed"),
+        (
+            group(waiting=["worker 1 (pid 7) has not said it is ready"]),
+            "workers not ready",
+            "group g1: worker 1 (pid 7) has not said it is ready",
+        ),
     ],
 )
 def test_a_group_is_not_ready_until_joined_with_its_data_plane_up(state, expected, words):
@@ -62,14 +69,24 @@ def test_a_joined_group_with_its_data_plane_up_is_ready():
     ended=st.sampled_from([None, "left", "lost", "restart"]),
     leave=st.sampled_from([None, 4, 12]),
     up=st.booleans(),
+    waiting=st.lists(st.sampled_from(["worker 0 is starting", "worker 1 is to start again"])),
 )
-def test_ready_exactly_when_joined_live_staying_and_up(joined, lost, ended, leave, up):
+def test_ready_exactly_when_joined_live_staying_up_and_with_its_workers(
+    *, joined, lost, ended, leave, up, waiting
+):
     replica = JOINED if joined else Replica(version=2)
-    found = readiness(group(replica, lost=lost, ended=ended, leave=leave, up=up))
-    assert found.ready == (joined and not lost and ended is None and leave is None and up)
+    state = group(replica, lost=lost, ended=ended, leave=leave, up=up, waiting=waiting)
+    found = readiness(state)
+    alive = joined and not lost and ended is None and leave is None and up
+    assert found.ready == (alive and not waiting)
     assert found.ready == (found.state == "ready")
     assert "group g1" in found.reason
     assert "\n" not in found.reason
+
+
+def test_a_member_names_every_worker_that_is_not_ready():
+    found = readiness(group(waiting=["worker 0 is starting", "worker 2 is to start again"]))
+    assert found.reason == "group g1: worker 0 is starting; worker 2 is to start again"
 
 
 def test_a_lost_session_outweighs_a_leave_in_flight():

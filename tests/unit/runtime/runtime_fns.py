@@ -145,3 +145,26 @@ def seals_later(task: Any, slot: int, slots: int) -> SealsLater:
 def tag_set(segment: dict[str, Any]) -> dict[str, Any]:
     """A segment with a set in it: a set cannot travel between groups."""
     return {**segment, "meta": {"tags": {"a"}}}
+
+
+def exits(segment: dict[str, Any]) -> None:
+    raise SystemExit(3)
+
+
+def interrupts(segment: dict[str, Any]) -> None:
+    raise KeyboardInterrupt
+
+
+def closes(segment: dict[str, Any]) -> None:
+    raise GeneratorExit
+
+
+MARKS: list[int] = []
+WORD: list[Any] = [None]
+"""The word a test installed as this process's (peer.runtime.code_marks)."""
+
+
+def note_mark(segment: dict[str, Any]) -> dict[str, Any]:
+    """What the shared word holds while the fn runs."""
+    MARKS.append(int(WORD[0][0]))
+    return segment

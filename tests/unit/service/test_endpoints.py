@@ -25,7 +25,7 @@ REPLICA = Replica(version=5, groups=pset(["g1"]), finished=pmap({"old": "complet
 def group(replica: Replica = REPLICA):
     return SimpleNamespace(id="g1", replica=replica, lost=threading.Event(), ended=None,
                            leave_position=None, dataplane=SimpleNamespace(up=True),
-                           store=MemoryLog().session())  # fmt: skip
+                           workers_not_ready=tuple, store=MemoryLog().session())  # fmt: skip
 
 
 def get(app: Endpoints, path: str, method: str = "GET") -> tuple[str, dict, bytes]:
@@ -65,7 +65,8 @@ def test_a_joined_group_is_ready_and_shows_its_replica_and_jobs():
     assert body.decode() == json.dumps(REPLICA.to_json(), indent=2) + "\n"
     old = {"id": "old", "state": "completed", "needs": 0, "allocation": {}, "peers": 0,
            "allocation_version": None, "reason": None, "name": None, "submitted": None,
-           "standbys": {}, "takeovers": {}, "recovering": [], "committed_epoch": None}  # fmt: skip
+           "standbys": {}, "takeovers": {}, "recovering": [], "rolled_back": None,
+           "committed_epoch": None}  # fmt: skip
     assert json.loads(get(app, "/jobs")[2]) == {"version": 5, "jobs": [old]}
     assert json.loads(get(app, "/jobs/old")[2]) == old
 
