@@ -244,6 +244,8 @@ class JobStatus:
     peer, under this allocation version."""
     recovering: list[str] = field(default_factory=list)
     """Those still replaying their seat."""
+    rolled_back: str | None = None
+    """Why a running job last rolled back as a whole, if it has."""
 
     @property
     def finished(self) -> bool:
@@ -292,6 +294,7 @@ def status(current: Replica, job_id: str) -> JobStatus:
             standbys=dict(current.standbys.get(job_id, {})),
             takeovers=dict(current.takeovers.get(job_id, {})),
             recovering=sorted(current.recovering.get(job_id, ())),
+            rolled_back=current.rollbacks.get(job_id),
         )  # fmt: skip
     needs = job_demand(job, started=job_id in current.started).minimum
     return JobStatus(job_id, "waiting", needs, allocation, version, name=name, submitted=at)

@@ -61,7 +61,8 @@ class Replica:
     ``takeovers`` each peer that took over a seat of the current allocation without a new
     version, to the peer first allocated to that seat; ``recovering`` those of them that have
     not yet said (task-recovered) that their replay is done. The last two hold for one
-    allocation version: a new version starts them afresh.
+    allocation version: a new version starts them afresh. ``rollbacks`` gives a job that rolled
+    back as a whole (rollback-job) the reason of its latest rollback, for its status.
     """
 
     version: int = EMPTY_VERSION
@@ -94,6 +95,7 @@ class Replica:
     standbys: PMap = field(default_factory=pmap)
     takeovers: PMap = field(default_factory=pmap)
     recovering: PMap = field(default_factory=pmap)
+    rollbacks: PMap = field(default_factory=pmap)
     short_ids: PMap = field(default_factory=pmap)
     next_short_id: int = 0
     key_versions: tuple[int, ...] = field(default=(), compare=False)
@@ -184,6 +186,7 @@ class Replica:
             "standbys": _nested_json(self.standbys),
             "takeovers": _nested_json(self.takeovers),
             "recovering": {j: sorted(ps) for j, ps in sorted(self.recovering.items())},
+            "rollbacks": dict(sorted(self.rollbacks.items())),
             "short_ids": dict(sorted(self.short_ids.items())),
             "next_short_id": self.next_short_id,
             "key_versions": {
@@ -242,6 +245,7 @@ class Replica:
             standbys=_nested(doc.get("standbys", {})),
             takeovers=_nested(doc.get("takeovers", {})),
             recovering=pmap({str(j): _strings(ps) for j, ps in doc.get("recovering", {}).items()}),
+            rollbacks=_string_map(doc.get("rollbacks", {})),
             short_ids=pmap({str(k): int(v) for k, v in doc.get("short_ids", {}).items()}),
             next_short_id=int(doc.get("next_short_id", 0)),
             key_versions=_key_versions(doc.get("key_versions", {})),

@@ -16,6 +16,15 @@ one non-blocking ``step`` at a time, with every ZooKeeper call in the group's wo
 4. once every output peer is DRAINED (the job's bounded inputs have ended and every segment has
    reached the outputs) the next barrier is the final one; its commit lets the outputs publish
    and complete the job.
+
+No job waits for ever on an epoch. One that has not committed ``Job.epoch_timeout`` seconds
+after its barrier is abandoned: its acks no longer count, the peers that did not acknowledge it
+are named in the log, and the next epoch starts at once. Barriers travel in line, so every peer
+still passes the abandoned one first, and the next commit covers all it staged (a sink
+publishes every epoch sealed up to the commit). More abandoned in a row than the job's
+``tolerable_abandoned_epochs`` means the epochs no longer complete at all (a barrier lost with
+a peer's state, a peer stuck): the coordinator rolls the job back to its last commit
+(rollback-job), saying why, as Flink fails a job over after its tolerable checkpoint failures.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ from typing import Any
 from peer.job.spec import Job
 from peer.log.store import StoreError
 from peer.messaging.messages import Barrier, Committed, Message, Recover
-from peer.metrics import CHECKPOINT_SECONDS
+from peer.metrics import ABANDONED_EPOCHS, CHECKPOINT_SECONDS
 from peer.runtime.checkpoints import (
     CheckpointError,
     CheckpointStorage,
@@ -63,6 +72,9 @@ class State(Enum):
     """Pacing epochs: sending barriers, gathering acks."""
     COMMITTING = "committing"
     """A commit is in the pool."""
+    ROLLING_BACK = "rolling back"
+    """Epochs stopped committing and the job's rollback is written: waiting for its new
+    allocation version, which replaces this coordinator."""
     STALE = "stale"
     """A newer allocation owns the job's checkpoints: nothing more to do."""
 
@@ -74,8 +86,15 @@ class Coordinator:
     storage: CheckpointStorage
     pool: Executor
     send: Send
+    rollback: Callable[[str], None] = lambda reason: None
+    """Writes the job's rollback-job entry for this allocation, with the reason."""
     state: State = State.CLAIM
     epoch: int = 0
+    settled: int = 0
+    """The last epoch of this allocation that was committed or abandoned: the one after it, up
+    to ``epoch``, is in flight."""
+    abandoned: int = 0
+    """Epochs abandoned in a row since the last commit."""
     final: int | None = None
     acks: set[str] = field(default_factory=set)
     drained: set[str] = field(default_factory=set)
@@ -88,6 +107,8 @@ class Coordinator:
     """Where a peer restores from now: the last commit, or what the claim found."""
     joining: frozenset[str] = frozenset()
     """Peers that took a seat over since the last message to all: told RECOVER once running."""
+    rollback_reason: str = ""
+    """Why the job rolls back, once it does: written again with each retry of the entry."""
     last_commit: float = field(default_factory=time.time)
     """Wall-clock time of the last commit, or of the coordinator's start: what the metrics
     measure "time since the last commit" from."""
@@ -111,6 +132,7 @@ class Coordinator:
         self._steps = {
             State.CLAIM: self._claim,
             State.RUNNING: self._running,
+            State.ROLLING_BACK: self._roll_back,
             State.STALE: self._stale,
         }
         # claiming and committing wait on a call in the pool, whose result moves them on
@@ -200,6 +222,7 @@ class Coordinator:
             self.state = State.STALE
             return True
         self.committed = claimed.committed
+        self.epoch = self.settled = self.committed_number()
         self.recover_body, self.joining = body, frozenset()
         for peer in self.placement.members:
             self.send(peer, Recover(body))
@@ -216,13 +239,9 @@ class Coordinator:
                 self.send(peer, Recover(self.recover_body))
             self.joining = frozenset()
             return True
-        if self.acks >= self.members and self.epoch and self.epoch != self.committed_number():
-            self.pending = self.pool.submit(
-                self.commits.commit, self.version, Epoch(self.version, self.epoch), self.slots
-            )
-            self.state = State.COMMITTING
-            return True
-        if self.epoch != self.committed_number() or self.final is not None:
+        if self.epoch > self.settled:
+            return self._in_flight(now)
+        if self.final is not None:
             return False
         drained = self.drained >= self.outputs
         if now < self.next_barrier and not drained:
@@ -237,6 +256,56 @@ class Coordinator:
             self.send(peer, Barrier(self.epoch, self.final is not None))
         return True
 
+    def _in_flight(self, now: float) -> bool:
+        """The epoch in flight: committed once every peer has acknowledged it, abandoned once
+        it is older than the job's timeout."""
+        if self.acks >= self.members:
+            self.pending = self.pool.submit(
+                self.commits.commit, self.version, Epoch(self.version, self.epoch), self.slots
+            )
+            self.state = State.COMMITTING
+            return True
+        if now - self.barrier_sent < self.job.epoch_timeout:
+            return False
+        self._abandon(now)
+        return True
+
+    def _abandon(self, now: float) -> None:
+        """Give the epoch in flight up, and start the next one at once, or roll the job back
+        when that is one too many in a row."""
+        self.settled, self.abandoned = self.epoch, self.abandoned + 1
+        if self.final == self.epoch:
+            self.final = None  # the next barrier is the final one again
+        ABANDONED_EPOCHS.labels(self.job.id).inc()
+        late = f"not acknowledged within {self.job.epoch_timeout:g} s by {self.unacknowledged()}"
+        log.warning("job %s: epoch %d of allocation %d abandoned: %s",
+                    self.job.id, self.epoch, self.version, late)  # fmt: skip
+        if self.abandoned <= self.job.tolerable_abandoned_epochs:
+            self.next_barrier = now
+            return
+        reason = (f"job {self.job.id!r}: {self.abandoned} epochs in a row abandoned, the last "
+                  f"(epoch {self.epoch} of allocation {self.version}) {late}")  # fmt: skip
+        log.warning("%s; rolling the job back to its last commit", reason)
+        self.rollback_reason = reason
+        self.state = State.ROLLING_BACK
+        self._roll_back(now)
+
+    def _roll_back(self, now: float) -> bool:
+        """Write the rollback, and again each timeout until the new version replaces this
+        coordinator: the entry names this version, so a repeat changes nothing."""
+        self.rollback(self.rollback_reason)
+        self.retry_at = now + self.job.epoch_timeout
+        return True
+
+    def unacknowledged(self) -> str:
+        """The tasks whose peers have not acknowledged the epoch in flight, with those peers:
+        where an operator looks first."""
+        missing: dict[str, list[str]] = {}
+        for peer in sorted(self.members - self.acks):
+            missing.setdefault(self.placement.tasks[peer], []).append(peer)
+        return ", ".join(f"task {task!r} (peers {', '.join(peers)})"
+                         for task, peers in sorted(missing.items()))  # fmt: skip
+
     def committed_number(self) -> int:
         committed = self.committed
         return committed.number if committed and committed.version == self.version else 0
@@ -247,6 +316,7 @@ class Coordinator:
             self.state = State.STALE
             return True
         previous, self.committed = self.committed, Epoch(self.version, self.epoch)
+        self.settled, self.abandoned = self.epoch, 0
         self.last_commit = time.time()
         CHECKPOINT_SECONDS.labels(self.job.id).observe(now - self.barrier_sent)
         log.info(

@@ -36,6 +36,11 @@ InLine = Batch | Barrier | Watermark | End
 """What an upstream peer sends along an edge, in order."""
 
 
+class BarrierSkipped(RuntimeError):
+    """A sender's next barrier is not the one the others are at: it skipped one, so what it
+    sent cannot be put in either epoch, and the job rolls back to its last commit."""
+
+
 class Inbox:
     def __init__(self, sources: frozenset[int]) -> None:
         self.sources = sources
@@ -125,12 +130,19 @@ class Inbox:
         return columnar.concat(taken)
 
     def aligned(self) -> Barrier | None:
-        """The barrier every sender has reached, once they all have reached the same one."""
-        heads = {q[0] for q in self.queues.values() if q and isinstance(q[0], Barrier)}
-        waiting = sum(1 for q in self.queues.values() if q and isinstance(q[0], Barrier))
-        if waiting == len(self.queues) and len(heads) == 1:
-            return next(iter(heads))
-        return None
+        """The barrier every sender has reached, once they all have reached the same one.
+        Barriers travel in line and are released together, so two senders held at different
+        ones means one of them skipped a barrier: BarrierSkipped."""
+        heads = [q[0] for q in self.queues.values() if q and isinstance(q[0], Barrier)]
+        if not heads:
+            return None
+        first = heads[0]
+        for head in heads:
+            if head.epoch != first.epoch:
+                raise BarrierSkipped(
+                    f"senders are held at barriers of epochs {first.epoch} and {head.epoch}"
+                )
+        return first if len(heads) == len(self.queues) else None
 
     def release(self) -> None:
         for queue in self.queues.values():

@@ -26,7 +26,7 @@ from typing import Any
 
 from peer.messaging.messages import Barrier, Batch
 from peer.runtime import columnar
-from peer.runtime.inbox import Inbox, InLine
+from peer.runtime.inbox import BarrierSkipped, Inbox, InLine
 
 
 class UnalignedInbox(Inbox):
@@ -57,9 +57,16 @@ class UnalignedInbox(Inbox):
         return None
 
     def _pass_late(self) -> None:
+        """Each late sender's barrier of the open epoch, once it comes; another epoch's barrier
+        from a late sender means it skipped the open one (BarrierSkipped)."""
         for source in sorted(self.late):
             queue = self.queues[source]
-            if queue and isinstance(queue[0], Barrier) and queue[0].epoch == self.open:
+            if queue and isinstance(queue[0], Barrier):
+                if queue[0].epoch != self.open:
+                    raise BarrierSkipped(
+                        f"peer {source}'s next barrier is of epoch {queue[0].epoch}, not of the "
+                        f"open epoch {self.open}"
+                    )
                 queue.popleft()
                 self.late.discard(source)
 

@@ -15,15 +15,15 @@ from pyrsistent import pmap
 from peer.log.entry import Diff, Effects, Entry, EntryKind, Transition
 from peer.log.replica import KEYS, Replica
 
-FORGOTTEN = ("reasons", "names", "submitted")
+FORGOTTEN = ("reasons", "names", "submitted", "rollbacks")
 """What a gc drops of finished jobs."""
 
 
 def _apply_gc(replica: Replica, entry: Entry) -> Replica:
     """Finished jobs leave all but their outcome and hash: what a later submit-job under the
     same id needs to stay a no-op (and its submitter to be told whether it was the same job).
-    Their reasons, names and submission times go, so the origin grows by a few bytes per job
-    however long the cluster runs."""
+    Their reasons, names, submission times and rollback reasons go, so the origin grows by a
+    few bytes per job however long the cluster runs."""
     finished = set(replica.finished)
     if not finished:
         return replica

@@ -7,6 +7,10 @@ peer of the job writes this entry. It gives the job a new allocation version at 
 position, with the same peers: every runner of the job starts again under it and restores from
 the last commit, as after any reallocation, which stays correct. Only the version it names
 counts, so a second peer's report of the same trouble, or a late one, changes nothing.
+
+A job's coordinator writes it too, when epochs stop committing (peer.runtime.coordinator): more
+abandoned in a row than the job tolerates. The replica keeps the reason of a job's latest
+rollback for its status.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ def _apply(replica: Replica, entry: Entry) -> Replica:
         takeovers=replica.takeovers.discard(job),
         recovering=replica.recovering.discard(job),
         done=replica.done.discard(job),
+        rollbacks=replica.rollbacks.set(job, entry.args["reason"]),
     )
 
 
@@ -46,12 +51,13 @@ ROLLBACK_JOB = EntryKind(
     diff=_diff,
     while_joining=False,
     reads=frozenset({"allocations", "allocation_versions", "takeovers", "recovering", "done"}),
-    writes=frozenset({"allocation_versions", "takeovers", "recovering", "done"}),
+    writes=frozenset({"allocation_versions", "takeovers", "recovering", "done", "rollbacks"}),
 )
 
 
 def rollback_job(job: str, version: int, reason: str) -> Entry:
-    """The entry a peer writes when the job's local recovery under ``version`` cannot go on."""
+    """The entry a peer writes when the job under ``version`` cannot go on without rolling
+    back: its local recovery cannot, or its epochs no longer commit."""
     return ROLLBACK_JOB.entry(job=job, version=version, reason=cut(reason, MAX_REASON_CHARS))
 
 

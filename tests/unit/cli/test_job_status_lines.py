@@ -23,3 +23,15 @@ def test_a_running_job_names_its_takeovers_and_standbys():
 def test_a_job_without_local_recovery_reads_as_before():
     status = JobStatus("j1", "running", allocation={"read": ["aaaaaaaa1"]}, allocation_version=3)
     assert describe_job(status) == "job j1: running (allocation version 3)\n  read: aaaaaaaa"
+
+
+def test_a_job_that_rolled_back_says_why():
+    status = JobStatus(
+        "j1", "running", allocation={"read": ["aaaaaaaa1"]}, allocation_version=9,
+        rolled_back="job 'j1': 2 epochs in a row abandoned",
+    )  # fmt: skip
+    assert describe_job(status).splitlines() == [
+        "job j1: running (allocation version 9)",
+        "  last rolled back: job 'j1': 2 epochs in a row abandoned",
+        "  read: aaaaaaaa",
+    ]

@@ -42,6 +42,7 @@ def test_gc_drops_what_finished_jobs_left_but_their_outcome_and_hash(make_replic
         names=pmap({done: "nightly", running: "hourly"}),
         submitted=pmap({done: 1.0, running: 2.0}),
         hashes=pmap({done: "ab" * 32, running: "cd" * 32}),
+        rollbacks=pmap({done: "epochs stopped", running: "a log was dropped"}),
     )
     after = apply_entry(before, GC.entry(id="client").at(4)).new
     assert after == before.evolve(
@@ -49,6 +50,7 @@ def test_gc_drops_what_finished_jobs_left_but_their_outcome_and_hash(make_replic
         reasons=pmap(),
         names=pmap({running: "hourly"}),
         submitted=pmap({running: 2.0}),
+        rollbacks=pmap({running: "a log was dropped"}),
     )
     resubmitted = apply_entry(after, SUBMIT_JOB.entry(id=done, job=wordcount_doc()).at(5)).new
     assert resubmitted == after.evolve(version=5)

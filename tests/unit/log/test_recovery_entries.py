@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from peer import api
 from peer.log.apply import apply_entry, kind_of
 from peer.log.entries.recovery import TASK_RECOVERED, task_recovered
 from peer.log.entries.rollback import rollback_job
 from peer.log.entry import Entry, InvalidEntry
+from peer.log.replica import Replica
 from tests.unit.log.local_recovery import JOB, cluster, down, job_doc, peer_of, singles, step
 
 
@@ -82,6 +84,9 @@ def test_a_rollback_gives_the_job_a_new_version_with_the_same_peers():
     assert JOB not in t.new.takeovers
     assert JOB not in t.new.recovering
     assert t.diff == {"job": JOB, "reason": "a log was dropped"}
+    assert t.new.rollbacks[JOB] == "a log was dropped"
+    assert api.status(t.new, JOB).rolled_back == "a log was dropped"
+    assert Replica.from_json(t.new.to_json()).rollbacks == t.new.rollbacks
 
 
 @pytest.mark.parametrize("change", [lambda v: v - 1, lambda v: v + 1])

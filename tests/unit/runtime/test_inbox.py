@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from peer.messaging.messages import END, Barrier, Batch, Watermark
-from peer.runtime.inbox import Inbox
+from peer.runtime.inbox import BarrierSkipped, Inbox
 
 
 def test_a_barrier_holds_back_only_what_its_sender_sent_after_it():
@@ -26,11 +27,15 @@ def test_a_barrier_holds_back_only_what_its_sender_sent_after_it():
     assert inbox.take(10) == [{"a": 2}]
 
 
-def test_barriers_of_different_epochs_do_not_align():
-    inbox = Inbox(frozenset({1, 2}))
+def test_barriers_of_different_epochs_do_not_align_they_tell_of_a_skipped_barrier():
+    """Barriers are released together, so senders held at different ones mean one of them
+    skipped a barrier: waiting would wait for ever, so the runner is told (and rolls back)."""
+    inbox = Inbox(frozenset({1, 2, 3}))
     inbox.put(1, Barrier(1))
-    inbox.put(2, Barrier(2))
     assert inbox.aligned() is None
+    inbox.put(2, Barrier(2))
+    with pytest.raises(BarrierSkipped, match="epochs 1 and 2"):
+        inbox.aligned()
 
 
 def test_watermarks_are_the_minimum_once_every_sender_has_one():

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from peer.messaging.messages import END, Barrier, Batch, Watermark
-from peer.runtime.inbox import Inbox
+from peer.runtime.inbox import BarrierSkipped, Inbox
 
 SOURCES = (1, 2, 3)
 
@@ -42,6 +42,15 @@ def rows(batch: Any) -> Any:
     return batch if isinstance(batch, list) else ("arrow", batch.to_pylist())
 
 
+def aligned(inbox: Inbox) -> Barrier | None:
+    """The aligned barrier; None too where the drawn barriers skip one (this test draws any
+    epochs in any order, which a real sender never sends)."""
+    try:
+        return inbox.aligned()
+    except BarrierSkipped:
+        return None
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(puts, st.integers(1, 8), st.booleans()), max_size=8))
 def test_take_exact_redoes_what_take_logged(rounds):
@@ -59,7 +68,7 @@ def test_take_exact_redoes_what_take_logged(rounds):
         assert rows(again) == rows(taken)
         assert replay.last_take == live.last_take
         assert state(replay) == state(live)
-        if release and live.aligned() is not None:
+        if release and aligned(live) is not None:
             live.release()
             replay.release()
 

@@ -1,0 +1,191 @@
+"""The coordinator's epochs under a clock the test turns: an epoch every peer acknowledges
+commits; one that is not acknowledged within the job's checkpoint timeout is abandoned, the next
+starts at once, and more abandoned in a row than the job tolerates roll the job back, once per
+timeout until the new version comes, naming the tasks that did not acknowledge."""
+
+from __future__ import annotations
+
+import uuid
+from concurrent.futures import Executor, Future
+from typing import Any
+
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from peer.job.spec import Job, JobError, Task
+from peer.job.validate import validate
+from peer.log.stores.memory import MemoryLog
+from peer.messaging.messages import Barrier
+from peer.metrics import ABANDONED_EPOCHS
+from peer.runtime.checkpoints import CheckpointStorage, Commits, Epoch
+from peer.runtime.coordinator import Coordinator, State
+from peer.runtime.placement import place
+
+
+class Inline(Executor):
+    """Runs what is submitted at once: the test, not a thread, decides when a step happens."""
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+def make_job(job_id: str, **settings: Any) -> Job:
+    catalog = (
+        Task("in", "input", plugin="peer.plugins.memory:input"),
+        Task("f", "function", fn="tests.unit.runtime.runtime_fns:double"),
+        Task("out", "output", plugin="peer.plugins.null:output"),
+    )
+    return Job(workflow=(("in", "f"), ("f", "out")), catalog=catalog, id=job_id, **settings)
+
+
+class World:
+    """A coordinator of one allocation, what it sent, and the rollbacks it wrote."""
+
+    def __init__(self, **settings: Any) -> None:
+        self.job = make_job(f"j{uuid.uuid4().hex[:8]}", **settings)
+        allocation = {"in": ("i1",), "f": ("f1", "f2"), "out": ("o1",)}
+        short_ids = {self.job.id: 0, "i1": 1, "f1": 2, "f2": 3, "o1": 4}
+        placement = place(self.job, 5, allocation, short_ids, dict.fromkeys(short_ids, "g"))
+        self.sent: list[tuple[str, Any]] = []
+        self.rollbacks: list[str] = []
+        self.commits = Commits(MemoryLog().session(), self.job.id)
+        self.coordinator = Coordinator(
+            placement=placement,
+            commits=self.commits,
+            storage=CheckpointStorage("memory://coordinator", uuid.uuid4().hex),
+            pool=Inline(),
+            send=lambda peer, message: self.sent.append((peer, message)),
+            rollback=self.rollbacks.append,
+        )
+        self.now = 0.0
+
+    def run(self, until: float) -> None:
+        """Steps the coordinator while it has something to do, at every tenth of a second."""
+        while self.now < until:
+            while self.coordinator.step(self.now):
+                pass
+            self.now = round(self.now + 0.1, 6)
+
+    def barriers(self) -> list[int]:
+        return [m.epoch for _, m in self.sent if isinstance(m, Barrier)]
+
+    def ack(self, epoch: int, peers: tuple[str, ...] = ("i1", "f1", "f2", "o1")) -> None:
+        for peer in peers:
+            self.coordinator.on_ack(peer, epoch)
+
+
+def abandoned(job_id: str) -> float:
+    return ABANDONED_EPOCHS.labels(job_id)._value.get()
+
+
+def test_an_epoch_every_peer_acknowledges_commits_and_the_next_follows_a_period_later():
+    w = World(barrier_period=1.0, checkpoint_timeout=3.0)
+    w.run(0.5)
+    assert w.barriers() == [1]
+    w.ack(1)
+    w.run(1.0)
+    assert w.commits.read()[0].committed == Epoch(5, 1)
+    w.run(1.5)
+    assert w.barriers() == [1, 2]
+    assert abandoned(w.job.id) == 0
+
+
+def test_an_epoch_not_acknowledged_in_time_is_abandoned_and_the_next_starts_at_once(caplog):
+    w = World(barrier_period=1.0, checkpoint_timeout=3.0, tolerable_abandoned_epochs=1)
+    w.ack(1, ("i1", "f1", "o1"))
+    w.run(3.0)
+    assert w.barriers() == [1]
+    w.ack(1, ("i1", "f1", "o1"))
+    w.run(3.5)
+    assert w.barriers() == [1, 2]
+    assert abandoned(w.job.id) == 1
+    assert "epoch 1 of allocation 5 abandoned" in caplog.text
+    assert "task 'f' (peers f2)" in caplog.text
+    assert w.rollbacks == []
+    w.ack(1)  # a late ack of the abandoned epoch does not count for the next
+    w.run(4.0)
+    assert w.commits.read()[0].committed is None
+    w.ack(2)
+    w.run(4.5)
+    assert w.commits.read()[0].committed == Epoch(5, 2)
+    assert w.coordinator.abandoned == 0
+
+
+def test_more_abandoned_in_a_row_than_tolerated_roll_the_job_back_again_each_timeout():
+    w = World(barrier_period=1.0, checkpoint_timeout=2.0, tolerable_abandoned_epochs=1)
+    w.run(4.5)
+    assert w.barriers() == [1, 2]
+    assert len(w.rollbacks) == 1
+    assert "2 epochs in a row abandoned" in w.rollbacks[0]
+    assert "epoch 2 of allocation 5" in w.rollbacks[0]
+    assert "task 'in' (peers i1)" in w.rollbacks[0]
+    assert w.coordinator.state is State.ROLLING_BACK
+    w.run(6.5)
+    assert w.barriers() == [1, 2]
+    assert len(w.rollbacks) == 2
+    assert abandoned(w.job.id) == 2
+
+
+def test_none_tolerated_rolls_back_at_the_first_abandoned_epoch():
+    w = World(barrier_period=1.0, checkpoint_timeout=2.0, tolerable_abandoned_epochs=0)
+    w.run(2.5)
+    assert w.barriers() == [1]
+    assert len(w.rollbacks) == 1
+
+
+def test_an_abandoned_final_epoch_is_followed_by_another_final_one():
+    w = World(barrier_period=1.0, checkpoint_timeout=2.0, tolerable_abandoned_epochs=1)
+    w.coordinator.on_drained("o1")
+    w.run(2.5)
+    assert [(m.epoch, m.final) for _, m in w.sent if isinstance(m, Barrier)] == [
+        (1, True),
+        (2, True),
+    ]
+    w.ack(2)
+    w.run(3.0)
+    assert w.commits.read()[0].committed == Epoch(5, 2)
+
+
+def test_the_default_timeout_is_five_periods_and_at_least_ten_seconds():
+    assert make_job("a", barrier_period=1.0).epoch_timeout == 10.0
+    assert make_job("a", barrier_period=4.0).epoch_timeout == 20.0
+    assert make_job("a", barrier_period=4.0, checkpoint_timeout=1.5).epoch_timeout == 1.5
+
+
+@given(
+    acks=st.lists(st.sets(st.sampled_from(("i1", "f1", "f2", "o1"))), min_size=1, max_size=8),
+    tolerable=st.integers(0, 3),
+)
+def test_the_coordinator_never_goes_longer_than_its_timeouts_without_a_commit_or_a_rollback(
+    acks: list[set[str]], tolerable: int
+):
+    """Whatever subset of peers acknowledges each epoch, within (tolerable + 1) timeouts of the
+    last commit the job has either committed again or been rolled back."""
+    assume(any(a != {"i1", "f1", "f2", "o1"} for a in acks))
+    w = World(barrier_period=1.0, checkpoint_timeout=2.0, tolerable_abandoned_epochs=tolerable)
+    last_progress = 0.0
+    for peers in acks:
+        w.run(w.now + 1.1)
+        w.ack(w.coordinator.epoch, tuple(sorted(peers)))
+        before = w.commits.read()[0]
+        w.run(w.now + 1.1)
+        if w.commits.read()[0] != before or w.rollbacks:
+            last_progress = w.now
+        assert w.now - last_progress <= (tolerable + 1) * 2.0 + 2.5
+        if w.rollbacks:
+            break
+
+
+@pytest.mark.parametrize("value", [0, -1, float("nan"), "10", True])
+def test_a_bad_checkpoint_timeout_is_refused_naming_the_field(value):
+    with pytest.raises(JobError, match="checkpoint_timeout must be a number of seconds > 0"):
+        validate(make_job("bad", checkpoint_timeout=value), imports=False)
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, None, True])
+def test_a_bad_tolerable_abandoned_epochs_is_refused_naming_the_field(value):
+    with pytest.raises(JobError, match="tolerable_abandoned_epochs must be an int >= 0"):
+        validate(make_job("bad", tolerable_abandoned_epochs=value), imports=False)
