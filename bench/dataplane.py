@@ -226,10 +226,11 @@ def reads(timed: Timed) -> list[dict[str, float]]:
 
 @contextlib.contextmanager
 def peer_processes(
-    logs: Path, tags: Sequence[str], vpeers: int = 3
+    logs: Path, tags: Sequence[str], vpeers: int = 3, metrics: Sequence[int] = ()
 ) -> Iterator[tuple[LogStore, list]]:
     """A ZooKeeper server and one `onyx peer start` of ``vpeers`` peers per tag ("" for none);
-    every group's stderr goes to logs/peer-N.log, checkpoints to logs/checkpoints."""
+    every group's stderr goes to logs/peer-N.log, checkpoints to logs/checkpoints; with
+    ``metrics``, group N serves its metrics on port ``metrics[N]`` of 127.0.0.1."""
     server = ZooKeeperServer().start()
     processes = []
     try:
@@ -239,6 +240,9 @@ def peer_processes(
                 "--tenancy", "bench", "--vpeers", str(vpeers), "--tags", tag, "--mtu", "8192",
                 "--checkpoints", str(logs / "checkpoints"), "--workers", "0",
             ]  # fmt: skip
+            if metrics:
+                command += ["--metrics-port", str(metrics[number])]
+                command += ["--metrics-address", "127.0.0.1"]
             log = (logs / f"peer-{number}.log").open("wb")
             processes.append(subprocess.Popen(command, cwd=REPO, stderr=log))
         store = api.connect(server.address, "bench", create=True)
@@ -251,7 +255,11 @@ def peer_processes(
             if process.poll() is None:
                 process.terminate()
         for process in processes:
-            process.wait(30)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:  # a loaded machine: it must not outlive the bench
+                process.kill()
+                process.wait()
         server.stop()
 
 

@@ -121,11 +121,24 @@ ALIGNMENT_SECONDS = Histogram(
     JOB_TASK,
     buckets=LATENCY,
 )
+QUEUED_AT_BARRIER = Histogram(
+    "onyx_barrier_queued_batches",
+    "Batches a barrier found queued ahead of it from its sender as it reached a peer: what it "
+    "waits behind there (credit bounds it; a debloated receiver keeps it to its target)",
+    JOB_TASK,
+    buckets=(0, 1, 2, 4, 8, 16, 32, 64, 128),
+)
 CHECKPOINT_SECONDS = Histogram(
     "onyx_checkpoint_duration_seconds",
     "Time from an epoch's barrier to its commit, measured by the job's coordinator",
     [JOB],
     buckets=LATENCY,
+)
+ABANDONED_EPOCHS = Counter(
+    "onyx_checkpoint_abandoned_epochs",
+    "Epochs the job's coordinator gave up on: not committed within the job's checkpoint_timeout "
+    "of their barrier (more in a row than the job tolerates roll it back)",
+    [JOB],
 )
 SNAPSHOT_BYTES = Histogram(
     "onyx_checkpoint_size_bytes",
@@ -171,6 +184,7 @@ class TaskMeters:
     batch_seconds: Any
     backpressure: Any
     alignment_seconds: Any
+    queued_at_barrier: Any
     snapshot_bytes: Any
     local_recoveries: Any
     in_flight_overflows: Any
@@ -182,7 +196,7 @@ def task_meters(job: str, task: str) -> TaskMeters:
     return TaskMeters(
         *(family.labels(job, task) for family in (
             SEGMENTS_IN, SEGMENTS_OUT, BATCH_SECONDS, BACKPRESSURE, ALIGNMENT_SECONDS,
-            SNAPSHOT_BYTES, LOCAL_RECOVERIES, IN_FLIGHT_OVERFLOWS,
+            QUEUED_AT_BARRIER, SNAPSHOT_BYTES, LOCAL_RECOVERIES, IN_FLIGHT_OVERFLOWS,
         )),
         RESTORES.labels(job, task, "global"),
         RESTORES.labels(job, task, "local"),

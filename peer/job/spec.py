@@ -34,6 +34,16 @@ PARTS = ("catalog", "lifecycles", "flow_conditions", "windows", "triggers")
 MIB = 1024 * 1024
 DEFAULT_IN_FLIGHT_BUDGET = 64 * MIB
 """Bytes of what a task sent since the last commit that it keeps for replay, by default."""
+DEFAULT_DEBLOAT_TARGET = 0.3
+"""Seconds of a task's work that what its senders have in flight to it may hold, by default:
+what a barrier waits behind at each task (peer.runtime.debloat)."""
+CHECKPOINT_TIMEOUT_PERIODS = 5
+"""Barrier periods an epoch may take, by default, before it is abandoned: a late checkpoint or
+two is normal (a slow snapshot, a burst of queued data), five periods is a barrier that is not
+coming."""
+MIN_CHECKPOINT_TIMEOUT = 10.0
+"""The least default timeout, in seconds: with short barrier periods a snapshot's upload or a
+ZooKeeper hiccup alone can take longer than five of them."""
 
 
 class JobError(ValueError):
@@ -222,6 +232,17 @@ class Job:
     say otherwise a standby peer on another member. ``causal_depth`` is how many concurrent
     failures the logs cover (beyond it the job rolls back as a whole), ``in_flight_budget`` how
     many bytes of what it sent since the last commit a task keeps.
+
+    Back-pressure: ``debloat_target`` is how many seconds of a task's work what its senders
+    have in flight to it may hold (their credit follows its measured throughput, and batches to
+    it are no longer than that: peer.runtime.debloat), so a barrier waits behind about that much
+    at each task; None keeps fixed credit windows of batches.
+
+    Checkpoints that do not come: an epoch not committed within ``checkpoint_timeout`` seconds
+    of its barrier (None: five barrier periods, at least ``MIN_CHECKPOINT_TIMEOUT``) is
+    abandoned and the next one starts, so no job waits for ever on a barrier that will not
+    come; after more than ``tolerable_abandoned_epochs`` abandoned in a row the job rolls back
+    to its last commit as a whole.
     """
 
     workflow: tuple[tuple[str, str], ...]
@@ -241,6 +262,9 @@ class Job:
     standby: bool = False
     causal_depth: int = 1
     in_flight_budget: int = DEFAULT_IN_FLIGHT_BUDGET
+    debloat_target: float | None = DEFAULT_DEBLOAT_TARGET
+    checkpoint_timeout: float | None = None
+    tolerable_abandoned_epochs: int = 1
     id: str | None = None
 
     def __post_init__(self) -> None:
@@ -256,6 +280,14 @@ class Job:
         _set(self, "workflow", workflow)
         for name in PARTS:
             _set(self, name, _tuple(getattr(self, name)))
+
+    @property
+    def epoch_timeout(self) -> float:
+        """Seconds an epoch may take from its barrier to its commit before it is abandoned."""
+        if self.checkpoint_timeout is not None:
+            return float(self.checkpoint_timeout)
+        period = self.barrier_period or 0.0
+        return max(CHECKPOINT_TIMEOUT_PERIODS * period, MIN_CHECKPOINT_TIMEOUT)
 
     def resume_source(self) -> tuple[str, str | None] | None:
         """(the job to restore from, the savepoint to restore, None for its last commit)."""

@@ -87,6 +87,7 @@ def validate(job: Job, *, imports: bool = True) -> Job:
         _check_trigger(job, trigger, index, where)
     _check_checkpoints(job, where)
     _check_local_recovery(job, where)
+    _check_debloat(job, where)
     check_size(job, where)
     if imports:
         _check_imports(job, where)
@@ -375,6 +376,12 @@ def _check_checkpoints(job: Job, where: str) -> None:
             "resume_from must be a job id or {job: ID, savepoint: NAME}, "
             f"got {thaw(job.resume_from)!r}",
         )
+    timeout = job.checkpoint_timeout
+    if timeout is not None and not (_is_number(timeout) and timeout > 0):
+        fail(where, f"checkpoint_timeout must be a number of seconds > 0 or null, got {timeout!r}")
+    tolerable = job.tolerable_abandoned_epochs
+    if not (is_int(tolerable) and tolerable >= 0):
+        fail(where, f"tolerable_abandoned_epochs must be an int >= 0, got {tolerable!r}")
     if period is None:
         return
     for task in job.catalog:
@@ -405,6 +412,12 @@ def _check_local_recovery(job: Job, where: str) -> None:
         fail(where, "standby needs checkpoints: set barrier_period (it is null)")
     task = next(t for t in job.catalog if t.standby)
     fail(f"{where}: task {task.name!r}", "standby needs checkpoints: set the job's barrier_period")
+
+
+def _check_debloat(job: Job, where: str) -> None:
+    target = job.debloat_target
+    if target is not None and not (_is_number(target) and target > 0):
+        fail(where, f"debloat_target must be a number of seconds > 0 or null, got {target!r}")
 
 
 def _check_unique_names(job: Job, where: str) -> None:

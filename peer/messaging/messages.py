@@ -60,6 +60,9 @@ class End:
 @dataclass(frozen=True, slots=True)
 class Credit:
     batches: int
+    rows: int = 0
+    """The most rows a batch to the receiver should hold (peer.runtime.debloat), 0 for no limit:
+    in the body, which is empty without one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +202,16 @@ def _list(body: Body) -> list[Any]:
     return body
 
 
+def _row_limit(body: Body) -> int:
+    """A Credit's row limit: none in an empty body, else one int >= 0."""
+    if not body:
+        return 0
+    rows = _one(body, int)
+    if isinstance(rows, bool) or rows < 0:
+        raise ValueError(f"row limit {rows!r} is not an int >= 0")
+    return rows
+
+
 def _zero(message: Any) -> int:
     return 0
 
@@ -214,7 +227,8 @@ TABLE = (
     Kind(Watermark, MessageType.WATERMARK, _zero, lambda m: [m.value],
          lambda _, b: Watermark(_one(b, (int, float)))),
     Kind(End, MessageType.END, _zero, _nothing, lambda _, b: END),
-    Kind(Credit, MessageType.CREDIT, lambda m: m.batches, _nothing, lambda e, _: Credit(e)),
+    Kind(Credit, MessageType.CREDIT, lambda m: m.batches, lambda m: [m.rows] if m.rows else (),
+         lambda e, b: Credit(e, _row_limit(b))),
     Kind(Recover, MessageType.RECOVER, _zero, lambda m: m.body, lambda _, b: Recover(_list(b))),
     Kind(Ack, MessageType.ACK, lambda m: m.epoch, _nothing, lambda e, _: Ack(e)),
     Kind(Drained, MessageType.DRAINED, _zero, _nothing, lambda _, b: DRAINED),

@@ -85,7 +85,7 @@ from peer.runtime.placement import Placement, placements
 from peer.runtime.routing import Router, conditions, key_function, routes
 from peer.runtime.shipped_code import CodeShelf
 from peer.runtime.standby import Standbys
-from peer.runtime.task import TaskContext, TaskFailed, TaskRunner
+from peer.runtime.task import FAILURES, TaskContext, TaskFailed, TaskRunner, describe
 
 log = logging.getLogger(__name__)
 
@@ -323,12 +323,16 @@ class DataPlane:
             source = ids[self.placements[job_id].coordinator]
             self._send(to, Address(job_short, source, ids[to], version), message)
 
+        def rollback(reason: str) -> None:
+            self.write(rollback_job(job_id, version, reason))
+
         return Coordinator(
             placement=placement,
             commits=Commits(self.store, placement.job.id),
             storage=self.storage,
             pool=self.pool,
             send=send,
+            rollback=rollback,
         )
 
     def _runner(self, placement: Placement, peer: str) -> TaskRunner | None:
@@ -343,7 +347,7 @@ class DataPlane:
                 return None
             with imports():
                 return TaskRunner(self._context(placement, peer, imports=imports))
-        except Exception as e:
+        except FAILURES as e:
             return TaskRunner(self._context(placement, peer, routing=False), broken=e)
 
     def _imports(self, job: Job) -> Callable[[], AbstractContextManager[None]] | None:
@@ -369,9 +373,10 @@ class DataPlane:
         def send(to: str, item: Any) -> None:
             self._send(to, address(to), item if isinstance(item, AS_IS) else Batch(item))
 
-        def grant(upstream: int, batches: int) -> None:
+        def grant(upstream: int, batches: int, rows: int) -> None:
             to = self.short_peers[upstream]
-            self._send(to, address(to), Credit(batches))
+            self._send(to, address(to), Credit(batches, rows))
+            self._offer_now(to)
 
         def report(what: str, epoch: int) -> None:
             self._send(coordinator, address(coordinator), Ack(epoch) if what == "ack" else DRAINED)
@@ -409,7 +414,7 @@ class DataPlane:
             pack=self.pack,
             recovered=recovered,
             rollback=rollback,
-            key_of=key_function(spec.group_by_key, spec.group_by_fn) if routing else None,
+            key_of=key_function(spec.group_by_key, spec.group_by_fn, task) if routing else None,
             imports=imports,
             storage=self.storage if self._checkpointed(job) else None,
             fetch=fetch,
@@ -551,6 +556,21 @@ class DataPlane:
                 self._undeliverable(site, e)
         return sent
 
+    def _offer_now(self, to: str) -> None:
+        """Offer what waits for ``to``'s group at once, not at the end of the round: credit is
+        given as a batch is taken, and the sender should have it while the batch is being done,
+        not after, or a receiver with little in flight runs dry. A transport that cannot send
+        there is left to the round's flush, which fails the jobs concerned."""
+        queue = self.queues.get(self.peer_sites.get(to, ""))
+        if not queue:
+            return
+        site = self.peer_sites[to]
+        try:
+            while queue and self.transport.offer(site, queue[0]):
+                queue.popleft()
+        except Exception:
+            return
+
     def _undeliverable(self, site: str, error: Exception) -> None:
         """The transport cannot send to ``site`` at all (not merely not yet): the jobs with
         frames queued for it fail, naming the site; the frames go with them."""
@@ -632,17 +652,17 @@ class DataPlane:
             return
         try:
             self._deliver(runner, address.source, message)
-        except Exception as e:
+        except FAILURES as e:
             self._fail_runner(runner, f"taking a {type(message).__name__}", e)
 
-    def _fail_runner(self, runner: TaskRunner, doing: str, error: Exception) -> None:
+    def _fail_runner(self, runner: TaskRunner, doing: str, error: BaseException) -> None:
         """Fail ``runner``'s job, naming its task and what it was ``doing``, if it is still
         current."""
         c = runner.ctx
         key = (c.peer, c.job.id, c.version)
         if self.runners.get(key) is runner:
             failure = TaskFailed(f"job {c.job.id!r}: task {c.task.name!r} on peer {c.peer}: "
-                                 f"{doing}: {type(error).__name__}: {error}")  # fmt: skip
+                                 f"{doing}: {describe(error)}")  # fmt: skip
             failure.__cause__ = error
             self._fail(key, failure)
 
@@ -654,8 +674,8 @@ class DataPlane:
                 runner.recover_from(body)
             case Committed(epoch):
                 runner.committed(epoch)
-            case Credit(batches):
-                runner.credit(self.short_peers.get(source, ""), batches)
+            case Credit(batches, rows):
+                runner.credit(self.short_peers.get(source, ""), batches, rows)
             case Determinants(deltas):
                 runner.determinants(source, deltas)
             case ReplayFrom() | Recall():

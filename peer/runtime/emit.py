@@ -1,10 +1,13 @@
 """Where a task's output goes: the emitter part of its runner, chosen once by the task's kind.
 
 An input or a function routes its batches to the downstream peers its router picks, on credit:
-it sends at most a window of batches down an edge beyond what the receiver has taken (``window``:
-WINDOW to a peer of another group, LOCAL_WINDOW to one of its own), and the receiver gives credit
-back as it takes them. An output hands its batches to its plugin, which
-may take several steps to write one (``staged`` until it has).
+each batch down an edge costs one credit, and it sends while every peer it routes to has some.
+The receiver decides how much it gives back as it takes them (peer.runtime.intake): at most the
+edge's fixed window (``window``: WINDOW to a peer of another group, LOCAL_WINDOW to one of its
+own), and in a job with ``debloat_target`` only what keeps about that many seconds of the
+receiver's work in flight; an edge starts with the credit both sides read from the job
+(peer.runtime.debloat ``first_credit``). An output hands its batches to its plugin, which may take
+several steps to write one (``staged`` until it has).
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from peer.runtime.routing import Router
 WINDOW = 64
 """Batches a peer may have in flight to a downstream peer of another group before it waits for
 credit: enough to cover the time credit takes to come back over the network. The windows bound
-every inbox, so a barrier never queues behind more than a window of batches per edge."""
+every inbox, so a barrier never queues behind more than a window of batches per edge; a
+debloated receiver keeps its senders below it when it is slow (peer.runtime.debloat)."""
 
 LOCAL_WINDOW = 4
 """Batches a peer may have in flight to a downstream peer of its own group. One thread steps
@@ -31,7 +35,8 @@ made a colocated pipeline need half as much time again per segment."""
 
 
 def window(placement: Placement, sender: str, receiver: str) -> int:
-    """The credit window of the edge from peer ``sender`` to peer ``receiver``."""
+    """The fixed credit window of the edge from peer ``sender`` to peer ``receiver``: the most
+    it may have in flight."""
     group = placement.groups.get(sender)
     return LOCAL_WINDOW if group is not None and group == placement.groups.get(receiver) else WINDOW
 
@@ -47,7 +52,7 @@ class Emitter(Protocol):
         """Send a Barrier, Watermark or END to every downstream peer."""
 
     def credit(self, peer: str, batches: int) -> None:
-        """A downstream peer has taken this many more batches."""
+        """A downstream peer gives this many more batches of credit."""
 
     def blocked(self) -> bool:
         """Whether downstream cannot take another batch now."""
@@ -150,7 +155,7 @@ def emitter_for(
     congested: Callable[[], bool],
     window: Callable[[str], int] = lambda peer: WINDOW,
 ) -> RouterEmitter | PluginEmitter:
-    """``window`` gives each downstream peer's credit window."""
+    """``window`` gives the credit each downstream peer's edge starts with."""
     if task.kind == "output":
         return PluginEmitter()
     return RouterEmitter(router, send, congested, window)

@@ -8,6 +8,13 @@ upstream peer and nothing before it is left to read, the watermark is the smalle
 upstream peers, and the batches taken go back to their senders as credit. An output of a job
 that recovers locally takes its barriers unaligned instead (peer.runtime.unaligned), so that a
 failed upstream seat holds back none of the others.
+
+How much credit each sender gets is chosen once, by the job: fixed windows (``InboxIntake``,
+``debloat_target`` null) or windows the intake sizes by its own throughput, so that a barrier
+waits behind about ``debloat_target`` seconds of its work (``DebloatedIntake``, see
+peer.runtime.debloat). Either way the intake keeps the count of what each sender may have in
+flight (a Ledger), and a replay that must take more from a sender than it has in flight gives
+it the credit for it first.
 """
 
 from __future__ import annotations
@@ -19,12 +26,17 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from peer.job.spec import Task
-from peer.messaging.messages import Barrier
+from peer.messaging.messages import Barrier, Batch
 from peer.metrics import TaskMeters
 from peer.runtime.columnar import Segment, rows
+from peer.runtime.debloat import WEIGHT, Ledger, Throughput, first_credit, row_limit, sized
 from peer.runtime.emit import WINDOW
 from peer.runtime.inbox import Inbox
 from peer.runtime.unaligned import UnalignedInbox
+
+Grant = Callable[[int, int, int], None]
+"""Give an upstream peer (by short id) credit for this many more batches, and the most rows a
+batch to this peer should hold (0: no limit)."""
 
 
 class Intake(Protocol):
@@ -55,12 +67,16 @@ class Intake(Protocol):
     def end(self) -> None:
         """The runner has ended its input: read no more."""
 
+    def follow(self, rows: int) -> None:
+        """Read batches of at most ``rows`` rows (0: the task's batch_size): what the
+        downstream peers asked for, so that no batch takes them longer than their target."""
+
 
 class PluginIntake:
     """An input's: its plugin (attached when it loads) polled, barriers from the coordinator."""
 
     def __init__(self, task: Task) -> None:
-        self.limit = task.batch_size
+        self.batch_size = self.limit = task.batch_size
         self.plugin: Any = None
         self.assign: Callable[[Segment], float] | None = None
         self.source: Callable[[], float | None] | None = None
@@ -103,32 +119,56 @@ class PluginIntake:
     def end(self) -> None:
         self.over = True
 
+    def follow(self, rows: int) -> None:
+        self.limit = min(self.batch_size, rows) if rows else self.batch_size
+
 
 class InboxIntake:
-    """A function's or an output's: what its upstream peers sent, aligned at barriers."""
+    """A function's or an output's: what its upstream peers sent, aligned at barriers, each
+    sender on a fixed credit window (``window``)."""
+
+    target: float | None = None
+    """Seconds of this task's work its senders may have in flight: none, the windows are fixed."""
 
     def __init__(
         self,
         task: Task,
         upstream: frozenset[int],
-        grant: Callable[[int, int], None],
+        grant: Grant,
         meters: TaskMeters,
         *,
         window: Callable[[int], int] = lambda source: WINDOW,
         inbox: Callable[[frozenset[int]], Inbox] = Inbox,
     ) -> None:
-        self.limit = task.batch_size
+        self.batch_size = self.limit = task.batch_size
         self.inbox = inbox(upstream)
-        self.owed_at = {source: max(window(source) // 2, 1) for source in upstream}
-        """Credit goes back to a sender once half its window has been taken."""
+        self.window = window
+        """Each upstream peer's (by short id) fixed window: its credit's ceiling."""
+        ceilings = {source: window(source) for source in sorted(upstream)}
+        self.ledger = Ledger({s: self.first(c) for s, c in ceilings.items()}, ceilings)
+        self.owed_at = self.ledger.owed_at
+        """How many batches taken from each sender make it owed credit (peer.runtime.debloat)."""
+        self.rows = 0
+        """The row limit told to senders with their credit: none."""
         self.grant, self.meters = grant, meters
         self.barrier_since: float | None = None
         """When the first upstream peer's barrier of the epoch being aligned arrived."""
 
+    def first(self, ceiling: int) -> int:
+        """The credit a sender starts with, on an edge whose fixed window is ``ceiling``."""
+        return first_credit(ceiling, self.target)
+
     def deliver(self, source: int, item: Any) -> None:
-        if self.barrier_since is None and isinstance(item, Barrier):
-            self.barrier_since = time.perf_counter()
+        if isinstance(item, Barrier):
+            self._barrier_came(source)
         self.inbox.put(source, item)
+
+    def _barrier_came(self, source: int) -> None:
+        """A barrier waits behind what its sender sent before it: counted as it arrives."""
+        if self.barrier_since is None:
+            self.barrier_since = time.perf_counter()
+        queue = self.inbox.queues.get(source, ())
+        self.meters.queued_at_barrier.observe(sum(type(item) is Batch for item in queue))
 
     def next_barrier(self) -> Barrier | None:
         """An unaligned inbox's barrier that opens an epoch."""
@@ -136,18 +176,50 @@ class InboxIntake:
 
     def read(self) -> Any:
         batch = self.inbox.take(self.limit)
-        for source, batches in self.inbox.returned(self.owed_at).items():
-            self.grant(source, batches)
+        consumed = self.inbox.returned(self.owed_at)
+        if consumed:
+            self._give(consumed)
         return batch
+
+    def _give(self, consumed: dict[int, int]) -> None:
+        """Credit back for the batches taken, as the ledger has it owed."""
+        for source, batches in self.ledger.returned(consumed):
+            self.grant(source, batches, self.rows)
 
     def read_exact(self, counts: Sequence[tuple[int, int]]) -> Any:
         """Exactly ``counts`` (source, messages) from the inbox, as a replay takes them; None
-        while they have not all come."""
+        while they have not all come. A sender with fewer in flight than the take needs (its
+        window shrank since, or the take was larger than a window) is given credit for them."""
+        self._ensure(counts)
         batch = self.inbox.take_exact(counts)
         if batch is not None:
-            for source, batches in self.inbox.returned(self.owed_at).items():
-                self.grant(source, batches)
+            consumed = self.inbox.returned(self.owed_at)
+            if consumed:
+                self._give(consumed)
         return batch
+
+    def _ensure(self, counts: Sequence[tuple[int, int]]) -> None:
+        needed: dict[int, int] = {}
+        for source, n in counts:
+            needed[source] = needed.get(source, 0) + n
+        taken = self.inbox.consumed
+        for source, n in sorted(needed.items()):
+            if source in self.owed_at:
+                more = self.ledger.ensure(source, taken[source], n)
+                if more:
+                    self.grant(source, more, self.rows)
+
+    def rekey(self, old: int, new: int) -> None:
+        """Sender ``old`` is now ``new`` (a replacement took its seat over): its queue moves,
+        and its count starts from the new peer's first credit and what the old one sent that
+        is still queued."""
+        self.inbox.rekey(old, new)
+        queued = sum(type(item) is Batch for item in self.inbox.queues[new])
+        first = self.first(self.window(new))
+        self.ledger.rekey(old, new, first + queued + self.inbox.consumed[new])
+
+    def follow(self, rows: int) -> None:
+        self.limit = min(self.batch_size, rows) if rows else self.batch_size
 
     def aligned(self) -> Barrier | None:
         """The aligned barrier, and how long the first of its copies waited for the others."""
@@ -182,18 +254,106 @@ class InboxIntake:
         """Markers (a late watermark) may still follow the end: the inbox goes on taking."""
 
 
+class DebloatedIntake(InboxIntake):
+    """An inbox intake whose senders' windows follow its throughput (peer.runtime.debloat):
+    each may have in flight its share of ``target`` seconds of this task's work, and, with
+    ``smaller``, no batch to it, nor any read of it, holds more rows than it does in ``target``
+    seconds."""
+
+    def __init__(
+        self,
+        task: Task,
+        upstream: frozenset[int],
+        grant: Grant,
+        meters: TaskMeters,
+        *,
+        target: float,
+        window: Callable[[int], int] = lambda source: WINDOW,
+        inbox: Callable[[frozenset[int]], Inbox] = Inbox,
+        clock: Callable[[], float] = time.perf_counter,
+        smaller: bool = True,
+    ) -> None:
+        self.target, self.clock, self.smaller = target, clock, smaller
+        super().__init__(task, upstream, grant, meters, window=window, inbox=inbox)
+        self.meter = Throughput()
+        self.per_batch = 0.0
+        """Rows per batch taken, a moving average: what turns rows of work into batches."""
+        self.taken_rows = self.counted_rows = 0
+        self.given = self.counted = 0
+        """Batches taken whose credit went back, and batches taken as of the last sample."""
+        self.told = 0
+        """The row limit the downstream peers asked for (0: none)."""
+
+    def read(self) -> Any:
+        batch = self.inbox.take(self.limit)
+        meter = self.meter
+        if batch or meter.since is not None:
+            taken = len(batch)
+            self.taken_rows += taken
+            if meter.took(self.clock(), taken):
+                self._resize()
+        consumed = self.inbox.returned(self.owed_at)
+        if consumed:
+            self._give(consumed)
+        return batch
+
+    def read_exact(self, counts: Sequence[tuple[int, int]]) -> Any:
+        batch = super().read_exact(counts)
+        if batch is not None:
+            self.taken_rows += len(batch)
+        return batch
+
+    def _give(self, consumed: dict[int, int]) -> None:
+        self.given += sum(consumed.values())
+        super()._give(consumed)
+
+    def _resize(self) -> None:
+        """A new throughput: every sender's window and the row limit follow it."""
+        batches = self.given + sum(self.inbox.consumed.values())
+        if batches > self.counted:
+            size = (self.taken_rows - self.counted_rows) / (batches - self.counted)
+            per = self.per_batch
+            self.per_batch = size if not per else per + WEIGHT * (size - per)
+            self.counted, self.counted_rows = batches, self.taken_rows
+        if not self.per_batch:
+            return
+        rate = self.meter.rate
+        self.ledger.resize(sized(rate, self.target, self.per_batch, self.ledger.ceilings))
+        if self.smaller:
+            self.rows = row_limit(rate, self.target)
+            self._limit()
+
+    def follow(self, rows: int) -> None:
+        self.told = rows
+        self._limit()
+
+    def _limit(self) -> None:
+        """Reads no larger than this task does in its target, nor than downstream asked."""
+        most = self.batch_size
+        self.limit = min(most, self.rows or most, self.told or most)
+
+
 def intake_for(
     task: Task,
     upstream: frozenset[int],
-    grant: Callable[[int, int], None],
+    grant: Grant,
     meters: TaskMeters,
     *,
     window: Callable[[int], int] = lambda source: WINDOW,
+    target: float | None = None,
     unaligned: bool = False,
 ) -> PluginIntake | InboxIntake:
-    """``window`` gives each upstream peer's (by short id) credit window; ``unaligned``, that
-    barriers are taken unaligned (peer.runtime.unaligned)."""
+    """``window`` gives each upstream peer's (by short id) fixed credit window; ``target``, the
+    seconds of this task's work its senders may have in flight (None: the fixed windows);
+    ``unaligned``, that barriers are taken unaligned (peer.runtime.unaligned). A Spark task's
+    batches keep their size: each costs Spark's scheduling whatever its rows, so smaller ones
+    would cost it throughput, and less throughput smaller batches again."""
     if task.kind == "input":
         return PluginIntake(task)
     inbox = UnalignedInbox if unaligned else Inbox
-    return InboxIntake(task, upstream, grant, meters, window=window, inbox=inbox)
+    if target is None:
+        return InboxIntake(task, upstream, grant, meters, window=window, inbox=inbox)
+    return DebloatedIntake(
+        task, upstream, grant, meters, target=target, window=window, inbox=inbox,
+        smaller=task.engine != "spark",
+    )  # fmt: skip

@@ -37,8 +37,7 @@ class HoldingIntake:
         moved = {self.short_of[seat]: short for short, seat in seats.items()
                  if self.short_of.get(seat, short) != short}  # fmt: skip
         for old, new in sorted(moved.items()):
-            self.inbox.rekey(old, new)
-            self.inner.owed_at[new] = self.inner.owed_at.pop(old)
+            self.inner.rekey(old, new)
         self.seat_of = dict(seats)
         self.short_of = {seat: short for short, seat in self.seat_of.items()}
 
@@ -88,6 +87,9 @@ class HoldingIntake:
 
     def end(self) -> None:
         self.inner.end()
+
+    def follow(self, rows: int) -> None:
+        self.inner.follow(rows)
 
 
 class LoggedIntake(HoldingIntake):

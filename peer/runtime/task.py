@@ -44,7 +44,11 @@ The phases (peer.runtime.phases), as in Onyx's task lifecycle:
   published); without, it completes once its plugin is synced (COMPLETED).
 
 Whatever a step raises fails the task (FAILED) with a TaskFailed naming the job, the task and
-the peer; the data plane kills the job and closes the runner (CLOSED).
+the peer; the data plane kills the job and closes the runner (CLOSED). That includes what a
+task's code raises to end its process (``CODE_EXITS``): the job fails, its group goes on. What no
+``except`` catches (``os._exit``, a crash in an extension) ends a worker process; around each
+call into its task's code a runner of a worker marks which job's code runs
+(peer.runtime.code_marks), so that its member can blame the job.
 """
 
 from __future__ import annotations
@@ -75,9 +79,12 @@ from peer.runtime.causal import (
     causal_parts,
 )
 from peer.runtime.checkpoints import CheckpointStorage, Epoch
+from peer.runtime.code_marks import Mark, mark_for
 from peer.runtime.columnar import Segment
-from peer.runtime.emit import Emitter, PluginEmitter, emitter_for, window
+from peer.runtime.debloat import first_credit
+from peer.runtime.emit import LOCAL_WINDOW, Emitter, PluginEmitter, emitter_for, window
 from peer.runtime.hooks import Hooks, call, hooks_for
+from peer.runtime.inbox import BarrierSkipped
 from peer.runtime.intake import Intake, PluginIntake, intake_for
 from peer.runtime.logged_emit import LoggedEmitter, Wiring
 from peer.runtime.logged_intake import HoldingIntake
@@ -88,10 +95,32 @@ from peer.state import TaskState
 
 log = logging.getLogger(__name__)
 
+ROLLS_BACK = (*RECOVERY_ERRORS, BarrierSkipped)
+"""What a runner cannot go on from, but its job can: by rolling back to its last commit."""
+
 
 SPARK_IN_FLIGHT = 3
 """Batches a Spark task may have in Spark at once: a batch spends most of its time waiting on
 Spark's scheduling, so a few in flight keep Spark busy; their rows still go on in order."""
+
+
+CODE_EXITS = (SystemExit, KeyboardInterrupt, GeneratorExit)
+"""What a task's code may raise besides an Exception, each as much its job's failure as any
+exception: not one of them can mean that the process is being stopped, since none comes from
+anywhere but the code. `onyx peer start` handles SIGINT and SIGTERM itself, its workers ignore
+them, and `onyx run` and tests run their groups on threads of their own, where Python raises no
+KeyboardInterrupt; a pool hands whatever its call raised back through ``result()``."""
+FAILURES = (Exception, *CODE_EXITS)
+"""Whatever fails a task when its step (or a message it takes) raises it."""
+
+
+def describe(error: BaseException) -> str:
+    """What a task raised, for its job's kill: an exit says that a task's code may not end its
+    process, lest the reader look for who stopped the group."""
+    if isinstance(error, Exception):
+        return f"{type(error).__name__}: {error}"
+    said = f": {error}" if str(error) else ""
+    return f"{type(error).__name__}{said} (a task's code may not end its process)"
 
 
 class TaskFailed(RuntimeError):
@@ -110,8 +139,9 @@ class TaskContext:
     """Send a batch or a Barrier, Watermark or END to a downstream peer."""
     report: Callable[[str, int], None]
     """Tell the coordinator: "ack" (with the epoch) or "drained"."""
-    grant: Callable[[int, int], None]
-    """Give an upstream peer (by short id) credit for this many more batches."""
+    grant: Callable[[int, int, int], None]
+    """Give an upstream peer (by short id) credit for this many more batches, telling it the most
+    rows a batch to this peer should hold (0: no limit)."""
     congested: Callable[[], bool]
     complete: Callable[[], None]
     key_of: Callable[[Segment], Any] | None = None
@@ -170,23 +200,23 @@ class TaskContext:
 
 
 class TaskRunner:
-    def __init__(self, ctx: TaskContext, broken: Exception | None = None) -> None:
+    def __init__(self, ctx: TaskContext, broken: BaseException | None = None) -> None:
         self.ctx = ctx
         self.broken = broken
         """What building this runner's routing raised; its first step fails the task with it."""
         task = ctx.task
         self.meters = task_meters(ctx.job.id, task.name)
-        placement, peer = ctx.placement, ctx.peer
-        senders = {placement.short_ids[p]: p for p in placement.upstream.get(task.name, ())}
+        placement = ctx.placement
         local = ctx.job.local_recovery_on and ctx.checkpointed
         self.intake: Intake = intake_for(
-            task, ctx.upstream, self._grant, self.meters,
-            window=lambda source: window(placement, senders[source], peer),
-            unaligned=local and task.unaligned,
+            task, ctx.upstream, self._grant, self.meters, window=self._window_from,
+            target=ctx.job.debloat_target, unaligned=local and task.unaligned,
         )  # fmt: skip
         self.emitter: Emitter = emitter_for(
-            task, ctx.router, ctx.send, ctx.congested, lambda to: window(placement, peer, to)
+            task, ctx.router, ctx.send, ctx.congested, self._first_credit
         )
+        self.told: dict[str, int] = {}
+        """The row limit each downstream peer gave with its last credit (peer.runtime.debloat)."""
         self.causal: CausalTask | None = None
         """Its part in local recovery, when its job has it (peer.runtime.causal)."""
         self.clock: PlainClock | LoggedClock = PlainClock()
@@ -197,6 +227,9 @@ class TaskRunner:
             )  # fmt: skip
             self.causal, self.intake, self.emitter = parts.causal, parts.intake, parts.emitter
             self.clock = parts.clock
+        self.mark: Mark = mark_for(placement.short_ids.get(ctx.job.id, -1), _index(ctx.job, task))
+        """Entered around each call into the task's code (peer.runtime.code_marks)."""
+        self._read, self._write = self._plugin_calls(task)
         self.waiting: list[tuple[str, Message]] = []
         """Recalls and replay requests from a peer this runner does not yet know in its seat:
         taken up when the log's takeover reaches it."""
@@ -247,9 +280,33 @@ class TaskRunner:
         self.phase = advance(self.phase, phase)
         self._step = self._steps[phase]
 
-    def _grant(self, upstream: int, batches: int) -> None:
+    def _plugin_calls(self, task: Task) -> tuple[Callable[[], Any], Callable[[], bool]]:
+        """How the runner reads and writes: an input's reads and an output's writes are its
+        plugin's code, so they are marked; other tasks' are the runner's own, and are not."""
+        read = self._read_marked if task.kind == "input" else self.intake.read
+        return read, self._write_marked if task.kind == "output" else self.emitter.write
+
+    def _grant(self, upstream: int, batches: int, rows: int) -> None:
         """Through the context of now: a takeover brings a new one, with the new peer's id."""
-        self.ctx.grant(upstream, batches)
+        self.ctx.grant(upstream, batches, rows)
+
+    def _window_from(self, source: int) -> int:
+        """The fixed credit window of the edge from upstream peer ``source`` (by short id), as
+        the placement of now has it: a takeover brings a sender the first one did not have."""
+        c = self.ctx
+        placement = c.placement
+        ids = placement.short_ids
+        upstream = placement.upstream.get(c.task.name, ())
+        sender = next((p for p in upstream if ids.get(p) == source), None)
+        if sender is None:  # the smaller window: a count of less in flight only gives credit early
+            return LOCAL_WINDOW
+        return window(placement, sender, c.peer)
+
+    def _first_credit(self, to: str) -> int:
+        """The credit the edge to downstream peer ``to`` starts with, as its receiver reckons it
+        (peer.runtime.debloat)."""
+        c = self.ctx
+        return first_credit(window(c.placement, c.peer, to), c.job.debloat_target)
 
     @staticmethod
     def _wiring(c: TaskContext) -> Wiring:
@@ -257,10 +314,9 @@ class TaskRunner:
 
     def _logged_emitter(self, log: Any, deltas: Callable[[int], list[Any]]) -> LoggedEmitter:
         c = self.ctx
-        placement, peer = c.placement, c.peer
         return LoggedEmitter(
             self._wiring(c),
-            lambda to: window(placement, peer, to),
+            self._first_credit,
             log=log,
             deltas=deltas,
             overflowed=self.meters.in_flight_overflows.inc,
@@ -273,8 +329,22 @@ class TaskRunner:
         comes from the coordinator."""
         self.intake.deliver(source, item)
 
-    def credit(self, peer: str, batches: int) -> None:
+    def credit(self, peer: str, batches: int, rows: int = 0) -> None:
+        """Credit from a downstream peer, with the row limit it asks for: batches are read no
+        larger than the smallest limit asked (peer.runtime.debloat)."""
         self.emitter.credit(peer, batches)
+        if self.told.get(peer, 0) != rows:
+            self.told[peer] = rows
+            self._follow()
+
+    def _follow(self) -> None:
+        self.intake.follow(min((r for r in self.told.values() if r), default=0))
+
+    def _follow_only(self, peers: frozenset[str]) -> None:
+        """Forget the row limits of downstream peers that are gone (their seat taken over)."""
+        if not self.told.keys() <= peers:
+            self.told = {p: rows for p, rows in self.told.items() if p in peers}
+            self._follow()
 
     def recover_from(self, body: list[Any]) -> None:
         self.recovery = body
@@ -313,6 +383,7 @@ class TaskRunner:
             self.intake.rewire(ctx.upstream_seats())
         if isinstance(self.emitter, LoggedEmitter):
             self.emitter.rewire(self._wiring(ctx))
+        self._follow_only(frozenset(ctx.router.peers()))
         waiting, self.waiting = self.waiting, []
         for sender, message in waiting:
             self.asked(sender, message)
@@ -331,21 +402,22 @@ class TaskRunner:
     def step(self) -> bool:
         try:
             return self._step()
-        except RECOVERY_ERRORS as e:
+        except ROLLS_BACK as e:
             self._enter(Phase.FAILED)
             self._roll_back(e)
             return True
-        except Exception as e:
+        except FAILURES as e:
             self._enter(Phase.FAILED)
             c = self.ctx
             raise TaskFailed(
-                f"job {c.job.id!r}: task {c.task.name!r} on peer {c.peer}: {type(e).__name__}: {e}"
+                f"job {c.job.id!r}: task {c.task.name!r} on peer {c.peer}: {describe(e)}"
             ) from e
 
     def _roll_back(self, error: Exception) -> None:
         c = self.ctx
-        reason = (f"job {c.job.id!r}: task {c.task.name!r} on peer {c.peer} cannot recover "
-                  f"locally: {type(error).__name__}: {error}")  # fmt: skip
+        what = "cannot go on" if isinstance(error, BarrierSkipped) else "cannot recover locally"
+        reason = (f"job {c.job.id!r}: task {c.task.name!r} on peer {c.peer} {what}: "
+                  f"{type(error).__name__}: {error}")  # fmt: skip
         log.warning("%s; rolling the job back", reason)
         c.rollback(reason)
 
@@ -353,7 +425,7 @@ class TaskRunner:
         c = self.ctx
         if self.broken is not None:
             raise self.broken
-        with c.imports():
+        with c.imports(), self.mark:
             self._assemble()
         if not c.checkpointed:
             return self._begin(Recovery(None, None, Epoch(c.version, 1)), [])
@@ -486,14 +558,10 @@ class TaskRunner:
     ) -> bool:
         """Restore from the snapshots (none: start afresh) and run (or ``then``)."""
         c = self.ctx
-        if self.plugin is not None:
-            self.plugin.recover(recovery)
         live = [s for s in snapshots if not s.get("ended")]
         self.flushed = len(live) < len(snapshots) and not live
-        if live and self.windows is not None:
-            self.windows.restore([s["windows"] for s in live], self._mine)
-        if live:
-            self.apply.restore([s["fn"] for s in live], self._mine)
+        with self.mark:
+            self._recover(recovery, live)
         self.fetching = []
         channel = self._channel(snapshots)
         if channel:
@@ -501,10 +569,20 @@ class TaskRunner:
         if snapshots:
             local = then is Phase.RECALL
             (self.meters.restored_locally if local else self.meters.restored_globally).inc()
-        call(self.hooks.before_task, self.event)
+        with self.mark:
+            call(self.hooks.before_task, self.event)
         self._enter(then)
         log.debug("peer %s runs task %r of job %s", c.peer, c.task.name, c.job.id)
         return True
+
+    def _recover(self, recovery: Recovery, live: list[dict[str, Any]]) -> None:
+        """The plugin, the windows and the fn given back their state."""
+        if self.plugin is not None:
+            self.plugin.recover(recovery)
+        if live and self.windows is not None:
+            self.windows.restore([s["windows"] for s in live], self._mine)
+        if live:
+            self.apply.restore([s["fn"] for s in live], self._mine)
 
     def _channel(self, snapshots: list[dict[str, Any]]) -> list[Segment]:
         """The rows of the restored snapshots' channel state that are this slot's to take
@@ -536,7 +614,7 @@ class TaskRunner:
             return self._returned()
         emitter = self.emitter
         if emitter.staged:
-            return emitter.write() or busy
+            return self._write() or busy
         barrier = self.intake.next_barrier()
         if barrier is not None:
             return self._pass_barrier(barrier)
@@ -548,7 +626,7 @@ class TaskRunner:
                 self.meters.backpressure.inc()
             return busy
         self.blocked = False
-        batch = self.intake.read()
+        batch = self._read()
         if batch:
             self.meters.segments_in.inc(len(batch))
             self._take(batch, time.perf_counter())
@@ -580,23 +658,34 @@ class TaskRunner:
 
     # -- batches --------------------------------------------------------------------------------
 
+    def _read_marked(self) -> Any:
+        with self.mark:
+            return self.intake.read()
+
+    def _write_marked(self) -> bool:
+        with self.mark:
+            return self.emitter.write()
+
     def _apply_now(self, batch: Any, started: float) -> None:
-        if self.hooks.before_batch:
-            call(self.hooks.before_batch, self.event, batch)
-        with self.clock.active():
-            out = self.apply.apply(batch)
-        self._processed(out, self.intake.mark(), started)
+        with self.mark:
+            if self.hooks.before_batch:
+                call(self.hooks.before_batch, self.event, batch)
+            with self.clock.active():
+                out = self.apply.apply(batch)
+            self._processed(out, self.intake.mark(), started)
 
     def _submit(self, batch: Any, started: float) -> None:
-        if self.hooks.before_batch:
-            call(self.hooks.before_batch, self.event, batch)
-        self.in_flight.append((self.apply.submit(batch), self.intake.mark(), started))
+        with self.mark:
+            if self.hooks.before_batch:
+                call(self.hooks.before_batch, self.event, batch)
+            self.in_flight.append((self.apply.submit(batch), self.intake.mark(), started))
 
     def _returned(self) -> bool:
         """The oldest batch submitted is back: pass its rows on, then the watermark that came
         with it (not a later one, which batches still in flight may not have reached)."""
         future, mark, started = self.in_flight.popleft()
-        self._processed(future.result(), mark, started)
+        with self.mark:
+            self._processed(future.result(), mark, started)
         return True
 
     def _processed(self, out: Any, mark: float | None, started: float) -> None:
@@ -686,12 +775,13 @@ class TaskRunner:
         c = self.ctx
         self._enter(Phase.ENDED)
         self.intake.end()
-        if not self.flushed:
-            self._emit(self.apply.flush())
-            if self.windows is not None:
-                self._emit(self.windows.finish())
-        self.emitter.broadcast(END)
-        call(self.hooks.after_task, self.event)
+        with self.mark:
+            if not self.flushed:
+                self._emit(self.apply.flush())
+                if self.windows is not None:
+                    self._emit(self.windows.finish())
+            self.emitter.broadcast(END)
+            call(self.hooks.after_task, self.event)
         if self.output:
             if c.checkpointed:
                 c.report("drained", 0)
@@ -705,7 +795,7 @@ class TaskRunner:
         if self.plugin is not None:
             try:
                 self.plugin.close()
-            except Exception as e:
+            except FAILURES as e:
                 log.warning("task %r: closing its plugin raised %s", self.ctx.task.name, e)
             self.plugin = None
         for _, upload in self.uploads:
@@ -714,3 +804,8 @@ class TaskRunner:
             fetch.cancel()
         for future, *_ in self.in_flight:
             future.cancel()
+
+
+def _index(job: Job, task: Task) -> int:
+    """Where ``task`` stands in its job's catalog: how a mark names it."""
+    return next(i for i, t in enumerate(job.catalog) if t.name == task.name)

@@ -1,7 +1,8 @@
 """What a job met at run time reaches whoever runs it: `onyx run` of a job whose input file is
 missing, whose sink cannot write, whose fn returns what cannot be written or whose segments lack
-a window's time field ends with the job killed, the reason in one line naming what is wrong, and
-exit 1; never a traceback."""
+a window's time field or the field a task groups by ends with the job killed, the reason in one
+line naming what is wrong, and exit 1; never a traceback. So does one whose fn raises to end the
+process: a task's code cannot end it."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ pytestmark = pytest.mark.integration
 
 
 def job(tmp_path: Path, *, source: Path, sink: Path, fn: str | None = None,
-        windows: list | None = None) -> Path:  # fmt: skip
+        windows: list | None = None, group_by_key: str | None = None) -> Path:  # fmt: skip
     catalog = [
         {"name": "read", "kind": "input", "plugin": "peer.plugins.jsonl:input",
          "params": {"path": str(source)}, "n_peers": 1},
-        {"name": "step", "kind": "function", "fn": fn or "tests.integration.pacing:pass_slowly"},
+        {"name": "step", "kind": "function", "fn": fn or "tests.integration.pacing:pass_slowly",
+         "group_by_key": group_by_key},
         {"name": "write", "kind": "output", "plugin": "peer.plugins.jsonl:output",
          "params": {"path": str(sink)}, "n_peers": 1},
     ]  # fmt: skip
@@ -40,12 +42,14 @@ def lines(tmp_path: Path, count: int = 5) -> Path:
     return path
 
 
-def killed(result, *words: str) -> None:
+def killed(result, *words: str) -> str:
+    """The line that says the job was killed, which holds each of ``words``."""
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     (line,) = [line for line in result.stdout.splitlines() if ": killed: " in line]
     for word in words:
         assert word in line, line
+    return line
 
 
 def test_a_missing_input_file_is_named(tmp_path):
@@ -74,3 +78,23 @@ def test_segments_without_a_window_s_time_field_are_named(tmp_path):
     result = onyx("run", str(job(tmp_path, source=lines(tmp_path), sink=tmp_path / "out.jsonl",
                                  windows=[window])))  # fmt: skip
     killed(result, "task 'step'", "window 'per-minute'", "no time field 'at'")
+
+
+def test_segments_without_the_field_a_task_groups_by_are_named(tmp_path):
+    """Grouped under no key, they would reach a peer that does not own their group: the job is
+    killed naming itself, the task whose key it is, the field and the first such segment."""
+    result = onyx("run", str(job(tmp_path, source=lines(tmp_path), sink=tmp_path / "out.jsonl",
+                                 group_by_key="user")))  # fmt: skip
+    line = killed(result, "task 'step' groups by 'user', which segment {'n': 0} lacks")
+    job_id = line.split()[1].rstrip(":")
+    assert f"killed: job {job_id!r}: " in line
+
+
+@pytest.mark.parametrize(
+    ("fn", "raised"), [("exits", "SystemExit: 3"), ("interrupts", "KeyboardInterrupt")]
+)
+def test_a_fn_that_raises_to_end_the_process_fails_its_job_not_the_run(tmp_path, fn, raised):
+    """A KeyboardInterrupt from the code is not a Ctrl-C: the run reports the job's failure."""
+    result = onyx("run", str(job(tmp_path, source=lines(tmp_path), sink=tmp_path / "out.jsonl",
+                                 fn=f"tests.integration.failing_fns:{fn}")))  # fmt: skip
+    killed(result, "task 'step'", raised, "a task's code may not end its process")

@@ -111,9 +111,10 @@ def test_unknown_task_scheduler_lists_the_allowed():
 
 def test_unknown_job_key_lists_the_allowed():
     assert refusal(lambda d: d.update(flows=[])) == (
-        "job 'wc': unknown key 'flows' (allowed: barrier_period, catalog, causal_depth, code, "
-        "flow_conditions, id, in_flight_budget, lifecycles, local_recovery, metadata, name, "
-        "percentage, resume_from, standby, task_scheduler, triggers, windows, workflow)"
+        "job 'wc': unknown key 'flows' (allowed: barrier_period, catalog, causal_depth, "
+        "checkpoint_timeout, code, debloat_target, flow_conditions, id, in_flight_budget, "
+        "lifecycles, local_recovery, metadata, name, percentage, resume_from, standby, "
+        "task_scheduler, tolerable_abandoned_epochs, triggers, windows, workflow)"
     )
 
 

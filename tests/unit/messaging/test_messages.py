@@ -107,6 +107,7 @@ def test_the_table_has_one_row_per_message_kind_and_frame_type():
         (Batch([{"a": 1}]), MessageType.BATCH, 0),
         (Barrier(7, final=True), MessageType.BARRIER, 7),
         (Credit(5), MessageType.CREDIT, 5),
+        (Credit(3, rows=250), MessageType.CREDIT, 3),
         (Ack(9), MessageType.ACK, 9),
         (Committed(4), MessageType.COMMITTED, 4),
         (END, MessageType.END, 0),
@@ -135,6 +136,9 @@ ADDRESS = Header(MessageType.END, 4, 2, 3, 0, 1)
         (MessageType.WATERMARK, [1.0, 2.0], "is not one"),
         (MessageType.MEMBERSHIP, pa.RecordBatch.from_pydict({"a": [1]}), "is not a list"),
         (MessageType.RECOVER, pa.RecordBatch.from_pydict({"a": [1]}), "is not a list"),
+        (MessageType.CREDIT, [-1], "row limit -1 is not an int >= 0"),
+        (MessageType.CREDIT, [True], "row limit True is not an int >= 0"),
+        (MessageType.CREDIT, ["many"], "is not one"),
         (MessageType.FRAGMENT, [], "a FRAGMENT frame is not a message"),
     ],
 )

@@ -112,7 +112,7 @@ class SeatWorld:
                 placement=placement, peer=peer, router=Router(routes(placement, "f")),
                 send=send,
                 report=lambda what, epoch: self.reports.append((peer, what, epoch)),
-                grant=lambda source, batches: None, congested=lambda: False,
+                grant=lambda source, batches, rows: None, congested=lambda: False,
                 complete=lambda: None, storage=storage,
                 fetch=lambda job_id, epoch, slot: storage.fetch(job_id, epoch, "f", slot),
                 recovered=lambda: self.recovered.append(peer),

@@ -14,6 +14,7 @@ import msgpack
 import pytest
 from pyrsistent import pset
 
+from peer.job.spec import DEFAULT_DEBLOAT_TARGET as TARGET
 from peer.log.apply import apply_entry
 from peer.log.entries.jobs import KILL_JOB, SUBMIT_JOB
 from peer.log.entries.join import PREPARE_JOIN
@@ -24,10 +25,12 @@ from peer.log.store import StoreError
 from peer.log.stores.memory import MemoryLog
 from peer.membership.agent import MembershipSettings
 from peer.messaging.fragments import MAX_SEGMENT
-from peer.messaging.frame import HEADER, Header, MessageType, encode
+from peer.messaging.frame import HEADER, Header, MessageType, decode_header, encode
+from peer.messaging.messages import Batch
 from peer.runtime import coordinator
 from peer.runtime.checkpoints import CheckpointStorage, Commits
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig
+from peer.runtime.debloat import first_credit
 from peer.runtime.emit import WINDOW
 from tests.support import wait_for
 from tests.unit.log import local_recovery as lr
@@ -152,7 +155,7 @@ def test_frames_ahead_of_the_log_wait_for_it():
     drive(lambda: not any(reader.emitter.credits.values()), a, what="the input to use its credit")
     while Loopback.boxes["B"]:
         b.step()
-    assert sum(len(frames) for frames in b.waiting.values()) == WINDOW
+    assert sum(len(frames) for frames in b.waiting.values()) == first_credit(WINDOW, TARGET)
     b.sync(replica, ["b1"])
     assert not b.waiting
     drive(lambda: written["b"], a, b, what="the output to complete")
@@ -170,8 +173,10 @@ def test_frames_of_a_stale_allocation_are_dropped():
 
 
 def test_refused_offers_stay_queued_and_stop_the_producer():
+    """With fixed windows of 64 batches, the queue's limit stops the input first."""
     a, b, written = planes(DataPlaneConfig(max_queued=5))
-    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=JOB))
+    fixed = {**JOB, "debloat_target": None}
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=fixed))
     a.sync(replica, ["a1"])
     b.sync(replica, ["b1"])
     a.transport.open = False
@@ -181,6 +186,35 @@ def test_refused_offers_stay_queued_and_stop_the_producer():
     a.transport.open = True
     drive(lambda: written["b"], a, b, what="the output to complete")
     assert next(iter(b.runners.values())).plugin.written == 1000
+
+
+def batch_frames(frames) -> int:
+    return sum(decode_header(frame).type is MessageType.BATCH for frame in frames)
+
+
+def test_the_transport_holds_no_more_batches_than_the_receiver_gives_credit_for():
+    """A batch takes its credit as it is queued for the transport: what waits in the sender's
+    queue, in the transport and in the receiver's inbox together is never more than the
+    receiver's ledger has in flight, which a debloated receiver keeps to its window; and a
+    transport that refuses offers for a while holds up nothing once it takes them again."""
+    a, b, written = planes()
+    replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=JOB))
+    a.sync(replica, ["a1"])
+    b.sync(replica, ["b1"])
+    receiver = next(iter(b.runners.values()))
+    intake, source = receiver.intake, replica.short_ids["a1"]
+    for turn in range(300):
+        a.transport.open = turn % 7 != 0
+        a.step()
+        if turn % 3 == 0:
+            b.step()
+        waiting = batch_frames(a.queues.get("B", ())) + batch_frames(Loopback.boxes["B"])
+        inbox = sum(type(item) is Batch for item in intake.inbox.queues[source])
+        assert waiting + inbox <= intake.ledger.in_flight[source] - intake.inbox.consumed[source]
+        assert intake.ledger.in_flight[source] <= WINDOW
+    a.transport.open = True
+    drive(lambda: written["b"], a, b, what="the output to complete")
+    assert receiver.plugin.written == 1000
 
 
 QUICK = MembershipSettings(

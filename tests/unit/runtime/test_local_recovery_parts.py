@@ -85,7 +85,7 @@ def test_an_upstream_whose_log_overflowed_rolls_the_job_back_instead_of_failing(
         TaskContext(
             placement=placement, peer="f0", router=Router(routes(placement, "f")),
             send=lambda to, m: sent.append((to, m)), report=lambda what, epoch: None,
-            grant=lambda source, n: None, congested=lambda: False, complete=lambda: None,
+            grant=lambda source, n, rows: None, congested=lambda: False, complete=lambda: None,
             storage=storage, rollback=rollbacks.append,
         )
     )  # fmt: skip

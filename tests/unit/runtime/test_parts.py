@@ -141,7 +141,7 @@ def test_an_inbox_intake_grants_credit_aligns_barriers_and_marks_the_slowest_sen
     intake.deliver(2, Watermark(3.0))
     while intake.read():
         pass
-    assert grants == [(1, WINDOW // 2)]
+    assert grants == [(1, WINDOW // 2, 0)]
     assert intake.mark() == 3.0
     intake.deliver(1, Barrier(1))
     assert intake.aligned() is None
@@ -203,8 +203,8 @@ def test_credit_goes_back_to_each_sender_at_half_of_its_own_window():
     while intake.read():
         pass
     local = [g for g in grants if g[0] == 1]
-    assert local == [(1, LOCAL_WINDOW // 2)] * (WINDOW // LOCAL_WINDOW)
-    assert [g for g in grants if g[0] == 2] == [(2, WINDOW // 2)]
+    assert local == [(1, LOCAL_WINDOW // 2, 0)] * (WINDOW // LOCAL_WINDOW)
+    assert [g for g in grants if g[0] == 2] == [(2, WINDOW // 2, 0)]
 
 
 def test_a_router_emitter_starts_each_peer_with_its_own_window():

@@ -12,6 +12,7 @@ import pytest
 
 from peer.job.spec import Job, Lifecycle, Task, Trigger, Window
 from peer.messaging.messages import END, Barrier, Batch, Watermark
+from peer.runtime import code_marks
 from peer.runtime.checkpoints import CheckpointError, CheckpointStorage, Epoch
 from peer.runtime.emit import WINDOW
 from peer.runtime.phases import Phase
@@ -56,9 +57,11 @@ def runner(
     storage=None,
     windows=(),
     triggers=(),
+    debloat=None,
 ) -> TaskRunner:
     """A runner of ``task`` on peer p (allocation version 7), after the peers whose short ids
-    are ``upstream`` and before d1 and d2 (unless it is an output)."""
+    are ``upstream`` and before d1 and d2 (unless it is an output). The world gives no credit
+    back, so the job keeps fixed windows unless ``debloat`` sets its target."""
     if batch is not None:
         task = replace(task, batch_size=batch)
     ups = {f"u{n}": n for n in upstream}
@@ -75,6 +78,7 @@ def runner(
         lifecycles=tuple(lifecycles),
         windows=tuple(windows),
         triggers=tuple(triggers),
+        debloat_target=debloat,
         id="j",
     )
     allocation = {task.name: ("p",), "up": tuple(ups), "next": ("d1", "d2")}
@@ -89,7 +93,7 @@ def runner(
             placement=placement, peer="p", router=Router(routes(placement, task.name)),
             send=lambda to, item: world.sent.append((to, item)),
             report=lambda what, epoch: world.reports.append((what, epoch)),
-            grant=lambda source, batches: world.grants.append((source, batches)),
+            grant=lambda source, batches, rows: world.grants.append((source, batches)),
             congested=lambda: world.congested, complete=complete, storage=storage,
             fetch=lambda job_id, epoch, slot: storage.fetch(job_id, epoch, task.name, slot),
         )
@@ -213,6 +217,44 @@ def test_code_that_raises_fails_the_task_naming_job_task_and_peer():
     r.step()
     with pytest.raises(TaskFailed, match=r"^job 'j': task 'f' on peer p: ZeroDivisionError: no$"):
         r.step()
+
+
+@pytest.mark.parametrize(
+    ("fn", "raised"),
+    [
+        ("exits", "SystemExit: 3"),
+        ("interrupts", "KeyboardInterrupt"),
+        ("closes", "GeneratorExit"),
+    ],
+)
+def test_code_that_would_end_its_process_fails_the_task_like_any_error(fn, raised):
+    """The exception goes no further than the runner: its group, and the process, go on."""
+    r = runner(Task("f", "function", fn=f"{FNS}:{fn}"), World(), upstream={1})
+    r.deliver(1, Batch([{"n": 1}]))
+    r.step()
+    with pytest.raises(TaskFailed) as failed:
+        r.step()
+    assert str(failed.value) == (
+        f"job 'j': task 'f' on peer p: {raised} (a task's code may not end its process)"
+    )
+    assert r.phase is Phase.FAILED
+
+
+def test_a_runner_in_a_worker_marks_its_code_while_it_runs_and_only_then(monkeypatch):
+    """The mark names the job by its short id and the task by its place in the catalog."""
+    word = (code_marks.WORD * 1)()
+    monkeypatch.setattr(code_marks._PROCESS, "word", word)
+    monkeypatch.setattr(runtime_fns, "WORD", [word])
+    runtime_fns.MARKS.clear()
+    r = runner(Task("f", "function", fn=f"{FNS}:note_mark"), World(), upstream={1})
+    r.deliver(1, Batch([{"n": 1}, {"n": 2}]))
+    run(r, 5)
+    assert [code_marks.number(100, 0)] * 2 == runtime_fns.MARKS
+    assert word[0] == 0
+
+
+def test_a_runner_outside_a_worker_marks_nothing():
+    assert runner(Task("f", "function", fn=f"{FNS}:double"), World()).mark is code_marks.NO_MARK
 
 
 def test_an_input_ends_only_once_its_source_is_synced():

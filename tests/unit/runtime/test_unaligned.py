@@ -16,6 +16,7 @@ from peer.job.spec import Job, Task
 from peer.messaging.messages import Barrier, Batch
 from peer.plugins import memory
 from peer.runtime.checkpoints import CheckpointStorage
+from peer.runtime.inbox import BarrierSkipped
 from peer.runtime.placement import place
 from peer.runtime.routing import Router, routes
 from peer.runtime.task import TaskContext, TaskRunner
@@ -44,6 +45,19 @@ def test_the_first_copy_opens_the_epoch_and_its_sender_goes_on():
     assert inbox.sealed() == [[{"n": 4}]], "what sender 2 sent after the epoch opened"
     assert inbox.opened() is None, "the epoch is closed"
     assert inbox.sealed() is None
+
+
+def test_a_late_sender_at_another_epochs_barrier_skipped_the_open_one():
+    """Its batches belong to no epoch the output can close: the runner is told (and rolls the
+    job back) rather than waiting for a barrier that will not come."""
+    inbox = UnalignedInbox(frozenset({1, 2}))
+    inbox.put(1, Barrier(1))
+    assert inbox.opened() == Barrier(1)
+    inbox.put(2, rows(5))
+    inbox.put(2, Barrier(2))
+    assert [r["n"] for r in inbox.take(10)] == [5]
+    with pytest.raises(BarrierSkipped, match="epoch 2, not of the open epoch 1"):
+        inbox.sealed()
 
 
 def test_a_sender_at_the_next_barrier_waits_until_the_open_epoch_closes():
@@ -159,7 +173,7 @@ def output(storage: Any, version: int, reports: list[Any]) -> TaskRunner:
         TaskContext(
             placement=placement, peer="o0", router=Router(routes(placement, "out")),
             send=lambda to, m: None, report=lambda what, epoch: reports.append((what, epoch)),
-            grant=lambda source, n: None, congested=lambda: False, complete=lambda: None,
+            grant=lambda source, n, rows: None, congested=lambda: False, complete=lambda: None,
             storage=storage,
             fetch=lambda job_id, epoch, slot: storage.fetch(job_id, epoch, "out", slot),
         )
