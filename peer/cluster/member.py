@@ -66,7 +66,7 @@ from peer.cluster.ipc import (
     Samples,
     Stop,
 )
-from peer.cluster.supervision import BackOff, CodeDeaths, how_it_ended
+from peer.cluster.supervision import BackOff, CodeDeaths, how_it_ended, the_codes_doing
 from peer.cluster.worker_metrics import RESTARTS, WORKER, MemberRegistry, WorkerScrapes
 from peer.cluster.worker_outbox import WorkerOutbox
 from peer.log.entries.jobs import kill_job
@@ -237,11 +237,13 @@ class Workers:
 
     def death(self, slot: int) -> Death:
         """How the worker of ``slot``, whose pipe has closed, ended, and the mark it left: none
-        when the member killed it, as then no job's code is to blame."""
+        when the member killed it, or a signal from outside did, as then no job's code is to
+        blame."""
         state = self.slots[slot]
         state.process.join(EXIT_WAIT)
-        mark = 0 if state.killed or state.word is None else int(state.word[0])
-        return Death(how_it_ended(state.process.exitcode), mark)
+        exitcode = state.process.exitcode
+        blamable = not state.killed and state.word is not None and the_codes_doing(exitcode)
+        return Death(how_it_ended(exitcode), int(state.word[0]) if blamable else 0)
 
     def restart_due(self) -> float | None:
         """Start the workers whose time has come (from the member's main thread); the seconds

@@ -77,6 +77,17 @@ class CodeDeaths:
         return True
 
 
+SENT_FROM_OUTSIDE = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+"""Signals that end a process from outside it (an operator, the kernel's OOM killer, a
+supervisor): a worker they end did not die of the code it was running, whatever its mark says.
+An exit code, or a crash signal (SIGSEGV, SIGABRT, ...), is the code's own doing."""
+
+
+def the_codes_doing(exitcode: int | None) -> bool:
+    """Whether a worker that ended so may have died of the code it was running."""
+    return exitcode is not None and (exitcode >= 0 or -exitcode not in SENT_FROM_OUTSIDE)
+
+
 def how_it_ended(exitcode: int | None) -> str:
     """A process's end, as ``multiprocessing`` tells it (a negative code is the signal that
     killed it), in words."""

@@ -21,7 +21,7 @@ from pyrsistent import pmap
 from peer.cluster import member
 from peer.cluster.ipc import Refused
 from peer.cluster.member import RESTART_BACK_OFF, Workers
-from peer.cluster.supervision import BackOff, CodeDeaths, how_it_ended
+from peer.cluster.supervision import BackOff, CodeDeaths, how_it_ended, the_codes_doing
 from peer.cluster.worker import WorkerSpec
 from peer.cluster.worker_outbox import WorkerOutbox
 from peer.job.spec import Job, Task
@@ -224,3 +224,14 @@ def test_a_worker_that_cannot_listen_is_not_ready_and_says_why():
     assert workers.refused() == reason
     assert workers.not_ready() == (reason,)
     assert not workers.wait_ready(0)
+
+
+@pytest.mark.parametrize(
+    ("exitcode", "blamable"),
+    [(3, True), (0, True), (-signal.SIGSEGV, True), (-signal.SIGABRT, True),
+     (-signal.SIGKILL, False), (-signal.SIGTERM, False), (-signal.SIGINT, False), (None, False)],
+)  # fmt: skip
+def test_only_an_exit_or_a_crash_is_the_codes_doing_never_a_kill_from_outside(exitcode, blamable):
+    """An operator's kill -9 or the OOM killer ends a worker whatever code it runs: no job is
+    blamed, so three such kills never kill a job."""
+    assert the_codes_doing(exitcode) is blamable
