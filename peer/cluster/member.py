@@ -316,10 +316,8 @@ class Workers:
         """A worker still starting reads nothing yet, so it is given the start timeout."""
         if now - state.started < self.start_timeout:
             return
-        log.warning("worker %d (pid %s) has not said it is ready within %g s of its start; "
-                    "killing it", slot, state.process.pid, self.start_timeout)  # fmt: skip
-        state.killed = "not_ready"
-        state.process.kill()
+        why = f"has not said it is ready within {self.start_timeout:g} s of its start"
+        self._kill(slot, state, "not_ready", why)
 
     def _kill_if_stuck(self, slot: int, state: Slot, now: float) -> None:
         if now - state.pinged >= PING_EVERY and not state.outbox.waiting_answer:
@@ -327,9 +325,14 @@ class Workers:
             state.outbox.ask(Ping())
         if not state.outbox.stuck(now):
             return
-        log.warning("worker %d (pid %s) has not read what the member sent it for %g s; "
-                    "killing it", slot, state.process.pid, self.send_timeout)  # fmt: skip
-        state.killed = "unresponsive"
+        why = f"has not read what the member sent it for {self.send_timeout:g} s"
+        self._kill(slot, state, "unresponsive", why)
+
+    @staticmethod
+    def _kill(slot: int, state: Slot, reason: str, why: str) -> None:
+        """Kill a worker the member gave up on; ``reason`` is its restarts metric's label."""
+        log.warning("worker %d (pid %s) %s; killing it", slot, state.process.pid, why)
+        state.killed = reason
         state.process.kill()
 
     def _listen(self, slot: int, generation: int, conn: Connection) -> None:
