@@ -50,7 +50,9 @@ ROLLBACK_JOB = EntryKind(
     apply=_apply,
     diff=_diff,
     while_joining=False,
-    reads=frozenset({"allocations", "allocation_versions", "takeovers", "recovering", "done"}),
+    reads=frozenset(
+        {"allocations", "allocation_versions", "takeovers", "recovering", "done", "rollbacks"}
+    ),
     writes=frozenset({"allocation_versions", "takeovers", "recovering", "done", "rollbacks"}),
 )
 

@@ -58,6 +58,7 @@ def test_to_json_is_plain_and_sorted(sample):
         "standbys": {},
         "takeovers": {},
         "recovering": {},
+        "rollbacks": {},
         "short_ids": {},
         "next_short_id": 0,
     }
