@@ -208,6 +208,18 @@ def durations(
     return [took[j] for j in job_ids], abandoned
 
 
+def duration_figures(name: str, runs: list[list[float]]) -> dict[str, Any]:
+    """The checkpoint durations of one side's runs: over all of them, and each run's p99."""
+    every = [d for run in runs for d in run]
+    return {
+        f"{name}_checkpoint_p50_s": percentile(every, 50),
+        f"{name}_checkpoint_p99_s": percentile(every, 99),
+        f"{name}_checkpoint_max_s": max(every, default=None),
+        f"{name}_checkpoint_p99_s_by_run": [percentile(d, 99) for d in runs],
+        f"{name}_checkpoints_measured": len(every),
+    }
+
+
 def percentile(values: list[float], p: int) -> float | None:
     if len(values) < 2:
         return values[0] if values else None
@@ -274,28 +286,18 @@ def backpressured(
         queued = histogram(ports[1], "onyx_barrier_queued_batches", "work", jobs)
         aligned = histogram(ports[1], "onyx_barrier_alignment_seconds", "work", jobs)
     on, off = [r for r, _ in runs["on"]], [r for r, _ in runs["off"]]
-    every_slow = [d for run in slow for d in run]
-    every_fast = [d for run in fast for d in run]
     return {
         "backpressured_segments": segments,
         "backpressured_batch_size": batch_size,
         "debloat_target_s": target,
         "slow_fn_ms_per_segment": 0.7,
-        "backpressured_checkpoint_p50_s": percentile(every_slow, 50),
-        "backpressured_checkpoint_p99_s": percentile(every_slow, 99),
-        "backpressured_checkpoint_max_s": max(every_slow, default=None),
-        "backpressured_checkpoint_p99_s_by_run": [percentile(d, 99) for d in slow],
-        "backpressured_checkpoints_measured": len(every_slow),
+        **duration_figures("backpressured", slow),
         "backpressured_epochs_abandoned": abandoned,
         "backpressured_queued_batches_at_barrier_mean": queued["mean"],
         "backpressured_queued_batches_at_barrier_at_most": queued["at_most"],
         "backpressured_alignment_mean_s": aligned["mean"],
         "backpressured_alignment_at_most_s": aligned["at_most"],
-        "fast_checkpoint_p50_s": percentile(every_fast, 50),
-        "fast_checkpoint_p99_s": percentile(every_fast, 99),
-        "fast_checkpoint_max_s": max(every_fast, default=None),
-        "fast_checkpoint_p99_s_by_run": [percentile(d, 99) for d in fast],
-        "fast_checkpoints_measured": len(every_fast),
+        **duration_figures("fast", fast),
         "fast_epochs_abandoned": fast_abandoned,
         "backpressured_on_segments_per_s": round(max(on)),
         "backpressured_off_segments_per_s": round(max(off)),
