@@ -19,9 +19,12 @@ message it has.
 
 When a replacement takes a downstream seat over, the channel pauses (``rewire``) until the
 replacement asks for its messages again (``replay_from``): everything after the barrier its
-snapshot was taken at is sent again, and new messages queue behind. A replacement's own
-emitter is told, per channel, how many messages its receiver already has (``suppress``): those
-it makes again while it replays are recorded, never sent.
+snapshot was taken at is sent again, and new messages queue behind. An emitter made while a
+downstream seat's peer is still recovering (a takeover under the very allocation the emitter is
+made for) starts with that channel paused, for the same reason: the replacement will ask for
+everything from the allocation's first message, and what went before it asked would go twice.
+A replacement's own emitter is told, per channel, how many messages its receiver already has
+(``suppress``): those it makes again while it replays are recorded, never sent.
 """
 
 from __future__ import annotations
@@ -70,6 +73,8 @@ class Wiring:
     seats: Mapping[str, int]
     in_process: Callable[[str], bool] = lambda peer: False
     pack: Callable[[Any], Any] = _as_is
+    recovering: frozenset[str] = frozenset()
+    """The peers that took a seat over and have not yet replayed it: each will ask."""
 
 
 class LoggedEmitter:
@@ -89,10 +94,11 @@ class LoggedEmitter:
         """``overflowed`` is told each time the log drops what it held, over its budget."""
         self.log, self.deltas, self.overflowed = log, deltas, overflowed
         self.window = window
-        self.paused: set[int] = set()
         self.suppressed: dict[int, int] = {}
         """Per seat, the messages its receiver has already: recorded, not sent again."""
         self._wire(wiring)
+        self.paused = {seat for seat, peer in self.peer_of.items() if peer in wiring.recovering}
+        """The seats whose new peer has not yet asked for its messages (``replay_from``)."""
         self.credits = {seat: window(peer) for seat, peer in self.peer_of.items()}
 
     def _wire(self, wiring: Wiring) -> None:

@@ -310,7 +310,8 @@ class TaskRunner:
 
     @staticmethod
     def _wiring(c: TaskContext) -> Wiring:
-        return Wiring(c.router, c.send, c.congested_peer, c.placement.seats, c.in_process, c.pack)
+        return Wiring(c.router, c.send, c.congested_peer, c.placement.seats, c.in_process, c.pack,
+                      c.placement.recovering)  # fmt: skip
 
     def _logged_emitter(self, log: Any, deltas: Callable[[int], list[Any]]) -> LoggedEmitter:
         c = self.ctx

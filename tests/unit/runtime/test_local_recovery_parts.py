@@ -74,31 +74,57 @@ def test_a_standby_that_took_its_seat_over_keeps_what_it_holds_until_it_restores
     assert standbys.fetch("j", Epoch(7, 1), "f", 0) is None
 
 
-def test_an_upstream_whose_log_overflowed_rolls_the_job_back_instead_of_failing(storage):
-    """Its downstream o0 died and o1 took the seat over: the batches o1 needs were dropped."""
-    allocation = {"in": ("i0",), "f": ("f0",), "out": ("o1",)}
-    placement = place(JOB, 7, allocation, SHORT_IDS, {}, takeovers={"o1": "o0"},
-                      recovering=frozenset({"o1"}))  # fmt: skip
-    rollbacks: list[str] = []
-    sent: list[tuple[str, Any]] = []
-    runner = TaskRunner(
-        TaskContext(
-            placement=placement, peer="f0", router=Router(routes(placement, "f")),
-            send=lambda to, m: sent.append((to, m)), report=lambda what, epoch: None,
-            grant=lambda source, n, rows: None, congested=lambda: False, complete=lambda: None,
-            storage=storage, rollback=rollbacks.append,
-        )
+def context(placement: Any, sent: list, storage: Any, rollbacks: list | None = None) -> Any:
+    """f0's context under ``placement``: what it sends goes to ``sent``."""
+    return TaskContext(
+        placement=placement, peer="f0", router=Router(routes(placement, "f")),
+        send=lambda to, m: sent.append((to, m)), report=lambda what, epoch: None,
+        grant=lambda source, n, rows: None, congested=lambda: False, complete=lambda: None,
+        storage=storage, rollback=(rollbacks if rollbacks is not None else []).append,
     )  # fmt: skip
+
+
+def running(ctx: Any) -> TaskRunner:
+    """A runner of f in ``ctx``, started afresh and running."""
+    runner = TaskRunner(ctx)
     runner.recover_from([])
     wait_for(lambda: runner.step() or runner.phase.value == "run", 5, "the runner to run", 0)
-    runner.emitter.credit("o1", 10**6)
+    return runner
+
+
+def test_an_upstream_whose_log_overflowed_rolls_the_job_back_instead_of_failing(storage):
+    """Its downstream o0 died and o1 took the seat over: the batches o1 needs were dropped."""
+    rollbacks: list[str] = []
+    sent: list[tuple[str, Any]] = []
+    before = place(JOB, 7, {"in": ("i0",), "f": ("f0",), "out": ("o0",)}, SHORT_IDS, {})
+    runner = running(context(before, sent, storage, rollbacks))
+    runner.emitter.credit("o0", 10**6)
     for _ in range(3):  # 3 x 4,000 rows estimated at 128 bytes: over the 1 MiB budget
         runner.emitter.emit([{"n": n} for n in range(4000)])
     assert runner.causal.inflight.lost
     assert runner.meters.in_flight_overflows._value.get() >= 1
+    after = place(JOB, 7, {"in": ("i0",), "f": ("f0",), "out": ("o1",)}, SHORT_IDS, {},
+                  takeovers={"o1": "o0"}, recovering=frozenset({"o1"}))  # fmt: skip
+    runner.rewire(context(after, sent, storage, rollbacks))
     runner.asked("o1", ReplayFrom(0))
     assert len(rollbacks) == 1
     assert "cannot recover locally: LogLost" in rollbacks[0]
+
+
+def test_a_runner_made_while_its_downstream_seat_recovers_sends_it_everything_once(storage):
+    """The allocation's runner of f is made after o1 took o0's seat over (the group read a new
+    allocation and a takeover under it in one sync): o1 asks for every message of the
+    allocation, so f sends it nothing before it asks, and everything once after."""
+    placement = place(JOB, 7, {"in": ("i0",), "f": ("f0",), "out": ("o1",)}, SHORT_IDS, {},
+                      takeovers={"o1": "o0"}, recovering=frozenset({"o1"}))  # fmt: skip
+    sent: list[tuple[str, Any]] = []
+    runner = running(context(placement, sent, storage))
+    for n in range(3):
+        runner.emitter.emit([{"n": n}])
+    assert sent == [], "o1 has not asked yet"
+    runner.asked("o1", ReplayFrom(0))
+    runner.credit("o1", 10)
+    assert [m for _, m in sent] == [Batch([{"n": n}]) for n in range(3)]
 
 
 def test_a_replay_that_made_fewer_messages_than_a_downstream_seat_had_rolls_back():

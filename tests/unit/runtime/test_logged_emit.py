@@ -88,6 +88,29 @@ def test_a_new_peer_in_a_seat_gets_again_what_followed_the_barrier(before, after
     assert [m for to, m in sent if to == "n1"] == expected
 
 
+def test_an_emitter_made_while_a_seat_is_recovering_sends_its_peer_everything_once():
+    """The emitter is made under the allocation a replacement already recovers in (n1 took
+    d1's seat over): n1 will ask from the allocation's start, so what is emitted before it asks
+    waits for it, and goes once."""
+    sent: list[tuple[str, Any]] = []
+    e = LoggedEmitter(
+        Wiring(Router([Route("down", ("d0", "n1"))]), lambda to, m: sent.append((to, m)),
+               lambda peer: False, SEATS, recovering=frozenset({"n1"})),
+        lambda peer: 100, log=InFlightLog(1 << 20), deltas=lambda seat: [],
+    )  # fmt: skip
+    for n in range(4):
+        e.emit([{"n": n}])
+    e.broadcast(Barrier(1))
+    assert batches(sent, "d0") == [[{"n": 0}], [{"n": 2}]]
+    assert [m for to, m in sent if to == "n1"] == [], "paused until the new peer asks"
+    e.replay_from("n1", 0)
+    assert [m for to, m in sent if to == "n1"] == [Batch([{"n": 1}]), Batch([{"n": 3}]),
+                                                   Barrier(1)]  # fmt: skip
+    e.emit([{"n": 4}])
+    e.emit([{"n": 5}])
+    assert batches(sent, "n1")[-1] == [{"n": 5}], "and then live"
+
+
 def test_a_replacement_sends_nothing_its_downstream_has():
     sent: list[tuple[str, Any]] = []
     e = emitter(sent, window=100)
