@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -12,7 +13,7 @@ from peer.log.entries.gc import SET_REPLICA
 from peer.log.entries.join import PREPARE_JOIN
 from peer.log.replica import Replica
 from peer.log.store import StoreError
-from tests.support import wait_for
+from tests.support import ZooKeeperServer, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -137,3 +138,30 @@ def test_one_read_of_the_pulses_finds_the_sites_they_announced(zookeeper, tenanc
     assert store.pulse_sites() == {"with-site": "127.0.0.1:4000"}
     other.close()
     wait_for(lambda: store.pulse_sites() == {}, 10, "the pulses to go with their session")
+
+
+@pytest.mark.parametrize("outage", [1.0, 3.0])
+def test_a_session_outlives_a_server_restart_shorter_than_its_timeout(tenancy, outage):
+    """kill -9 of the only server and a new one on its port and data after ``outage`` s: the
+    client reconnects before its 4 s session expires (its reconnect back-off stays short), so
+    the session, and the pulse it holds, live on."""
+    server = ZooKeeperServer().start()
+    store = api.connect(server.address, tenancy, create=True, session_timeout=4.0)
+    lost = threading.Event()
+    store.lost_callbacks.append(lost.set)
+    try:
+        store.register_pulse("survivor")
+        session = store.client.client_id
+        server.process.kill()
+        server.process.wait()
+        wait_for(lambda: not store.connected, 10, "the client to see the server gone")
+        time.sleep(outage)  # the fault's length, not a wait for anything
+        (server.dir / "server.log").rename(server.dir / "server.1.log")
+        server.start()
+        wait_for(lambda: store.connected or lost.is_set(), 30, "the client to reconnect")
+        assert not lost.is_set(), "the session expired"
+        assert store.client.client_id == session
+        assert store.pulse_exists("survivor")
+    finally:
+        store.close()
+        server.stop()

@@ -46,6 +46,15 @@ ENTRY_PREFIX = "entry-"
 TENANCY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
+def reconnecting(session_timeout: float) -> KazooRetry:
+    """How a session whose server went away tries to get one back: for ever, its back-off never
+    past an eighth of the session timeout (and 2 s). A restarted server keeps the session only
+    for one timeout after it starts, so an attempt must land within it; kazoo's own back-off
+    doubles to an hour, and after a 3 s outage its next attempt could come too late."""
+    return KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_jitter=0.4,
+                      max_delay=min(2.0, session_timeout / 8))  # fmt: skip
+
+
 def _discard(client: KazooClient) -> None:
     with contextlib.suppress(Exception):
         client.stop()
@@ -110,8 +119,9 @@ class ZooKeeperStore:
         try:
             retry = KazooRetry(max_tries=-1, max_delay=1.0, deadline=session_timeout)
             client = KazooClient(
-                hosts=self.hosts, timeout=session_timeout, command_retry=retry, **digest
-            )
+                hosts=self.hosts, timeout=session_timeout, command_retry=retry,
+                connection_retry=reconnecting(session_timeout), **digest,
+            )  # fmt: skip
         except ValueError as e:
             raise StoreError(f"bad ZooKeeper address {self.hosts!r}: {e}") from None
         client.add_listener(self._state_changed)
