@@ -9,7 +9,7 @@ downstreams already have (``suppress``): a replay redoes the sends, and the rece
 get them twice.
 
 Items that could not be sent yet (no credit, a congested link, a receiver gone) wait here too,
-so an upstream never stops for one slow or dead downstream while the others go on.
+in order, until their receiver can take them (peer.runtime.logged_emit).
 
 A channel to a peer in the sender's own process keeps nothing once it is sent (``keep``): the
 two fail together, and two adjacent tasks failing at once roll the job back (peer.log.takeover),

@@ -4,9 +4,12 @@ kept in the in-flight log before it goes, and goes on credit from there.
 Each downstream seat is a channel of the task's in-flight log (peer.causal.inflight), which
 numbers what goes down it. A batch, barrier, watermark or end marker is recorded first and sent
 while the seat's peer has credit and its group's queue is not full; what cannot go yet waits in
-the log. So one downstream peer that is slow, or dead and not yet replaced, holds back only its
-own channel: the others go on, and the emitter blocks only once what waits unsent fills the
-log's budget.
+the log, and the emitter is blocked (the task reads no more) while any channel has something
+waiting, as a plain emitter is while a peer lacks credit. So what waits behind a barrier is
+bounded by the credit the receivers give (sized by their throughput, peer.runtime.debloat), not
+by the log's budget: a barrier never queues behind the whole budget of unsent data. A channel
+paused for a replacement (below) does not block: what comes for it waits in the log, up to the
+budget, until the replacement asks.
 
 What a channel keeps once a message has gone depends on where its peer runs, decided when the
 emitter is wired: for a peer of another process, batches of rows are packed into their frame's
@@ -99,6 +102,8 @@ class LoggedEmitter:
         self._wire(wiring)
         self.paused = {seat for seat, peer in self.peer_of.items() if peer in wiring.recovering}
         """The seats whose new peer has not yet asked for its messages (``replay_from``)."""
+        self.backlogged: set[int] = set()
+        """The seats, not paused, with something waiting that their peer cannot take now."""
         self.credits = {seat: window(peer) for seat, peer in self.peer_of.items()}
 
     def _wire(self, wiring: Wiring) -> None:
@@ -121,6 +126,7 @@ class LoggedEmitter:
         for seat, peer in sorted(self.peer_of.items()):
             if before.get(seat) != peer:
                 self.paused.add(seat)
+                self.backlogged.discard(seat)
 
     def replay_from(self, peer: str, epoch: int) -> None:
         """``peer``, which took a seat over, wants again what went down it after ``epoch``'s
@@ -153,28 +159,30 @@ class LoggedEmitter:
             self.overflowed()
         if seq <= self.suppressed.get(seat, 0):
             self.log.sent(seat, seq)
-        else:
-            self._pump(seat)
+        self._pump(seat)
 
     def _pump(self, seat: int) -> bool:
-        """Send what waits down ``seat`` while it has credit and room; whether any went."""
+        """Send what waits down ``seat`` while its group has room, batches while its peer has
+        credit (markers take none); whether any went."""
         if seat in self.paused:
             return False
         peer, log, credits = self.peer_of[seat], self.log, self.credits
         went = False
-        while credits[seat] > 0 and not self.congested(peer):
-            waiting = log.next_unsent(seat)
-            if waiting is None:
-                break
+        while (waiting := log.next_unsent(seat)) is not None:
             seq, item = waiting
+            batch = isinstance(item, Batch)
+            if (batch and credits[seat] <= 0) or self.congested(peer):
+                self.backlogged.add(seat)
+                return went
             deltas = self.deltas(seat)
             if deltas:
                 self.send(peer, Determinants(deltas))
             self.send(peer, item)
             log.sent(seat, seq)
-            if isinstance(item, Batch):
+            if batch:
                 credits[seat] -= 1
             went = True
+        self.backlogged.discard(seat)
         return went
 
     def pump(self) -> bool:
@@ -191,7 +199,7 @@ class LoggedEmitter:
             self._pump(seat)
 
     def blocked(self) -> bool:
-        return self.log.blocked()
+        return bool(self.backlogged) or self.log.blocked()
 
     def write(self) -> bool:
         return False

@@ -74,10 +74,8 @@ RATE = float(os.environ.get("ONYX_NEMESIS_RATE", "1000"))
 """Events a second the held input reads."""
 PACED = ("input", "fn")
 """Where the held job is slowed. At the input by default: nothing queues anywhere. Pacing the
-keyed fn instead (pacing.pace, ONYX_TEST_PACE) makes a backlog in front of it, and with local
-recovery the input's emitter keeps sending into its in-flight log until the log's whole budget
-(64 MiB) waits unsent: the barriers wait behind all of it, and the epochs stop committing for as
-long as the backlog takes to drain."""
+keyed fn instead (pacing.pace, ONYX_TEST_PACE) back-pressures the input: what the fn's seats have
+no credit for waits in the input's in-flight log, and the input reads no more meanwhile."""
 SESSION_GAP = 200
 SESSION_EVERY = 2000
 """Every ``SESSION_EVERY`` events event time jumps by five gaps, closing every user's session."""

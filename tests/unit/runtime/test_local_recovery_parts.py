@@ -127,6 +127,25 @@ def test_a_runner_made_while_its_downstream_seat_recovers_sends_it_everything_on
     assert [m for _, m in sent] == [Batch([{"n": n}]) for n in range(3)]
 
 
+def test_a_runner_whose_downstream_gives_no_credit_takes_no_more_than_it_can_send(storage):
+    """What o0 has no credit for waits in the in-flight log, and f takes nothing more from its
+    inbox meanwhile: the backlog stays upstream, where a barrier does not wait behind it."""
+    placement = place(JOB, 7, {"in": ("i0",), "f": ("f0",), "out": ("o0",)}, SHORT_IDS, {})
+    sent: list[tuple[str, Any]] = []
+    runner = running(context(placement, sent, storage))
+    full = [{"n": n} for n in range(100)]  # a whole batch of f's: one take each
+    for _ in range(20):
+        runner.deliver(SHORT_IDS["i0"], Batch(full))
+    for _ in range(100):
+        runner.step()
+    went = sum(isinstance(m, Batch) for _, m in sent)
+    assert went == runner.emitter.window("o0"), "the first credit's worth went"
+    assert runner.emitter.blocked()
+    assert len(runner.intake.inbox.queues[SHORT_IDS["i0"]]) == 20 - went - 1, (
+        "one more was taken, and waits for credit; the rest wait in the inbox"
+    )
+
+
 def test_a_replay_that_made_fewer_messages_than_a_downstream_seat_had_rolls_back():
     """Seat 1 had 3 messages of this seat, seat 2 none: a replay that makes 2 for seat 1 has
     lost one, which a live message would otherwise be taken for and never sent."""

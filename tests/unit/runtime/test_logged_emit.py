@@ -1,8 +1,7 @@
-"""The logged emitter: everything goes through the in-flight log and on credit from there, so
-a downstream peer without credit (slow, or dead and not yet replaced) holds back only its own
-channel; a takeover pauses the channel until the new peer asks, and then it gets again exactly
-what followed the barrier it restored; a replacement's own emitter sends nothing its
-downstream has."""
+"""The logged emitter: everything goes through the in-flight log and on credit from there, and
+the task reads no more while anything waits for a peer's credit; a takeover pauses the channel
+until the new peer asks, and then it gets again exactly what followed the barrier it restored;
+a replacement's own emitter sends nothing its downstream has."""
 
 from __future__ import annotations
 
@@ -39,17 +38,43 @@ def batches(sent: list[tuple[str, Any]], to: str) -> list[Any]:
     return [m.batch for t, m in sent if t == to and isinstance(m, Batch)]
 
 
-def test_a_peer_without_credit_holds_back_only_its_own_channel():
+def test_a_peer_without_credit_holds_back_its_channel_and_the_task_reads_no_more():
+    """What cannot go waits in the log, and the emitter is blocked while anything waits: what
+    queues behind a barrier is what credit allows, not the log's budget."""
     sent: list[tuple[str, Any]] = []
     e = emitter(sent)
-    for n in range(8):
+    for n in range(4):
         e.emit([{"n": n}])
+    assert not e.blocked(), "each peer took its window"
+    e.emit([{"n": 4}])
+    assert e.blocked(), "d0 has no credit for what waits"
+    e.emit([{"n": 5}])
+    e.broadcast(Barrier(1))
     assert batches(sent, "d0") == [[{"n": 0}], [{"n": 2}]]
     assert batches(sent, "d1") == [[{"n": 1}], [{"n": 3}]]
-    assert not e.blocked()
     e.credit("d1", 2)
-    assert batches(sent, "d1")[2:] == [[{"n": 5}], [{"n": 7}]]
-    assert batches(sent, "d0") == [[{"n": 0}], [{"n": 2}]], "d0 still waits for credit"
+    assert batches(sent, "d1")[2:] == [[{"n": 5}]]
+    assert [m for to, m in sent if to == "d1"][-1] == Barrier(1)
+    assert e.blocked(), "d0 still waits for credit"
+    e.credit("d0", 1)
+    assert [m for to, m in sent if to == "d0"][-2:] == [Batch([{"n": 4}]), Barrier(1)], (
+        "a marker takes no credit"
+    )
+    assert not e.blocked()
+
+
+def test_a_channel_paused_for_a_replacement_does_not_block_the_others():
+    sent: list[tuple[str, Any]] = []
+    e = emitter(sent, window=100)
+    e.credits[11] = 0
+    e.emit([{"n": 0}])
+    e.emit([{"n": 1}])
+    assert e.blocked()
+    e.rewire(wiring(Router([Route("down", ("d0", "n1"))]), sent))
+    assert not e.blocked(), "n1 will ask for what waits"
+    e.emit([{"n": 2}])
+    e.emit([{"n": 3}])
+    assert batches(sent, "d0") == [[{"n": 0}], [{"n": 2}]]
 
 
 def test_determinants_go_ahead_of_each_message():
