@@ -156,14 +156,15 @@ class Ledger:
         self._owe(source)
         return grant
 
-    def rekey(self, old: int, new: int, in_flight: int) -> None:
+    def rekey(self, old: int, new: int, in_flight: int, first: int, ceiling: int) -> None:
         """Sender ``old`` is now ``new``, which has ``in_flight`` (its own first credit, and what
-        the old one sent that is still queued, with the taken count the inbox moved)."""
-        for values in (self.windows, self.ceilings):
-            values[new] = values.pop(old)
-        self.in_flight.pop(old)
-        self.owed_at.pop(old)
-        self.in_flight[new] = in_flight
+        the old one sent that is still queued, with the taken count the inbox moved). The new
+        sender starts as any sender does, with its ``first`` credit as its window and the
+        ``ceiling`` of its own edge: it runs elsewhere than the old one, and the edge's fixed
+        window may differ (peer.runtime.emit ``window``); the next resize sizes it."""
+        for values in (self.windows, self.ceilings, self.in_flight, self.owed_at):
+            values.pop(old)
+        self.windows[new], self.ceilings[new], self.in_flight[new] = first, ceiling, in_flight
         self._owe(new)
 
 

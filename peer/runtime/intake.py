@@ -215,8 +215,9 @@ class InboxIntake:
         is still queued."""
         self.inbox.rekey(old, new)
         queued = sum(type(item) is Batch for item in self.inbox.queues[new])
-        first = self.first(self.window(new))
-        self.ledger.rekey(old, new, first + queued + self.inbox.consumed[new])
+        ceiling = self.window(new)
+        first = self.first(ceiling)
+        self.ledger.rekey(old, new, first + queued + self.inbox.consumed[new], first, ceiling)
 
     def follow(self, rows: int) -> None:
         self.limit = min(self.batch_size, rows) if rows else self.batch_size

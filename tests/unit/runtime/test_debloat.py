@@ -305,6 +305,25 @@ def test_a_new_sender_in_a_seat_is_counted_from_its_first_credit_and_the_old_one
     assert [(source, batches) for source, batches, _ in grants] == [(7, 1), (7, 1)]
 
 
+def test_a_new_sender_on_an_edge_of_another_window_is_given_that_window_not_the_old_ones():
+    """The old sender ran in the receiver's group (a window of LOCAL_WINDOW), its replacement
+    in another (WINDOW): the fixed windows being kept, the new one never has more in flight
+    than its own edge's."""
+    grants: list[tuple[int, int, int]] = []
+    intake = intake_for(
+        kind("function", batch_size=1), frozenset({1}), lambda *g: grants.append(g), METERS,
+        window=lambda source: LOCAL_WINDOW if source == 1 else WINDOW,
+    )  # fmt: skip
+    assert LOCAL_WINDOW != WINDOW
+    intake.rekey(1, 7)
+    assert (intake.ledger.windows[7], intake.ledger.ceilings[7]) == (WINDOW, WINDOW)
+    for n in range(WINDOW):
+        intake.deliver(7, Batch([{"n": n}]))
+    while intake.read():
+        pass
+    assert sum(batches for _, batches, _ in grants) <= WINDOW
+
+
 # -- the runner: first credit, and the row limits its receivers ask for ------------------------
 
 
