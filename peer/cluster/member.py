@@ -140,7 +140,7 @@ class Slot:
     refused: str | None = None
     """Why this process could not listen, if it said so."""
     word: Any = None
-    """The word this process's runners mark a job's code in (peer.runtime.code_marks)."""
+    """The words this process's runners mark a job's code in (peer.runtime.code_marks)."""
 
     def not_ready(self, slot: int) -> str | None:
         """Why this worker is not ready, in a line that stays the same while it waits."""
@@ -201,7 +201,7 @@ class Workers:
         state.generation += 1
         state.site, state.due, state.started = None, None, time.monotonic()
         state.ready_at, state.refused = None, None
-        state.word = self.context.RawArray(code_marks.WORD, 1)
+        state.word = self.context.RawArray(code_marks.WORD, code_marks.WORDS)
         conn, child = self.context.Pipe()
         calls, child_calls = self.context.Pipe()
         spec = replace(self.spec, slot=slot)
@@ -243,7 +243,7 @@ class Workers:
         state.process.join(EXIT_WAIT)
         exitcode = state.process.exitcode
         blamable = not state.killed and state.word is not None and the_codes_doing(exitcode)
-        return Death(how_it_ended(exitcode), int(state.word[0]) if blamable else 0)
+        return Death(how_it_ended(exitcode), code_marks.blamed(state.word) if blamable else 0)
 
     def restart_due(self) -> float | None:
         """Start the workers whose time has come (from the member's main thread); the seconds

@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from peer.job.imports import resolve
 from peer.job.spec import Task
+from peer.runtime.code_marks import Mark
 from peer.runtime.columnar import Batch, Segment, from_table, rows
 from peer.spark.function import SparkFunction, with_params
 from peer.spark.schema import BatchSchema
@@ -140,8 +141,9 @@ class AsyncApply(Apply, ABC):
     """An apply part whose batches run elsewhere: ``submit`` replaces ``apply``."""
 
     @abstractmethod
-    def submit(self, batch: Any) -> Future[Any]:
-        """The batch to emit, computed elsewhere."""
+    def submit(self, batch: Any, mark: Mark) -> Future[Any]:
+        """The batch to emit, computed elsewhere, whose thread enters ``mark`` around the task's
+        code (peer.runtime.code_marks)."""
 
 
 class SparkApply(AsyncApply):
@@ -150,8 +152,8 @@ class SparkApply(AsyncApply):
     def __init__(self, task: Task) -> None:
         self.function = SparkFunction(task)
 
-    def submit(self, batch: Any) -> Future[Any]:
-        return self.function.submit(batch)
+    def submit(self, batch: Any, mark: Mark) -> Future[Any]:
+        return self.function.submit(batch, mark)
 
 
 def python_apply(task: Task) -> Apply:

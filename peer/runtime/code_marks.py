@@ -11,19 +11,29 @@ the member reads it only once the process has gone, so nothing is locked; and a 
 stores per batch, which the hot path can afford. The member names the job and the task from its
 replica (``running``).
 
-Only a worker marks: it ``install``s its word once as it starts, and each runner is given its
-mark once, when it is made (``mark_for``); everywhere else that mark does nothing.
+Only a worker marks: it ``install``s its words once as it starts, and each runner is given its
+mark once, when it is made (``mark_for``); everywhere else that mark does nothing. The first word
+is the group thread's, where runners call their code; a Spark task's fn runs in the group's
+Spark pool, and each of that pool's threads marks in a word of its own (``elsewhere``), claimed
+the first time it runs a job's code. A worker dead with one job's code marked died of it; with
+several jobs' codes marked at once the death cannot be laid on one, and blames none
+(``blamed``).
 """
 
 from __future__ import annotations
 
 import ctypes
+import itertools
+import threading
 from typing import Any
 
 from peer.log.replica import Replica
 
 WORD = ctypes.c_uint64
-"""The type of the word a worker and its member share."""
+"""The type of the words a worker and its member share."""
+WORDS = 8
+"""How many: the group thread's, and one for each thread of the Spark pool (of
+peer.spark.session's WORKERS) that runs a job's code; threads past them do not mark."""
 TASK_BITS = 16
 """The low bits of a mark (after its 1 is taken off) hold the task's index in the catalog."""
 
@@ -47,6 +57,10 @@ class Mark:
     def __exit__(self, *_: object) -> None:
         return None
 
+    def elsewhere(self) -> Mark:
+        """The same mark, for the runner's code that another thread runs (its Spark pool's)."""
+        return self
+
 
 NO_MARK = Mark()
 
@@ -65,6 +79,48 @@ class SharedMark(Mark):
     def __exit__(self, *_: object) -> None:
         self.word[0] = 0
 
+    def elsewhere(self) -> Mark:
+        return ThreadMark(self.word, self.number)
+
+
+class ThreadMark(Mark):
+    """A runner's mark entered from a pool's thread: in that thread's own word."""
+
+    __slots__ = ("number", "word")
+
+    def __init__(self, word: Any, number: int) -> None:
+        self.word, self.number = word, number
+
+    def __enter__(self) -> None:
+        slot = _slot()
+        if slot is not None:
+            self.word[slot] = self.number
+
+    def __exit__(self, *_: object) -> None:
+        slot = _slot()
+        if slot is not None:
+            self.word[slot] = 0
+
+
+_THREADS = threading.local()
+_CLAIMED = itertools.count(1)
+"""The next word a thread claims: ``next`` on a count is atomic, so no two threads claim one."""
+
+
+def _slot() -> int | None:
+    """This thread's word, claimed now if it has none; None when every word is claimed."""
+    slot = getattr(_THREADS, "slot", None)
+    if slot is None:
+        slot = _THREADS.slot = next(_CLAIMED)
+    return slot if slot < WORDS else None
+
+
+def blamed(words: Any) -> int:
+    """The mark a dead worker left: the one nonzero mark among its ``words``, 0 when there is
+    none, or when several codes were marked at once (which of them ended it, nobody can tell)."""
+    marks = {int(value) for value in words} - {0}
+    return marks.pop() if len(marks) == 1 else 0
+
 
 def number(job_short_id: int, task_index: int) -> int | None:
     """The word that says a job's task's code runs (never 0); None when it cannot say it."""
@@ -75,9 +131,9 @@ def number(job_short_id: int, task_index: int) -> int | None:
 
 
 def install(word: Any) -> None:
-    """Mark in ``word`` (an array of one WORD shared with the member) from now on: called once,
-    as the worker starts, before any runner is made. Through a memoryview, whose stores cost
-    half of a ctypes array's."""
+    """Mark in ``word`` (an array of WORDS WORDs shared with the member) from now on: called
+    once, as the worker starts, before any runner is made. Through a memoryview, whose stores
+    cost half of a ctypes array's."""
     _PROCESS.word = memoryview(word).cast("B").cast("Q")
 
 

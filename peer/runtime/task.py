@@ -679,7 +679,8 @@ class TaskRunner:
         with self.mark:
             if self.hooks.before_batch:
                 call(self.hooks.before_batch, self.event, batch)
-            self.in_flight.append((self.apply.submit(batch), self.intake.mark(), started))
+            future = self.apply.submit(batch, self.mark.elsewhere())  # the pool's thread marks
+            self.in_flight.append((future, self.intake.mark(), started))
 
     def _returned(self) -> bool:
         """The oldest batch submitted is back: pass its rows on, then the watermark that came

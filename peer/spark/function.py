@@ -23,6 +23,7 @@ from pyrsistent import thaw
 
 from peer.job.imports import resolve
 from peer.job.spec import Task
+from peer.runtime.code_marks import NO_MARK, Mark
 from peer.runtime.columnar import Batch, from_table
 from peer.spark.schema import BatchSchema
 from peer.spark.session import session, submit
@@ -36,13 +37,16 @@ class SparkFunction:
         self._fn = with_params(resolve(task.fn), task)
         self._schema = BatchSchema(task.schema)
 
-    def submit(self, batch: Batch) -> Future[pa.RecordBatch]:
-        """The fn's output for ``batch``, computed in the Spark pool."""
-        return submit(self._apply, batch)
+    def submit(self, batch: Batch, mark: Mark = NO_MARK) -> Future[pa.RecordBatch]:
+        """The fn's output for ``batch``, computed in the Spark pool; the pool's thread enters
+        ``mark`` while the fn runs (peer.runtime.code_marks)."""
+        return submit(self._apply, batch, mark)
 
-    def _apply(self, batch: Batch) -> pa.RecordBatch:
+    def _apply(self, batch: Batch, mark: Mark) -> pa.RecordBatch:
         table = pa.Table.from_batches([self._schema.batch(batch)])
-        result = self._fn(session().createDataFrame(table))
+        frame = session().createDataFrame(table)
+        with mark:
+            result = self._fn(frame)
         if not hasattr(result, "toArrow"):
             raise TypeError(
                 f"fn {self._task.fn!r} returned {type(result).__name__}, not a DataFrame"

@@ -15,7 +15,9 @@ from peer.cluster.local import LocalCluster
 from peer.job.load import from_dict
 from peer.job.spec import Task
 from peer.messaging.messages import END, Batch, Watermark
+from peer.runtime import code_marks
 from peer.runtime.columnar import rows as rows_of
+from tests.integration import spark_fns
 from tests.unit.runtime.test_task import World, run_until, runner
 
 PEOPLE = [{"name": f"p{i}", "age": i % 40, "city": ["oslo", "lima"][i % 2]} for i in range(500)]
@@ -164,3 +166,21 @@ def test_a_spark_task_takes_arrow_as_it_is_and_gives_arrow(spark):
     assert batch.schema == people.schema
     adults = [{**p, "name": p["name"].upper()} for p in PEOPLE[:40] if p["age"] >= 18]
     assert batch.to_pylist() == adults
+
+
+def test_a_spark_tasks_fn_is_marked_in_its_pool_threads_word_as_it_runs(spark, monkeypatch):
+    """In a worker, a fn that ends its process from the Spark pool is blamed on its task as one
+    on the group's thread is: the pool's thread marks the task in a word of its own."""
+    words = (code_marks.WORD * code_marks.WORDS)()
+    monkeypatch.setattr(code_marks._PROCESS, "word", memoryview(words).cast("B").cast("Q"))
+    monkeypatch.setattr(spark_fns, "WORDS", [words])
+    spark_fns.MARKS.clear()
+    world = World()
+    task = Task("clean", "function", fn="tests.integration.spark_fns:note_marks", engine="spark")
+    r = runner(task, world, upstream=[1])
+    r.deliver(1, Batch([{"n": 1}]))
+    r.deliver(1, END)
+    run_until(r, lambda: any(item == END for _, item in world.sent))
+    (seen,) = spark_fns.MARKS
+    assert code_marks.blamed(seen) == code_marks.number(100, 0), seen
+    assert list(words) == [0] * code_marks.WORDS

@@ -5,10 +5,13 @@ timeout, never pinged; one that keeps failing waits longer each time)."""
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import signal
 import socket
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from multiprocessing import Pipe
 from types import SimpleNamespace
@@ -125,6 +128,49 @@ def test_a_mark_a_worker_enters_is_read_by_its_member_and_cleared_as_it_leaves(m
         seen = word[0]
     assert code_marks.running(seen, REPLICA) == ("j", "f")
     assert word[0] == 0
+
+
+def test_a_spark_pools_threads_mark_each_in_a_word_of_its_own(monkeypatch):
+    """Two pool threads run the same task's fn at once, each marking its own word while the
+    group thread's stays clear; a death then blames that task, and nothing is left marked."""
+    monkeypatch.setattr(code_marks._PROCESS, "word", None)
+    monkeypatch.setattr(code_marks, "_THREADS", threading.local())
+    monkeypatch.setattr(code_marks, "_CLAIMED", itertools.count(1))
+    words = multiprocessing.get_context("spawn").RawArray(code_marks.WORD, code_marks.WORDS)
+    code_marks.install(words)
+    mark = code_marks.mark_for(7, 1).elsewhere()
+    inside = threading.Barrier(3)
+
+    def fn() -> None:
+        with mark:
+            inside.wait(timeout=10)  # both threads are in the fn, the test looks
+            inside.wait(timeout=10)  # the test has looked
+
+    with ThreadPoolExecutor(2) as pool:
+        running = [pool.submit(fn) for _ in range(2)]
+        inside.wait(timeout=10)
+        seen = list(words)
+        inside.wait(timeout=10)
+        for future in running:
+            future.result()
+    value = code_marks.number(7, 1)
+    assert seen[0] == 0
+    assert sorted(seen[1:]) == [0] * (code_marks.WORDS - 3) + [value, value]
+    assert code_marks.running(code_marks.blamed(seen), REPLICA) == ("j", "f")
+    assert list(words) == [0] * code_marks.WORDS
+
+
+@pytest.mark.parametrize(
+    ("marks", "blamed"),
+    [
+        ((0, 0, 0), 0),
+        ((0, 5, 0), 5),
+        ((5, 5, 0), 5),  # the group thread submitted, the pool's runs the same task's fn
+        ((5, 0, 9), 0),  # two codes at once: which one ended the process, nobody can tell
+    ],
+)
+def test_a_death_blames_the_one_code_marked_and_none_of_several(marks, blamed):
+    assert code_marks.blamed(marks) == blamed
 
 
 @pytest.mark.parametrize(
