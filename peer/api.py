@@ -327,9 +327,12 @@ def follow(
         wakeup.wait(0.5)
 
 
-def wait(store: LogStore, job_id: str, timeout: float | None) -> JobStatus:
-    """The job's status once it has completed or been killed."""
-    final = follow(store, lambda r: status(r, job_id).finished, timeout)
+def wait(
+    store: LogStore, job_id: str, timeout: float | None, stop: threading.Event | None = None
+) -> JobStatus:
+    """The job's status once it has completed or been killed, or once ``stop`` is set."""
+    stopped = stop.is_set if stop is not None else lambda: False
+    final = follow(store, lambda r: status(r, job_id).finished or stopped(), timeout)
     return status(final, job_id)
 
 

@@ -1194,10 +1194,12 @@ def _run_job(cluster: LocalCluster, job: api.Job, timeout: float | None) -> int:
             f"job {job_id!r} needs at least {started.needs} virtual peers and this local "
             f"cluster has {len(current.peers)}: raise --vpeers or --groups"
         )
-    print(describe_job(started))
+    print(describe_job(started), flush=True)
     try:
-        with _progress(cluster, job_id, job):
-            final = api.wait(cluster.reader, job_id, timeout)
+        with _progress(cluster, job_id, job), _interrupts() as interrupted:
+            final = api.wait(cluster.reader, job_id, timeout, stop=interrupted)
+            if interrupted.is_set():
+                raise KeyboardInterrupt
     except (KeyboardInterrupt, TimeoutError) as stopped:
         api.kill(cluster.reader, job_id)
         print(describe_job(api.wait(cluster.reader, job_id, RING_TIMEOUT)), flush=True)
@@ -1210,6 +1212,22 @@ def _run_job(cluster: LocalCluster, job: api.Job, timeout: float | None) -> int:
         for name in job.output_tasks():
             _show_output(job.task(name))
     return 0 if final.state == "completed" else 1
+
+
+@contextmanager
+def _interrupts() -> Iterator[threading.Event]:
+    """An event Ctrl-C sets while the job runs, instead of a KeyboardInterrupt raised wherever
+    the main thread happens to be: one raised inside a ``with`` of a lock, or of a logging
+    handler, can leave it held, and the threads of the groups wait for it for ever."""
+    interrupted = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted
+        return
+    before = signal.signal(signal.SIGINT, lambda *_: interrupted.set())
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 @contextmanager
