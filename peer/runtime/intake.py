@@ -39,6 +39,12 @@ Grant = Callable[[int, int, int], None]
 batch to this peer should hold (0: no limit)."""
 
 
+def read_limit(batch_size: int, *asked: int) -> int:
+    """The most rows a read takes: the task's ``batch_size``, or fewer where a limit asked for
+    asks fewer (0: no limit)."""
+    return min((batch_size, *(rows for rows in asked if rows)))
+
+
 class Intake(Protocol):
     def deliver(self, source: int, item: Any) -> None:
         """A batch, Barrier, Watermark or END from an upstream peer (for an input, a Barrier
@@ -120,7 +126,7 @@ class PluginIntake:
         self.over = True
 
     def follow(self, rows: int) -> None:
-        self.limit = min(self.batch_size, rows) if rows else self.batch_size
+        self.limit = read_limit(self.batch_size, rows)
 
 
 class InboxIntake:
@@ -176,10 +182,14 @@ class InboxIntake:
 
     def read(self) -> Any:
         batch = self.inbox.take(self.limit)
+        self._give_back()
+        return batch
+
+    def _give_back(self) -> None:
+        """Credit back for the batches taken since the inbox last counted them, if any."""
         consumed = self.inbox.returned(self.owed_at)
         if consumed:
             self._give(consumed)
-        return batch
 
     def _give(self, consumed: dict[int, int]) -> None:
         """Credit back for the batches taken, as the ledger has it owed."""
@@ -193,9 +203,7 @@ class InboxIntake:
         self._ensure(counts)
         batch = self.inbox.take_exact(counts)
         if batch is not None:
-            consumed = self.inbox.returned(self.owed_at)
-            if consumed:
-                self._give(consumed)
+            self._give_back()
         return batch
 
     def _ensure(self, counts: Sequence[tuple[int, int]]) -> None:
@@ -220,7 +228,7 @@ class InboxIntake:
         self.ledger.rekey(old, new, first + queued + self.inbox.consumed[new], first, ceiling)
 
     def follow(self, rows: int) -> None:
-        self.limit = min(self.batch_size, rows) if rows else self.batch_size
+        self.limit = read_limit(self.batch_size, rows)
 
     def aligned(self) -> Barrier | None:
         """The aligned barrier, and how long the first of its copies waited for the others."""
@@ -293,9 +301,7 @@ class DebloatedIntake(InboxIntake):
             self.taken_rows += taken
             if meter.took(self.clock(), taken):
                 self._resize()
-        consumed = self.inbox.returned(self.owed_at)
-        if consumed:
-            self._give(consumed)
+        self._give_back()
         return batch
 
     def read_exact(self, counts: Sequence[tuple[int, int]]) -> Any:
@@ -330,8 +336,7 @@ class DebloatedIntake(InboxIntake):
 
     def _limit(self) -> None:
         """Reads no larger than this task does in its target, nor than downstream asked."""
-        most = self.batch_size
-        self.limit = min(most, self.rows or most, self.told or most)
+        self.limit = read_limit(self.batch_size, self.rows, self.told)
 
 
 def intake_for(
