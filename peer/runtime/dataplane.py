@@ -32,6 +32,7 @@ warning.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import operator
 import time
@@ -549,11 +550,18 @@ class DataPlane:
         sent = False
         for site, queue in list(self.queues.items()):
             try:
-                while queue and self.transport.offer(site, queue[0]):
-                    queue.popleft()
-                    sent = True
+                sent = self._offer(site, queue) or sent
             except Exception as e:
                 self._undeliverable(site, e)
+        return sent
+
+    def _offer(self, site: str, queue: deque[bytes]) -> bool:
+        """Offer ``site``'s frames in order until the transport refuses one; whether any went.
+        What the transport raises (it cannot send there at all) is the caller's to handle."""
+        sent = False
+        while queue and self.transport.offer(site, queue[0]):
+            queue.popleft()
+            sent = True
         return sent
 
     def _offer_now(self, to: str) -> None:
@@ -564,12 +572,8 @@ class DataPlane:
         queue = self.queues.get(self.peer_sites.get(to, ""))
         if not queue:
             return
-        site = self.peer_sites[to]
-        try:
-            while queue and self.transport.offer(site, queue[0]):
-                queue.popleft()
-        except Exception:
-            return
+        with contextlib.suppress(Exception):
+            self._offer(self.peer_sites[to], queue)
 
     def _undeliverable(self, site: str, error: Exception) -> None:
         """The transport cannot send to ``site`` at all (not merely not yet): the jobs with
