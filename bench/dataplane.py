@@ -226,11 +226,13 @@ def reads(timed: Timed) -> list[dict[str, float]]:
 
 @contextlib.contextmanager
 def peer_processes(
-    logs: Path, tags: Sequence[str], vpeers: int = 3, metrics: Sequence[int] = ()
-) -> Iterator[tuple[LogStore, list]]:
+    logs: Path, tags: Sequence[str], vpeers: int = 3, metrics: Sequence[int] = (),
+    checkpoints: str | None = None,
+) -> Iterator[tuple[LogStore, list]]:  # fmt: skip
     """A ZooKeeper server and one `onyx peer start` of ``vpeers`` peers per tag ("" for none);
-    every group's stderr goes to logs/peer-N.log, checkpoints to logs/checkpoints; with
-    ``metrics``, group N serves its metrics on port ``metrics[N]`` of 127.0.0.1."""
+    every group's stderr goes to logs/peer-N.log, checkpoints to logs/checkpoints (or the URL
+    ``checkpoints``); with ``metrics``, group N serves its metrics on port ``metrics[N]`` of
+    127.0.0.1."""
     server = ZooKeeperServer().start()
     processes = []
     try:
@@ -238,7 +240,7 @@ def peer_processes(
             command = [
                 sys.executable, "-m", "peer.cli", "peer", "start", "--zookeeper", server.address,
                 "--tenancy", "bench", "--vpeers", str(vpeers), "--tags", tag, "--mtu", "8192",
-                "--checkpoints", str(logs / "checkpoints"), "--workers", "0",
+                "--checkpoints", checkpoints or str(logs / "checkpoints"), "--workers", "0",
             ]  # fmt: skip
             if metrics:
                 command += ["--metrics-port", str(metrics[number])]

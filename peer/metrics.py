@@ -146,6 +146,12 @@ SNAPSHOT_BYTES = Histogram(
     JOB_TASK,
     buckets=SIZES,
 )
+STORAGE_FAILURES = Counter(
+    "onyx_checkpoint_storage_failures",
+    "Operations on checkpoint storage or an exactly-once sink's object store that failed (each "
+    "try counts; an object store's are retried): upload, read, publish or delete",
+    ["operation"],
+)
 RESTORES = Counter(
     "onyx_task_restores",
     "Times a task's peer restored its state from a committed snapshot: scope global when its "

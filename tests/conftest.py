@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from peer.spark import session
-from tests.support import PeerProcess, ZooKeeperServer
+from tests.support import ObjectStore, PeerProcess, ZooKeeperServer
 
 _tenancies = itertools.count()
 
@@ -17,8 +17,9 @@ _tenancies = itertools.count()
 settings.register_profile("untimed", deadline=None, suppress_health_check=(HealthCheck.too_slow,))
 settings.load_profile("untimed")
 
-REAL_FIXTURES = frozenset({"zookeeper", "spark", "start_peer"})
-"""The fixtures that start real components (a ZooKeeper server, a Spark session, members)."""
+REAL_FIXTURES = frozenset({"zookeeper", "spark", "start_peer", "object_store"})
+"""The fixtures that start real components (a ZooKeeper server, a Spark session, members, an
+S3 server)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -38,6 +39,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def zookeeper() -> Iterator[ZooKeeperServer]:
     server = ZooKeeperServer().start()
     yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def object_store() -> Iterator[ObjectStore]:
+    """A real S3 server for the session, its credentials in this process's environment (as the
+    peer role's environment file puts them in a member's), so that every s3:// URL reaches it."""
+    server = ObjectStore().start()
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in server.env.items():
+            patch.setenv(name, value)
+        yield server
     server.stop()
 
 

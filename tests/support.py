@@ -1,9 +1,11 @@
-"""Helpers the tests share: waiting on conditions, a real ZooKeeper server, peer processes."""
+"""Helpers the tests share: waiting on conditions, a real ZooKeeper server, a real S3 server,
+peer processes."""
 
 from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -15,6 +17,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
+
+import s3fs
 
 ZOOKEEPER_CLASSPATH = "/usr/share/java/zookeeper.jar:/etc/zookeeper/conf"
 REPO = Path(__file__).resolve().parent.parent
@@ -118,6 +123,106 @@ class ZooKeeperServer:
 
     def stop(self) -> None:
         if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+WEED = Path(sys.executable).parent / "weed"
+
+
+class ObjectStore:
+    """SeaweedFS's S3 server (``weed mini``: master, volume, filer and S3 gateway in one
+    process), as the distribution's object store role runs it, on free ports in a scratch dir,
+    with one identity and one bucket. ``env`` is what a client needs: the standard AWS
+    variables, which s3fs reads."""
+
+    ACCESS_KEY, SECRET_KEY = "onyx-test", "onyx-test-secret"
+    BUCKET = "onyx"
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="weed-"))
+        self.port = free_port()
+        # Every port the server opens (each component's gRPC one included), chosen once, so
+        # that two servers on one machine never meet and a restart comes back where it was.
+        self.ports = {f"-{name}": free_port() for name in (
+            "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
+            "filer.port.grpc", "s3.port.grpc", "admin.port", "admin.port.grpc")}  # fmt: skip
+        (self.dir / "data").mkdir()
+        credentials = {"accessKey": self.ACCESS_KEY, "secretKey": self.SECRET_KEY}
+        actions = ["Admin", "Read", "Write", "List"]
+        identity = {"name": "onyx", "credentials": [credentials], "actions": actions}
+        (self.dir / "s3.json").write_text(json.dumps({"identities": [identity]}))
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": self.ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": self.SECRET_KEY,
+        }
+
+    def url(self, path: str) -> str:
+        return f"s3://{self.BUCKET}/{path}"
+
+    def start(self) -> ObjectStore:
+        flags = [f"{flag}={port}" for flag, port in self.ports.items()]
+        log = (self.dir / "server.log").open("ab")
+        self.process = subprocess.Popen(
+            [str(WEED), "mini", f"-dir={self.dir / 'data'}", "-ip=127.0.0.1",
+             "-ip.bind=127.0.0.1", f"-s3.port={self.port}", f"-s3.config={self.dir / 's3.json'}",
+             "-s3.port.iceberg=0", "-s3.port.lance=0", "-s3.autoCreateBucket=false",
+             "-admin.ui=false", "-webdav=false",
+             *flags],
+            stdout=log, stderr=subprocess.STDOUT, cwd=self.dir,
+        )  # fmt: skip
+        wait_for(lambda: self._answers() or self.process.poll() is not None, 60,
+                 "the S3 server to answer")  # fmt: skip
+        if self.process.poll() is not None:
+            raise RuntimeError(f"weed exited: {(self.dir / 'server.log').read_text()[-2000:]}")
+        return self
+
+    def _answers(self) -> bool:
+        """Whether the gateway answers, making the bucket if it is not there yet."""
+        try:
+            fs = self.filesystem()
+            if not fs.exists(self.BUCKET):
+                fs.mkdir(self.BUCKET)
+            return True
+        except Exception:
+            return False
+
+    def filesystem(self) -> Any:
+        """An s3fs client of this server, not cached, so that it sees the store as it is."""
+        return s3fs.S3FileSystem(
+            key=self.ACCESS_KEY, secret=self.SECRET_KEY, skip_instance_cache=True,
+            client_kwargs={"endpoint_url": self.endpoint},
+            config_kwargs={"retries": {"max_attempts": 1}},
+        )  # fmt: skip
+
+    def kill(self) -> None:
+        """kill -9, its data kept for ``start`` to serve again."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+
+    def pause(self) -> None:
+        """SIGSTOP: the server holds its connections and answers nothing, as a hung host."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGCONT)
             self.process.kill()
             self.process.wait()
         shutil.rmtree(self.dir, ignore_errors=True)

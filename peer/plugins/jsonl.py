@@ -32,28 +32,52 @@ from __future__ import annotations
 import json
 import os
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from peer.job.spec import Task
-from peer.plugins import PluginError, Recovery, Sealing, error, natural, param
+from peer.plugins import PluginError, Recovery, Sealing, error, natural, param, where
 from peer.plugins.files import fsync, is_path
 from peer.plugins.staged import StagedEpochs, epoch_of, staged_epochs, stem
 from peer.runtime.checkpoints import Epoch
 from peer.runtime.columnar import Batch, rows
+from peer.runtime.storage import StorageError, is_local, open_url, retried
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 SUFFIX = ".jsonl"
 
 
 def input(task: Task, slot: int, slots: int) -> JsonlInput:
-    """The factory named ``peer.plugins.jsonl:input``."""
-    path = param(task, "path", "a file path string", is_path)
+    """The factory named ``peer.plugins.jsonl:input``: a local file, or an object store's
+    (through fsspec), whose read failures roll the job back rather than kill it."""
+    path = param(task, "path", "a file path string or an fsspec URL", is_path)
     try:
-        file = open(path, "rb")  # noqa: SIM115 - the input owns it until close()
+        fs, at = open_url(path)
+    except ValueError as e:
+        raise error(task, f"params.path {path!r} names no filesystem: {e}") from None
+    try:
+        if is_local(fs):
+            file = open(at, "rb")  # noqa: SIM115 - the input owns it until close()
+            opened = Opened(file, os.fstat(file.fileno()).st_size, PluginError)
+        else:
+            size = retried("read", path, lambda: fs.size(at))
+            opened = Opened(retried("read", path, lambda: fs.open(at, "rb")), size, StorageError)
+    except StorageError as e:
+        raise StorageError(f"{where(task)}: {e}") from e
     except OSError as e:
-        raise error(task, f"cannot open {path!r}: {e.strerror}") from e
-    return JsonlInput(task, path, file, slot, slots)
+        raise error(task, f"cannot open {path!r}: {e.strerror or e}") from e
+    return JsonlInput(task, path, opened, slot, slots)
+
+
+@dataclass(frozen=True)
+class Opened:
+    """The file an input reads, its size when the task started, and what a failure to read
+    it is: the file's fault (PluginError) or a store's out of reach (StorageError)."""
+
+    file: BinaryIO
+    size: int
+    unreadable: type[Exception]
 
 
 def output(task: Task, slot: int, slots: int) -> JsonlOutput:
@@ -89,13 +113,14 @@ def published_epoch(name: str) -> Epoch | None:
 
 
 class JsonlInput:
-    def __init__(self, task: Task, path: str, file: BinaryIO, slot: int, slots: int) -> None:
+    def __init__(self, task: Task, path: str, opened: Opened, slot: int, slots: int) -> None:
         self._task = task
         self._path = path
-        self._file = file
+        self._file = opened.file
         self._slot = slot
         self._slots = slots
-        self._size = os.fstat(file.fileno()).st_size
+        self._size = opened.size
+        self._unreadable = opened.unreadable
         self._offset = 0
         self._lines = 0
 
@@ -106,17 +131,31 @@ class JsonlInput:
     def poll(self, limit: int) -> list[Any]:
         """Scans at most ``limit * slots`` lines, so a poll's work is bounded however the lines
         fall. Nothing moves unless the whole poll succeeds: a bad line fails every retry alike."""
-        self._file.seek(self._offset)
+        self._seek(self._offset)
         offset, lines, segments = self._offset, self._lines, []
         for _ in range(max(limit, 0) * self._slots):
             if offset >= self._size:
                 break
-            line = self._file.readline()
+            line = self._readline()
             offset, lines = offset + len(line), lines + 1
             if (lines - 1) % self._slots == self._slot and (text := line.rstrip()):
                 segments.append(self._parse(text, lines))
         self._offset, self._lines = offset, lines
         return segments
+
+    def _seek(self, offset: int) -> None:
+        try:
+            self._file.seek(offset)
+        except OSError as e:
+            raise self._unreadable(f"{where(self._task)}: cannot read {self._path!r}: {e}") from e
+
+    def _readline(self) -> bytes:
+        """A failure to read is the file's (a PluginError) or, for a file on an object store,
+        the store's (a StorageError: the job rolls back and reads again once it is back)."""
+        try:
+            return self._file.readline()
+        except OSError as e:
+            raise self._unreadable(f"{where(self._task)}: cannot read {self._path!r}: {e}") from e
 
     def checkpoint(self, epoch: Epoch) -> list[int]:
         return [self._offset, self._lines]

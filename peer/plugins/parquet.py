@@ -42,7 +42,7 @@ from peer.spark.schema import arrow_schema, infer, spark_type, to_table
 
 def output(task: Task, slot: int, slots: int) -> ParquetTableOutput:
     """The factory named ``peer.plugins.parquet:output``."""
-    param(task, "path", "a directory path string", is_path)
+    param(task, "path", "a directory path or an fsspec URL", is_path)
     partition_by = _partition_by(task)
     schema = _declared(task)
     if schema is not None:

@@ -2,24 +2,26 @@
 sink's directory sees every row once, and only once its epoch is committed. Each sink supplies
 only how it writes its format; the names, sealing, publishing and settling live here.
 
-``params.path`` is the sink's directory, and it belongs to one job: its staged names are its
-allocation versions and epochs. Each slot writes each epoch into a staged directory of its own,
-``<path>/_staging/<version:012d>-<number:08d>-<slot:04d>`` (the epoch's *stem*), named for the
-epoch it is sealed at: after the barrier that ends epoch e-1 the output is epoch e's. The files
-in it sit at the relative paths they are published to, which the format chooses.
+``params.path`` is the sink's directory (or an object store's URL, peer.plugins.places), and it
+belongs to one job: its staged names are its allocation versions and epochs. Each slot stages
+each epoch of its own as ``<path>/_staging/<version:012d>-<number:08d>-<slot:04d>`` (the
+epoch's *stem*), named for the epoch it is sealed at: after the barrier that ends epoch e-1 the
+output is epoch e's. The files in it sit at the relative paths they are published to, which the
+format chooses.
 
-- Writing: the open epoch's files go under the stem with ``.tmp``, as rows come (the JSON-lines
-  sink) or all at the seal (the Parquet sink). An epoch with nothing written leaves nothing.
+- Writing: the open epoch's files go into a temp directory on this machine, as rows come (the
+  JSON-lines sink) or all at the seal (the Parquet sink). An epoch with nothing written leaves
+  nothing.
 - Sealing (phase one, at the barrier that ends the epoch) runs on the slot's own thread, never
-  the group's: the format finishes its files, every file and directory is fsynced, the temp
-  directory is renamed to the stem and the staging directory fsynced. ``checkpoint`` returns a
-  ``Sealing`` at once, and the runner acknowledges the epoch only once it is durable, so the
-  coordinator commits only epochs that survive a crash. A crash mid-seal leaves a temp
-  directory, never a half-sealed epoch.
+  the group's: the format finishes its files and the place makes them durable as the stem (a
+  rename after fsyncs, or uploads and a manifest). ``checkpoint`` returns a ``Sealing`` at once,
+  and the runner acknowledges the epoch only once it is durable, so the coordinator commits only
+  epochs that survive a crash. A crash mid-seal leaves an entry that is not sealed, never a
+  half-sealed one.
 - Publishing (phase two, on ``committed``) queues behind the seals on that thread: each file of
-  every epoch sealed up to the commit is renamed to its relative path under ``<path>``, the
-  emptied staged directory removed and the directories fsynced. ``synced`` is True once no seal
-  or publish is left, so a job completes only once its final epoch is published.
+  every epoch sealed up to the commit is put at its relative path under ``<path>`` and what is
+  left of the staged epoch removed. ``synced`` is True once no seal or publish is left, so a job
+  completes only once its final epoch is published.
 - Settling (on ``recover``, for every slot's entries, since this slot may be the first to
   start): an entry of the committed epoch's allocation, up to it, was committed even if no peer
   lived to hear so, and is published (finishing one a crash left half published; another peer
@@ -36,28 +38,27 @@ would write its rows twice.
 Spark and pyarrow skip paths starting with ``_``, and the JSON-lines reader reads only
 ``<path>/*.jsonl``, so nothing staged is ever read. An epoch of many files is published a file
 at a time: a reader listing at that very moment may see part of a committed epoch (as with
-Spark's own file committers), never any of an uncommitted one.
+Spark's own file committers), never any of an uncommitted one. Only settling lists the staging
+area, to find what failures left; what an epoch holds is its own (a directory's files, a
+manifest), never a listing's.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Any
 
 from peer.job.spec import Task
 from peer.plugins import PluginError, Recovery, error, param
-from peer.plugins.files import fsync_directory, fsync_path, is_path, names, publish
+from peer.plugins.files import is_path
+from peer.plugins.places import Place, files_under, place_for, remove_tree
 from peer.runtime.checkpoints import Epoch
 
-STAGING = "_staging"
-TEMP = ".tmp"
 _STEM = r"(\d+)-(\d+)-(\d+)"
 
 Finish = Callable[[Path, str], None]
@@ -78,13 +79,10 @@ def epoch_of(name: str, suffix: str = "") -> Epoch | None:
 
 
 def staged_epochs(task: Task, slot: int) -> StagedEpochs:
-    """``slot``'s epochs in the directory ``params.path``, its staging directory made."""
-    directory = Path(param(task, "path", "a directory path string", is_path))
-    try:
-        (directory / STAGING).mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise error(task, f"cannot make {str(directory / STAGING)!r}: {e.strerror}") from e
-    return StagedEpochs(task, directory, slot)
+    """``slot``'s epochs at ``params.path``: a directory (its staging directory made) or an
+    object store's URL."""
+    path = param(task, "path", "a directory path or an fsspec URL", is_path)
+    return StagedEpochs(task, place_for(task, path), slot)
 
 
 class Lane:
@@ -115,10 +113,9 @@ class StagedEpochs:
     """One slot's epochs: the open one, and those sealed but not yet published (touched only on
     the lane, which seals and publishes them in order)."""
 
-    def __init__(self, task: Task, directory: Path, slot: int) -> None:
+    def __init__(self, task: Task, place: Place, slot: int) -> None:
         self._task = task
-        self._directory = directory
-        self._staging = directory / STAGING
+        self._place = place
         self.slot = slot
         self._epoch: Epoch | None = None
         self._opened = False
@@ -126,23 +123,22 @@ class StagedEpochs:
         self._lane = Lane(f"seal-{task.name}-{slot}")
 
     def recover(self, recovery: Recovery) -> None:
-        """Settle what failures left in the staging directory and open ``recovery.start``."""
-        touched: set[Path] = set()
+        """Settle what failures left staged and open ``recovery.start``."""
+        ready: list[tuple[str, list[str]]] = []
         settled = False
-        for name in sorted(names(self._task, self._staging)):
-            entry = _entry(name)
-            if entry is None:
+        for name, sealed in sorted(self._place.entries()):
+            epoch = epoch_of(name)
+            if epoch is None:
                 continue
-            epoch, temp = entry
-            if not temp and _committed(epoch, recovery.committed):
-                touched |= self._publish(name, _files(self._staging / name))
+            if sealed and _committed(epoch, recovery.committed):
+                ready.append((name, self._place.files(name)))
             elif epoch.version < recovery.start.version:
-                self._remove(self._staging / name)
+                self._place.remove(name, sealed)
             else:
                 continue
             settled = True
         if settled:
-            self._sync(touched)
+            self._place.publish(ready)
         self._epoch, self._opened = recovery.start, False
 
     def writing(self) -> Epoch:
@@ -155,9 +151,9 @@ class StagedEpochs:
         """The open epoch's temp directory, for a format that writes as rows come: made empty
         at the epoch's first call, as whatever an earlier start left there was never
         committed."""
-        temp = self._staging / (stem(self.writing(), self.slot) + TEMP)
+        temp = self._place.temp(stem(self.writing(), self.slot))
         if not self._opened:
-            self._remove(temp)
+            remove_tree(self._task, temp)
             try:
                 temp.mkdir()
             except OSError as e:
@@ -192,6 +188,7 @@ class StagedEpochs:
     def close(self) -> None:
         """Seals and publishes not yet started are dropped: the next recovery settles them."""
         self._lane.close()
+        self._place.close()
 
     # -- on the lane ------------------------------------------------------------------------
 
@@ -199,113 +196,31 @@ class StagedEpochs:
         """What an earlier start left under either name for this epoch was never committed (a
         committed epoch is never started again), so it goes first."""
         name = stem(epoch, self.slot)
-        temp, sealed = self._staging / (name + TEMP), self._staging / name
-        self._remove(sealed)
+        temp = self._place.temp(name)
+        self._place.remove(name, sealed=True)
         if not opened:
-            self._remove(temp)
+            remove_tree(self._task, temp)
         if finish is not None:
             finish(temp, name)
-        files = _files(temp)
+        files = files_under(temp)
         if not files:
-            self._remove(temp)
+            remove_tree(self._task, temp)
             return
-        for relative in files:
-            fsync_path(self._task, temp / relative)
-        for directory in _deepest_first({temp / p for f in files for p in _parents(f)}):
-            fsync_directory(self._task, directory)
-        try:
-            os.rename(temp, sealed)
-        except OSError as e:
-            raise self._error(f"cannot seal {str(temp)!r}: {e.strerror}") from e
-        fsync_directory(self._task, self._staging)
+        self._place.seal(name, temp, files)
         self._sealed.append((epoch, files))
 
     def _publish_sealed(self, epoch: Epoch) -> None:
         ready = [(sealed, files) for sealed, files in self._sealed if sealed <= epoch]
         if not ready:
             return
-        touched: set[Path] = set()
-        for sealed, files in ready:
-            touched |= self._publish(stem(sealed, self.slot), files)
+        self._place.publish([(stem(sealed, self.slot), files) for sealed, files in ready])
         self._sealed = self._sealed[len(ready) :]
-        self._sync(touched)
-
-    # -- publishing and removing, on the lane or in recovery ----------------------------------
-
-    def _publish(self, name: str, files: list[str]) -> set[Path]:
-        """Move a sealed epoch's files into view and remove its emptied directory; the
-        directories the files went to, for syncing."""
-        staged = self._staging / name
-        for relative in files:
-            published = self._directory / relative
-            try:
-                published.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise self._error(f"cannot make {str(published.parent)!r}: {e.strerror}") from e
-            publish(self._task, staged / relative, published)
-        self._remove_empty(staged)
-        return {self._directory / parent for relative in files for parent in _parents(relative)}
-
-    def _sync(self, published: set[Path]) -> None:
-        """Make renames, new directories and deletions durable, deepest directories first."""
-        for directory in _deepest_first(published | {self._directory}):
-            fsync_directory(self._task, directory)
-        fsync_directory(self._task, self._staging)
-
-    def _remove(self, path: Path) -> None:
-        """Delete an uncommitted staged or temp directory; what is gone, another peer deleted."""
-
-        def failed(function: Any, name: str, exc: BaseException) -> None:
-            if not isinstance(exc, FileNotFoundError):
-                reason = exc.strerror if isinstance(exc, OSError) else exc
-                raise self._error(f"cannot delete uncommitted {name!r}: {reason}") from exc
-
-        shutil.rmtree(path, onexc=failed)
-
-    def _remove_empty(self, root: Path) -> None:
-        """Remove a published epoch's directories, deepest first. Only empty ones: a file left
-        behind means something was not published, and must not be lost."""
-        for directory, _, _ in os.walk(root, topdown=False):
-            try:
-                os.rmdir(directory)
-            except FileNotFoundError:
-                pass
-            except OSError as e:
-                raise self._error(f"cannot remove published {directory!r}: {e.strerror}") from e
 
     def _error(self, message: str) -> PluginError:
         return error(self._task, message)
-
-
-def _entry(name: str) -> tuple[Epoch, bool] | None:
-    """The epoch a staging entry is for, and whether it is a temp one; None for a name this
-    module never makes."""
-    sealed = epoch_of(name)
-    if sealed is not None:
-        return sealed, False
-    temp = epoch_of(name, TEMP)
-    return None if temp is None else (temp, True)
 
 
 def _committed(epoch: Epoch, committed: Epoch | None) -> bool:
     """Whether a sealed entry is to be published: of the committed epoch's allocation, up to
     it (see the module's note on older allocations)."""
     return committed is not None and epoch.version == committed.version and epoch <= committed
-
-
-def _files(root: Path) -> list[str]:
-    """Every file under ``root``, as paths relative to it; none if it is gone."""
-    return sorted(
-        os.path.relpath(os.path.join(directory, name), root)
-        for directory, _, names in os.walk(root)
-        for name in names
-    )
-
-
-def _parents(relative: str) -> list[PurePath]:
-    """The directories between the root and a file, deepest first, the root included."""
-    return list(PurePath(relative).parents)
-
-
-def _deepest_first(directories: set[Path]) -> list[Path]:
-    return sorted(directories, key=lambda d: (-len(d.parts), str(d)))

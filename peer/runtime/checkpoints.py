@@ -13,9 +13,11 @@ compare-and-set finds an owner that is not its own and its commit is refused, so
 that each believe they run the job can never both commit.
 
 Storage layout: ``<url>/<tenancy>/<job>/<version:012d>-<number:08d>/<task>/<slot>.snap``, each
-name percent-quoted where it is not plain. A snapshot is written under a temporary name beside
-its final one and then moved: where the move is a rename (a local directory) a reader never sees
-half a snapshot, and on an object store, whose writes are whole anyway, it is a copy.
+name percent-quoted where it is not plain. A reader never sees half a snapshot: in a local
+directory it is written under a temporary name beside its final one and renamed; an object
+store's PUT is whole by itself (peer.runtime.storage). Nothing is ever listed to restore: the
+commit record names the epoch and how many slots each task has, which names every snapshot.
+Listings only find epochs to delete.
 """
 
 from __future__ import annotations
@@ -26,15 +28,21 @@ import logging
 import posixpath
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-import fsspec
-
 from peer.job.values import is_int
 from peer.log.store import LogStore, path_component
+from peer.runtime.storage import (
+    CheckpointError,
+    StorageError,
+    attempts,
+    describe,
+    is_local,
+    open_url,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +61,6 @@ class Epoch(NamedTuple):
     def describe(self) -> str:
         """How messages name an epoch."""
         return f"epoch {self.number} of allocation {self.version}"
-
-
-class CheckpointError(RuntimeError):
-    """A snapshot or a commit record cannot be had; the message names which and where."""
 
 
 HISTORY = 10
@@ -260,26 +264,28 @@ class CheckpointStorage:
     def __init__(self, url: str, tenancy: str, workers: int = 2) -> None:
         try:
             self.url = url
-            self.fs, path = fsspec.url_to_fs(url)
-        except (ValueError, ImportError) as e:
+            self.fs, path = open_url(url)
+        except ValueError as e:
             raise CheckpointError(f"checkpoint storage {url!r} cannot be opened: {e}") from None
         self.root = f"{path.rstrip('/')}/{path_component(tenancy)}"
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="checkpoints")
+        self._attempt = attempts(self.fs)
+        local = is_local(self.fs)
+        self._store = self._renamed if local else self._whole
+        self._write = self._write_in_directory if local else self._write_object
 
     def check_writable(self) -> None:
-        """Write and remove a small file under the tenancy's root, so that storage where nothing
-        can be written refuses a group at its start, not every job at its first checkpoint.
-        Whatever a filesystem raises here (an object store's client has errors of its own, a
-        missing credential among them) means the same: nothing can be stored there."""
+        """Write and remove a small file under the tenancy's root, once, so that storage where
+        nothing can be written (a wrong endpoint, bucket or credential, an unwritable directory)
+        refuses a group at its start, not every job at its first checkpoint."""
         probe = f"{self.root}/.probe-{uuid.uuid4().hex}"
         try:
             self._write(probe, b"probe")
             self.fs.rm(probe)
         except Exception as e:
-            reason = (e.strerror if isinstance(e, OSError) else None) or f"{type(e).__name__} {e}"
             raise CheckpointError(
                 f"checkpoint storage {self.url} cannot be written ({self._where(self.root)}): "
-                f"{reason}"
+                f"{describe(e)}"
             ) from None
 
     def _job_root(self, job: str) -> str:
@@ -293,26 +299,48 @@ class CheckpointStorage:
         return self.fs.unstrip_protocol(path)
 
     def put(self, job: str, epoch: Epoch, task: str, slot: int, blob: bytes) -> Future[None]:
-        """Store a snapshot in the background; the future fails with a CheckpointError."""
+        """Store a snapshot in the background; the future fails with a CheckpointError (a
+        StorageError if the store is out of reach)."""
         return self.pool.submit(self._put, job, epoch, task, slot, blob)
 
     def _put(self, job: str, epoch: Epoch, task: str, slot: int, blob: bytes) -> None:
         what = f"the snapshot of job {job!r} {epoch.describe()} task {task!r} slot {slot}"
         self._store(self._path(job, epoch, task, slot), blob, what)
 
-    def _store(self, path: str, blob: bytes, what: str) -> None:
-        """Write ``blob`` whole at ``path``, by way of a temporary name beside it."""
-        temporary = f"{path}.{uuid.uuid4().hex}.tmp"
-        try:
-            self._write(temporary, blob)
-            self.fs.mv(temporary, path)
-        except OSError as e:
-            with contextlib.suppress(OSError):
-                self.fs.rm(temporary)
-            raise CheckpointError(f"cannot store {what} at {self._where(path)}: {e}") from e
+    def _whole(self, path: str, blob: bytes, what: str) -> None:
+        """Write ``blob`` at ``path`` on an object store, whose writes are whole."""
+        self._stored(path, what, lambda: self._write(path, blob))
 
-    def _write(self, path: str, blob: bytes) -> None:
-        """Directories are made only where the filesystem has them and the write needs one."""
+    def _renamed(self, path: str, blob: bytes, what: str) -> None:
+        """Write ``blob`` whole at ``path`` in a directory, by way of a temporary name."""
+        temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+
+        def write() -> None:
+            try:
+                self._write(temporary, blob)
+                self.fs.mv(temporary, path)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    self.fs.rm(temporary)
+                raise
+
+        self._stored(path, what, write)
+
+    def _stored(self, path: str, what: str, write: Callable[[], None]) -> None:
+        where = self._where(path)
+        try:
+            self._attempt("upload", where, write)
+        except StorageError as e:
+            raise StorageError(f"cannot store {what}: {e}") from e
+        except Exception as e:
+            raise CheckpointError(f"cannot store {what} at {where}: {describe(e)}") from e
+
+    def _write_object(self, path: str, blob: bytes) -> None:
+        self.fs.pipe_file(path, blob)
+
+    def _write_in_directory(self, path: str, blob: bytes) -> None:
+        """Directories are made where the write needs one. Not on an object store: it has
+        none, and a client may take making one at a bucket's place to mean making the bucket."""
         try:
             self.fs.pipe_file(path, blob)
         except FileNotFoundError:
@@ -324,12 +352,15 @@ class CheckpointStorage:
         return self._read(self._path(job, epoch, task, slot), what)
 
     def _read(self, path: str, what: str) -> bytes:
+        where = self._where(path)
         try:
-            return self.fs.cat_file(path)
+            return self._attempt("read", where, lambda: self.fs.cat_file(path))
         except FileNotFoundError:
-            raise CheckpointError(f"{what} is not at {self._where(path)}") from None
-        except OSError as e:
-            raise CheckpointError(f"cannot read {what} at {self._where(path)}: {e}") from e
+            raise CheckpointError(f"{what} is not at {where}") from None
+        except StorageError as e:
+            raise StorageError(f"cannot read {what}: {e}") from e
+        except Exception as e:
+            raise CheckpointError(f"cannot read {what} at {where}: {describe(e)}") from e
 
     def fetch(self, job: str, epoch: Epoch, task: str, slot: int) -> Future[bytes]:
         """``get`` in the background."""
@@ -364,12 +395,15 @@ class CheckpointStorage:
         return bool(self._delete(f"{self._job_root(job)}/{name}"))
 
     def _delete(self, path: str) -> int:
+        where = self._where(path)
         try:
-            self.fs.rm(path, recursive=True)
+            self._attempt("delete", where, lambda: self.fs.rm(path, recursive=True))
         except FileNotFoundError:
             return 0
-        except OSError as e:
-            raise CheckpointError(f"cannot delete {self._where(path)}: {e}") from e
+        except CheckpointError:
+            raise
+        except Exception as e:
+            raise CheckpointError(f"cannot delete {where}: {describe(e)}") from e
         return 1
 
     def collect_later(

@@ -91,12 +91,18 @@ from peer.runtime.logged_intake import HoldingIntake
 from peer.runtime.phases import Phase, advance
 from peer.runtime.placement import Placement
 from peer.runtime.routing import Router, key_hash
+from peer.runtime.storage import StorageError
 from peer.state import TaskState
 
 log = logging.getLogger(__name__)
 
-ROLLS_BACK = (*RECOVERY_ERRORS, BarrierSkipped)
-"""What a runner cannot go on from, but its job can: by rolling back to its last commit."""
+ROLLBACK_REASONS: dict[type, str] = {
+    BarrierSkipped: "cannot go on",
+    StorageError: "cannot reach its checkpoint storage",
+}
+ROLLS_BACK = (*RECOVERY_ERRORS, BarrierSkipped, StorageError)
+"""What a runner cannot go on from, but its job can: by rolling back to its last commit (for a
+store out of reach, once it is back)."""
 
 
 SPARK_IN_FLIGHT = 3
@@ -416,7 +422,7 @@ class TaskRunner:
 
     def _roll_back(self, error: Exception) -> None:
         c = self.ctx
-        what = "cannot go on" if isinstance(error, BarrierSkipped) else "cannot recover locally"
+        what = ROLLBACK_REASONS.get(type(error), "cannot recover locally")
         reason = (f"job {c.job.id!r}: task {c.task.name!r} on peer {c.peer} {what}: "
                   f"{type(error).__name__}: {error}")  # fmt: skip
         log.warning("%s; rolling the job back", reason)

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from peer.plugins import PluginError, Recovery
 from peer.plugins.jsonl import ExactlyOnceOutput, exactly_once_output, file_name
-from peer.plugins.staged import STAGING, stem
+from peer.plugins.places import STAGING
+from peer.plugins.staged import stem
 from peer.runtime.checkpoints import Epoch
 from tests.unit.plugins.plugin_fixtures import json_values, task
 from tests.unit.plugins.two_phase import Coordinator, Sink, run
@@ -349,8 +350,8 @@ def test_a_segment_that_is_not_json_is_named(tmp_path):
 @pytest.mark.parametrize(
     ("params", "reason"),
     [
-        ({}, "params.path is required (a directory path string)"),
-        ({"path": ""}, "params.path must be a directory path string, got ''"),
+        ({}, "params.path is required (a directory path or an fsspec URL)"),
+        ({"path": ""}, "params.path must be a directory path or an fsspec URL, got ''"),
     ],
 )
 def test_bad_params_are_named(params, reason):

@@ -142,13 +142,14 @@ def test_a_missing_file_is_named(tmp_path):
     ],
 )
 def test_bad_params_are_named(params, reason):
-    for factory, kind, name, where in (
-        (jsonl_input, "input", "read", READ),
-        (jsonl_output, "output", "write", WRITE),
+    """The input reads an object store's files too; the appending output writes local ones."""
+    for factory, kind, name, where, what in (
+        (jsonl_input, "input", "read", READ, "a file path string or an fsspec URL"),
+        (jsonl_output, "output", "write", WRITE, "a file path string"),
     ):
         with pytest.raises(PluginError) as caught:
             factory(task(f"peer.plugins.jsonl:{kind}", kind, name, **params), 0, 1)
-        assert str(caught.value) == f"{where}: {reason}"
+        assert str(caught.value) == f"{where}: {reason.replace('a file path string', what)}"
 
 
 @pytest.mark.parametrize(

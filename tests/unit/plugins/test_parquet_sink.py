@@ -521,8 +521,8 @@ def test_a_first_batch_whose_schema_cannot_be_inferred_is_named(tmp_path):
 @pytest.mark.parametrize(
     ("params", "schema", "reason"),
     [
-        ({"path": None}, SCHEMA, "params.path is required (a directory path string)"),
-        ({"path": ""}, SCHEMA, "params.path must be a directory path string, got ''"),
+        ({"path": None}, SCHEMA, "params.path is required (a directory path or an fsspec URL)"),
+        ({"path": ""}, SCHEMA, "params.path must be a directory path or an fsspec URL, got ''"),
         (
             {"partition_by": "k"},
             SCHEMA,

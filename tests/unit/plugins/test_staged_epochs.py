@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from peer.plugins import Recovery, Sealing, joined, position
-from peer.plugins.staged import STAGING, StagedEpochs, epoch_of, staged_epochs, stem
+from peer.plugins.places import STAGING
+from peer.plugins.staged import StagedEpochs, epoch_of, staged_epochs, stem
 from peer.runtime.checkpoints import Epoch
 from tests.unit.plugins.plugin_fixtures import task
 

@@ -10,8 +10,10 @@ from collections.abc import Callable, Iterator
 import fsspec
 import pytest
 
+from peer import metrics
 from peer.log.store import path_component
 from peer.log.stores.memory import MemoryLog
+from peer.runtime import storage as storage_module
 from peer.runtime.checkpoints import (
     HISTORY,
     CheckpointError,
@@ -22,6 +24,7 @@ from peer.runtime.checkpoints import (
     Savepoint,
     committed_epochs,
 )
+from peer.runtime.storage import StorageError
 from tests.support import wait_for
 
 JOB = "job-1"
@@ -364,6 +367,7 @@ def test_a_path_component_is_never_empty():
         path_component("")
 
 
+@pytest.mark.parametrize("storage", ["local"], indirect=True)
 def test_a_snapshot_is_not_under_its_final_name_until_it_is_whole(storage):
     blob = b"snapshot" * 1000
     seen = []
@@ -382,6 +386,18 @@ def test_a_snapshot_is_not_under_its_final_name_until_it_is_whole(storage):
     assert files(storage) == [f"/{JOB}/000000000001-00000001/count/0.snap"]
 
 
+@pytest.mark.parametrize("storage", ["memory"], indirect=True)
+def test_on_a_store_a_snapshot_is_one_whole_write_and_nothing_is_moved(storage):
+    """An object store's write is whole by itself; it has no rename to make it so."""
+    storage.fs.mv = lambda *args, **kwargs: pytest.fail("nothing is moved on a store")
+    try:
+        storage.put(JOB, Epoch(1, 1), "count", 0, b"snapshot").result()
+    finally:
+        del storage.fs.mv
+    assert files(storage) == [f"/{JOB}/000000000001-00000001/count/0.snap"]
+
+
+@pytest.mark.parametrize("storage", ["local"], indirect=True)
 def test_an_upload_cut_short_leaves_nothing_behind(storage):
     def half_written(path, value, **kwargs):
         with storage.fs.open(path, "wb") as f:
@@ -397,6 +413,40 @@ def test_an_upload_cut_short_leaves_nothing_behind(storage):
     finally:
         del storage.fs.pipe_file
     assert files(storage) == [f"/{JOB}/000000000001-00000001/count/0.snap"]
+
+
+def test_a_store_that_fails_for_a_while_is_retried_then_a_storage_error(tenancy, monkeypatch):
+    """Each failed try is counted; a store that keeps failing past the retries is out of reach
+    (a StorageError, which rolls a job back), one that comes back is written to."""
+    monkeypatch.setattr(storage_module, "RETRY_SECONDS", 0.5)
+    monkeypatch.setattr(storage_module, "FIRST_PAUSE", 0.01)
+    fs = fsspec.filesystem("memory")
+    tries = []
+
+    def failing(path, value, **kwargs):
+        tries.append(path)
+        if len(tries) < 3:
+            raise ConnectionError("the store is restarting")
+        fs.__class__.pipe_file(fs, path, value)
+
+    def failing_for_good() -> None:
+        raise OSError("down")
+
+    monkeypatch.setattr(fs, "pipe_file", failing)
+    s = CheckpointStorage("memory://retried", tenancy)
+    before = metrics.STORAGE_FAILURES.labels("upload")._value.get()
+    try:
+        s.put(JOB, Epoch(1, 1), "count", 0, b"x").result()
+        assert s.get(JOB, Epoch(1, 1), "count", 0) == b"x"
+        assert metrics.STORAGE_FAILURES.labels("upload")._value.get() == before + 2
+        monkeypatch.setattr(fs, "pipe_file", lambda *args, **kwargs: failing_for_good())
+        with pytest.raises(
+            StorageError, match=r"cannot store the snapshot .* for 0.5 s: OSError: down"
+        ):
+            s.put(JOB, Epoch(1, 2), "count", 0, b"y").result()
+    finally:
+        s.close()
+        fs.rm("/retried", recursive=True)
 
 
 def test_a_missing_snapshot_names_what_is_missing_and_where(storage):
@@ -453,7 +503,8 @@ def test_collect_deletes_the_leftovers_of_an_upload_that_never_finished(storage)
     assert files(storage) == [f"/{JOB}/000000000001-00000002/count/0.snap"]
 
 
-def test_a_failed_collection_in_the_background_is_logged(storage, caplog):
+def test_a_failed_collection_in_the_background_is_logged(storage, caplog, monkeypatch):
+    monkeypatch.setattr(storage_module, "RETRY_SECONDS", 0.3)
     storage.put(JOB, Epoch(1, 1), "count", 0, b"x").result()
 
     def refuse(path, **kwargs):
@@ -461,7 +512,7 @@ def test_a_failed_collection_in_the_background_is_logged(storage, caplog):
 
     storage.fs.rm = refuse
     try:
-        with pytest.raises(CheckpointError, match=r"cannot delete .*: read-only"):
+        with pytest.raises(CheckpointError, match=r"delete .*read-only"):
             storage.collect_later(JOB, Epoch(1, 2)).result()
     finally:
         del storage.fs.rm
