@@ -339,9 +339,12 @@ def wait(
 # -- savepoints -----------------------------------------------------------------------------------
 
 
-def savepoint(store: LogStore, job_id: str, name: str, timeout: float | None) -> Savepoint:
-    """Ask the job's coordinator to keep its next committed epoch as savepoint ``name``, and
-    wait for that commit. Savepoints stay until ``dispose_savepoint``."""
+def savepoint(
+    store: LogStore, job_id: str, name: str, timeout: float | None, stop: bool = False
+) -> Savepoint:
+    """Ask the job's coordinator to keep its next committed epoch as savepoint ``name`` (with
+    ``stop``, to commit nothing after it), and wait for that commit. Savepoints stay until
+    ``dispose_savepoint``."""
     current = replica(store)
     state = status(current, job_id)
     if state.state == "unknown" or state.finished:
@@ -349,7 +352,7 @@ def savepoint(store: LogStore, job_id: str, name: str, timeout: float | None) ->
     if current.jobs[job_id].barrier_period is None:
         raise JobError(f"job {job_id!r}: takes no checkpoints (barrier_period: null)")
     commits = Commits(store, job_id)
-    commits.request_savepoint(name)
+    commits.request_savepoint(name, stop)
 
     def taken() -> Savepoint | None:
         record, _ = commits.read()
@@ -361,6 +364,32 @@ def savepoint(store: LogStore, job_id: str, name: str, timeout: float | None) ->
         raise JobError(
             f"job {job_id!r}: {status(final, job_id).state} before savepoint {name!r} committed"
         )
+    return kept
+
+
+def stop(store: LogStore, job_id: str, name: str, timeout: float | None) -> Savepoint:
+    """Stop a running job with a final savepoint, as Flink's stop-with-savepoint: its next
+    committed epoch becomes savepoint ``name``, the same compare-and-set fences its commit
+    record so that nothing commits after it, and the job is killed.
+
+    The fence is what makes the savepoint where the job's output ends: an exactly-once sink
+    publishes an epoch only once it is committed, so none publishes past the savepoint, and a
+    new job resuming from it into the same outputs neither repeats nor loses a row (its sinks
+    publish what the savepoint committed and the stopped job had not published yet, and drop
+    what it staged after). JobError for a job that is not running; TimeoutError, the stop taken
+    back and the job running on, when the savepoint has not committed within ``timeout``."""
+    state = status(replica(store), job_id).state
+    if state == "unknown":
+        raise JobError(f"job {job_id!r}: no such job in this tenancy")
+    if state != "running":
+        raise JobError(f"job {job_id!r}: cannot stop a job that is {state}")
+    try:
+        kept = savepoint(store, job_id, name, timeout, stop=True)
+    except TimeoutError:
+        kept = Commits(store, job_id).withdraw_stop(name)
+        if kept is None:
+            raise
+    kill(store, job_id, f"stopped with savepoint {name!r} ({kept.epoch.describe()})")
     return kept
 
 

@@ -47,6 +47,7 @@ from peer.runtime.checkpoints import (
     CheckpointError,
     CheckpointStorage,
     Commits,
+    Savepoint,
     committed_epochs,
 )
 from peer.runtime.dataplane import DataPlaneConfig
@@ -337,7 +338,8 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
     peer_commands = peer.add_subparsers(dest="peer_command", required=True, parser_class=Parser)
     start = peer_commands.add_parser(
         "start", help="run a peer group until SIGTERM", description="Run a peer group: join "
-        "the ring, run the tasks the log gives its virtual peers,\nleave gracefully on SIGTERM.",
+        "the ring, run the tasks the log gives its virtual peers,\nleave gracefully on SIGTERM "
+        "(as `onyx leave`: its jobs commit their current epochs first).",
     )  # fmt: skip
     _cluster_args(start)
     start.add_argument(
@@ -357,7 +359,8 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
         type=positive_seconds,
         default=10.0,
         metavar="S",
-        help="ZooKeeper session timeout; also how long a stopping group waits for its leave",
+        help="ZooKeeper session timeout; also how long a stopping group's graceful leave may "
+        "take (its hand-over at most half of it)",
     )
     start.add_argument(
         "--join-back-off",
@@ -611,6 +614,7 @@ def _job_parser(commands: argparse._SubParsersAction) -> None:
     _timeout_arg(job_commands.choices["wait"], "give up")
     _checkpoints_arg(job_commands.choices["checkpoints"])
     _savepoint_parser(job_commands)
+    _stop_parser(job_commands)
 
 
 def _savepoint_parser(job_commands: argparse._SubParsersAction) -> None:
@@ -632,6 +636,37 @@ def _savepoint_parser(job_commands: argparse._SubParsersAction) -> None:
     _checkpoints_arg(savepoint)
     _json_arg(savepoint, "the savepoint")
     savepoint.set_defaults(handler=job_savepoint)
+
+
+STOP_TIMEOUT = 60.0
+"""How long `onyx job stop` waits for its savepoint by default: a job commits an epoch within a
+barrier period and a checkpoint, and one that cannot is better left running, and said so."""
+
+
+def _stop_parser(job_commands: argparse._SubParsersAction) -> None:
+    stop = job_commands.add_parser(
+        "stop",
+        help="stop a job with a final savepoint: its next committed epoch, nothing after it",
+        description="Stop a running job with a final savepoint: its next committed epoch "
+        "becomes savepoint NAME, nothing commits after it, and the job is killed. A new job "
+        "resumes it with resume_from: {job: ID, savepoint: NAME}, writing to the same outputs.",
+    )
+    stop.add_argument("id", metavar="ID", help="the job's id")
+    stop.add_argument(
+        "--savepoint",
+        metavar="NAME",
+        help="the savepoint's name; none names it savepoint-<UTC time>",
+    )
+    stop.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        default=STOP_TIMEOUT,
+        metavar="S",
+        help="give up after this long without the savepoint, exit 3: the job goes on",
+    )
+    _cluster_args(stop)
+    _json_arg(stop, "the savepoint")
+    stop.set_defaults(handler=job_stop)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -868,7 +903,8 @@ that restarts drops the connection for a moment, and a member that can still lea
 
 
 def _stopper(store: api.ZooKeeperStore, group: PeerGroup) -> Callable[..., None]:
-    """A signal handler: leave the ring gracefully, or, with ZooKeeper out of reach for
+    """A signal handler: leave the ring gracefully (the hand-over of `onyx leave`, within the
+    group's leave_timeout: peer.cluster.handover.StopDeadlines), or, with ZooKeeper out of reach for
     RECONNECT_GRACE, exit. Then the leave could never be written, and the group's thread may be
     blocked on a request that waits for a server, as would any cleanup that touches ZooKeeper;
     the group's pulse goes when its session expires, and its embedded driver's directory is
@@ -1079,7 +1115,7 @@ def job_savepoint(args: argparse.Namespace) -> int:
                 kept = api.dispose_savepoint(store, storage, args.id, args.dispose)
             name, what = args.dispose, "disposed of"
         else:
-            name = args.name or time.strftime("savepoint-%Y%m%dT%H%M%SZ", time.gmtime())
+            name = _savepoint_name(args.name)
             try:
                 kept = api.savepoint(store, args.id, name, args.timeout)
             except TimeoutError as e:
@@ -1087,11 +1123,34 @@ def job_savepoint(args: argparse.Namespace) -> int:
                 return EXIT_TIMED_OUT
             what = "taken"
     if args.json:
-        epoch = {"version": kept.epoch.version, "epoch": kept.epoch.number}
-        print(json.dumps({"job": args.id, "savepoint": name, **epoch, "state": what}))
+        print(json.dumps(_savepoint_doc(args.id, name, kept, what)))
     else:
         print(f"job {args.id}: savepoint {name} {what} ({kept.epoch.describe()})")
     return 0
+
+
+def job_stop(args: argparse.Namespace) -> int:
+    name = _savepoint_name(args.savepoint)
+    with _client(args) as store:
+        try:
+            kept = api.stop(store, args.id, name, args.timeout)
+        except TimeoutError as e:
+            _error(f"job {args.id!r}: savepoint {name!r} not committed yet: {e}; the job goes on")
+            return EXIT_TIMED_OUT
+    if args.json:
+        print(json.dumps(_savepoint_doc(args.id, name, kept, "stopped")))
+    else:
+        print(f"job {args.id}: stopped with savepoint {name} ({kept.epoch.describe()})")
+    return 0
+
+
+def _savepoint_name(name: str | None) -> str:
+    return name or time.strftime("savepoint-%Y%m%dT%H%M%SZ", time.gmtime())
+
+
+def _savepoint_doc(job_id: str, name: str, kept: Savepoint, state: str) -> dict[str, object]:
+    epoch = {"version": kept.epoch.version, "epoch": kept.epoch.number}
+    return {"job": job_id, "savepoint": name, **epoch, "state": state}
 
 
 def job_kill(args: argparse.Namespace) -> int:

@@ -55,6 +55,9 @@ def formatter(kind: str, journald: bool) -> logging.Formatter:
     return logging.Formatter(JOURNAL_TEXT if journald else TEXT)
 
 
+QUIET_CLIENTS = ("botocore", "aiobotocore", "s3fs")
+
+
 def configure(
     level: str = "warning",
     kind: str = "text",
@@ -62,7 +65,8 @@ def configure(
     environ: Mapping[str, str] | None = None,
 ) -> None:
     """Send every logger's records at ``level`` or above to ``stream`` (stderr) as ``kind``.
-    kazoo's own reconnection chatter is kept to errors: the store reports what matters."""
+    kazoo's own reconnection chatter is kept to errors, and the object store client's (where it
+    found its credentials, each retry) to warnings: the engine reports what matters."""
     stream = stream or sys.stderr
     handler = logging.StreamHandler(stream)
     handler.setFormatter(formatter(kind, under_journald(stream, environ or os.environ)))
@@ -70,3 +74,5 @@ def configure(
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("kazoo").setLevel(max(root.level, logging.ERROR))
+    for client in QUIET_CLIENTS:
+        logging.getLogger(client).setLevel(max(root.level, logging.WARNING))

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from peer import metrics
 from peer.cluster.applier import Applier, applier_for
 from peer.cluster.direct_join import DirectJoin, Joined
-from peer.cluster.handover import HandOver
+from peer.cluster.handover import HandOver, StopDeadlines
 from peer.cluster.log_feed import feed_for
 from peer.cluster.modes import CoordinationModes
 from peer.cluster.readiness import Readiness, readiness
@@ -42,7 +42,7 @@ from peer.log.entries import KINDS
 from peer.log.entries.gc import GC
 from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.join import ABORT_JOIN, PREPARE_JOIN
-from peer.log.entries.leave import EXIT
+from peer.log.entries.leave import EXIT, LEAVE
 from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER
 from peer.log.entry import Entry, Transition
 from peer.log.replica import EMPTY_VERSION, Replica
@@ -115,10 +115,11 @@ class GroupConfig:
     join_back_off: float = 0.5
     """Mean seconds a group waits before retrying an aborted join (uniform in [0, 2x])."""
     leave_timeout: float = 10.0
-    """How long a graceful leave waits to read its own departure before closing anyway."""
+    """How long a stopped group's graceful leave may take in all, from the signal to reading its
+    removal, before it closes anyway (shared out by peer.cluster.handover.StopDeadlines)."""
     hand_over_timeout: float = 60.0
-    """How long a member leaving by `onyx leave` waits for its jobs' current epochs to commit
-    before it exits anyway (peer.cluster.handover)."""
+    """How long a leaving member waits for its jobs' current epochs to commit before it exits
+    anyway (peer.cluster.handover); a stopped one, at most the first half of leave_timeout."""
     poll_interval: float = 0.5
     """The longest the group goes without reading the log, should a watch not fire."""
     tags: tuple[str, ...] = ()
@@ -165,8 +166,10 @@ class Incarnation:
         self.lost = threading.Event()
         self.ended: str | None = None
         self.leave_position: int | None = None
+        """Where this group's own group-leave-cluster is, once it leaves at once."""
+        self.stopping: StopDeadlines | None = None
+        """The deadlines of its leave, once it is asked to stop."""
         self.handing_over: HandOver | None = None
-        self.leave_deadline = 0.0
         self.dataplane = DataPlane(
             self.id, transport, self._write_work, config.dataplane, store=store, storage=storage
         )
@@ -266,14 +269,15 @@ class Incarnation:
     def _step(self, stop: threading.Event) -> None:
         if self._session_lost():
             return
-        if self.leave_position is not None and time.monotonic() > self.leave_deadline:
-            log.warning("group %s: its leave was not read back in time; closing", self.id)
+        now = time.monotonic()
+        if self.stopping is not None and now >= self.stopping.close:
+            log.warning("group %s: its leave did not end in time; closing", self.id)
             self.ended = "left"
             return
         if not self.store.connected:
             return
-        if stop.is_set() and self.leave_position is None:
-            self._begin_leave()
+        if stop.is_set():
+            self._leave_on_stop(now)
         self._report_gone()
         if self.applier is None:
             modes = self.config.modes
@@ -397,20 +401,43 @@ class Incarnation:
 
     # -- leaving --------------------------------------------------------------------------------
 
-    def _begin_leave(self) -> None:
-        log.info("group %s leaving the cluster", self.id)
+    def _leave_on_stop(self, now: float) -> None:
+        """A stop is the graceful leave `onyx leave` asks for, begun by the member itself: it
+        writes its own member-leave, and the log takes it through the same hand-over, exit and
+        removal, so that its jobs move from the epochs they are in rather than roll back. Only
+        a group that has not joined (it has no work to hand over) and one whose leave has run
+        out of time leave at once."""
+        if self.stopping is None:
+            self.stopping = StopDeadlines.after(now, self.config.leave_timeout)
+            if lifecycle(self.replica).get(self.id) is Status.UP:
+                log.info("group %s leaving the cluster: it hands its work over first", self.id)
+                self.append(LEAVE.entry(id=self.id))
+            if self.handing_over is not None:
+                self.handing_over.deadline = min(
+                    self.handing_over.deadline, self.stopping.hand_over
+                )
+        if self.leave_position is not None:
+            return
+        if self.id not in self.replica.groups or now >= self.stopping.leave_at_once:
+            self._leave_at_once()
+
+    def _leave_at_once(self) -> None:
+        log.info("group %s leaving the cluster at once", self.id)
         self.outbox.clear()
-        self.leave_deadline = time.monotonic() + self.config.leave_timeout
         entry = GROUP_LEAVE.entry(id=self.id)
         self.leave_position = self.store.append(entry)
         self.feed.wrote(self.leave_position, entry, self.replica)
 
     def _exit_once_handed_over(self) -> None:
+        """member-exit, once the hand-over is done. A group that runs no membership service has
+        no leader to remove it, so it removes itself right after, as a last member does."""
         if self.handing_over is None or not self.handing_over.done(self.replica, time.monotonic()):
             return
         log.info("group %s has handed its work over and exits", self.id)
         self.handing_over = None
         self.outbox.append(EXIT.entry(id=self.id))
+        if self.dataplane.membership is None:
+            self.outbox.append(GROUP_LEAVE.entry(id=self.id))
 
     def _write_work(self, entry: Entry) -> None:
         self.outbox.append(entry)
@@ -454,6 +481,8 @@ class Incarnation:
     def hand_over(self) -> None:
         log.info("group %s is leaving: it exits once its jobs commit their current epochs", self.id)
         deadline = time.monotonic() + self.config.hand_over_timeout
+        if self.stopping is not None:
+            deadline = min(deadline, self.stopping.hand_over)
         self.handing_over = HandOver.begin(self.store, self.replica, self.peers, deadline)
 
     def end_group(self) -> None:

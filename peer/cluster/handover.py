@@ -5,12 +5,17 @@ is as fresh as can be and the jobs replay as little as possible.
 Jobs that do not checkpoint, and jobs that end meanwhile, are not waited for; a job whose
 commit record cannot be read is not either (its peers move as they would on a down). A deadline
 bounds the whole wait: a job whose coordinator cannot commit must not keep the member forever.
+
+A member that is stopped (SIGTERM, Ctrl-C) leaves the same way, and the whole leave must end
+before its supervisor kills it: ``StopDeadlines`` shares the stop's timeout among the
+hand-over, the exit and removal, and a last resort of leaving at once.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from peer.log.replica import Replica
 from peer.log.store import LogStore, StoreError
@@ -20,6 +25,25 @@ log = logging.getLogger(__name__)
 
 READ_EVERY = 0.25
 """Seconds between reads of the awaited jobs' commit records."""
+
+
+@dataclass(frozen=True)
+class StopDeadlines:
+    """The deadlines of a stopped member's leave, all within its timeout of the signal. The
+    hand-over may take the first half (a job's current epoch commits within a barrier period
+    and a checkpoint, seconds); member-exit and the leader's removal, which wait for a round or
+    two of gossip, get until three quarters; a member not removed by then leaves at once (its
+    own group-leave-cluster, as a downed member's: what is still its work moves from its jobs'
+    last commits), and the last quarter is for reading that back. At the end it closes
+    whatever it has read."""
+
+    hand_over: float
+    leave_at_once: float
+    close: float
+
+    @classmethod
+    def after(cls, now: float, timeout: float) -> StopDeadlines:
+        return cls(now + timeout / 2, now + timeout * 3 / 4, now + timeout)
 
 
 class HandOver:

@@ -3,9 +3,10 @@
 One pure reading of the group's current incarnation answers both the ``/readyz`` endpoint and
 what systemd is told, so the two never disagree. A group between incarnations (not started yet,
 or rejoining after its session was lost) is not ready; neither is one whose session is gone, one
-that is leaving, one whose data plane is closed, or a member with a worker process that has not
-said it is ready (starting, or waiting to be started again after failing to: peer.cluster.member),
-as that worker's peers are out meanwhile. The reason names each such worker.
+that is leaving (the log's graceful leave, or at once), one whose data plane is closed, or a
+member with a worker process that has not said it is ready (starting, or waiting to be started
+again after failing to: peer.cluster.member), as that worker's peers are out meanwhile. The
+reason names each such worker.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def readiness(group: GroupView | None) -> Readiness:
         return Readiness(False, "lost", f"{name}: its ZooKeeper session was lost; rejoining")
     if group.ended == "restart":
         return Readiness(False, "rejoining", f"{name} was removed from the cluster; rejoining")
-    if group.leave_position is not None or group.ended is not None:
+    if group.leave_position is not None or group.ended is not None or _departing(group):
         return Readiness(False, "leaving", f"{name} is leaving the ring")
     if group.id not in group.replica.groups:
         return Readiness(False, "joining", f"{name} has not joined the ring yet")
@@ -69,3 +70,8 @@ def readiness(group: GroupView | None) -> Readiness:
     if waiting:
         return Readiness(False, "workers not ready", f"{name}: {'; '.join(waiting)}")
     return Readiness(True, "ready", f"{name} has joined the ring")
+
+
+def _departing(group: GroupView) -> bool:
+    """Leaving or exiting in the log: handing its work over, it takes no more."""
+    return group.id in group.replica.leaving or group.id in group.replica.exiting

@@ -64,6 +64,10 @@ class Epoch(NamedTuple):
 
 
 HISTORY = 10
+STOPPED = 1 << 62
+"""The owner of a stopped job's commit record: above every allocation version the log will ever
+give (versions are log positions), so no coordinator of the job, of whichever allocation,
+commits again."""
 SAVEPOINT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
@@ -85,7 +89,9 @@ class CommitRecord:
     Savepoints live here too, so that taking one needs no message to the coordinator and no
     entry in the log: a client adds its name to ``requested``, and the coordinator's next
     commit, in the same compare-and-set, turns every requested name into a savepoint of the
-    epoch it commits. Their epochs are never collected."""
+    epoch it commits. Their epochs are never collected. A stop with a savepoint names it in
+    ``stop`` as well: the commit that takes that savepoint also makes the owner STOPPED, so
+    nothing commits after it (and no exactly-once sink publishes past it)."""
 
     committed: Epoch | None
     owner: int
@@ -94,6 +100,7 @@ class CommitRecord:
     """The last HISTORY committed epochs, oldest first: what ``onyx job checkpoints`` lists."""
     requested: tuple[str, ...] = ()
     savepoints: Mapping[str, Savepoint] = field(default_factory=dict)
+    stop: str | None = None
 
     @property
     def retained(self) -> frozenset[Epoch]:
@@ -109,6 +116,8 @@ class CommitRecord:
         }
         if self.requested:
             doc["requested"] = list(self.requested)
+        if self.stop is not None:
+            doc["stop"] = self.stop
         if self.savepoints:
             doc["savepoints"] = {
                 name: {"epoch": list(s.epoch), "slots": dict(s.slots)}
@@ -139,8 +148,11 @@ class CommitRecord:
         if not (isinstance(requested, list) and all(isinstance(n, str) for n in requested)):
             raise _undecodable(data, "requested is not a list of names")
         savepoints = _decode_savepoints(data, doc.get("savepoints", {}))
+        stop = doc.get("stop")
+        if not (stop is None or isinstance(stop, str)):
+            raise _undecodable(data, "stop is neither null nor a savepoint's name")
         history_epochs = tuple(Epoch(*e) for e in history)
-        return cls(committed, owner, slots, history_epochs, tuple(requested), savepoints)
+        return cls(committed, owner, slots, history_epochs, tuple(requested), savepoints, stop)
 
 
 def _decode_savepoints(data: bytes, raw: Any) -> dict[str, Savepoint]:
@@ -217,19 +229,23 @@ class Commits:
                     f"{record.committed.describe()} is committed already"
                 )
             taken = {name: Savepoint(epoch, dict(slots)) for name in record.requested}
+            stops = record.stop in taken
             committed = replace(
                 record,
                 committed=epoch,
+                owner=STOPPED if stops else record.owner,
                 slots=dict(slots),
                 history=(*record.history, epoch)[-HISTORY:],
                 requested=(),
                 savepoints={**record.savepoints, **taken},
+                stop=None if stops else record.stop,
             )
             if self.store.write_commit(self.job, committed.encode(), at) is not None:
                 return committed
 
-    def request_savepoint(self, name: str) -> None:
-        """Ask the job's coordinator to keep its next committed epoch as savepoint ``name``."""
+    def request_savepoint(self, name: str, stop: bool = False) -> None:
+        """Ask the job's coordinator to keep its next committed epoch as savepoint ``name``;
+        with ``stop``, to commit nothing after it."""
         if not SAVEPOINT_NAME.match(name):
             raise CheckpointError(
                 f"job {self.job!r}: savepoint name {name!r} is not letters, digits, '_', '.' "
@@ -239,10 +255,31 @@ class Commits:
             record, at = self.read()
             if record is not None and name in (*record.requested, *record.savepoints):
                 raise CheckpointError(f"job {self.job!r} already has a savepoint {name!r}")
+            if stop and record is not None and record.stop is not None:
+                raise CheckpointError(
+                    f"job {self.job!r} is stopping already, with savepoint {record.stop!r}"
+                )
             base = record or CommitRecord(None, -1, {})
-            asked = replace(base, requested=(*base.requested, name))
+            asked = replace(
+                base, requested=(*base.requested, name), stop=name if stop else base.stop
+            )
             if self.store.write_commit(self.job, asked.encode(), at) is not None:
                 return
+
+    def withdraw_stop(self, name: str) -> Savepoint | None:
+        """Take back a stop with savepoint ``name`` not yet taken (the savepoint stays asked
+        for); the savepoint if it was taken meanwhile, and the job stopped with it."""
+        while True:
+            record, at = self.read()
+            if record is None:
+                return None
+            if name in record.savepoints:
+                return record.savepoints[name]
+            if record.stop != name:
+                return None
+            kept = replace(record, stop=None)
+            if self.store.write_commit(self.job, kept.encode(), at) is not None:
+                return None
 
     def dispose_savepoint(self, name: str) -> tuple[Savepoint, CommitRecord]:
         """Forget savepoint ``name``; it and the record as it is now."""

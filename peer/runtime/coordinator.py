@@ -17,6 +17,10 @@ one non-blocking ``step`` at a time, with every ZooKeeper call in the group's wo
    reached the outputs) the next barrier is the final one; its commit lets the outputs publish
    and complete the job.
 
+A job stopped with a savepoint (peer.api.stop) has its commit record fenced by the very commit
+that takes the savepoint (peer.runtime.checkpoints.CommitRecord.stop): the coordinator's next
+commit is refused, as a stale one's is, and it commits nothing more.
+
 No job waits for ever on an epoch. One that has not committed ``Job.epoch_timeout`` seconds
 after its barrier is abandoned: its acks no longer count, the peers that did not acknowledge it
 are named in the log, and the next epoch starts at once. Barriers travel in line, so every peer
@@ -312,7 +316,7 @@ class Coordinator:
 
     def _commit_done(self, record: CommitRecord | None, now: float) -> bool:
         if record is None:
-            log.info("job %s: a newer allocation claimed its checkpoints", self.job.id)
+            log.info("job %s: a newer allocation, or a stop, claimed its checkpoints", self.job.id)
             self.state = State.STALE
             return True
         previous, self.committed = self.committed, Epoch(self.version, self.epoch)

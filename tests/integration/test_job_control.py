@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -213,3 +214,67 @@ def test_resuming_from_a_savepoint_nobody_took_is_refused_at_submit(empty_cluste
     result = onyx("job", "submit", str(tmp_path / "job.yaml"), "--id", "hopeful", *empty_cluster)
     assert_one_line_error(result, 1, "job 'hopeful'", "savepoint 'never' of job 'ghost'",
                           "does not exist")  # fmt: skip
+
+
+def test_stop_with_a_savepoint_then_resume_equals_an_uninterrupted_run(
+    empty_cluster, start_peer, tmp_path
+):
+    """`onyx job stop --savepoint`: nothing the job publishes is of an epoch after the
+    savepoint's, and a new job resuming from it into the same directory publishes the rest:
+    every number once, as the job run without a stop does."""
+    cluster = empty_cluster
+    start_peer(vpeers=3)
+    out = tmp_path / "out"
+    (tmp_path / "first.yaml").write_text(yaml.safe_dump(paced_job(out, 3000)))
+    submitted = onyx("job", "submit", str(tmp_path / "first.yaml"), "--id", "first", *cluster)
+    assert submitted.returncode == 0, submitted.stderr
+    wait_for(lambda: published(out), 60, "the first job's first published epoch")
+
+    stopped = onyx("job", "stop", "first", "--savepoint", "last", *cluster, "--json", timeout=90)
+    assert stopped.returncode == 0, stopped.stderr
+    kept = json.loads(stopped.stdout)
+    assert (kept["job"], kept["savepoint"], kept["state"]) == ("first", "last", "stopped")
+    epoch = Epoch(kept["version"], kept["epoch"])
+    status = json.loads(onyx("job", "status", "first", *cluster, "--json").stdout)
+    assert status["state"] == "killed"
+    assert "stopped with savepoint 'last'" in status["reason"]
+    assert published(out) == published(out, epoch), "nothing published after the savepoint"
+    assert 0 < len(published(out)) < 3000
+
+    resume = {"job": "first", "savepoint": "last"}
+    (tmp_path / "second.yaml").write_text(yaml.safe_dump(paced_job(out, 3000, resume)))
+    assert onyx("job", "submit", str(tmp_path / "second.yaml"), "--id", "second",
+                *cluster).returncode == 0  # fmt: skip
+    assert onyx("job", "wait", "second", *cluster, "--timeout", "120").returncode == 0
+    assert sorted(published(out)) == list(range(3000))
+
+
+def test_stop_refuses_what_it_cannot_stop_in_one_line(empty_cluster, start_peer, tmp_path):
+    """A job not running, a name not allowed or taken, and a savepoint that does not come in
+    time (the job commits once an hour): one line each, and the job goes on."""
+    cluster = empty_cluster
+    submit(tmp_path, cluster, "idle")
+    assert_one_line_error(onyx("job", "stop", "idle", *cluster), 1,
+                          "job 'idle'", "cannot stop a job that is waiting")  # fmt: skip
+    assert onyx("job", "kill", "idle", *cluster).returncode == 0
+    assert_one_line_error(onyx("job", "stop", "idle", *cluster), 1,
+                          "job 'idle'", "cannot stop a job that is killed")  # fmt: skip
+    assert_one_line_error(onyx("job", "stop", "nobody", *cluster), 1,
+                          "job 'nobody'", "no such job")  # fmt: skip
+
+    start_peer(vpeers=2)
+    hourly = {**ENDLESS, "barrier_period": 3600}
+    (tmp_path / "hourly.yaml").write_text(yaml.safe_dump(hourly))
+    assert onyx("job", "submit", str(tmp_path / "hourly.yaml"), "--id", "slow",
+                *cluster).returncode == 0  # fmt: skip
+    with closing(api.connect(cluster[1], cluster[3])) as store:
+        wait_for(lambda: api.last_committed(store, "slow"), 60, "the job's first commit")
+    bad = onyx("job", "stop", "slow", "--savepoint", "no good", *cluster)
+    assert_one_line_error(bad, 1, "job 'slow'", "savepoint name 'no good'", "letters, digits")
+    late = onyx("job", "stop", "slow", "--savepoint", "late", "--timeout", "1", *cluster)
+    assert_one_line_error(late, 3, "job 'slow'", "savepoint 'late' not committed yet",
+                          "the job goes on")  # fmt: skip
+    taken = onyx("job", "stop", "slow", "--savepoint", "late", *cluster)
+    assert_one_line_error(taken, 1, "job 'slow' already has a savepoint 'late'")
+    status = json.loads(onyx("job", "status", "slow", *cluster, "--json").stdout)
+    assert status["state"] == "running"

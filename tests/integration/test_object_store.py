@@ -21,7 +21,7 @@ from peer.plugins.staged import StagedEpochs, staged_epochs, stem
 from peer.runtime import storage
 from peer.runtime.checkpoints import CheckpointError, CheckpointStorage, Epoch
 from peer.runtime.storage import StorageError
-from tests.support import ObjectStore, wait_for
+from tests.support import ObjectStore, assert_one_line_error, onyx, wait_for
 from tests.unit.plugins.plugin_fixtures import task
 
 pytestmark = pytest.mark.integration
@@ -268,3 +268,15 @@ def test_a_missing_input_file_on_the_store_is_named(object_store, prefix):
     read = task("peer.plugins.jsonl:input", "input", "read", path=f"s3://{prefix}/absent.jsonl")
     with pytest.raises(PluginError, match=r"task 'read'.*cannot open 's3://.*absent.jsonl'"):
         jsonl_input(read, 0, 1)
+
+
+def test_a_member_with_a_wrong_secret_is_refused_in_one_line_and_joins_nothing(
+    object_store, prefix, zookeeper, tenancy, monkeypatch
+):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    url = f"s3://{prefix}/checkpoints"
+    result = onyx("peer", "start", "--zookeeper", zookeeper.address, "--tenancy", tenancy,
+                  "--checkpoints", url, "--workers", "0")  # fmt: skip
+    assert_one_line_error(result, 1, f"checkpoint storage {url} cannot be written", "signature")
+    shown = onyx("replica", "--json", "--zookeeper", zookeeper.address, "--tenancy", tenancy)
+    assert json.loads(shown.stdout)["groups"] == []

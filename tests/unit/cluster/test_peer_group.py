@@ -14,6 +14,7 @@ from peer.log import subscriber
 from peer.log.entries import KINDS
 from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.join import PREPARE_JOIN
+from peer.log.entries.leave import EXIT, LEAVE
 from peer.log.entry import EntryKind
 from peer.log.replica import ring_settled
 from peer.log.store import store_origin_and_trim
@@ -65,6 +66,8 @@ def test_an_expired_session_repairs_the_ring_and_the_group_rejoins_fresh(cluster
 
 
 def test_graceful_stop_removes_the_group(cluster):
+    """As `onyx leave` does: leaving, exiting, then removed (by itself: groups without a
+    transport run no membership, so there is no leader to remove them)."""
     cluster.await_ring(timeout=20)
     leaver = cluster.groups[0]
     gid = leaver.id
@@ -72,7 +75,31 @@ def test_graceful_stop_removes_the_group(cluster):
     cluster.threads[0].join(10)
     assert not cluster.threads[0].is_alive()
     replica = ring_of(cluster, 3)
-    assert gid in replica.left
+    assert gid in replica.removed
+    steps = [e.fn for e in cluster.reader.read(after=-1) if e.args.get("id") == gid]
+    assert steps[:3] == [LEAVE.name, EXIT.name, GROUP_LEAVE.name]
+
+
+def test_a_stop_leaves_gracefully_and_at_once_only_when_its_time_runs_out():
+    """The deadlines under a clock the test gives: member-leave at the stop, a hand-over capped
+    at half the leave timeout, and group-leave-cluster at three quarters if still there."""
+    store = MemoryLog().session()
+    me = Incarnation(store, FAST, threading.Event())
+    me.replica = me.replica.evolve(groups=me.replica.groups.add(me.id))
+    me._leave_on_stop(100.0)
+    me.hand_over()
+    assert me.handing_over.deadline == 100.0 + FAST.leave_timeout / 2
+    me._leave_on_stop(100.0 + FAST.leave_timeout * 0.7)
+    assert [e.fn for e in store.read(after=-1)] == [LEAVE.name]
+    me._leave_on_stop(100.0 + FAST.leave_timeout * 0.75)
+    assert [e.fn for e in store.read(after=-1)] == [LEAVE.name, GROUP_LEAVE.name]
+
+
+def test_a_group_that_has_not_joined_leaves_at_once():
+    store = MemoryLog().session()
+    me = Incarnation(store, FAST, threading.Event())
+    me._leave_on_stop(100.0)
+    assert [e.fn for e in store.read(after=-1)] == [GROUP_LEAVE.name]
 
 
 def test_a_group_presumed_dead_while_alive_restarts_under_a_new_id(cluster):

@@ -43,6 +43,8 @@ def group(replica: Replica = JOINED, *, lost=False, ended=None, leave=None, up=T
         (group(ended="restart"), "rejoining", "removed from the cluster"),
         (group(leave=9), "leaving", "group g1 is leaving the ring"),
         (group(ended="left"), "leaving", "leaving the ring"),
+        (group(JOINED.evolve(leaving=pset(["g1"]))), "leaving", "group g1 is leaving the ring"),
+        (group(JOINED.evolve(exiting=pset(["g1"]))), "leaving", "group g1 is leaving the ring"),
         (group(up=False), "data plane down", "data plane is closed"),
         (
             group(waiting=["worker 1 (pid 7) has not said it is ready"]),

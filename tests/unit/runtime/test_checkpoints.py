@@ -16,6 +16,7 @@ from peer.log.stores.memory import MemoryLog
 from peer.runtime import storage as storage_module
 from peer.runtime.checkpoints import (
     HISTORY,
+    STOPPED,
     CheckpointError,
     CheckpointStorage,
     CommitRecord,
@@ -554,3 +555,23 @@ def test_storage_where_nothing_can_be_written_is_refused_naming_the_url(tmp_path
             storage.check_writable()
     finally:
         storage.close()
+
+
+def test_a_stop_s_savepoint_fences_the_record_in_its_commit_and_a_withdrawn_one_does_not():
+    commits = Commits(MemoryLog().session(), JOB)
+    commits.claim(3)
+    commits.request_savepoint("first", stop=True)
+    with pytest.raises(CheckpointError, match="is stopping already, with savepoint 'first'"):
+        commits.request_savepoint("second", stop=True)
+    assert commits.withdraw_stop("first") is None
+    assert commits.read()[0].stop is None
+    record = commits.commit(3, Epoch(3, 1), {"count": 1})
+    assert record.owner == 3
+    assert record.savepoints["first"].epoch == Epoch(3, 1)
+    commits.request_savepoint("last", stop=True)
+    record = commits.commit(3, Epoch(3, 2), {"count": 1})
+    assert (record.owner, record.stop) == (STOPPED, None)
+    assert CommitRecord.decode(record.encode()) == record
+    assert commits.commit(3, Epoch(3, 3), {"count": 1}) is None
+    assert commits.claim(4) is None
+    assert commits.withdraw_stop("last") == record.savepoints["last"]

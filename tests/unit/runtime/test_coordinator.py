@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from peer.job.spec import Job, JobError, Task
 from peer.job.validate import validate
 from peer.log.stores.memory import MemoryLog
-from peer.messaging.messages import Barrier
+from peer.messaging.messages import Barrier, Committed
 from peer.metrics import ABANDONED_EPOCHS
-from peer.runtime.checkpoints import CheckpointStorage, Commits, Epoch
+from peer.runtime.checkpoints import STOPPED, CheckpointStorage, Commits, Epoch
 from peer.runtime.coordinator import Coordinator, State
 from peer.runtime.placement import place
 
@@ -147,6 +147,41 @@ def test_an_abandoned_final_epoch_is_followed_by_another_final_one():
     w.ack(2)
     w.run(3.0)
     assert w.commits.read()[0].committed == Epoch(5, 2)
+
+
+def test_a_stop_s_savepoint_fences_the_record_in_the_commit_that_takes_it():
+    """Stop with a savepoint: the epoch committed takes it and fences the record at once, so
+    the epoch after it, acknowledged too, is never committed, and nobody hears of it."""
+    w = World(barrier_period=1.0, checkpoint_timeout=30.0)
+    w.run(0.5)
+    w.commits.request_savepoint("last", stop=True)
+    w.ack(1)
+    w.run(1.5)
+    record = w.commits.read()[0]
+    assert record.savepoints["last"].epoch == Epoch(5, 1)
+    assert record.owner == STOPPED
+    assert record.stop is None
+    w.ack(2)
+    w.run(5.0)
+    assert w.commits.read()[0].committed == Epoch(5, 1)
+    assert w.coordinator.state is State.STALE
+    assert {m.epoch for _, m in w.sent if isinstance(m, Committed)} == {1}
+
+
+def test_a_fenced_record_lets_the_coordinator_commit_nothing_more():
+    """A stop's fence: the epoch in flight is refused, and nobody hears it committed."""
+    w = World(barrier_period=1.0, checkpoint_timeout=30.0)
+    w.run(0.5)
+    w.ack(1)
+    w.run(1.5)
+    assert w.barriers() == [1, 2]
+    w.commits.claim(STOPPED)
+    w.ack(2)
+    w.run(5.0)
+    assert w.commits.read()[0].committed == Epoch(5, 1)
+    assert w.coordinator.state is State.STALE
+    assert {m.epoch for _, m in w.sent if isinstance(m, Committed)} == {1}
+    assert w.barriers() == [1, 2]
 
 
 def test_the_default_timeout_is_five_periods_and_at_least_ten_seconds():
