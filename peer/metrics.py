@@ -155,9 +155,12 @@ STORAGE_FAILURES = Counter(
 RESTORES = Counter(
     "onyx_task_restores",
     "Times a task's peer restored its state from a committed snapshot: scope global when its "
-    "whole job rolled back, local when the peer took a failed peer's seat over alone",
+    "whole job rolled back, local when the peer took a failed peer's seat over alone, handover "
+    "when the job moved at a commit it stood still at (a member's graceful leave): nothing is "
+    "done again",
     [*JOB_TASK, "scope"],
 )
+RESTORE_SCOPES = ("global", "local", "handover")
 LOCAL_RECOVERIES = Counter(
     "onyx_task_local_recoveries",
     "Seats a task's peer took over and replayed to where the failed peer was, without the job "
@@ -194,8 +197,8 @@ class TaskMeters:
     snapshot_bytes: Any
     local_recoveries: Any
     in_flight_overflows: Any
-    restored_globally: Any
-    restored_locally: Any
+    restores: dict[str, Any]
+    """By scope (RESTORE_SCOPES): each made at the start, so that it is shown at 0."""
 
 
 def task_meters(job: str, task: str) -> TaskMeters:
@@ -204,8 +207,7 @@ def task_meters(job: str, task: str) -> TaskMeters:
             SEGMENTS_IN, SEGMENTS_OUT, BATCH_SECONDS, BACKPRESSURE, ALIGNMENT_SECONDS,
             QUEUED_AT_BARRIER, SNAPSHOT_BYTES, LOCAL_RECOVERIES, IN_FLIGHT_OVERFLOWS,
         )),
-        RESTORES.labels(job, task, "global"),
-        RESTORES.labels(job, task, "local"),
+        {scope: RESTORES.labels(job, task, scope) for scope in RESTORE_SCOPES},
     )  # fmt: skip
 
 

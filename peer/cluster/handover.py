@@ -1,6 +1,8 @@
 """A leaving member's hand-over: it keeps its work until every checkpointed job it takes part in
-has committed the epoch it was in when the leave began, so the work moves from a checkpoint that
-is as fresh as can be and the jobs replay as little as possible.
+has committed the hand-over's pause, the epoch whose inputs read nothing after its barrier
+(peer.runtime.coordinator, which sends it once the leave is in the log). The job then stands
+exactly at that commit, and the new allocation restores from it without doing anything again:
+the job moves, it does not roll back.
 
 Jobs that do not checkpoint, and jobs that end meanwhile, are not waited for; a job whose
 commit record cannot be read is not either (its peers move as they would on a down). A deadline
@@ -72,7 +74,8 @@ class HandOver:
         return cls(store, awaited, deadline)
 
     def done(self, replica: Replica, now: float) -> bool:
-        """Whether every awaited job has committed a newer epoch, ended, or run out of time."""
+        """Whether every awaited job has committed a newer epoch at a hand-over's pause (where
+        it stands still: peer.runtime.coordinator), ended, or run out of time."""
         if now >= self.deadline:
             if self.awaited:
                 log.warning("jobs %s did not commit an epoch in time; handing over anyway",
@@ -89,11 +92,13 @@ class HandOver:
 
     def _committed_since(self, job: str, before: Epoch | None) -> bool:
         try:
-            now = _committed(self.store, job)
+            record, _ = Commits(self.store, job).read()
         except (StoreError, CheckpointError) as e:
             _unreadable(job, e)
             return True
-        return now is not None and (before is None or now > before)
+        now = None if record is None else record.committed
+        newer = now is not None and (before is None or now > before)
+        return newer and record is not None and record.quiesced
 
 
 def _committed(store: LogStore, job: str) -> Epoch | None:

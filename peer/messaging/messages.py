@@ -45,6 +45,9 @@ class Batch:
 class Barrier:
     epoch: int
     final: bool = False
+    pause: bool = False
+    """A hand-over's: the inputs read nothing after it, so its epoch's commit is where the job
+    stands still (peer.runtime.coordinator)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +199,13 @@ def _one(body: Body, kinds: type | tuple[type, ...]) -> Any:
     return body[0]
 
 
+def _flags(body: Body) -> tuple[bool, bool]:
+    """A barrier's final and pause flags: two booleans (one, final, from an older sender)."""
+    if not (isinstance(body, list) and 1 <= len(body) <= 2 and all(type(f) is bool for f in body)):
+        raise ValueError(f"body {body!r:.80} is not [final, pause] as booleans")
+    return body[0], len(body) == 2 and body[1]
+
+
 def _list(body: Body) -> list[Any]:
     if not isinstance(body, list):
         raise ValueError(f"body of type {type(body).__name__} is not a list")
@@ -222,8 +232,8 @@ def _nothing(message: Any) -> Body:
 
 TABLE = (
     Kind(Batch, MessageType.BATCH, _zero, lambda m: m.batch, lambda _, b: Batch(b)),
-    Kind(Barrier, MessageType.BARRIER, lambda m: m.epoch, lambda m: [m.final],
-         lambda e, b: Barrier(e, _one(b, bool))),
+    Kind(Barrier, MessageType.BARRIER, lambda m: m.epoch, lambda m: [m.final, m.pause],
+         lambda e, b: Barrier(e, *_flags(b))),
     Kind(Watermark, MessageType.WATERMARK, _zero, lambda m: [m.value],
          lambda _, b: Watermark(_one(b, (int, float)))),
     Kind(End, MessageType.END, _zero, _nothing, lambda _, b: END),

@@ -101,6 +101,15 @@ class CommitRecord:
     requested: tuple[str, ...] = ()
     savepoints: Mapping[str, Savepoint] = field(default_factory=dict)
     stop: str | None = None
+    quiesced: bool = False
+    """The committed epoch was a hand-over's pause: nothing was read after its barrier, so a
+    restore from it redoes nothing (peer.runtime.coordinator)."""
+
+    @property
+    def scope(self) -> str:
+        """What a restore from the committed epoch is, as ``onyx_task_restores_total`` counts
+        it: a hand-over's, which redoes nothing, or a rollback of the whole job."""
+        return "handover" if self.quiesced else "global"
 
     @property
     def retained(self) -> frozenset[Epoch]:
@@ -118,6 +127,8 @@ class CommitRecord:
             doc["requested"] = list(self.requested)
         if self.stop is not None:
             doc["stop"] = self.stop
+        if self.quiesced:
+            doc["quiesced"] = True
         if self.savepoints:
             doc["savepoints"] = {
                 name: {"epoch": list(s.epoch), "slots": dict(s.slots)}
@@ -151,8 +162,13 @@ class CommitRecord:
         stop = doc.get("stop")
         if not (stop is None or isinstance(stop, str)):
             raise _undecodable(data, "stop is neither null nor a savepoint's name")
+        quiesced = doc.get("quiesced", False)
+        if not isinstance(quiesced, bool):
+            raise _undecodable(data, "quiesced is not true or false")
         history_epochs = tuple(Epoch(*e) for e in history)
-        return cls(committed, owner, slots, history_epochs, tuple(requested), savepoints, stop)
+        return cls(
+            committed, owner, slots, history_epochs, tuple(requested), savepoints, stop, quiesced
+        )
 
 
 def _decode_savepoints(data: bytes, raw: Any) -> dict[str, Savepoint]:
@@ -212,9 +228,12 @@ class Commits:
             if self.store.write_commit(self.job, claimed.encode(), at) is not None:
                 return claimed
 
-    def commit(self, version: int, epoch: Epoch, slots: Mapping[str, int]) -> CommitRecord | None:
-        """Record ``epoch``, snapshotted by ``slots``, as committed, if allocation ``version``
-        still owns the record, and make it every requested savepoint; the record as written,
+    def commit(
+        self, version: int, epoch: Epoch, slots: Mapping[str, int], quiesced: bool = False
+    ) -> CommitRecord | None:
+        """Record ``epoch``, snapshotted by ``slots``, as committed (``quiesced`` if it was a
+        hand-over's pause), if allocation ``version`` still owns the record, and make it every
+        requested savepoint; the record as written,
         or None when a newer allocation owns it. An epoch already committed gives the record
         again; one before it is a coordinator's bug, a ValueError."""
         while True:
@@ -239,6 +258,7 @@ class Commits:
                 requested=(),
                 savepoints={**record.savepoints, **taken},
                 stop=None if stops else record.stop,
+                quiesced=quiesced,
             )
             if self.store.write_commit(self.job, committed.encode(), at) is not None:
                 return committed

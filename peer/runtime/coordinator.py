@@ -17,6 +17,16 @@ one non-blocking ``step`` at a time, with every ZooKeeper call in the group's wo
    reached the outputs) the next barrier is the final one; its commit lets the outputs publish
    and complete the job.
 
+A hand-over moves the job without rolling it back. While a member that runs some of the job's
+peers is leaving (``handing_over``, set by the group from the replica), the next barrier is a
+pause: the inputs read nothing after it, so once its epoch commits the job stands exactly at
+that commit, and the coordinator sends no further barrier. The member exits on that commit
+(peer.cluster.handover); the new allocation's peers restore from it and redo nothing, which the
+record says (``quiesced``), and their restores count as ``handover``, not ``global``. An
+abandoned pause is sent again, as any barrier is. Should the member leave without the job's
+allocation changing (standbys took its seats over), the next barrier, at once, is an ordinary
+one, and the inputs read again after it.
+
 A job stopped with a savepoint (peer.api.stop) has its commit record fenced by the very commit
 that takes the savepoint (peer.runtime.checkpoints.CommitRecord.stop): the coordinator's next
 commit is refused, as a stale one's is, and it commits nothing more.
@@ -100,6 +110,10 @@ class Coordinator:
     abandoned: int = 0
     """Epochs abandoned in a row since the last commit."""
     final: int | None = None
+    handing_over: bool = False
+    """A member running some of the job's peers is leaving: the next barrier is a pause."""
+    paused: int | None = None
+    """The epoch of the pause sent, after which no barrier is sent."""
     acks: set[str] = field(default_factory=set)
     drained: set[str] = field(default_factory=set)
     pending: Future[Any] | None = None
@@ -199,7 +213,8 @@ class Coordinator:
         if claimed is None:
             return None, []
         if claimed.committed is not None:
-            return claimed, [self.job.id, *claimed.committed, dict(claimed.slots)]
+            body = [self.job.id, *claimed.committed, dict(claimed.slots), claimed.scope]
+            return claimed, body
         source = self.job.resume_source()
         return claimed, [] if source is None else self._resumed(*source)
 
@@ -245,27 +260,35 @@ class Coordinator:
             return True
         if self.epoch > self.settled:
             return self._in_flight(now)
-        if self.final is not None:
+        if self.final is not None or (self.paused is not None and self.handing_over):
             return False
+        if self.paused is not None:
+            # The member left without this allocation changing (standbys took its seats over):
+            # the job goes on at once, the next barrier telling the inputs to read again.
+            self.paused, self.next_barrier = None, now
         drained = self.drained >= self.outputs
-        if now < self.next_barrier and not drained:
+        if now < self.next_barrier and not (drained or self.handing_over):
             return False
         self.epoch += 1
         self.acks = set()
         if drained:
             self.final = self.epoch
+        elif self.handing_over:
+            self.paused = self.epoch
         self.next_barrier = now + self.job.barrier_period
         self.barrier_sent = now
+        barrier = Barrier(self.epoch, self.final is not None, self.paused is not None)
         for peer in self.inputs:
-            self.send(peer, Barrier(self.epoch, self.final is not None))
+            self.send(peer, barrier)
         return True
 
     def _in_flight(self, now: float) -> bool:
         """The epoch in flight: committed once every peer has acknowledged it, abandoned once
         it is older than the job's timeout."""
         if self.acks >= self.members:
+            epoch, quiesced = Epoch(self.version, self.epoch), self.paused == self.epoch
             self.pending = self.pool.submit(
-                self.commits.commit, self.version, Epoch(self.version, self.epoch), self.slots
+                self.commits.commit, self.version, epoch, self.slots, quiesced
             )
             self.state = State.COMMITTING
             return True
@@ -280,6 +303,8 @@ class Coordinator:
         self.settled, self.abandoned = self.epoch, self.abandoned + 1
         if self.final == self.epoch:
             self.final = None  # the next barrier is the final one again
+        if self.paused == self.epoch:
+            self.paused = None  # and the next is a pause again
         ABANDONED_EPOCHS.labels(self.job.id).inc()
         late = f"not acknowledged within {self.job.epoch_timeout:g} s by {self.unacknowledged()}"
         log.warning("job %s: epoch %d of allocation %d abandoned: %s",
@@ -327,7 +352,7 @@ class Coordinator:
             "job %s: epoch %d of allocation %d committed; its checkpoint took %.3f s",
             self.job.id, self.epoch, self.version, now - self.barrier_sent,
         )  # fmt: skip
-        self.recover_body = [self.job.id, self.version, self.epoch, self.slots]
+        self.recover_body = [self.job.id, self.version, self.epoch, self.slots, record.scope]
         for peer in self._told_of_commits():
             self.send(peer, Committed(self.epoch))
         if previous is not None:

@@ -291,9 +291,12 @@ class DataPlane:
         for job_id, _ in sorted(wanted - set(self.coordinators)):
             placement = self.placements[job_id]
             self.coordinators[(job_id, placement.version)] = self._coordinator(placement)
+        leaving = self.replica.leaving
         for (job_id, _), coordinator in sorted(self.coordinators.items()):
             if coordinator.placement is not self.placements[job_id]:
                 coordinator.rewire(self.placements[job_id])
+            groups = coordinator.placement.groups.values()
+            coordinator.handing_over = not leaving.isdisjoint(groups)
         self.coordinator_by_job = {
             c.placement.job_short: c for (job_id, _), c in self.coordinators.items()
         }

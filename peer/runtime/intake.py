@@ -89,6 +89,8 @@ class PluginIntake:
         self.assigned: float | None = None
         self.barriers: deque[Barrier] = deque()
         self.over = False
+        self.paused = False
+        """A hand-over's pause came last: nothing is read until a barrier that is not one."""
 
     def attach(self, plugin: Any, assign: Callable[[Segment], float] | None) -> None:
         self.plugin, self.assign = plugin, assign
@@ -98,12 +100,16 @@ class PluginIntake:
         """Only barriers come to an input: it has no upstream peers."""
         if isinstance(item, Barrier):
             self.barriers.append(item)
+            self.paused = item.pause
 
     def next_barrier(self) -> Barrier | None:
         return self.barriers.popleft() if self.barriers else None
 
     def read(self) -> Any:
-        if self.over:
+        """Nothing once the input is over or paused. A pause stops reads from its delivery on,
+        and the next barrier starts them again: barriers are passed ahead of any read, so
+        nothing is read between the two."""
+        if self.over or self.paused:
             return []
         batch = self.plugin.poll(self.limit)
         if batch and self.assign is not None:

@@ -469,7 +469,7 @@ class TaskRunner:
             if c.takes_over:
                 return self._take_over(fresh, [], None, None)
             return self._begin(fresh, [])
-        source, version, number, slots = self.recovery
+        source, version, number, slots, *_ = self.recovery
         old = slots.get(c.task.name, 0)
         if c.task.kind == "input" and old != c.slots:
             raise ValueError(
@@ -488,7 +488,7 @@ class TaskRunner:
         if not all(f.done() for f in self.fetching):
             return False
         snapshots = [msgpack.unpackb(f.result(), strict_map_key=False) for f in self.fetching]
-        _, version, number, _ = self.recovery
+        _, version, number, _, *scope = self.recovery
         c = self.ctx
         if c.takes_over and len(snapshots) == 1:
             own = snapshots[0]
@@ -498,7 +498,8 @@ class TaskRunner:
         recovery = Recovery(own["plugin"] if own else None, committed, Epoch(c.version, 1))
         if c.takes_over:
             return self._take_over(recovery, snapshots, own, committed)
-        return self._begin(recovery, snapshots)
+        whole = scope[0] if scope and scope[0] == "handover" else "global"
+        return self._begin(recovery, snapshots, scope=whole)
 
     def _take_over(
         self, recovery: Recovery, snapshots: list[Any], own: Any, committed: Epoch | None
@@ -561,9 +562,12 @@ class TaskRunner:
         return True
 
     def _begin(
-        self, recovery: Recovery, snapshots: list[dict[str, Any]], then: Phase = Phase.RUN
-    ) -> bool:
-        """Restore from the snapshots (none: start afresh) and run (or ``then``)."""
+        self, recovery: Recovery, snapshots: list[dict[str, Any]], then: Phase = Phase.RUN,
+        scope: str = "local",
+    ) -> bool:  # fmt: skip
+        """Restore from the snapshots (none: start afresh) and run (or ``then``), counting the
+        restore in its ``scope``: a seat taken over (local), or the whole job's (global, or
+        handover when the job stood still at the commit)."""
         c = self.ctx
         live = [s for s in snapshots if not s.get("ended")]
         self.flushed = len(live) < len(snapshots) and not live
@@ -574,8 +578,7 @@ class TaskRunner:
         if channel:
             self._take(channel, time.perf_counter())
         if snapshots:
-            local = then is Phase.RECALL
-            (self.meters.restored_locally if local else self.meters.restored_globally).inc()
+            self.meters.restores[scope].inc()
         with self.mark:
             call(self.hooks.before_task, self.event)
         self._enter(then)

@@ -1,8 +1,9 @@
 """SIGTERM to `onyx peer start` (systemd's stop, a rolling restart, an upgrade) is the graceful
 leave of `onyx leave`, on real processes over a real ZooKeeper: a member working on a
-checkpointed job keeps its work until the job commits the epoch it is in, then exits and is
-removed, its process exits 0, its work moves from that commit (the only restore the job makes:
-no rollback), and the job's output is exact."""
+checkpointed job keeps its work until the job commits the hand-over's pause (an epoch after
+which its inputs read nothing), then exits and is removed, its process exits 0, its work moves
+from that commit (a hand-over's restore, which redoes nothing: the job does not roll back, and
+no restore counts as global), and the job's output is exact."""
 
 from __future__ import annotations
 
@@ -62,9 +63,9 @@ def test_a_stopped_member_hands_its_work_over_as_onyx_leave_does(
     current = api.replica(store)
     member = current.group_of(placements(current, {})[job_id].coordinator)
     (leaving, _), (staying, port) = (first, second) if first[0].runs(member) else (second, first)
-    restored_before = Scrape(port).total(
-        "onyx_task_restores_total", onyx_job=job_id, scope="global"
-    )
+    scrape = Scrape(port)
+    globally_before = scrape.total("onyx_task_restores_total", onyx_job=job_id, scope="global")
+    handed_before = scrape.total("onyx_task_restores_total", onyx_job=job_id, scope="handover")
     steps: list[tuple[str, Replica]] = []
 
     def record(t: Transition) -> None:
@@ -95,8 +96,11 @@ def test_a_stopped_member_hands_its_work_over_as_onyx_leave_does(
     assert member in api.replica(store).removed
     after_exit = next(r for kind, r in steps if kind == "member-exit")
     mine = [p for ps in after_exit.allocations[job_id].values() for p in ps]
-    restored = Scrape(port).total("onyx_task_restores_total", onyx_job=job_id, scope="global")
-    assert restored - restored_before == len(mine), "each task restored once, from the hand-over"
+    scrape = Scrape(port)
+    handed_over = scrape.total("onyx_task_restores_total", onyx_job=job_id, scope="handover")
+    globally = scrape.total("onyx_task_restores_total", onyx_job=job_id, scope="global")
+    assert handed_over - handed_before == len(mine), "each task restored once, at the pause"
+    assert globally == globally_before, "no rollback"
     assert staying.process.poll() is None
 
 

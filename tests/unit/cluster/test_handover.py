@@ -27,7 +27,9 @@ REPLICA = Replica(
 )  # fmt: skip
 
 
-def test_it_waits_for_a_newer_commit_of_its_checkpointed_jobs_only():
+def test_it_waits_for_a_newer_commit_at_a_pause_of_its_checkpointed_jobs_only():
+    """A commit of an epoch whose barrier was sent before the leave came is not where the job
+    stands still: the hand-over waits for the pause's."""
     store = MemoryLog().session()
     commits = Commits(store, "j")
     commits.claim(3)
@@ -36,8 +38,10 @@ def test_it_waits_for_a_newer_commit_of_its_checkpointed_jobs_only():
     assert handing.awaited == {"j": Epoch(3, 4)}
     assert not handing.done(REPLICA, 1.0)
     commits.commit(3, Epoch(3, 5), {"in": 1, "out": 1})
-    assert not handing.done(REPLICA, 1.1), "reads are spaced out"
-    assert handing.done(REPLICA, 2.0)
+    assert not handing.done(REPLICA, 2.0), "epoch 5 was no pause"
+    commits.commit(3, Epoch(3, 6), {"in": 1, "out": 1}, quiesced=True)
+    assert not handing.done(REPLICA, 2.1), "reads are spaced out"
+    assert handing.done(REPLICA, 3.0)
 
 
 def test_a_job_that_ends_or_the_deadline_ends_the_wait():

@@ -106,6 +106,7 @@ def test_the_table_has_one_row_per_message_kind_and_frame_type():
     [
         (Batch([{"a": 1}]), MessageType.BATCH, 0),
         (Barrier(7, final=True), MessageType.BARRIER, 7),
+        (Barrier(8, pause=True), MessageType.BARRIER, 8),
         (Credit(5), MessageType.CREDIT, 5),
         (Credit(3, rows=250), MessageType.CREDIT, 3),
         (Ack(9), MessageType.ACK, 9),
@@ -130,8 +131,9 @@ ADDRESS = Header(MessageType.END, 4, 2, 3, 0, 1)
 @pytest.mark.parametrize(
     ("kind", "body", "message"),
     [
-        (MessageType.BARRIER, [], r"a BARRIER frame: body \[\] is not one"),
-        (MessageType.BARRIER, [1], "is not one"),
+        (MessageType.BARRIER, [], r"a BARRIER frame: body \[\] is not \[final, pause\]"),
+        (MessageType.BARRIER, [1], r"is not \[final, pause\] as booleans"),
+        (MessageType.BARRIER, [True, False, True], r"is not \[final, pause\]"),
         (MessageType.WATERMARK, ["late"], "is not one"),
         (MessageType.WATERMARK, [1.0, 2.0], "is not one"),
         (MessageType.MEMBERSHIP, pa.RecordBatch.from_pydict({"a": [1]}), "is not a list"),

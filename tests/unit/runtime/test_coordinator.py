@@ -184,6 +184,56 @@ def test_a_fenced_record_lets_the_coordinator_commit_nothing_more():
     assert w.barriers() == [1, 2]
 
 
+def test_a_hand_over_pauses_at_its_next_barrier_commits_it_quiesced_and_sends_no_more():
+    """A member of the job is leaving: the next barrier, sent at once, is a pause; its commit
+    says the job stands still there, and a restore from it is a hand-over's, not a rollback."""
+    w = World(barrier_period=10.0, checkpoint_timeout=30.0)
+    w.run(0.5)
+    w.ack(1)
+    w.run(1.0)
+    w.coordinator.handing_over = True
+    w.run(1.2)
+    assert [(m.epoch, m.pause) for _, m in w.sent if isinstance(m, Barrier)] == [
+        (1, False),
+        (2, True),
+    ]
+    w.ack(2)
+    w.run(40.0)
+    record = w.commits.read()[0]
+    assert (record.committed, record.quiesced, record.scope) == (Epoch(5, 2), True, "handover")
+    assert w.barriers() == [1, 2], "nothing after the pause"
+    assert w.coordinator.recover_body[-1] == "handover"
+
+
+def test_a_leave_that_leaves_the_allocation_as_it_was_ends_the_pause_at_once():
+    """Standbys took the leaving member's seats over: same allocation, and the job goes on."""
+    w = World(barrier_period=10.0, checkpoint_timeout=30.0)
+    w.coordinator.handing_over = True
+    w.run(0.5)
+    w.ack(1)
+    w.run(2.0)
+    assert w.barriers() == [1]
+    w.coordinator.handing_over = False
+    w.run(2.2)
+    assert [(m.epoch, m.pause) for _, m in w.sent if isinstance(m, Barrier)] == [
+        (1, True),
+        (2, False),
+    ]
+
+
+def test_an_abandoned_pause_is_sent_again():
+    w = World(barrier_period=1.0, checkpoint_timeout=3.0, tolerable_abandoned_epochs=5)
+    w.coordinator.handing_over = True
+    w.run(3.5)
+    w.ack(2)
+    w.run(4.0)
+    assert [(m.epoch, m.pause) for _, m in w.sent if isinstance(m, Barrier)] == [
+        (1, True),
+        (2, True),
+    ]
+    assert w.commits.read()[0].quiesced
+
+
 def test_the_default_timeout_is_five_periods_and_at_least_ten_seconds():
     assert make_job("a", barrier_period=1.0).epoch_timeout == 10.0
     assert make_job("a", barrier_period=4.0).epoch_timeout == 20.0

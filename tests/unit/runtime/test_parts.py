@@ -216,3 +216,22 @@ def test_a_router_emitter_starts_each_peer_with_its_own_window():
     for _ in range(LOCAL_WINDOW):
         emitter.emit([{"n": 1}])  # ungrouped batches take turns: near, far, near, ...
     assert emitter.credits == {"near": LOCAL_WINDOW // 2, "far": WINDOW - LOCAL_WINDOW // 2}
+
+
+def test_an_input_reads_nothing_from_a_pause_until_the_next_barrier():
+    """A hand-over's pause: nothing is read after it; an ordinary barrier starts reads again."""
+    intake = PluginIntake(kind("input", batch_size=10))
+
+    class Counting:
+        def poll(self, limit):
+            return [{"n": 1}]
+
+    intake.attach(Counting(), None)
+    assert intake.read() == [{"n": 1}]
+    intake.deliver(0, Barrier(1, pause=True))
+    assert intake.read() == []
+    assert intake.next_barrier() == Barrier(1, pause=True)
+    assert intake.read() == []
+    intake.deliver(0, Barrier(2))
+    assert intake.next_barrier() == Barrier(2)
+    assert intake.read() == [{"n": 1}]
