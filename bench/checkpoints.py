@@ -35,7 +35,8 @@
 
 Run: .venv/bin/python bench/checkpoints.py [--segments 1000000] [--repeat 2]
      [--backpressured-segments 40000] [--backpressured-batch-size 100] [--backpressured-only]
-     [--debloat-target S]
+     [--object-store-only] [--debloat-target S]
+(``--object-store-only``: items 1 and 2 alone, the local directory and the object store.)
 The last line of output is one JSON document holding every figure.
 """
 
@@ -382,6 +383,7 @@ def main() -> None:
     parser.add_argument("--backpressured-segments", type=int, default=40_000)
     parser.add_argument("--backpressured-batch-size", type=int, default=100)
     parser.add_argument("--backpressured-only", action="store_true")
+    parser.add_argument("--object-store-only", action="store_true")
     parser.add_argument("--debloat-target", type=float, default=None)
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
@@ -394,6 +396,10 @@ def main() -> None:
     if not args.backpressured_only:
         figures.update(throughput(args.segments, args.batch_size, args.repeat))
         figures.update(on_an_object_store(args.segments, args.batch_size, args.repeat))
+    if args.object_store_only:
+        report(figures)
+        return
+    if not args.backpressured_only:
         figures["recovery_s"] = round(recovery(20 * args.segments), 3)
     pressured = backpressured(
         args.backpressured_segments,
@@ -402,14 +408,19 @@ def main() -> None:
         args.repeat,
         args.debloat_target,
     )
+    report_backpressured(pressured)
+    figures.update(pressured)
+    report(figures)
+
+
+def report(figures: dict[str, Any]) -> None:
+    """Every figure with its unit, then all of them as the last line, one JSON document."""
     figures["load_average_at_end"] = os.getloadavg()
     for key, value in figures.items():
         unit = (
             " segments/s" if key.endswith("segments_per_s") else " s" if key.endswith("_s") else ""
         )
         print(f"{key}: {value}{unit}")
-    report_backpressured(pressured)
-    figures.update(pressured)
     print(json.dumps(figures, sort_keys=True))
 
 
