@@ -9,13 +9,16 @@ import json
 import uuid
 from collections.abc import Iterator
 
+import pyarrow.dataset as ds
 import pytest
 import s3fs
 
 from peer import metrics
+from peer.job.spec import Task
 from peer.plugins import PluginError, Recovery
 from peer.plugins.jsonl import exactly_once_output
 from peer.plugins.jsonl import input as jsonl_input
+from peer.plugins.parquet import output as parquet_output
 from peer.plugins.places import STAGING
 from peer.plugins.staged import StagedEpochs, staged_epochs, stem
 from peer.runtime import storage
@@ -280,3 +283,30 @@ def test_a_member_with_a_wrong_secret_is_refused_in_one_line_and_joins_nothing(
     assert_one_line_error(result, 1, f"checkpoint storage {url} cannot be written", "signature")
     shown = onyx("replica", "--json", "--zookeeper", zookeeper.address, "--tenancy", tenancy)
     assert json.loads(shown.stdout)["groups"] == []
+
+
+def test_the_parquet_sink_publishes_a_partitioned_table_to_the_store(object_store, prefix):
+    """Two slots, one epoch each: the table on the store is the committed rows, Hive-partitioned,
+    and pyarrow reads it back through the same client."""
+    table = Task(
+        "write", "output", plugin="peer.plugins.parquet:output",
+        schema={"id": "bigint", "k": "string"},
+        params={"path": f"s3://{prefix}/table", "partition_by": ["k"]},
+    )  # fmt: skip
+    for slot in (0, 1):
+        sink = parquet_output(table, slot, 2)
+        sink.recover(Recovery(None, None, Epoch(1, 1)))
+        sink.prepare([{"id": slot * 10 + n, "k": "ab"[n % 2]} for n in range(4)])
+        assert sink.write()
+        sink.checkpoint(Epoch(1, 1)).durable.result()
+        sink.committed(Epoch(1, 1))
+        sink.drained().result()
+        sink.close()
+    fs = object_store.filesystem()
+    dataset = ds.dataset(
+        f"{prefix}/table", filesystem=fs, format="parquet", partitioning="hive",
+        exclude_invalid_files=True,
+    )  # fmt: skip
+    rows = sorted((r["id"], r["k"]) for r in dataset.to_table().to_pylist())
+    assert rows == sorted((s * 10 + n, "ab"[n % 2]) for s in (0, 1) for n in range(4))
+    assert not [p for p in fs.find(f"{prefix}/table") if STAGING in p]
