@@ -273,7 +273,8 @@ def _checkpoints_arg(parser: argparse.ArgumentParser) -> None:
         default=str(Path("~/.onyx/checkpoints").expanduser()),
         metavar="URL",
         help="checkpoint storage: a directory or fsspec URL that every group of the cluster "
-        "reaches (the default suits one machine)",
+        "reaches, such as s3://BUCKET/PATH (endpoint and credentials from AWS_ENDPOINT_URL, "
+        "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or ~/.aws); the default suits one machine",
     )
 
 
