@@ -7,6 +7,8 @@ roll them; some rows are dirty the way real click logs are (bots, missing users,
 with other case or a trailing slash), for the pipeline's cleaning step to deal with. The same seed
 gives the same files, so two runs of the pipeline can be compared row for row. The sessions
 table of an earlier run goes too: a table belongs to one job, and new input means a new job.
+``--out`` is a directory or an object store's URL (``s3://BUCKET/PATH``, the endpoint and
+credentials from the standard AWS environment variables).
 
     python -m examples.clickstream.generate [--out out/clickstream] [--events N] [--seed S]
 """
@@ -14,15 +16,16 @@ table of an earlier run goes too: a table belongs to one job, and new input mean
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import random
-import shutil
 import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from peer.runtime.storage import open_url
 from peer.spark.schema import to_table
 
 START = 1_767_225_600.0
@@ -88,16 +91,20 @@ def _view(user: str, t: float, agent: str, page: str, rng: random.Random) -> dic
     }
 
 
-def write(out: Path, count: int, users: int, files: int, seed: int) -> None:
+def write(out: str | Path, count: int, users: int, files: int, seed: int) -> None:
+    """The events and pages under ``out``, a directory or an object store's URL."""
     rows = events(count, users, random.Random(seed))
+    fs, root = open_url(str(out))
     for old in ("events", "sessions"):
-        shutil.rmtree(out / old, ignore_errors=True)
-    (out / "events").mkdir(parents=True)
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(f"{root}/{old}", recursive=True)
+    fs.makedirs(f"{root}/events", exist_ok=True)
     per_file = -(-len(rows) // files)
     for index in range(files):
         part = rows[index * per_file : (index + 1) * per_file]
-        pq.write_table(to_table(part, SCHEMA), out / "events" / f"part-{index:04d}.parquet")
-    with open(out / "pages.csv", "w", newline="") as f:
+        with fs.open(f"{root}/events/part-{index:04d}.parquet", "wb") as f:
+            pq.write_table(to_table(part, SCHEMA), f)
+    with fs.open(f"{root}/pages.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["page", "section"])
         writer.writerows(pages())
@@ -105,7 +112,7 @@ def write(out: Path, count: int, users: int, files: int, seed: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="generate", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("out/clickstream"))
+    parser.add_argument("--out", default="out/clickstream", help="a directory or s3://BUCKET/PATH")
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--users", type=int, default=2_000)
     parser.add_argument("--files", type=int, default=8)
@@ -114,9 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.events, args.users, args.files) < 1:
         parser.error("--events, --users and --files must be at least 1")
     write(args.out, args.events, args.users, args.files, args.seed)
+    out = args.out.rstrip("/")
     print(
         f"{args.events} events of {args.users} users in {args.files} Parquet files under "
-        f"{args.out / 'events'}; pages in {args.out / 'pages.csv'}"
+        f"{out}/events; pages in {out}/pages.csv"
     )
     return 0
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import os
 from typing import Any
 
 import pyarrow as pa
@@ -23,6 +22,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+
+from peer.runtime.storage import attempts, open_url
 
 OTHER = "other"
 """The section of a page the pages table does not name."""
@@ -48,8 +49,11 @@ def clean(df: DataFrame, params: dict[str, Any]) -> DataFrame:
 
 @functools.cache
 def _pages(spark: SparkSession, path: str) -> DataFrame:
-    """The pages table, read once per session and kept: every batch joins with it."""
-    return spark.read.option("header", "true").csv(path).cache()
+    """The pages table, read once per session and kept: every batch joins with it. The driver
+    reads it, as ``clean_arrow`` does, and hands Spark its rows, so that it may be on an object
+    store Spark has no connector for, and need not be on a cluster's workers."""
+    pages, sections = _pages_arrow(path)
+    return spark.createDataFrame(pa.table({"page": pages, "section": sections})).cache()
 
 
 def clean_arrow(batch: pa.RecordBatch, params: dict[str, Any]) -> pa.RecordBatch:
@@ -82,17 +86,21 @@ def _cleaned(views: pa.Schema) -> pa.Schema:
 
 def _pages_arrow(path: str) -> tuple[pa.Array, pa.Array]:
     """The pages table's pages and their sections, read once per process and again when the file
-    changes."""
-    return _read_pages(path, os.stat(path).st_mtime_ns)
+    changes. ``path`` is a file or an object store's URL; a store's reads are retried while it is
+    out of reach (the job rolls back if it stays so)."""
+    fs, at = open_url(path)
+    return _read_pages(path, attempts(fs)("read", path, lambda: fs.checksum(at)))
 
 
 @functools.cache
 def _read_pages(path: str, version: int) -> tuple[pa.Array, pa.Array]:
     """Read as Spark reads the CSV: every column a string, an empty field null. A page named
     twice would make the join give a view twice, so it is refused, naming the file."""
+    fs, at = open_url(path)
+    data = attempts(fs)("read", path, lambda: fs.cat_file(at))
     strings = {"page": pa.string(), "section": pa.string()}
-    options = pcsv.ConvertOptions(column_types=strings, strings_can_be_null=True)
-    table = pcsv.read_csv(path, convert_options=options)
+    options = pcsv.ConvertOptions(column_types=strings, null_values=[""], strings_can_be_null=True)
+    table = pcsv.read_csv(pa.BufferReader(data), convert_options=options)
     pages, sections = table.column("page").combine_chunks(), table.column("section")
     if len(pc.unique(pages.drop_null())) != len(pages.drop_null()):
         raise ValueError(f"pages table {path}: a page is named more than once")

@@ -25,6 +25,21 @@ it]``: recovery never reads a finished split again, and reads the current one ag
 the rows handed out already. That holds while the data set and the number of slots stay as they
 were: a file added or removed shifts the indices.
 
+A ``params.path`` on an object store (any URL fsspec opens that is not a local path: ``s3://``,
+its endpoint and credentials the standard AWS environment variables) is listed and read by the
+engine itself, with fsspec and pyarrow, not by Spark: Spark's Hadoop has no connector for it here,
+and on a cluster its workers would have nothing to read it with. The splits and the checkpoint
+are the same. The listing is Spark's: the file, every file under the directory, or what the glob
+matches, names starting with ``_`` or ``.`` below it skipped; partition columns are read from the
+``col=value`` directories below the directory (or ``options.basePath``), their types inferred as
+Spark infers them (int, bigint, double, date, else string) unless declared. Without a declared
+schema the first file's, with the partition columns, is every split's. The options followed are
+``basePath``, and for CSV ``header`` (false unless given, as Spark's), ``sep`` (or ``delimiter``)
+and ``inferSchema`` (without it every column is a string, as in Spark); any other is refused, lest
+the files be read otherwise than asked. Every operation on the store is retried while it is out of
+reach (``peer.runtime.storage.retried``); past that the StorageError rolls the job back. A local
+path, a catalog table, and a URL fsspec cannot open here (``hdfs://``) are Spark's to read.
+
 ``stream`` watches the directory ``params.path`` (local, as it lists it with ``os.scandir``)
 every ``params.interval`` seconds (1.0) for files matching ``params.pattern`` (``*``). Names
 starting with ``.`` or ``_`` are never read, so a writer makes a file under such a name and
@@ -36,39 +51,64 @@ every file, as the directory is not consumed.
 
 Neither source consumes what it reads, so a commit has nothing to acknowledge. Every error,
 including Spark's from the pool (raised by the ``poll`` that finds it), is a PluginError naming
-the task, the plugin and the path.
+the task, the plugin and the path; a store out of reach is a StorageError naming them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import json
 import os
 import re
 import time
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+import pyarrow.json as pjson
+import pyarrow.orc as porc
+import pyarrow.parquet as pq
 
 from peer.job.schema import SchemaError, parse
 from peer.job.spec import Task
-from peer.plugins import PluginError, Recovery, error, natural, param
+from peer.plugins import PluginError, Recovery, error, natural, param, where
 from peer.runtime.checkpoints import Epoch
 from peer.runtime.columnar import Batch, concat, from_table
+from peer.runtime.storage import StorageError, is_local, open_url, retried
 from peer.spark.schema import arrow_schema, spark_ddl
 from peer.spark.session import session, submit
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
 FORMATS = ("parquet", "orc", "json", "csv", "text")
 """File formats whose files Spark reads one by one, each whole on its own."""
 DEFAULT_FORMAT = "parquet"
+STORE_OPTIONS = {
+    "basePath": FORMATS,
+    "header": ("csv",),
+    "sep": ("csv",),
+    "delimiter": ("csv",),
+    "inferSchema": ("csv",),
+}
+"""The reader options the engine follows when it reads an object store itself, and for which
+formats."""
+PARTITION_TYPES = (pa.int32(), pa.int64(), pa.float64(), pa.date32())
+"""What a partition value is taken for, the first that every value of its column fits, as Spark
+infers it; else a string."""
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+"""The directory name a null partition value is written as."""
 _TABLE_NAME = re.compile(r"(`[^`]+`|\w+)(\.(`[^`]+`|\w+))*")
+_GLOB = re.compile(r"[*?\[]")
+_LINE_END = re.compile(r"\r\n|\r|\n")
 _REASON_LIMIT = 1000
 
 
@@ -79,11 +119,14 @@ def input(task: Task, slot: int, slots: int) -> SparkInput:
         raise error(task, "give exactly one of params.path (files) and params.table (a table)")
     if has_path:
         path = param(task, "path", "a path string Spark can read", _is_text)
-        source = _Source(path, None, _format(task, path, DEFAULT_FORMAT))
+        source = _Source(path, None, _format(task, path, DEFAULT_FORMAT), store=_store(path))
     else:
         name = param(task, "table", "a table name", _is_table_name)
         source = _Source(None, name, _format(task, name, None))
-    source = replace(source, options=_options(task), schema=_declared(task))
+    options = _options(task)
+    if source.store is not None:
+        options = _store_options(task, source.format or DEFAULT_FORMAT, options)
+    source = replace(source, options=options, schema=_declared(task))
     return SparkInput(task, submit(_plan, task, source, slot, slots))
 
 
@@ -96,9 +139,18 @@ def stream(task: Task, slot: int, slots: int) -> SparkStream:
     interval = task.params.get("interval", 1.0)
     if isinstance(interval, bool) or not isinstance(interval, int | float) or interval <= 0:
         raise error(task, f"params.interval must be seconds > 0, got {interval!r}")
-    reader = _Reader(_format(task, directory, DEFAULT_FORMAT), _options(task), _declared(task))
+    kind = _format(task, directory, DEFAULT_FORMAT)
+    reader = _Reader(kind, _options(task), _ddl(_declared(task)))
     watch = _Watch(directory, pattern, slot, slots)
     return SparkStream(task, reader, watch, float(interval))
+
+
+@dataclass(frozen=True)
+class _Store:
+    """An object store's filesystem and the path on it that ``params.path`` names."""
+
+    fs: Any
+    path: str
 
 
 @dataclass(frozen=True)
@@ -110,8 +162,10 @@ class _Source:
     format: str | None
     """None for a table: its own format, from the catalog."""
     options: Mapping[str, str] | None = None
-    schema: str | None = None
-    """The declared schema as Spark DDL; None infers it."""
+    schema: pa.Schema | None = None
+    """The declared schema; None infers it."""
+    store: _Store | None = None
+    """Where the engine reads ``path`` itself; None when Spark reads it."""
 
 
 @dataclass(frozen=True)
@@ -123,10 +177,46 @@ class _Reader:
     schema: StructType | str | None
     """None only until a stream's first file fixes it."""
 
+    def read(self, path: str) -> tuple[StructType, pa.Table]:
+        """One whole file as Arrow, and the schema it was read with."""
+        spark_reader = session().read.format(self.format).options(**self.options)
+        if self.schema is not None:
+            spark_reader = spark_reader.schema(self.schema)
+        frame = spark_reader.load(path)
+        return frame.schema, frame.toArrow()
+
+
+@dataclass(frozen=True)
+class _StoreReader:
+    """How the engine reads every split of a data set on an object store, as Spark's reader
+    would, so that all of them agree."""
+
+    fs: Any
+    format: str
+    options: Mapping[str, str]
+    """Lower-cased keys, as Spark's options are case-blind."""
+    base: str | None
+    """The directory whose ``col=value`` subdirectories hold partition columns, if any."""
+    schema: pa.Schema
+    partitions: frozenset[str]
+    """The schema's columns taken from the directories, not from the files."""
+
+    def read(self, url: str) -> tuple[pa.Schema, pa.Table]:
+        """One whole file as Arrow, in the data set's schema."""
+        data = _fetch(self.fs, url)
+        fields = [field for field in self.schema if field.name not in self.partitions]
+        table = _parse(self.format, data, self.options, pa.schema(fields))
+        values = _partition_values(self.base, url)
+        columns = {
+            name: _partition_column(values.get(name), self.schema.field(name).type, len(table))
+            for name in self.partitions
+        }
+        return self.schema, _conform(table, self.schema, columns)
+
 
 @dataclass(frozen=True)
 class _Plan:
-    reader: _Reader
+    reader: _Reader | _StoreReader
     files: list[str]
     """This slot's splits, in order."""
 
@@ -286,12 +376,12 @@ class SparkStream:
 
 class _Splits:
     """The files a slot has still to hand out, in order. The first is handed out from ``offset``
-    once Spark has read it, while the one after it loads; both sources keep their place here."""
+    once it is read, while the one after it loads; both sources keep their place here."""
 
     def __init__(
         self,
         task: Task,
-        reader: _Reader,
+        reader: _Reader | _StoreReader,
         locate: Callable[[str], str],
         names: list[str],
         *,
@@ -305,7 +395,7 @@ class _Splits:
         self.names = names
         self.offset = offset
         self._table: pa.Table | None = None
-        self._loads: dict[str, Future[tuple[StructType, pa.Table]]] = {}
+        self._loads: dict[str, Future[tuple[Any, pa.Table]]] = {}
 
     def poll(self, limit: int) -> Batch:
         """Up to ``limit`` rows from the loaded files, going on to the next file if it is ready:
@@ -370,44 +460,53 @@ class _Splits:
                 self._loads[name] = submit(_read, self._task, self._reader, path)
 
 
-def _read(task: Task, reader: _Reader, path: str) -> tuple[StructType, pa.Table]:
+def _read(task: Task, reader: _Reader | _StoreReader, path: str) -> tuple[Any, pa.Table]:
     """One whole file as Arrow, and the schema it was read with; runs in the pool."""
-    try:
-        spark_reader = session().read.format(reader.format).options(**reader.options)
-        if reader.schema is not None:
-            spark_reader = spark_reader.schema(reader.schema)
-        frame = spark_reader.load(path)
-        return frame.schema, frame.toArrow()
-    except Exception as e:
-        raise error(task, f"reading {path!r} failed: {_reason(e)}") from e
+    with _failing(task, f"reading {path!r} failed"):
+        return reader.read(path)
 
 
 def _plan(task: Task, source: _Source, slot: int, slots: int) -> _Plan:
-    """Start Spark, list the data set and fix its schema; runs in the pool."""
+    """List the data set and fix its schema, with Spark (starting it) or, on an object store,
+    in the engine; runs in the pool."""
     what = repr(source.path) if source.table is None else f"table {source.table}"
-    try:
-        spark = session()
-        if source.path is not None:
-            reader, files = _plan_path(spark, source.path, source)
+    with _failing(task, f"cannot read {what}"):
+        if source.store is not None:
+            reader, files = _plan_store(source.store, source)
+        elif source.path is not None:
+            reader, files = _plan_path(session(), source.path, source)
         else:
-            reader, files = _plan_table(task, spark, source)
+            reader, files = _plan_table(task, session(), source)
+    return _Plan(reader, sorted(files)[slot::slots])
+
+
+@contextlib.contextmanager
+def _failing(task: Task, doing: str) -> Iterator[None]:
+    """Any failure as one line naming the task and what it was doing: a PluginError, or a
+    StorageError for a store out of reach, which rolls the job back instead of killing it."""
+    try:
+        yield
     except PluginError:
         raise
+    except StorageError as e:
+        raise StorageError(f"{where(task)}: {doing}: {e}") from e
+    except FileNotFoundError as e:
+        raise error(task, f"{doing}: there is no such file or directory") from e
     except Exception as e:
-        raise error(task, f"cannot read {what}: {_reason(e)}") from e
-    return _Plan(reader, sorted(files)[slot::slots])
+        raise error(task, f"{doing}: {_reason(e)}") from e
 
 
 def _plan_path(spark: SparkSession, path: str, source: _Source) -> tuple[_Reader, list[str]]:
     """The files Spark finds at ``path``, read with a directory as their ``basePath``."""
     kind, options = source.format or DEFAULT_FORMAT, dict(source.options or {})
+    schema = _ddl(source.schema)
     spark_reader = spark.read.format(kind).options(**options)
-    if source.schema is not None:
-        spark_reader = spark_reader.schema(source.schema)
+    if schema is not None:
+        spark_reader = spark_reader.schema(schema)
     frame = spark_reader.load(path)
     if "basePath" not in options and _is_directory(spark, path):
         options["basePath"] = path
-    return _Reader(kind, options, source.schema or frame.schema), frame.inputFiles()
+    return _Reader(kind, options, schema or frame.schema), frame.inputFiles()
 
 
 def _plan_table(task: Task, spark: SparkSession, source: _Source) -> tuple[_Reader, list[str]]:
@@ -429,7 +528,7 @@ def _plan_table(task: Task, spark: SparkSession, source: _Source) -> tuple[_Read
         raise error(task, f"the catalog hides table {name}'s option {hidden[0]!r}: give it in "
                     "params.options")  # fmt: skip
     frame = spark.table(name)
-    return _Reader(provider, options, source.schema or frame.schema), frame.inputFiles()
+    return _Reader(provider, options, _ddl(source.schema) or frame.schema), frame.inputFiles()
 
 
 def _is_directory(spark: SparkSession, path: str) -> bool:
@@ -441,6 +540,198 @@ def _is_directory(spark: SparkSession, path: str) -> bool:
     return bool(
         filesystem.exists(hadoop_path) and filesystem.getFileStatus(hadoop_path).isDirectory()
     )
+
+
+def _store(path: str) -> _Store | None:
+    """The object store ``path`` is on, for the engine to read; None for a local path, and for a
+    URL no fsspec library here opens (an OSError for ``hdfs://`` without libhdfs), which Spark's
+    Hadoop may read."""
+    try:
+        fs, at = open_url(path)
+    except (ValueError, OSError):
+        return None
+    return None if is_local(fs) else _Store(fs, at)
+
+
+def _store_options(task: Task, kind: str, options: Mapping[str, str]) -> dict[str, str]:
+    """``options`` keyed in lower case, as Spark's are case-blind. One the engine does not follow
+    for ``kind`` is refused, lest the files be read otherwise than asked."""
+    spelled = {name.lower(): name for name in STORE_OPTIONS}
+    for key in options:
+        if kind not in STORE_OPTIONS.get(spelled.get(key.lower(), ""), ()):
+            followed = ", ".join(name for name, kinds in STORE_OPTIONS.items() if kind in kinds)
+            raise error(task, f"params.options {key!r} is not followed for {kind} on an object "
+                        f"store: only {followed}")  # fmt: skip
+    return {key.lower(): value for key, value in options.items()}
+
+
+def _plan_store(store: _Store, source: _Source) -> tuple[_StoreReader, list[str]]:
+    """The files at ``params.path`` on an object store, and the schema every split is read with:
+    the declared one, or the first file's with the partition columns."""
+    fs, kind, options = store.fs, source.format or DEFAULT_FORMAT, dict(source.options or {})
+    files, directory = _list_store(store)
+    base = options.get("basepath", store.path if directory else None)
+    base = None if base is None else fs.unstrip_protocol(fs._strip_protocol(base))
+    values = [_partition_values(base, url) for url in files]
+    names = list(dict.fromkeys(name for found in values for name in found))
+    schema = source.schema
+    if schema is None:
+        first = _parse(kind, _fetch(fs, files[0]), options, None).schema if files else []
+        data = [field for field in first if field.name not in names]
+        inferred = [_partition_type([found.get(name) for found in values]) for name in names]
+        schema = pa.schema(data + list(zip(names, inferred, strict=True)))
+    partitions = frozenset(names).intersection(schema.names)
+    return _StoreReader(fs, kind, options, base, schema, partitions), files
+
+
+def _list_store(store: _Store) -> tuple[list[str], bool]:
+    """The data set's files as URLs, as Spark lists them: the file, every file under the
+    directory, or what the glob matches (a directory it matches, every file under it), with names
+    starting with ``_`` or ``.`` below it skipped; and whether the path is a directory. The
+    listing is fresh: one cached by an earlier read could miss files the other peers see."""
+    fs, path = store.fs, store.path
+    glob = _GLOB.search(path)
+
+    def listing() -> list[str]:
+        fs.invalidate_cache()
+        roots = fs.glob(path) if glob else [path]
+        return [file for root in roots for file in fs.find(root)]
+
+    found = retried("read", fs.unstrip_protocol(path), listing)
+    if not found:
+        raise FileNotFoundError(path)
+    top = path[: path.rfind("/", 0, glob.start()) + 1] if glob else path
+    files = sorted(
+        fs.unstrip_protocol(file)
+        for file in set(found)
+        if not any(name.startswith(("_", ".")) for name in file[len(top) :].split("/"))
+    )
+    return files, not glob and found != [path]
+
+
+def _fetch(fs: Any, url: str) -> bytes:
+    """A whole file of the store, retried while the store is out of reach; read before it is
+    parsed, so that a bad file fails at once, not after the retries."""
+    return retried("read", url, lambda: fs.cat_file(url))
+
+
+def _partition_values(base: str | None, url: str) -> dict[str, str | None]:
+    """The ``col=value`` directories between ``base`` and a file, unescaped as Spark writes
+    them."""
+    below = None if base is None else base.rstrip("/") + "/"
+    if below is None or not url.startswith(below):
+        return {}
+    directories = url[len(below) :].split("/")[:-1]
+    pairs = [directory.partition("=") for directory in directories if "=" in directory]
+    return {
+        unquote(name): None if value == NULL_PARTITION else unquote(value)
+        for name, _, value in pairs
+    }
+
+
+def _partition_type(values: list[str | None]) -> pa.DataType:
+    """The type of a partition column's values, as Spark infers it."""
+    present = pa.array([value for value in values if value is not None], pa.string())
+    for kind in PARTITION_TYPES if len(present) else ():
+        with contextlib.suppress(pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pc.cast(present, kind)
+            return kind
+    return pa.string()
+
+
+def _partition_column(value: str | None, kind: pa.DataType, rows: int) -> pa.Array:
+    """A file's partition value, for each of its rows."""
+    return pa.repeat(pa.scalar(value, pa.string()).cast(kind), rows)
+
+
+def _parse(
+    kind: str, data: bytes, options: Mapping[str, str], schema: pa.Schema | None
+) -> pa.Table:
+    """A file's rows, read with ``schema`` (its data columns) or, for the first file without
+    one, as they are; ``_conform`` makes them the data set's."""
+    if kind == "parquet":
+        return pq.read_table(pa.BufferReader(data))
+    if kind == "orc":
+        return porc.read_table(pa.BufferReader(data))
+    if kind == "json":
+        return _json(data, schema)
+    if kind == "csv":
+        return _csv(data, options, schema)
+    return _text(data)
+
+
+def _json(data: bytes, schema: pa.Schema | None) -> pa.Table:
+    """JSON lines; with a schema, its fields alone, as Spark reads them. Without one, the fields
+    in name order and a time as text, as Spark infers them."""
+    if schema is None:
+        inferred = sorted(pjson.read_json(pa.BufferReader(data)).schema, key=lambda f: f.name)
+        text = [f.with_type(pa.string()) if pa.types.is_timestamp(f.type) else f for f in inferred]
+        return _json(data, pa.schema(text))
+    explicit = pa.schema([_as_text(field) for field in schema])
+    parse = pjson.ParseOptions(explicit_schema=explicit, unexpected_field_behavior="ignore")
+    return pjson.read_json(pa.BufferReader(data), parse_options=parse)
+
+
+def _csv(data: bytes, options: Mapping[str, str], schema: pa.Schema | None) -> pa.Table:
+    """CSV as Spark reads it: a header line only if ``header`` is true, else columns named
+    ``_c0``, ``_c1``...; without a schema, every column a string unless ``inferSchema`` is true;
+    an empty field null. A schema's columns are taken by position, as Spark takes them."""
+    header = options.get("header", "false").lower() == "true"
+    parse = pcsv.ParseOptions(delimiter=options.get("sep", options.get("delimiter", ",")))
+    if schema is None:
+        read = pcsv.ReadOptions(autogenerate_column_names=not header)
+        found = pcsv.open_csv(pa.BufferReader(data), read_options=read, parse_options=parse).schema
+        names = found.names if header else [f"_c{i}" for i in range(len(found))]
+        infer = options.get("inferschema", "false").lower() == "true"
+        types = {} if infer else dict.fromkeys(names, pa.string())
+    else:
+        names, types = schema.names, {field.name: _as_text(field).type for field in schema}
+    read = pcsv.ReadOptions(column_names=names, skip_rows=int(header))
+    convert = pcsv.ConvertOptions(column_types=types, null_values=[""], strings_can_be_null=True)
+    return pcsv.read_csv(
+        pa.BufferReader(data), read_options=read, parse_options=parse, convert_options=convert
+    )
+
+
+def _text(data: bytes) -> pa.Table:
+    """A row for each line, in a ``value`` column, as Spark reads text: the last line's end
+    begins no line after it."""
+    lines = _LINE_END.split(data.decode("utf-8", "replace"))
+    if lines[-1] == "":
+        lines.pop()
+    return pa.table({"value": pa.array(lines, pa.string())})
+
+
+def _as_text(field: pa.Field) -> pa.Field:
+    """How a text format's reader is asked for a column: a date or a zoned time as a string, for
+    ``_cast``, as Arrow's JSON reader parses no date and its CSV reader no zoned time without its
+    offset."""
+    zoned = pa.types.is_timestamp(field.type) and field.type.tz is not None
+    return field.with_type(pa.string()) if zoned or pa.types.is_date(field.type) else field
+
+
+def _conform(table: pa.Table, schema: pa.Schema, given: Mapping[str, pa.Array]) -> pa.Table:
+    """A file's rows in the data set's schema, as Spark reads a file with one: its columns in
+    order, a column the file lacks null, one the schema lacks dropped; ``given`` (the partition
+    columns) as they are."""
+
+    def column(field: pa.Field) -> pa.Array | pa.ChunkedArray:
+        if field.name in given:
+            return given[field.name]
+        if field.name in table.column_names:
+            return _cast(table.column(field.name), field.type)
+        return pa.nulls(len(table), field.type)
+
+    return pa.Table.from_arrays([column(field) for field in schema], schema=schema)
+
+
+def _cast(column: pa.ChunkedArray, kind: pa.DataType) -> pa.ChunkedArray:
+    """A column as ``kind``; a time without an offset is UTC's, as Spark's session reads it."""
+    if pa.types.is_string(column.type) and pa.types.is_timestamp(kind) and kind.tz is not None:
+        with contextlib.suppress(pa.ArrowInvalid):
+            return column.cast(kind)
+        return column.cast(pa.timestamp(kind.unit)).cast(kind)
+    return column.cast(kind)
 
 
 def _list_directory(task: Task, watch: _Watch) -> list[str]:
@@ -482,14 +773,19 @@ def _options(task: Task) -> dict[str, str]:
     }
 
 
-def _declared(task: Task) -> str | None:
-    """The declared schema as Spark DDL, or None to infer it."""
+def _declared(task: Task) -> pa.Schema | None:
+    """The declared schema, or None to infer it."""
     if task.schema is None:
         return None
     try:
-        return spark_ddl(arrow_schema(parse(task.schema)))
+        return arrow_schema(parse(task.schema))
     except SchemaError as e:
         raise error(task, f"schema {e}") from e
+
+
+def _ddl(schema: pa.Schema | None) -> str | None:
+    """A declared schema as Spark's reader takes it."""
+    return None if schema is None else spark_ddl(schema)
 
 
 def _reason(e: BaseException) -> str:
