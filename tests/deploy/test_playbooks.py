@@ -16,8 +16,8 @@ PLAYBOOKS = sorted((REPO / "deploy").glob("*.yml"))
 
 def test_deploy_has_site_and_one_playbook_per_service():
     names = {path.stem for path in PLAYBOOKS}
-    services = {"zookeeper", "aeron_media_driver", "spark", "peers", "prometheus", "alertmanager",
-                "grafana", "node_exporter"}  # fmt: skip
+    services = {"zookeeper", "aeron_media_driver", "spark", "seaweedfs", "peers", "prometheus",
+                "alertmanager", "grafana", "node_exporter"}  # fmt: skip
     assert {"site", "rolling_restart"} | services <= names
 
 

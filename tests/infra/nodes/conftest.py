@@ -47,6 +47,7 @@ ROLE_GROUPS = {
     "node_exporter": ("all",),
     "zookeeper": ("zookeeper",),
     "spark": ("spark_master", "spark_workers"),
+    "seaweedfs": ("seaweedfs",),
     "aeron_media_driver": ("peers",),
     "peer": ("peers",),
     "prometheus": ("prometheus",),

@@ -1,12 +1,14 @@
 """roles/peer: each node runs one onyx peer member, the hardened onyx-peer.service, with its
 worker processes; it alone holds a ZooKeeper session, serves the node's metrics, and has joined
-the one ring with all the node's virtual peers. Nothing of the per-core onyx-peer@<i> groups of
-earlier releases is left."""
+the one ring with all the node's virtual peers; it keeps its checkpoints in the object store and
+runs its Spark work on the Spark master when the inventory has them. Nothing of the per-core
+onyx-peer@<i> groups of earlier releases is left."""
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 import tomllib
 from collections import Counter
 from typing import Any
@@ -228,3 +230,56 @@ def test_the_ring_holds_one_member_per_node_with_all_its_virtual_peers(
         for g in current["groups"]
     }
     assert peers == {n.var("peer_bind"): int(n.var("peer_vpeers")) for n in nodes}
+
+
+def test_the_member_uses_the_object_store_and_the_spark_cluster(node: Node, cluster: Cluster):
+    """With a seaweedfs group, the member keeps its checkpoints in the store's bucket and has the
+    endpoint (its host's own gateway, else the first store host's) and the credentials in its
+    environment, and its workers too, from a file only root and the service user read; without
+    one there is no such file. With a spark_master group it runs its Spark work there."""
+    doc = tomllib.loads(file_text(node.host, config_file(node)))
+    env_file = node.var("__peer_s3_env_file")
+    stores = cluster.group("seaweedfs")
+    if stores:
+        bucket = node.var("seaweedfs_bucket")
+        assert doc["checkpoints"] == f"s3://{bucket}/checkpoints"
+        store = next((s for s in stores if s.name == node.name), stores[0])
+        endpoint = f"http://{store.var('seaweedfs_address')}:{store.var('seaweedfs_s3_port')}"
+        expected = {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": store.var("seaweedfs_s3_access_key"),
+            "AWS_SECRET_ACCESS_KEY": store.var("seaweedfs_s3_secret_key"),
+        }
+        file = node.host.file(env_file)
+        user, group = node.var("__peer_user"), node.var("__peer_group")
+        assert (file.user, file.group, file.mode) == (user, group, 0o600)
+        lines = [line for line in file_text(node.host, env_file).splitlines() if "=" in line]
+        assert dict(line.split("=", 1) for line in lines if not line.startswith("#")) == expected
+        unit = node.var("__peer_unit")
+        files = node.host.check_output("systemctl show -p EnvironmentFiles --value %s", unit)
+        assert files.split()[0] == env_file, files
+        # The member and every worker run with them.
+        main = main_pid(node)
+        for pid in [main, *children(node, main)]:
+            environ = node.host.run("tr '\\0' '\\n' < /proc/%s/environ", str(pid)).stdout
+            found = dict(line.split("=", 1) for line in environ.splitlines() if "=" in line)
+            assert {k: found.get(k) for k in expected} == expected, f"process {pid}"
+        # The endpoint answers the member's credentials for its bucket.
+        config = shlex.quote(f'user = "{expected["AWS_ACCESS_KEY_ID"]}:'
+                             f'{expected["AWS_SECRET_ACCESS_KEY"]}"')  # fmt: skip
+        status = node.host.check_output(
+            f"printf '%s\\n' {config} | curl --silent --output /dev/null --max-time 20 "
+            f"--write-out '%{{http_code}}' --config - --aws-sigv4 aws:amz:us-east-1:s3 --head "
+            f"{shlex.quote(endpoint + '/' + bucket)}"
+        )
+        assert status == "200", f"{endpoint}/{bucket}: HTTP {status}"
+    else:
+        assert not node.host.file(env_file).exists
+        assert not str(doc["checkpoints"]).startswith("s3://")
+    masters = cluster.group("spark_master")
+    if masters:
+        master = masters[0]
+        expected_master = f"spark://{master.address}:{master.var('spark_master_port')}"
+    else:
+        expected_master = "local[*]"
+    assert doc["peer"]["start"]["spark_master"] == expected_master
