@@ -174,7 +174,7 @@ class ObjectStore:
         flags = [f"{flag}={port}" for flag, port in self.ports.items()]
         log = (self.dir / "server.log").open("ab")
         self.process = subprocess.Popen(
-            [str(WEED), "mini", f"-dir={self.dir / 'data'}", "-ip=127.0.0.1",
+            [str(WEED), f"-logdir={self.dir}", "mini", f"-dir={self.dir / 'data'}", "-ip=127.0.0.1",
              "-ip.bind=127.0.0.1", f"-s3.port={self.port}", f"-s3.config={self.dir / 's3.json'}",
              "-s3.port.iceberg=0", "-s3.port.lance=0", "-s3.autoCreateBucket=false",
              "-admin.ui=false", "-webdav=false",

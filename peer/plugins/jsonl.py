@@ -52,6 +52,12 @@ def input(task: Task, slot: int, slots: int) -> JsonlInput:
     """The factory named ``peer.plugins.jsonl:input``: a local file, or an object store's
     (through fsspec), whose read failures roll the job back rather than kill it."""
     path = param(task, "path", "a file path string or an fsspec URL", is_path)
+    return JsonlInput(task, path, opened(task, path), slot, slots)
+
+
+def opened(task: Task, path: str) -> Opened:
+    """The file at ``path`` opened for the input of ``task``; a PluginError, or a StorageError
+    for a store out of reach, says why it cannot be."""
     try:
         fs, at = open_url(path)
     except ValueError as e:
@@ -59,15 +65,13 @@ def input(task: Task, slot: int, slots: int) -> JsonlInput:
     try:
         if is_local(fs):
             file = open(at, "rb")  # noqa: SIM115 - the input owns it until close()
-            opened = Opened(file, os.fstat(file.fileno()).st_size, PluginError)
-        else:
-            size = retried("read", path, lambda: fs.size(at))
-            opened = Opened(retried("read", path, lambda: fs.open(at, "rb")), size, StorageError)
+            return Opened(file, os.fstat(file.fileno()).st_size, PluginError)
+        size = retried("read", path, lambda: fs.size(at))
+        return Opened(retried("read", path, lambda: fs.open(at, "rb")), size, StorageError)
     except StorageError as e:
         raise StorageError(f"{where(task)}: {e}") from e
     except OSError as e:
         raise error(task, f"cannot open {path!r}: {e.strerror or e}") from e
-    return JsonlInput(task, path, opened, slot, slots)
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,6 @@ from collections.abc import Callable
 from pathlib import Path, PurePath
 from typing import Any, Protocol
 
-import fsspec
-
 from peer.job.spec import Task
 from peer.plugins import error, where
 from peer.plugins.files import fsync_directory, fsync_path, names, publish
@@ -194,7 +192,8 @@ class StorePlace:
     """Epochs written in a scratch directory of this process, staged under
     ``<root>/_staging`` on an object store with a manifest each, and published by copies."""
 
-    def __init__(self, task: Task, fs: fsspec.AbstractFileSystem, root: str) -> None:
+    def __init__(self, task: Task, fs: Any, root: str) -> None:
+        """``fs`` is the store's client as peer.runtime.storage.open_url gives it (bounded)."""
         self._task = task
         self._fs = fs
         self._root = root

@@ -50,7 +50,7 @@ from peer.log import subscriber
 from peer.log.entry import Transition
 from peer.log.replica import Replica
 from peer.log.store import LogStore, StoreError
-from peer.plugins.jsonl import JsonlInput
+from peer.plugins.jsonl import JsonlInput, opened
 from peer.runtime.checkpoints import Commits, Epoch
 from tests.chaos.pacing import pace
 from tests.chaos.test_exactly_once import USERS
@@ -112,7 +112,7 @@ class HeldInput(JsonlInput):
 def held_input(task: Task, slot: int, slots: int) -> HeldInput:
     """The factory named ``tests.chaos.nemesis:held_input``: ``peer.plugins.jsonl:input``'s."""
     path = task.params["path"]
-    return HeldInput(task, path, open(path, "rb"), slot, slots)  # closed by the input
+    return HeldInput(task, path, opened(task, path), slot, slots)
 
 
 def held(segment: dict[str, Any]) -> dict[str, Any]:

@@ -61,10 +61,10 @@ def published(out: Path) -> list[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> list[str]:
-    """The same job without failures, in one process."""
-    base = tmp_path_factory.mktemp("reference")
+def failure_free(base: Path) -> list[str]:
+    """The job without failures, in one process (`onyx run`), its events written to
+    ``base/events.jsonl``: what every run with failures must publish."""
+    base.mkdir(parents=True, exist_ok=True)
     write_events(base / "events.jsonl")
     (base / "job.yaml").write_text(yaml.safe_dump(job(base / "events.jsonl", base / "out")))
     result = onyx("run", str(base / "job.yaml"), "--vpeers", "5", timeout=600)
@@ -72,6 +72,11 @@ def reference(tmp_path_factory) -> list[str]:
     records = published(base / "out")
     assert len(records) > EVENTS // 20
     return records
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> list[str]:
+    return failure_free(tmp_path_factory.mktemp("reference"))
 
 
 SCALE_MODES = ["--join-direct", "--epidemic-log", "--async-allocation", "--workers", "2"]

@@ -13,8 +13,8 @@ import pytest
 
 from peer import api
 from peer.runtime.checkpoints import Commits
-from tests.chaos.test_exactly_once import job, progressed, published, write_events
-from tests.support import ObjectStore, onyx, wait_for
+from tests.chaos.test_exactly_once import failure_free, job, progressed
+from tests.support import ObjectStore, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -36,16 +36,10 @@ def paced(monkeypatch):
 def test_a_store_killed_mid_run_changes_nothing_in_the_published_output(
     object_store, start_peer, zookeeper, tenancy, tmp_path
 ):
-    write_events(tmp_path / "events.jsonl")
-    (tmp_path / "job.json").write_text(
-        json.dumps(job(tmp_path / "events.jsonl", tmp_path / "reference"))
-    )
-    result = onyx("run", str(tmp_path / "job.json"), "--vpeers", "5", timeout=600)
-    assert result.returncode == 0, result.stderr
-    reference = published(tmp_path / "reference")
-
+    reference = failure_free(tmp_path / "reference")
     root = f"{ObjectStore.BUCKET}/{uuid.uuid4().hex}"
-    object_store.filesystem().put_file(str(tmp_path / "events.jsonl"), f"{root}/events.jsonl")
+    events = tmp_path / "reference" / "events.jsonl"
+    object_store.filesystem().put_file(str(events), f"{root}/events.jsonl")
     checkpoints = ["--checkpoints", f"s3://{root}/checkpoints"]
     groups = [start_peer(vpeers=3, extra=checkpoints) for _ in range(2)]
     store = api.connect(zookeeper.address, tenancy, create=True)

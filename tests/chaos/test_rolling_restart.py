@@ -7,16 +7,15 @@ stands still at a pause's commit and moves from there)."""
 
 from __future__ import annotations
 
-import json
 import signal
 
 import pytest
 
 from peer import api
 from peer.runtime.checkpoints import Commits
-from tests.chaos.test_exactly_once import job, progressed, published, write_events
+from tests.chaos.test_exactly_once import failure_free, job, progressed, published
 from tests.integration.test_metrics import Scrape
-from tests.support import free_port, onyx, wait_for
+from tests.support import free_port, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -41,13 +40,8 @@ def standing_job(events, out) -> dict:
 def test_a_rolling_restart_rolls_no_job_back_and_changes_nothing_in_the_output(
     start_peer, zookeeper, tenancy, tmp_path
 ):
-    write_events(tmp_path / "events.jsonl")
-    (tmp_path / "reference.json").write_text(
-        json.dumps(job(tmp_path / "events.jsonl", tmp_path / "reference"))
-    )
-    result = onyx("run", str(tmp_path / "reference.json"), "--vpeers", "5", timeout=600)
-    assert result.returncode == 0, result.stderr
-    reference = published(tmp_path / "reference")
+    reference = failure_free(tmp_path / "reference")
+    events = tmp_path / "reference" / "events.jsonl"
 
     def member():
         port = free_port()
@@ -58,7 +52,7 @@ def test_a_rolling_restart_rolls_no_job_back_and_changes_nothing_in_the_output(
     store = api.connect(zookeeper.address, tenancy, create=True)
     try:
         wait_for(lambda: len(api.replica(store).peers) >= 3 * MEMBERS, 60, "every peer")
-        job_id = api.submit(store, standing_job(tmp_path / "events.jsonl", tmp_path / "out"))
+        job_id = api.submit(store, standing_job(events, tmp_path / "out"))
         commits = Commits(store, job_id)
         globally = 0.0
         for turn in range(MEMBERS):

@@ -42,12 +42,6 @@ def fresh_clients() -> Iterator[None]:
 
 
 @pytest.fixture
-def prefix(object_store: ObjectStore) -> str:
-    """A path of the bucket of this test's own."""
-    return f"{ObjectStore.BUCKET}/{uuid.uuid4().hex}"
-
-
-@pytest.fixture
 def checkpoints(prefix: str):
     storage_ = CheckpointStorage(f"s3://{prefix}", "tenancy")
     yield storage_
@@ -235,15 +229,20 @@ def test_a_manifest_that_is_not_a_list_of_names_is_named(object_store, prefix):
         epochs(prefix, committed=Epoch(1, 1), version=2)
 
 
-def test_the_exactly_once_jsonl_sink_publishes_its_file_to_the_store(object_store, prefix):
-    sink = exactly_once_output(task(PLUGIN, "output", "write", path=f"s3://{prefix}"), 0, 1)
+def publish_one_epoch(sink, rows) -> None:
+    """A sink's first epoch as a peer runs it: recover, write ``rows``, seal, publish, close."""
     sink.recover(Recovery(None, None, Epoch(1, 1)))
-    sink.prepare([{"user": "u1", "n": 1}, {"user": "u2", "n": 2}])
+    sink.prepare(rows)
     assert sink.write()
     sink.checkpoint(Epoch(1, 1)).durable.result()
     sink.committed(Epoch(1, 1))
     sink.drained().result()
     sink.close()
+
+
+def test_the_exactly_once_jsonl_sink_publishes_its_file_to_the_store(object_store, prefix):
+    sink = exactly_once_output(task(PLUGIN, "output", "write", path=f"s3://{prefix}"), 0, 1)
+    publish_one_epoch(sink, [{"user": "u1", "n": 1}, {"user": "u2", "n": 2}])
     fs = object_store.filesystem()
     files = fs.glob(f"{prefix}/*.jsonl")
     assert [p.rsplit("/", 1)[-1] for p in files] == [f"{stem(Epoch(1, 1), 0)}.jsonl"]
@@ -294,14 +293,8 @@ def test_the_parquet_sink_publishes_a_partitioned_table_to_the_store(object_stor
         params={"path": f"s3://{prefix}/table", "partition_by": ["k"]},
     )  # fmt: skip
     for slot in (0, 1):
-        sink = parquet_output(table, slot, 2)
-        sink.recover(Recovery(None, None, Epoch(1, 1)))
-        sink.prepare([{"id": slot * 10 + n, "k": "ab"[n % 2]} for n in range(4)])
-        assert sink.write()
-        sink.checkpoint(Epoch(1, 1)).durable.result()
-        sink.committed(Epoch(1, 1))
-        sink.drained().result()
-        sink.close()
+        rows = [{"id": slot * 10 + n, "k": "ab"[n % 2]} for n in range(4)]
+        publish_one_epoch(parquet_output(table, slot, 2), rows)
     fs = object_store.filesystem()
     dataset = ds.dataset(
         f"{prefix}/table", filesystem=fs, format="parquet", partitioning="hive",

@@ -25,7 +25,7 @@ from peer import api
 from peer.cluster.local import LocalCluster
 from peer.job.load import from_dict
 from peer.job.spec import Task
-from peer.plugins import PluginError, Recovery, load
+from peer.plugins import PluginError, load
 from peer.runtime.checkpoints import Epoch
 from peer.runtime.columnar import rows as rows_of
 
@@ -98,24 +98,6 @@ def by_id(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 # -- plugins ---------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def start(spark) -> Iterator[Any]:
-    """Start a plugin as a task's start on a peer does: load, then recover; all closed at the
-    end."""
-    started: list[Any] = []
-
-    def start_plugin(task: Task, slot: int = 0, slots: int = 1, checkpoint: Any = None) -> Any:
-        plugin = load(task, slot, slots)
-        started.append(plugin)
-        committed = None if checkpoint is None else Epoch(1, 3)
-        plugin.recover(Recovery(checkpoint, committed, Epoch(2 if committed else 1, 1)))
-        return plugin
-
-    yield start_plugin
-    for plugin in started:
-        plugin.close()
 
 
 def task(plugin: str = INPUT, schema: Any = None, **params: Any) -> Task:

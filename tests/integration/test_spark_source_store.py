@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ import s3fs
 
 from examples.clickstream import generate, pipeline
 from peer.job.spec import Task
-from peer.plugins import PluginError, Recovery, load
+from peer.plugins import PluginError, load
 from peer.runtime import storage
 from peer.runtime.checkpoints import Epoch
 from peer.runtime.columnar import from_table
@@ -36,29 +35,6 @@ pytestmark = pytest.mark.integration
 
 SIZES = (7, 10, 5, 12)
 """Rows in each Parquet file, unequal so that offsets land anywhere."""
-
-
-@pytest.fixture
-def prefix(object_store: ObjectStore) -> str:
-    """A path of the bucket of this test's own."""
-    return f"{ObjectStore.BUCKET}/{uuid.uuid4().hex}"
-
-
-@pytest.fixture
-def start(spark) -> Iterator[Any]:
-    """Start a plugin as a peer does, load then recover; all closed at the end."""
-    started: list[Any] = []
-
-    def start_plugin(task: Task, slot: int = 0, slots: int = 1, checkpoint: Any = None) -> Any:
-        plugin = load(task, slot, slots)
-        started.append(plugin)
-        committed = None if checkpoint is None else Epoch(1, 3)
-        plugin.recover(Recovery(checkpoint, committed, Epoch(2 if committed else 1, 1)))
-        return plugin
-
-    yield start_plugin
-    for plugin in started:
-        plugin.close()
 
 
 @pytest.fixture
