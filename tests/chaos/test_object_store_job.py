@@ -28,21 +28,33 @@ def published_on_store(object_store: ObjectStore, path: str) -> list[str]:
     )
 
 
-@pytest.fixture(autouse=True)
-def paced(monkeypatch):
-    """The members' code is paced, so the job runs long enough for the store to go and come."""
+@pytest.fixture
+def reference(tmp_path, monkeypatch) -> list[str]:
+    """The failure-free run's output, at full speed and on local directories; the members
+    started after it are paced, so that the job runs long enough for the store to go and come.
+    Its events are the test's too."""
+    records = failure_free(tmp_path / "reference")
+    monkeypatch.setenv("ONYX_TEST_PACE", "0.02")
+    return records
+
+
+@pytest.fixture
+def client(zookeeper, tenancy):
+    """A client on the test's tenancy."""
+    store = api.connect(zookeeper.address, tenancy, create=True)
+    yield store
+    store.close()
 
 
 def test_a_store_killed_mid_run_changes_nothing_in_the_published_output(
-    object_store, start_peer, zookeeper, tenancy, tmp_path
+    reference, object_store, start_peer, client, tmp_path
 ):
-    reference = failure_free(tmp_path / "reference")
     root = f"{ObjectStore.BUCKET}/{uuid.uuid4().hex}"
     events = tmp_path / "reference" / "events.jsonl"
     object_store.filesystem().put_file(str(events), f"{root}/events.jsonl")
     checkpoints = ["--checkpoints", f"s3://{root}/checkpoints"]
     groups = [start_peer(vpeers=3, extra=checkpoints) for _ in range(2)]
-    store = api.connect(zookeeper.address, tenancy, create=True)
+    store = client
     try:
         wait_for(lambda: len(api.replica(store).peers) >= 6, 60, "6 peers")
         spec = job(f"s3://{root}/events.jsonl", f"s3://{root}/out")  # type: ignore[arg-type]
@@ -58,7 +70,6 @@ def test_a_store_killed_mid_run_changes_nothing_in_the_published_output(
         object_store.start()
         final = api.wait(store, job_id, 600)
     finally:
-        store.close()
         if object_store.process is not None and object_store.process.poll() is not None:
             object_store.start()  # the session's other tests need it
     assert final.state == "completed", [g.output()[-3000:] for g in groups]

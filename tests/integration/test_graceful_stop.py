@@ -50,7 +50,7 @@ def commits_of(output: str, job_id: str) -> list[Epoch]:
     return [Epoch(int(version), int(number)) for number, version in found]
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "onyx leave"])
+@pytest.mark.parametrize("how", ["SIGTERM"])
 def test_a_stopped_member_hands_its_work_over_as_onyx_leave_does(
     how, members, zookeeper, tenancy, tmp_path
 ):
