@@ -25,7 +25,15 @@ from typing import Any
 
 import yaml
 
-GROUPS = ("zookeeper", "peers", "spark_master", "spark_workers", "prometheus", "grafana")
+GROUPS = (
+    "zookeeper",
+    "peers",
+    "spark_master",
+    "spark_workers",
+    "seaweedfs",
+    "prometheus",
+    "grafana",
+)
 """The inventory groups the playbooks target, in the order the inventory lists them."""
 
 _HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -147,13 +155,20 @@ def members(hosts: Sequence[Host], group: str) -> list[str]:
 
 def check_cluster(hosts: Sequence[Host]) -> None:
     """The checks that span hosts, the same the Terraform module makes: unique names and
-    addresses, an odd ZooKeeper ensemble with distinct ids, one Spark master, workers, peers."""
+    addresses, an odd ZooKeeper ensemble with distinct ids, one Spark master, workers, peers, and
+    an object store that is either absent or an odd 1, 3 or 5 hosts (each runs a Raft master, so
+    the seaweedfs role refuses any other count, but only once the rollout has reached it)."""
     _check_unique(hosts)
     ensemble = members(hosts, "zookeeper")
     if len(ensemble) % 2 == 0:
         listed = ", ".join(ensemble) or "none"
         raise InventoryError(
             f"group zookeeper needs an odd number of hosts, got {len(ensemble)} ({listed})"
+        )
+    store = members(hosts, "seaweedfs")
+    if len(store) not in (0, 1, 3, 5):
+        raise InventoryError(
+            f"group seaweedfs needs none, 1, 3 or 5 hosts, got {len(store)} ({', '.join(store)})"
         )
     masters = members(hosts, "spark_master")
     if len(masters) != 1:

@@ -47,6 +47,7 @@ def test_inventory_has_the_conventions_groups_and_host_vars():
         "peers": ["node-1", "node-2", "node-3"],
         "spark_master": ["node-1"],
         "spark_workers": ["node-2", "node-3"],
+        "seaweedfs": ["node-1", "node-2", "node-3"],
         "prometheus": ["monitor-1"],
         "grafana": ["monitor-1"],
     }
@@ -77,6 +78,28 @@ def test_an_empty_group_is_listed_without_hosts():
     host(outputs, "monitor-1")["groups"] = ["prometheus"]
     inventory = yaml.safe_load(convert(json.dumps(outputs)))["all"]
     assert inventory["children"]["grafana"] == {"hosts": {}}
+
+
+def test_a_cluster_without_an_object_store_lists_the_seaweedfs_group_empty():
+    """Without a seaweedfs group the members keep their checkpoints on a shared mount
+    (group_vars/all.yml), so the object store stays optional."""
+    outputs = example()
+    for name in ("node-1", "node-2", "node-3"):
+        _remove_group(name, "seaweedfs")(outputs)
+    inventory = yaml.safe_load(convert(json.dumps(outputs)))["all"]
+    assert inventory["children"]["seaweedfs"] == {"hosts": {}}
+
+
+def test_the_object_store_may_run_on_a_host_of_its_own():
+    outputs = example()
+    for name in ("node-1", "node-2", "node-3"):
+        _remove_group(name, "seaweedfs")(outputs)
+    hosts_of(outputs).append(
+        {"name": "store-1", "address": "192.0.2.31", "groups": ["seaweedfs"], "vars": {}}
+    )
+    inventory = yaml.safe_load(convert(json.dumps(outputs)))["all"]
+    assert inventory["children"]["seaweedfs"] == {"hosts": {"store-1": {}}}
+    assert inventory["hosts"]["store-1"] == {"ansible_host": "192.0.2.31"}
 
 
 def _drop_inventory(o: dict[str, Any]) -> None:
@@ -124,6 +147,15 @@ BAD = {
         "group zookeeper needs an odd number of hosts, got 2 (node-1, node-2)",
     ),
     "unknown group": (_add_group("node-1", "kafka"), "host node-1: unknown group 'kafka'"),
+    "misspelt seaweedfs": (
+        _add_group("monitor-1", "seaweedf"),
+        "host monitor-1: unknown group 'seaweedf' (known: zookeeper, peers, spark_master,"
+        " spark_workers, seaweedfs, prometheus, grafana)",
+    ),
+    "even seaweedfs count": (
+        _remove_group("node-3", "seaweedfs"),
+        "group seaweedfs needs none, 1, 3 or 5 hosts, got 2 (node-1, node-2)",
+    ),
     "host without groups": (_set("monitor-1", "groups", []), "host monitor-1 has no groups"),
     "two spark masters": (
         _add_group("node-2", "spark_master"),

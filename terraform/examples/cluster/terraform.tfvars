@@ -1,22 +1,23 @@
-# The example cluster: three nodes running the ZooKeeper ensemble, peers and Spark, and one
-# monitoring host. Addresses are from 192.0.2.0/24 (RFC 5737, documentation only).
+# The example cluster: three nodes running the ZooKeeper ensemble, peers, Spark and the object
+# store (SeaweedFS on the peer nodes, so that each member writes through its own host's S3 gateway),
+# and one monitoring host. Addresses are from 192.0.2.0/24 (RFC 5737, documentation only).
 provisioner = "static"
 
 hosts = [
   {
     name    = "node-1"
     address = "192.0.2.11"
-    roles   = ["zookeeper", "peers", "spark_master"]
+    roles   = ["zookeeper", "peers", "seaweedfs", "spark_master"]
   },
   {
     name    = "node-2"
     address = "192.0.2.12"
-    roles   = ["zookeeper", "peers", "spark_workers"]
+    roles   = ["zookeeper", "peers", "seaweedfs", "spark_workers"]
   },
   {
     name    = "node-3"
     address = "192.0.2.13"
-    roles   = ["zookeeper", "peers", "spark_workers"]
+    roles   = ["zookeeper", "peers", "seaweedfs", "spark_workers"]
   },
   {
     name    = "monitor-1"

@@ -20,9 +20,10 @@ variable "hosts" {
   description = <<-EOT
     The cluster's machines. name: the Ansible inventory name (also the sort key that assigns
     zookeeper_id). roles: the inventory groups the host belongs to, from zookeeper, peers,
-    spark_master, spark_workers, prometheus, grafana. address: the host's IPv4 address, required
-    with provisioner "static" and not allowed with "maas" (MAAS assigns it). pool, zone, tags:
-    MAAS allocation constraints for this machine, added to maas_pool, maas_zone and maas_tags.
+    spark_master, spark_workers, seaweedfs (the object store), prometheus, grafana. address: the
+    host's IPv4 address, required with provisioner "static" and not allowed with "maas" (MAAS
+    assigns it). pool, zone, tags: MAAS allocation constraints for this machine, added to
+    maas_pool, maas_zone and maas_tags.
   EOT
 
   validation {
@@ -43,15 +44,20 @@ variable "hosts" {
   validation {
     condition = alltrue([
       for h in var.hosts : length(setsubtract(h.roles, [
-        "zookeeper", "peers", "spark_master", "spark_workers", "prometheus", "grafana",
+        "zookeeper", "peers", "spark_master", "spark_workers", "seaweedfs", "prometheus", "grafana",
       ])) == 0
     ])
-    error_message = "Roles must be among zookeeper, peers, spark_master, spark_workers, prometheus, grafana."
+    error_message = "Roles must be among zookeeper, peers, spark_master, spark_workers, seaweedfs, prometheus, grafana."
   }
 
   validation {
     condition     = contains([1, 3, 5], length([for h in var.hosts : h.name if contains(h.roles, "zookeeper")]))
     error_message = "The zookeeper role needs an odd number of hosts: 1, 3 or 5 (a majority must survive a failure)."
+  }
+
+  validation {
+    condition     = contains([0, 1, 3, 5], length([for h in var.hosts : h.name if contains(h.roles, "seaweedfs")]))
+    error_message = "The seaweedfs role (the object store) needs no host or an odd number: 1, 3 or 5 (each runs a master, and the masters' Raft needs a majority)."
   }
 
   validation {
