@@ -53,6 +53,11 @@ class Recovery:
     """The last epoch committed for the job; None when there is none."""
     start: Epoch
     """The epoch this start's first writes belong to: epoch 1 of the current allocation."""
+    adopted: tuple[Any, ...] = ()
+    """The checkpoints at the committed epoch of the old slots that no slot of this start has,
+    when the task runs on fewer slots than before: slot s of n adopts old slots s + n, s + 2n...
+    An output finishes what they began there (publishing the epochs they staged); the rest may
+    ignore them."""
 
 
 @dataclass(frozen=True)

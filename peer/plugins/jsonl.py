@@ -22,7 +22,9 @@ once its epoch is committed. ``params.path`` is a directory, and it belongs to o
 look only at ``<path>/*.jsonl``. The commit is peer.plugins.staged's: each slot writes an epoch's
 segments, as they come, to ``<stem>.jsonl`` in the epoch's temp directory (made by the epoch's
 first write, so an epoch with nothing written leaves nothing), and the file is published as
-``<path>/<stem>.jsonl``, so the published names sort in epoch order.
+``<path>/<stem>.jsonl``, so the published names sort in epoch order. Its checkpoint is what
+peer.plugins.staged keeps: the stems sealed and not yet known published, which recovery
+publishes by name.
 
 Encoding uses the standard library's C encoder.
 """
@@ -262,7 +264,7 @@ class ExactlyOnceOutput:
         self._staged = b""
 
     def recover(self, recovery: Recovery) -> None:
-        """The directory says all there is to know: no checkpoint is needed."""
+        """The checkpoint names the committed epochs that may still be staged."""
         self._epochs.recover(recovery)
 
     def prepare(self, segments: Batch) -> None:
@@ -292,7 +294,8 @@ class ExactlyOnceOutput:
                 "not written: write() must finish before the barrier",
             )
         self._close_file()
-        return Sealing(None, self._epochs.seal(epoch))
+        durable = self._epochs.seal(epoch)
+        return Sealing(self._epochs.position() or None, durable)
 
     def committed(self, epoch: Epoch) -> None:
         self._epochs.committed(epoch)

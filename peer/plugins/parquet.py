@@ -6,9 +6,10 @@ only once it is committed. It needs pyarrow, not Spark.
 (optional) lists fields to partition by, as ``col=value`` directories the way Spark writes them;
 those fields leave the files and come back as partition columns. Rows are ``task.schema`` when
 the task declares one; otherwise the schema is inferred from the first batch and kept, also
-across restarts, in this slot's checkpoint. A batch is rows or an Arrow record batch: rows go
-through ``peer.spark.schema.to_table``, an Arrow batch is cast column by column, never turned
-into rows; either way a row that does not fit fails at ``prepare`` with the field named, and a
+across restarts, in this slot's checkpoint (``schema``, beside peer.plugins.staged's
+``unpublished``). A batch is rows or an Arrow record batch: rows go through
+``peer.spark.schema.to_table``, an Arrow batch is cast column by column, never turned into rows;
+either way a row that does not fit fails at ``prepare`` with the field named, and a
 ``timestamp`` field (seconds since the epoch in a segment) is a Spark timestamp in the files.
 
 The commit is peer.plugins.staged's. ``prepare``/``write`` keep the open epoch's rows in memory
@@ -69,7 +70,8 @@ class ParquetTableOutput:
         self._written: list[pa.Table] = []
 
     def recover(self, recovery: Recovery) -> None:
-        """The checkpoint only carries an inferred schema, as the directory says all the rest."""
+        """The checkpoint carries an inferred schema, and the committed epochs that may still
+        be staged."""
         if not self._declared:
             self._schema = self._kept(recovery.checkpoint)
         self._epochs.recover(recovery)
@@ -92,7 +94,7 @@ class ParquetTableOutput:
 
     def checkpoint(self, epoch: Epoch) -> Sealing:
         """Hand ``epoch``'s rows to be sealed in the background and go on to the next epoch; the
-        position is the inferred schema, if any, so that a restart keeps writing the same
+        position holds the inferred schema, if any, so that a restart keeps writing the same
         table."""
         if self._prepared:
             rows = sum(table.num_rows for table in self._prepared)
@@ -104,9 +106,10 @@ class ParquetTableOutput:
         tables, self._written = self._written, []
         finish = partial(self._write_parquet, tables) if tables else None
         durable = self._epochs.seal(epoch, finish)
-        if self._declared or self._schema is None:
-            return Sealing(None, durable)
-        return Sealing({"schema": [list(pair) for pair in _pairs(self._schema)]}, durable)
+        kept: dict[str, Any] = self._epochs.position()
+        if not self._declared and self._schema is not None:
+            kept["schema"] = [list(pair) for pair in _pairs(self._schema)]
+        return Sealing(kept or None, durable)
 
     def committed(self, epoch: Epoch) -> None:
         self._epochs.committed(epoch)
@@ -141,12 +144,12 @@ class ParquetTableOutput:
         return schema
 
     def _kept(self, checkpoint: Any) -> pa.Schema | None:
-        if checkpoint is None:
+        """The inferred schema the checkpoint keeps; None before the first row."""
+        if not isinstance(checkpoint, dict | None):
+            got = f"{checkpoint!r:.200}"
+            raise error(self._task, f"checkpoint must be {{'schema': pairs, ...}}, got {got}")
+        if checkpoint is None or "schema" not in checkpoint:
             return None
-        if not isinstance(checkpoint, dict) or "schema" not in checkpoint:
-            raise error(
-                self._task, f"checkpoint must be {{'schema': pairs}}, got {checkpoint!r:.200}"
-            )
         try:
             schema = arrow_schema(parse(checkpoint["schema"]))
         except SchemaError as e:

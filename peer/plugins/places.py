@@ -17,6 +17,12 @@ formats write files. Then:
   machine), then deletes the staged files and the manifest. Uploads are whole, so a reader never
   sees half a file, and nothing is renamed. Every operation is retried while the store is out of
   reach (peer.runtime.storage); a StorageError after that rolls the job back.
+
+Nothing that decides what is published lists: an epoch is found by its stem, which the protocol
+knows from the checkpoint (``files`` reads the epoch's own directory, or its manifest by key: a
+GET). Only ``entries`` lists the staging area, and only for collecting what failures left: a
+store's listing may lag behind what was written or come in pages, so a leftover it misses costs
+space until a later recovery, never correctness.
 """
 
 from __future__ import annotations
@@ -50,13 +56,15 @@ class Place(Protocol):
         """The local temp directory the open epoch ``name`` is written into."""
 
     def entries(self) -> list[Entry]:
-        """What failures may have left: every staged epoch's stem, sealed or not."""
+        """What failures may have left, for collecting: every staged epoch's stem, sealed or
+        not, as a listing shows it (on an object store, maybe not all of them yet)."""
 
     def seal(self, name: str, temp: Path, files: list[str]) -> None:
         """Make the epoch written in ``temp`` durable as staged epoch ``name``."""
 
-    def files(self, name: str) -> list[str]:
-        """The files of sealed epoch ``name``, relative to where they are published."""
+    def files(self, name: str) -> list[str] | None:
+        """The files of sealed epoch ``name``, relative to where they are published, read by
+        its name alone; None if it is not staged (published already, or nothing sealed)."""
 
     def publish(self, epochs: list[tuple[str, list[str]]]) -> None:
         """Put sealed epochs' files into view and remove what is left of them. Another peer
@@ -146,8 +154,10 @@ class DirectoryPlace:
             raise error(self._task, f"cannot seal {str(temp)!r}: {e.strerror}") from e
         fsync_directory(self._task, self._staging)
 
-    def files(self, name: str) -> list[str]:
-        return files_under(self._staging / name)
+    def files(self, name: str) -> list[str] | None:
+        """What is left of the epoch's own directory: a publish cut short renamed the rest."""
+        staged = self._staging / name
+        return files_under(staged) if staged.is_dir() else None
 
     def publish(self, epochs: list[tuple[str, list[str]]]) -> None:
         """Rename each file into view and remove each emptied staged directory, then make it
@@ -204,6 +214,10 @@ class StorePlace:
         return self._scratch / (name + TEMP)
 
     def entries(self) -> list[Entry]:
+        """A listing, as the store gives it: a lagging one hides entries, or shows an epoch's
+        files before its manifest (an entry that looks unsealed), which the protocol allows
+        for."""
+
         def listing() -> list[str]:
             self._fs.invalidate_cache(self._staging)
             return self._fs.ls(self._staging, detail=False)
@@ -227,9 +241,14 @@ class StorePlace:
         self._call("upload", sealed, lambda: self._fs.pipe_file(sealed, manifest))
         remove_tree(self._task, temp)
 
-    def files(self, name: str) -> list[str]:
+    def files(self, name: str) -> list[str] | None:
+        """The manifest, by its key: gone only once every file was published (a publish deletes
+        it last), or if nothing was sealed."""
         manifest = self._manifest(name)
-        data = self._call("read", manifest, lambda: self._fs.cat_file(manifest))
+        try:
+            data = self._call("read", manifest, lambda: self._fs.cat_file(manifest))
+        except FileNotFoundError:
+            return None
         try:
             files = json.loads(data)
         except ValueError:
@@ -261,15 +280,21 @@ class StorePlace:
         return f"{self._staging}/{name}{SEALED}"
 
     def _copy(self, staged: str, published: str) -> None:
-        """A staged file gone but published was published by another peer; gone altogether,
-        something deleted a committed file, which no recovery rule allows."""
+        """A staged file gone but published was published already (by another peer, or by a
+        publish cut short); gone altogether, something deleted a committed file, which no
+        recovery rule allows. Whether it is published is asked of the store, never of a
+        listing the client may have kept."""
         try:
             self._call("publish", published, lambda: self._fs.cp_file(staged, published))
         except FileNotFoundError:
-            if not self._call("read", published, lambda: self._fs.exists(published)):
+            if not self._call("read", published, lambda: self._published(published)):
                 lost = self._fs.unstrip_protocol(staged)
                 reason = "it is neither staged nor published: was it deleted as uncommitted?"
                 raise error(self._task, f"cannot publish {lost}: {reason}") from None
+
+    def _published(self, path: str) -> bool:
+        self._fs.invalidate_cache(path)
+        return self._fs.exists(path)
 
     def _delete(self, paths: list[str]) -> None:
         for path in paths:

@@ -495,7 +495,11 @@ class TaskRunner:
         else:
             own = snapshots[c.slot] if c.slot < len(snapshots) else None
         committed = Epoch(version, number)
-        recovery = Recovery(own["plugin"] if own else None, committed, Epoch(c.version, 1))
+        adopted = tuple(s.get("plugin") for s in snapshots[c.slots + c.slot :: c.slots])
+        recovery = Recovery(
+            own["plugin"] if own else None, committed, Epoch(c.version, 1),
+            adopted=() if c.takes_over else adopted,
+        )  # fmt: skip
         if c.takes_over:
             return self._take_over(recovery, snapshots, own, committed)
         whole = scope[0] if scope and scope[0] == "handover" else "global"
@@ -579,6 +583,9 @@ class TaskRunner:
             self._take(channel, time.perf_counter())
         if snapshots:
             self.meters.restores[scope].inc()
+            restored = recovery.committed.describe() if recovery.committed else "its start"
+            log.info("peer %s restored task %r of job %s from %s, scope %s",
+                     c.peer, c.task.name, c.job.id, restored, scope)  # fmt: skip
         with self.mark:
             call(self.hooks.before_task, self.event)
         self._enter(then)

@@ -1,13 +1,15 @@
 """Checkpoints, shipped code and the exactly-once sinks' staged epochs on a real S3 server
 (SeaweedFS, as the distribution's object store role runs it): what is written is whole when it
-is seen, nothing is renamed, a seal cut short is never published, bad endpoints, buckets and
-credentials are refused in one line, and a store out of reach for a while is waited for."""
+is seen, nothing is renamed, a seal cut short is never published, a committed epoch is published
+by name though no listing shows it, bad endpoints, buckets and credentials are refused in one
+line, and a store out of reach for a while is waited for."""
 
 from __future__ import annotations
 
 import json
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow.dataset as ds
 import pytest
@@ -16,14 +18,14 @@ import s3fs
 from peer import metrics
 from peer.job.spec import Task
 from peer.plugins import PluginError, Recovery
-from peer.plugins.jsonl import exactly_once_output
+from peer.plugins.jsonl import ExactlyOnceOutput, exactly_once_output
 from peer.plugins.jsonl import input as jsonl_input
 from peer.plugins.parquet import output as parquet_output
-from peer.plugins.places import STAGING
+from peer.plugins.places import STAGING, StorePlace
 from peer.plugins.staged import StagedEpochs, staged_epochs, stem
 from peer.runtime import storage
 from peer.runtime.checkpoints import CheckpointError, CheckpointStorage, Epoch
-from peer.runtime.storage import StorageError
+from peer.runtime.storage import StorageError, open_url
 from tests.support import ObjectStore, assert_one_line_error, onyx, wait_for
 from tests.unit.plugins.plugin_fixtures import task
 
@@ -248,6 +250,85 @@ def test_the_exactly_once_jsonl_sink_publishes_its_file_to_the_store(object_stor
     assert [p.rsplit("/", 1)[-1] for p in files] == [f"{stem(Epoch(1, 1), 0)}.jsonl"]
     rows = [json.loads(line) for line in fs.cat_file(files[0]).decode().splitlines()]
     assert rows == [{"user": "u1", "n": 1}, {"user": "u2", "n": 2}]
+
+
+class Unlisting:
+    """The store's client, except that a listing of the staging area shows nothing, as a
+    store's listing may while it lags behind what was written. Everything else, reads by key
+    included, is the real client's."""
+
+    def __init__(self, fs: Any) -> None:
+        self._fs = fs
+        self.hidden = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fs, name)
+
+    def ls(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        return self._hide(path) if STAGING in path else self._fs.ls(path, *args, **kwargs)
+
+    def find(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        return self._hide(path) if STAGING in path else self._fs.find(path, *args, **kwargs)
+
+    def glob(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        return self._hide(path) if STAGING in path else self._fs.glob(path, *args, **kwargs)
+
+    def _hide(self, path: str) -> list[str]:
+        self.hidden += 1
+        return []
+
+
+def jsonl_sink(prefix: str, client: Any = None) -> ExactlyOnceOutput:
+    """Slot 0 of the exactly-once JSON-lines sink at ``prefix``, through ``client`` if given."""
+    write = task(PLUGIN, "output", "write", path=f"s3://{prefix}")
+    fs, root = open_url(f"s3://{prefix}")
+    place = StorePlace(write, fs if client is None else client, root.rstrip("/"))
+    return ExactlyOnceOutput(write, StagedEpochs(write, place, 0))
+
+
+def written(object_store: ObjectStore, prefix: str) -> list[int]:
+    """What a reader of the sink sees: every published file's rows, in name order."""
+    fs = object_store.filesystem()
+    return [json.loads(line)["n"] for path in sorted(fs.glob(f"{prefix}/*.jsonl"))
+            for line in fs.cat_file(path).decode().splitlines()]  # fmt: skip
+
+
+def test_a_committed_epoch_is_published_by_name_though_no_listing_shows_it(object_store, prefix):
+    """A slot sealed three epochs and died before hearing that the first two were committed,
+    its publishing of the first cut short after its copy. The next allocations list the staging
+    area and see nothing: each publishes the committed epochs from the checkpoint all the same,
+    every row once, and leaves the uncommitted one unseen. A later recovery whose listing shows
+    it collects it."""
+    first = jsonl_sink(prefix)
+    first.recover(Recovery(None, None, Epoch(1, 1)))
+    positions = {}
+    for number, rows in ((1, [1, 2]), (2, [3]), (3, [4])):
+        first.prepare([{"n": n} for n in rows])
+        assert first.write()
+        sealing = first.checkpoint(Epoch(1, number))
+        sealing.durable.result()
+        positions[number] = json.loads(json.dumps(sealing.position))  # as a snapshot keeps it
+    first.close()
+    one, two, three = (stem(Epoch(1, n), 0) for n in (1, 2, 3))
+    checkpoint = positions[2]
+    assert checkpoint == {"unpublished": [one, two]}
+    fs = object_store.filesystem()
+    fs.cp_file(f"{prefix}/{STAGING}/{one}/{one}.jsonl", f"{prefix}/{one}.jsonl")
+    fs.rm_file(f"{prefix}/{STAGING}/{one}/{one}.jsonl")
+    for version in (2, 3):
+        listing = Unlisting(open_url(f"s3://{prefix}")[0])
+        sink = jsonl_sink(prefix, listing)
+        sink.recover(Recovery(checkpoint, Epoch(1, 2), Epoch(version, 1)))
+        sink.close()
+        assert listing.hidden > 0
+        assert written(object_store, prefix) == [1, 2, 3]
+        staged = [k for k in keys(object_store, prefix) if k.startswith(STAGING)]
+        assert staged == [f"{STAGING}/{three}.sealed", f"{STAGING}/{three}/{three}.jsonl"]
+    listed = jsonl_sink(prefix)
+    listed.recover(Recovery(checkpoint, Epoch(1, 2), Epoch(4, 1)))
+    listed.close()
+    assert written(object_store, prefix) == [1, 2, 3]
+    assert [k for k in keys(object_store, prefix) if k.startswith(STAGING)] == []
 
 
 def test_the_jsonl_input_reads_a_file_on_the_store_from_its_checkpoint(object_store, prefix):

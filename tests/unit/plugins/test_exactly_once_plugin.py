@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 
 from peer.plugins import PluginError, Recovery
 from peer.plugins.jsonl import ExactlyOnceOutput, exactly_once_output, file_name
-from peer.plugins.places import STAGING
-from peer.plugins.staged import stem
+from peer.plugins.places import STAGING, DirectoryPlace
+from peer.plugins.staged import StagedEpochs, stem
 from peer.runtime.checkpoints import Epoch
 from tests.unit.plugins.plugin_fixtures import json_values, task
-from tests.unit.plugins.two_phase import Coordinator, Sink, run
+from tests.unit.plugins.two_phase import Coordinator, Sink, Unlisted, run
 
 PLUGIN = "peer.plugins.jsonl:exactly_once_output"
 WHERE = f"task 'write', plugin {PLUGIN!r}"
@@ -29,11 +29,28 @@ EXAMPLES = settings(max_examples=200, deadline=None)
 
 
 def sink(
-    directory: Path, slot: int = 0, committed: Epoch | None = None, version: int = 1
+    directory: Path,
+    slot: int = 0,
+    committed: Epoch | None = None,
+    version: int = 1,
+    checkpoint: Any = None,
 ) -> ExactlyOnceOutput:
     """Slot ``slot`` of two, started in allocation ``version`` after ``committed``."""
     plugin = exactly_once_output(task(PLUGIN, "output", "write", path=str(directory)), slot, 2)
-    plugin.recover(Recovery(None, committed, Epoch(version, 1)))
+    plugin.recover(Recovery(checkpoint, committed, Epoch(version, 1)))
+    return plugin
+
+
+def unlisted_sink(
+    directory: Path, slot: int, committed: Epoch | None, version: int, checkpoint: Any,
+    *,
+    adopted: tuple[Any, ...] = (),
+) -> ExactlyOnceOutput:  # fmt: skip
+    """``sink``, on a place whose listing shows nothing."""
+    write = task(PLUGIN, "output", "write", path=str(directory))
+    place = Unlisted(DirectoryPlace(write, directory))
+    plugin = ExactlyOnceOutput(write, StagedEpochs(write, place, slot))
+    plugin.recover(Recovery(checkpoint, committed, Epoch(version, 1), adopted))
     return plugin
 
 
@@ -180,6 +197,66 @@ def test_a_crash_keeps_what_was_committed_and_deletes_what_was_not(tmp_path):
     seal(second, Epoch(2, 1))
     commit(second, Epoch(2, 1))
     assert lines(tmp_path) == [1, 2, 3, 4, 5]
+
+
+def test_the_checkpoint_names_the_sealed_epochs_not_yet_published(tmp_path):
+    plugin = sink(tmp_path)
+    assert seal(plugin, Epoch(1, 1)) is None
+    put(plugin, 1)
+    assert seal(plugin, Epoch(1, 2)) == {"unpublished": [entry(1, 2)]}
+    put(plugin, 2)
+    assert seal(plugin, Epoch(1, 3)) == {"unpublished": [entry(1, 2), entry(1, 3)]}
+    commit(plugin, Epoch(1, 3))
+    assert seal(plugin, Epoch(1, 4)) is None
+
+
+def test_recovery_publishes_what_its_checkpoint_names_though_no_listing_shows_it(tmp_path):
+    """The slot died having sealed two epochs, one half published; the coordinator committed
+    both. A recovery from that checkpoint publishes the rest by name, and so may another
+    recovery from it, adding nothing."""
+    first = sink(tmp_path)
+    put(first, 1, 2)
+    seal(first, Epoch(1, 1))
+    put(first, 3)
+    checkpoint = seal(first, Epoch(1, 2))
+    first.close()
+    os.rename(tmp_path / STAGING / entry(1, 1) / name(1, 1), tmp_path / name(1, 1))
+    for version in (2, 3):
+        unlisted_sink(tmp_path, 0, Epoch(1, 2), version, checkpoint).close()
+        assert lines(tmp_path) == [1, 2, 3]
+        assert staged(tmp_path) == []
+
+
+def test_a_slot_publishes_what_the_old_slots_it_adopts_named(tmp_path):
+    """Two slots sealed an epoch each, committed; the task then runs on one slot, which adopts
+    the old second slot's checkpoint and publishes its epoch too, though no listing shows it."""
+    checkpoints = []
+    for slot, value in ((0, 1), (1, 2)):
+        plugin = sink(tmp_path, slot=slot)
+        put(plugin, value)
+        checkpoints.append(seal(plugin, Epoch(1, 1)))
+        plugin.close()
+    unlisted_sink(tmp_path, 0, Epoch(1, 1), 2, checkpoints[0], adopted=(checkpoints[1],)).close()
+    assert lines(tmp_path) == [1, 2]
+    assert staged(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "reason"),
+    [
+        ([1], "checkpoint must be a mapping ({'unpublished': names}), got [1]"),
+        ({"unpublished": "x"}, "checkpoint unpublished must be a list of staged epochs' names, "
+                               "got 'x'"),
+        ({"unpublished": ["notes"]}, "checkpoint unpublished must be a list of staged epochs' "
+                                     "names, got ['notes']"),
+        ({"unpublished": [entry(1, 3)]}, f"checkpoint unpublished names {entry(1, 3)!r}, which "
+                                         "epoch 2 of allocation 1 does not cover"),
+    ],
+)  # fmt: skip
+def test_a_bad_checkpoint_is_named(tmp_path, checkpoint, reason):
+    with pytest.raises(PluginError) as caught:
+        sink(tmp_path, committed=Epoch(1, 2), version=2, checkpoint=checkpoint)
+    assert str(caught.value) == f"{WHERE}: {reason}"
 
 
 def test_recovery_publishes_an_epoch_whose_commit_the_sink_never_heard(tmp_path):
@@ -372,6 +449,8 @@ def test_a_directory_that_cannot_be_made_is_named(tmp_path):
 
 
 SINK = Sink(sink, lines, list, staged)
+UNLISTED = Sink(unlisted_sink, lines, list, lambda _: [])
+"""A listing that shows nothing collects nothing: what is left staged is not looked at."""
 
 
 @EXAMPLES
@@ -383,3 +462,14 @@ def test_crashes_anywhere_leave_what_a_failure_free_run_leaves(segments, data):
         run(Coordinator(segments, data, put), SINK, Path(failing), crashes)
         assert lines(Path(failing)) == lines(Path(clean)) == segments
         assert staged(Path(failing)) == []
+
+
+@EXAMPLES
+@given(segments=st.lists(json_values, max_size=30), data=st.data())
+def test_crashes_anywhere_with_a_listing_that_shows_nothing_publish_every_committed_epoch(
+    segments, data
+):
+    crashes = data.draw(st.integers(1, 3), label="crashes")
+    with tempfile.TemporaryDirectory() as failing:
+        run(Coordinator(segments, data, put), UNLISTED, Path(failing), crashes)
+        assert lines(Path(failing)) == segments

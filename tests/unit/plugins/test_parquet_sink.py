@@ -468,25 +468,58 @@ def test_an_inferred_schema_is_kept_across_a_restart_in_the_checkpoint(tmp_path)
     assert seal(first, Epoch(1, 1)) is None
     put(first, 1)
     checkpoint = seal(first, Epoch(1, 2))
-    assert checkpoint == {"schema": [["id", "bigint"], ["k", "string"]]}
+    kept = [["id", "bigint"], ["k", "string"]]
+    assert checkpoint == {"schema": kept, "unpublished": [name(1, 2)]}
     commit(first, Epoch(1, 2))
     second = sink(tmp_path, committed=Epoch(1, 2), version=2, checkpoint=checkpoint, schema=None)
+    assert read(tmp_path) == [row(1)]
     with pytest.raises(PluginError, match=f"^{WHERE}: field 'id' must hold bigint values"):
         second.prepare([{"id": "two", "k": "a"}])
     put(second, 2)
-    assert seal(second, Epoch(2, 1)) == checkpoint
+    assert seal(second, Epoch(2, 1)) == {"schema": kept, "unpublished": [name(2, 1)]}
 
 
 def test_a_declared_schema_is_not_in_the_checkpoint(tmp_path):
     plugin = sink(tmp_path)
     put(plugin, 1)
-    assert seal(plugin, Epoch(1, 1)) is None
+    assert seal(plugin, Epoch(1, 1)) == {"unpublished": [name(1, 1)]}
 
 
 def test_a_checkpoint_that_is_not_a_kept_schema_is_named(tmp_path):
     with pytest.raises(PluginError) as caught:
         sink(tmp_path, schema=None, checkpoint=[1, 2])
-    assert str(caught.value) == f"{WHERE}: checkpoint must be {{'schema': pairs}}, got [1, 2]"
+    reason = "checkpoint must be {'schema': pairs, ...}, got [1, 2]"
+    assert str(caught.value) == f"{WHERE}: {reason}"
+
+
+def test_the_checkpoint_names_the_epochs_sealed_until_they_are_published(tmp_path):
+    """An empty epoch is never named; a sealed one is until its publishing has finished."""
+    plugin = sink(tmp_path)
+    assert seal(plugin, Epoch(1, 1)) is None
+    put(plugin, 1)
+    assert seal(plugin, Epoch(1, 2)) == {"unpublished": [name(1, 2)]}
+    put(plugin, 2)
+    assert seal(plugin, Epoch(1, 3)) == {"unpublished": [name(1, 2), name(1, 3)]}
+    commit(plugin, Epoch(1, 2))
+    put(plugin, 3)
+    assert seal(plugin, Epoch(1, 4)) == {"unpublished": [name(1, 3), name(1, 4)]}
+    commit(plugin, Epoch(1, 4))
+    assert seal(plugin, Epoch(1, 5)) is None
+
+
+def test_recovery_publishes_the_epochs_its_checkpoint_names_once(tmp_path):
+    """Sealed, committed, and the slot died before publishing: the recovery publishes them from
+    its checkpoint, and a recovery from the same checkpoint again adds nothing."""
+    first = sink(tmp_path)
+    put(first, 1, 2)
+    seal(first, Epoch(1, 1))
+    put(first, 3)
+    checkpoint = seal(first, Epoch(1, 2))
+    first.close()
+    for version in (2, 3):
+        sink(tmp_path, committed=Epoch(1, 2), version=version, checkpoint=checkpoint).close()
+        assert read(tmp_path) == [row(1), row(2), row(3)]
+        assert staged(tmp_path) == []
 
 
 def test_a_partition_field_the_declared_schema_lacks_fails_the_factory(tmp_path):
@@ -656,7 +689,8 @@ def test_an_arrow_batch_s_schema_is_inferred_and_kept_in_the_checkpoint(tmp_path
     plugin = sink(tmp_path, schema=None)
     plugin.prepare(pa.record_batch({"id": pa.array([1], pa.int64()), "k": ["a"]}))
     assert plugin.write()
-    assert seal(plugin, Epoch(1, 1)) == {"schema": [["id", "bigint"], ["k", "string"]]}
+    kept = {"schema": [["id", "bigint"], ["k", "string"]], "unpublished": [name(1, 1)]}
+    assert seal(plugin, Epoch(1, 1)) == kept
     with pytest.raises(PluginError, match=f"^{WHERE}: field 'id' must hold bigint values"):
         plugin.prepare([{"id": "two", "k": "a"}])
 

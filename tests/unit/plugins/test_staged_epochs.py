@@ -1,6 +1,7 @@
 """What the staged-epoch commit adds to what both sinks' tests show: sealing runs off the
 caller's thread and a close does not wait for it; an older allocation's entry that appears
-after a recovery is never published; and the futures a peer acknowledges an epoch by."""
+after a recovery is never published; what a recovery publishes and collects, whatever a listing
+shows; and the futures a peer acknowledges an epoch by."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from concurrent.futures import CancelledError, Future
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from peer.plugins import Recovery, Sealing, joined, position
 from peer.plugins.places import STAGING
-from peer.plugins.staged import StagedEpochs, epoch_of, staged_epochs, stem
+from peer.plugins.staged import StagedEpochs, epoch_of, settle, staged_epochs, stem
 from peer.runtime.checkpoints import Epoch
 from tests.unit.plugins.plugin_fixtures import task
 
@@ -86,6 +89,81 @@ def test_the_committed_allocation_s_entries_up_to_the_commit_are_published(tmp_p
     epochs(tmp_path, committed=Epoch(1, 1), version=3)
     assert visible(tmp_path) == ["e1"]
     assert staged(tmp_path) == []
+
+
+# -- settling: what a recovery publishes and collects ------------------------------------------
+
+epoch_values = st.builds(Epoch, st.integers(1, 4), st.integers(1, 6))
+stems = st.builds(stem, epoch_values, st.integers(0, 2))
+listings = st.lists(st.tuples(stems | st.sampled_from(["notes.txt", "x.tmp"]), st.booleans()))
+
+
+def covered(name: str, committed: Epoch | None) -> bool:
+    epoch = epoch_of(name)
+    return committed is not None and epoch.version == committed.version and epoch <= committed
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    committed=st.none() | epoch_values,
+    start_version=st.integers(1, 6),
+    drawn=st.lists(stems),
+    listed=listings,
+)
+def test_a_recovery_publishes_what_its_checkpoint_names_whatever_a_listing_shows(
+    committed, start_version, drawn, listed
+):
+    """The restored checkpoint's stems are published first and alike with any listing or none;
+    the listing adds only the sealed entries the commit covers; nothing is published twice."""
+    assume(committed is None or start_version > committed.version)
+    start = Epoch(start_version, 1)
+    named = [n for n in drawn if committed is not None and epoch_of(n) <= committed]
+    plan = settle(named, listed, committed, start)
+    alone = settle(named, [], committed, start)
+    assert alone.collect == ()
+    assert sorted(alone.publish) == sorted(set(named))
+    assert plan.publish[: len(alone.publish)] == alone.publish
+    assert [epoch_of(n) for n in alone.publish] == sorted(epoch_of(n) for n in alone.publish)
+    found = {n for n, sealed in listed if sealed and epoch_of(n) and covered(n, committed)}
+    assert set(plan.publish) == set(named) | found
+    assert len(plan.publish) == len(set(plan.publish))
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    committed=st.none() | epoch_values,
+    start_version=st.integers(1, 6),
+    drawn=st.lists(stems),
+    listed=listings,
+)
+def test_a_recovery_collects_exactly_the_listed_leftovers_never_committed(
+    committed, start_version, drawn, listed
+):
+    """Collected: a listed entry of an older allocation that the commit does not cover and no
+    checkpoint names, sealed or not. Never a committed one, whether it looks sealed or not (a
+    lagging listing may show an epoch's files before its manifest), nor a current or newer
+    allocation's, nor a name the protocol never makes."""
+    assume(committed is None or start_version > committed.version)
+    start = Epoch(start_version, 1)
+    named = [n for n in drawn if committed is not None and epoch_of(n) <= committed]
+    plan = settle(named, listed, committed, start)
+    leftovers = {
+        (n, sealed)
+        for n, sealed in listed
+        if epoch_of(n) is not None
+        and epoch_of(n).version < start.version
+        and not covered(n, committed)
+        and n not in named
+    }
+    assert set(plan.collect) == leftovers
+    assert not {n for n, _ in plan.collect} & set(plan.publish)
+
+
+def test_a_committed_entry_a_listing_shows_unsealed_is_left_for_its_slot_to_publish():
+    committed = Epoch(2, 3)
+    name = stem(Epoch(2, 2), 1)
+    plan = settle([], [(name, False)], committed, Epoch(3, 1))
+    assert plan == settle([], [], committed, Epoch(3, 1))
 
 
 def test_sealing_runs_off_the_caller_s_thread(tmp_path):

@@ -16,13 +16,15 @@ from peer.runtime.checkpoints import Epoch
 
 @dataclass
 class Coordinator:
-    """What outlives a sink's crash: the epochs committed and the input's position at each."""
+    """What outlives a sink's crash: the epochs committed, the input's position at each, and
+    the sink's checkpoint at each, which its recovery from that epoch is handed."""
 
     segments: list[Any]
     data: st.DataObject
     put: Callable[..., None]
     """``put(plugin, *segments)``: prepare and write a batch."""
     positions: dict[Epoch | None, int] = field(default_factory=lambda: {None: 0})
+    checkpoints: dict[Epoch | None, Any] = field(default_factory=lambda: {None: None})
     committed: Epoch | None = None
 
     def live(self, plugin: Any, version: int, crash: bool) -> None:
@@ -60,8 +62,10 @@ class Coordinator:
 
     def seal(self, plugin: Any, epoch: Epoch, index: int) -> None:
         """Seal ``epoch`` and wait until it is durable, as a peer does before its ACK."""
-        plugin.checkpoint(epoch).durable.result()
+        sealing = plugin.checkpoint(epoch)
+        sealing.durable.result()
         self.positions[epoch] = index
+        self.checkpoints[epoch] = sealing.position
 
     def commit(self, plugin: Any, epoch: Epoch) -> None:
         """Tell the sink ``epoch`` is committed and wait for its publishing, so that a crash
@@ -74,21 +78,37 @@ class Coordinator:
 class Sink:
     """How a test opens its sink and looks at its directory."""
 
-    open: Callable[[Path, int, Epoch | None, int], Any]
-    """``open(directory, slot, committed, version)``: a recovered sink."""
+    open: Callable[[Path, int, Epoch | None, int, Any], Any]
+    """``open(directory, slot, committed, version, checkpoint)``: a recovered sink."""
     visible: Callable[[Path], Any]
     """What a reader sees."""
     expected: Callable[[list[Any]], Any]
     """What a reader must see once these segments are committed."""
     staged: Callable[[Path], list[str]]
+    """What is left staged, which a recovery leaves empty."""
 
 
 def run(coordinator: Coordinator, sink: Sink, directory: Path, crashes: int) -> None:
     """Allocations 1 .. crashes + 1, each but the last ending in a crash; after each recovery the
     reader sees exactly the committed epochs and nothing older is left staged."""
     for version in range(1, crashes + 2):
-        plugin = sink.open(directory, 0, coordinator.committed, version)
+        checkpoint = coordinator.checkpoints[coordinator.committed]
+        plugin = sink.open(directory, 0, coordinator.committed, version, checkpoint)
         committed = coordinator.segments[: coordinator.positions[coordinator.committed]]
         assert sink.visible(directory) == sink.expected(committed)
         assert sink.staged(directory) == []
         coordinator.live(plugin, version, crash=version <= crashes)
+
+
+class Unlisted:
+    """A place whose listing shows nothing, as an object store's may while it lags: what a
+    recovery publishes must not hang on it. Everything else is the place's own."""
+
+    def __init__(self, place: Any) -> None:
+        self._place = place
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._place, name)
+
+    def entries(self) -> list[Any]:
+        return []
