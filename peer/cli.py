@@ -28,7 +28,7 @@ from prometheus_client import REGISTRY
 from peer import __version__, api, config, endpoints, log_output, metrics, systemd
 from peer.cluster import member
 from peer.cluster.group import GroupConfig, Incarnation, PeerGroup, new_id
-from peer.cluster.local import LocalCluster, peers_for
+from peer.cluster.local import LocalCluster, peers_for, tags_for
 from peer.cluster.modes import CoordinationModes
 from peer.cluster.worker import WorkerSpec
 from peer.deploy.inventory import InventoryError, convert, read_output
@@ -1210,7 +1210,8 @@ def collect_garbage(args: argparse.Namespace) -> int:
 def run_local(args: argparse.Namespace) -> int:
     """One group by default for a job, with peers enough for it: they hand segments over in
     memory. With more groups, each embeds a media driver and segments between groups go over
-    UDP. Ctrl-C kills the job and stops the cluster as cleanly as the end of the job does;
+    UDP. The peers offer every tag the job's tasks require (one machine is every host a tag
+    names). Ctrl-C kills the job and stops the cluster as cleanly as the end of the job does;
     a second Ctrl-C while that runs exits at once."""
     log_output.configure(args.log_level, args.log_format)
     job = api.load(args.file) if args.file else None
@@ -1224,7 +1225,7 @@ def run_local(args: argparse.Namespace) -> int:
             transports = [AeronTransport(mtu=LOOPBACK_MTU) for _ in range(groups)]
             for transport in transports:
                 stack.callback(transport.close)
-        cluster = LocalCluster(groups, vpeers, transports)
+        cluster = LocalCluster(groups, vpeers, transports, tags_for(job) if job else ())
         cluster.start()
         try:
             formed = cluster.await_ring(args.timeout or RING_TIMEOUT)

@@ -22,18 +22,25 @@ def peers_for(job: Job, groups: int) -> int:
     return -(-needed // groups)
 
 
+def tags_for(job: Job) -> tuple[str, ...]:
+    """Every tag the job's tasks require: on one machine, every peer is on the machine a tag
+    names (a host with Spark, say), so the local cluster's peers offer them all."""
+    return tuple(sorted({tag for task in job.catalog for tag in task.required_tags}))
+
+
 class LocalCluster:
     """Peer groups as threads sharing one in-memory log, each with its own session. With
     ``transports`` (one per group) segments between groups travel through them; without, the
     groups run no data plane between them, which suits a single group."""
 
     def __init__(
-        self, groups: int, vpeers: int, transports: Sequence[Transport] | None = None
-    ) -> None:
+        self, groups: int, vpeers: int, transports: Sequence[Transport] | None = None,
+        tags: tuple[str, ...] = (),
+    ) -> None:  # fmt: skip
         self.vpeers = vpeers
         self.log = MemoryLog()
         self.storage = CheckpointStorage("memory://onyx-checkpoints", f"local-{uuid.uuid4().hex}")
-        config = GroupConfig(vpeers=vpeers, join_back_off=0.05, poll_interval=0.1)
+        config = GroupConfig(vpeers=vpeers, join_back_off=0.05, poll_interval=0.1, tags=tags)
         links = list(transports) if transports is not None else [None] * groups
         self.groups = [PeerGroup(self.log.session(), config, link, self.storage) for link in links]
         self.threads = [threading.Thread(target=g.run, daemon=True) for g in self.groups]

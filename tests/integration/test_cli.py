@@ -114,6 +114,28 @@ def test_run_forms_a_local_ring_and_leaves():
     assert "every group left gracefully" in result.stdout
 
 
+def test_run_offers_the_tags_a_job_requires(tmp_path):
+    """On one machine every peer is where a tag points: a job whose tasks require tags (the
+    hosts with Spark, say) runs on the local cluster instead of waiting for tagged peers."""
+    (tmp_path / "in.jsonl").write_text("".join(f'{{"n": {i}}}\n' for i in range(10)))
+    job = {
+        "workflow": [["read", "write"]],
+        "catalog": [
+            {"name": "read", "kind": "input", "plugin": "peer.plugins.jsonl:input",
+             "params": {"path": str(tmp_path / "in.jsonl")}, "n_peers": 1,
+             "required_tags": ["spark"]},
+            {"name": "write", "kind": "output", "plugin": "peer.plugins.jsonl:output",
+             "params": {"path": str(tmp_path / "out.jsonl")}, "required_tags": ["gpu", "spark"]},
+        ],
+        "barrier_period": None,
+    }  # fmt: skip
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    result = onyx("run", str(tmp_path / "job.json"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    written = [json.loads(line)["n"] for line in (tmp_path / "out.jsonl").read_text().split()]
+    assert sorted(written) == list(range(10))
+
+
 def test_down_moves_a_member_out_and_it_rejoins_under_a_new_id(two_groups, zookeeper, tenancy):
     cluster = ("--zookeeper", zookeeper.address, "--tenancy", tenancy)
     downed = two_groups["groups"][0]
