@@ -7,6 +7,9 @@ a Spark task or a Structured Streaming query runs) and ``clean_arrow`` on an Arr
 with pyarrow.compute (what the job's ``engine: arrow`` task runs, in the peers' process, without a
 round trip through Spark per batch). Both give the same rows in the same order.
 
+Only ``clean`` needs Spark: pyspark is imported when it runs, so the other steps run on members
+installed without it.
+
 A visit ends after 30 minutes without a view. Visits close as event time passes them (the input's
 watermark), so the table grows while the job runs; only committed epochs ever reach it.
 """
@@ -15,15 +18,16 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from peer.runtime.storage import attempts, open_url
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 OTHER = "other"
 """The section of a page the pages table does not name."""
@@ -32,6 +36,8 @@ OTHER = "other"
 def clean(df: DataFrame, params: dict[str, Any]) -> DataFrame:
     """Drops bots and views without a visitor, writes every page one way (lower case, no
     trailing slash) and adds its section from the pages table (``other`` if it has none)."""
+    from pyspark.sql import functions as F  # noqa: PLC0415 (Spark only where clean runs)
+
     page = F.regexp_replace(F.lower("page"), "(.)/$", "$1")
     views = df.filter(F.col("user_id").isNotNull() & ~F.lower("user_agent").rlike("bot"))
     return (
