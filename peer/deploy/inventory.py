@@ -32,6 +32,7 @@ GROUPS = (
     "spark_workers",
     "seaweedfs",
     "prometheus",
+    "alertmanager",
     "grafana",
 )
 """The inventory groups the playbooks target, in the order the inventory lists them."""
@@ -157,7 +158,9 @@ def check_cluster(hosts: Sequence[Host]) -> None:
     """The checks that span hosts, the same the Terraform module makes: unique names and
     addresses, an odd ZooKeeper ensemble with distinct ids, one Spark master, workers, peers, and
     an object store that is either absent or an odd 1, 3 or 5 hosts (each runs a Raft master, so
-    the seaweedfs role refuses any other count, but only once the rollout has reached it)."""
+    the seaweedfs role refuses any other count, but only once the rollout has reached it).
+    Alertmanager takes any number of hosts: several gossip and notify once, and none leaves
+    Prometheus without an alerting section."""
     _check_unique(hosts)
     ensemble = members(hosts, "zookeeper")
     if len(ensemble) % 2 == 0:

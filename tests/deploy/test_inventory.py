@@ -20,6 +20,7 @@ from tests.support import REPO, assert_one_line_error, onyx
 EXAMPLES = REPO / "terraform" / "examples"
 OUTPUT = EXAMPLES / "output.json"
 HOSTS_YML = EXAMPLES / "hosts.yml"
+DEPLOY = REPO / "deploy"
 
 
 def example() -> dict[str, Any]:
@@ -49,6 +50,7 @@ def test_inventory_has_the_conventions_groups_and_host_vars():
         "spark_workers": ["node-2", "node-3"],
         "seaweedfs": ["node-1", "node-2", "node-3"],
         "prometheus": ["monitor-1"],
+        "alertmanager": ["monitor-1"],
         "grafana": ["monitor-1"],
     }
     assert inventory["hosts"] == {
@@ -57,6 +59,25 @@ def test_inventory_has_the_conventions_groups_and_host_vars():
         "node-2": {"ansible_host": "192.0.2.12", "zookeeper_id": 2},
         "node-3": {"ansible_host": "192.0.2.13", "zookeeper_id": 3},
     }
+
+
+def test_the_groups_are_the_example_inventorys_in_its_order():
+    """The hand-written example inventory (deploy/inventories/example/hosts.yml) is the reference
+    for the groups the playbooks and group_vars read: one it has that the converter lacks would
+    leave an inventory made with Terraform without those hosts."""
+    example_inventory = yaml.safe_load((DEPLOY / "inventories/example/hosts.yml").read_text())
+    assert list(example_inventory["all"]["children"]) == list(GROUPS)
+
+
+def test_every_group_a_playbook_targets_is_a_group():
+    targeted = {
+        play["hosts"]
+        for playbook in sorted(DEPLOY.glob("*.yml"))
+        for play in yaml.safe_load(playbook.read_text()) or []
+        if isinstance(play, dict) and "hosts" in play
+    }
+    assert "alertmanager" in targeted
+    assert targeted - {"all"} <= set(GROUPS)
 
 
 def test_output_does_not_depend_on_the_order_of_hosts_or_groups():
@@ -100,6 +121,32 @@ def test_the_object_store_may_run_on_a_host_of_its_own():
     inventory = yaml.safe_load(convert(json.dumps(outputs)))["all"]
     assert inventory["children"]["seaweedfs"] == {"hosts": {"store-1": {}}}
     assert inventory["hosts"]["store-1"] == {"ansible_host": "192.0.2.31"}
+
+
+def test_a_cluster_without_alertmanager_lists_the_alertmanager_group_empty():
+    """Without Alertmanagers Prometheus runs without an alerting section (group_vars/all.yml),
+    so the group stays optional."""
+    outputs = example()
+    _remove_group("monitor-1", "alertmanager")(outputs)
+    inventory = yaml.safe_load(convert(json.dumps(outputs)))["all"]
+    assert inventory["children"]["alertmanager"] == {"hosts": {}}
+    assert inventory["children"]["prometheus"] == {"hosts": {"monitor-1": {}}}
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 4])
+def test_alertmanager_may_run_on_any_number_of_hosts_of_their_own(count):
+    """The alertmanager role gossips with every other Alertmanager of the inventory and they
+    notify once, so any count is accepted (unlike seaweedfs and zookeeper, no quorum)."""
+    outputs = example()
+    _remove_group("monitor-1", "alertmanager")(outputs)
+    names = [f"alert-{i}" for i in range(1, count + 1)]
+    hosts_of(outputs).extend(
+        {"name": n, "address": f"192.0.2.{40 + i}", "groups": ["alertmanager"], "vars": {}}
+        for i, n in enumerate(names, 1)
+    )
+    inventory = yaml.safe_load(convert(json.dumps(outputs)))["all"]
+    assert inventory["children"]["alertmanager"] == {"hosts": {n: {} for n in names}}
+    assert inventory["hosts"]["alert-1"] == {"ansible_host": "192.0.2.41"}
 
 
 def _drop_inventory(o: dict[str, Any]) -> None:
@@ -150,7 +197,12 @@ BAD = {
     "misspelt seaweedfs": (
         _add_group("monitor-1", "seaweedf"),
         "host monitor-1: unknown group 'seaweedf' (known: zookeeper, peers, spark_master,"
-        " spark_workers, seaweedfs, prometheus, grafana)",
+        " spark_workers, seaweedfs, prometheus, alertmanager, grafana)",
+    ),
+    "misspelt alertmanager": (
+        _add_group("monitor-1", "alertmanagers"),
+        "host monitor-1: unknown group 'alertmanagers' (known: zookeeper, peers, spark_master,"
+        " spark_workers, seaweedfs, prometheus, alertmanager, grafana)",
     ),
     "even seaweedfs count": (
         _remove_group("node-3", "seaweedfs"),

@@ -30,6 +30,7 @@ ROLES = (
     "spark_workers",
     "seaweedfs",
     "prometheus",
+    "alertmanager",
     "grafana",
 )
 PIN = re.compile(r"^(~>\s*\d+\.\d+(\.\d+)?|=?\s*\d+\.\d+\.\d+)$")
@@ -58,6 +59,11 @@ def conditions(variable: dict[str, Any]) -> list[str]:
     """The validation conditions, unquoted: python-hcl2 keeps the quotes of some strings (function
     arguments) and drops those of others (list items)."""
     return [v["condition"].replace('"', "") for v in variable.get("validation", [])]
+
+
+def prose(text: str) -> str:
+    """Text without its parenthetical remarks, on one line."""
+    return " ".join(re.sub(r"\s*\([^)]*\)", "", text).split())
 
 
 def test_the_module_and_the_example_exist():
@@ -96,6 +102,8 @@ def test_hosts_are_validated():
     check("contains(h.roles, spark_workers)", ">= 1")
     check("contains(h.roles, peers)", ">= 1")
     check("contains(h.roles, seaweedfs)", "[0, 1, 3, 5]")
+    # Alertmanager takes any number of hosts (several gossip and notify once): no count check.
+    assert not any("contains(h.roles, alertmanager)" in c for c in checks), checks
     check("h.address", "25[0-5]")
     check("var.provisioner != static", "h.address != null")
     check("var.provisioner != maas", "h.address == null")
@@ -112,7 +120,20 @@ def test_the_known_roles_are_the_groups_the_converter_accepts():
     ]
     known = re.search(r"setsubtract\(h\.roles, \[([^\]]*)\]\)", condition)
     assert known, condition
-    assert sorted(r.strip() for r in known.group(1).split(",") if r.strip()) == sorted(GROUPS)
+    assert [r.strip() for r in known.group(1).split(",") if r.strip()] == list(GROUPS)
+
+
+def test_the_known_roles_are_listed_in_the_inventorys_order():
+    """The module's message for an unknown role and both descriptions of `hosts` name every
+    group, in the order the inventory lists them."""
+    listed = ", ".join(GROUPS)
+    hosts = blocks(MODULE, "variable")["hosts"]
+    messages = [v["error_message"] for v in hosts["validation"]]
+    assert f"Roles must be among {listed}." in messages
+    assert listed in blocks(ROOT, "variable")["hosts"]["description"]
+    assert f"from {listed}." in prose(hosts["description"])
+    readme = prose((TERRAFORM / "README.md").read_text())
+    assert ", ".join(f"`{g}`" for g in GROUPS) in readme
 
 
 def test_operating_system_is_debian_13_or_ubuntu_24_04():
@@ -189,6 +210,16 @@ def test_example_output_matches_the_example_hosts():
     assert set(output) == set(blocks(ROOT, "output"))
     assert output["inventory"]["sensitive"] is False
     assert output["inventory"]["value"] == {"hosts": expected}
+
+
+def test_the_example_runs_alertmanager_beside_prometheus():
+    """As deploy/inventories/example/hosts.yml does: the monitoring host runs Prometheus and the
+    Alertmanager it sends its alerts to."""
+    output = json.loads((TERRAFORM / "examples" / "output.json").read_text())
+    hosts = output["inventory"]["value"]["hosts"]
+    prometheus = [h["name"] for h in hosts if "prometheus" in h["groups"]]
+    alertmanager = [h["name"] for h in hosts if "alertmanager" in h["groups"]]
+    assert prometheus == alertmanager == ["monitor-1"]
 
 
 def test_example_addresses_are_for_documentation():

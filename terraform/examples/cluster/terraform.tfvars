@@ -1,6 +1,7 @@
 # The example cluster: three nodes running the ZooKeeper ensemble, peers, Spark and the object
 # store (SeaweedFS on the peer nodes, so that each member writes through its own host's S3 gateway),
-# and one monitoring host. Addresses are from 192.0.2.0/24 (RFC 5737, documentation only).
+# and one monitoring host (Prometheus, the Alertmanager it sends its alerts to, and Grafana).
+# Addresses are from 192.0.2.0/24 (RFC 5737, documentation only).
 provisioner = "static"
 
 hosts = [
@@ -22,6 +23,6 @@ hosts = [
   {
     name    = "monitor-1"
     address = "192.0.2.21"
-    roles   = ["prometheus", "grafana"]
+    roles   = ["prometheus", "alertmanager", "grafana"]
   },
 ]

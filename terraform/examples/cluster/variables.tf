@@ -18,7 +18,7 @@ variable "hosts" {
     zone    = optional(string)
     tags    = optional(list(string), [])
   }))
-  description = "The cluster's machines: name, roles (zookeeper, peers, spark_master, spark_workers, seaweedfs, prometheus, grafana), and address (static) or MAAS pool, zone and tags (maas). The bare_metal module validates them."
+  description = "The cluster's machines: name, roles (zookeeper, peers, spark_master, spark_workers, seaweedfs, prometheus, alertmanager, grafana), and address (static) or MAAS pool, zone and tags (maas). The bare_metal module validates them."
 }
 
 variable "operating_system" {

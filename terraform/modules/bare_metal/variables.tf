@@ -20,10 +20,11 @@ variable "hosts" {
   description = <<-EOT
     The cluster's machines. name: the Ansible inventory name (also the sort key that assigns
     zookeeper_id). roles: the inventory groups the host belongs to, from zookeeper, peers,
-    spark_master, spark_workers, seaweedfs (the object store), prometheus, grafana. address: the
-    host's IPv4 address, required with provisioner "static" and not allowed with "maas" (MAAS
-    assigns it). pool, zone, tags: MAAS allocation constraints for this machine, added to
-    maas_pool, maas_zone and maas_tags.
+    spark_master, spark_workers, seaweedfs (the object store), prometheus, alertmanager (any
+    number of hosts: several gossip and notify once), grafana. address: the host's IPv4 address,
+    required with provisioner "static" and not allowed with "maas" (MAAS assigns it). pool, zone,
+    tags: MAAS allocation constraints for this machine, added to maas_pool, maas_zone and
+    maas_tags.
   EOT
 
   validation {
@@ -44,10 +45,11 @@ variable "hosts" {
   validation {
     condition = alltrue([
       for h in var.hosts : length(setsubtract(h.roles, [
-        "zookeeper", "peers", "spark_master", "spark_workers", "seaweedfs", "prometheus", "grafana",
+        "zookeeper", "peers", "spark_master", "spark_workers", "seaweedfs", "prometheus",
+        "alertmanager", "grafana",
       ])) == 0
     ])
-    error_message = "Roles must be among zookeeper, peers, spark_master, spark_workers, seaweedfs, prometheus, grafana."
+    error_message = "Roles must be among zookeeper, peers, spark_master, spark_workers, seaweedfs, prometheus, alertmanager, grafana."
   }
 
   validation {
