@@ -42,8 +42,8 @@ sealed or not (a manifest the listing does not show yet), as its slot is publish
 task runs on fewer slots than before, each slot also publishes what the old slots it adopts
 named (``Recovery.adopted``). A sealed entry the listing shows that the commit covers and no
 restored checkpoint named is published too: a checkpoint written by a version that named
-nothing.
-The rest, this allocation's or a newer one's, is left alone: another peer may be writing it now.
+nothing. The rest, this allocation's or a newer one's, is left alone: another peer may be
+writing it now.
 
 Why the listing publishes only the committed epoch's own allocation: an older allocation's entry
 still staged once a newer allocation committed was made by a peer after it was replaced (a seal
