@@ -22,23 +22,17 @@ REAL_FIXTURES = frozenset({"zookeeper", "spark", "start_peer", "object_store"})
 S3 server)."""
 
 
-CHAOS = Path(__file__).parent / "chaos"
-"""The chaos tests: clusters of member processes under faults, the longest of the real ones."""
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under ``pytest -n N`` (with ``--dist loadgroup``, the default here) the tests that start
     real components, the integration and rollout ones and any other that uses a fixture
-    starting one, run one after another in two lines: the chaos tests on one worker, the
-    others on another, each line as it would run alone beside pure tests (each worker starts
-    its own ZooKeeper and Spark). Two lines, not one, because on a machine of two cores the
-    real tests mostly wait on their processes: one line left a core idle for most of the run.
-    The pure tests are shared out among the workers beside them."""
+    starting one, run one after another on one worker, as they would without it: their
+    deadlines were set for a machine not running two of them at once, and each worker would
+    start its own ZooKeeper and Spark. The pure tests are shared out among the other workers
+    beside them."""
     for item in items:
         marked = item.get_closest_marker("integration") or item.get_closest_marker("rollout")
         if marked or REAL_FIXTURES & set(getattr(item, "fixturenames", ())):
-            line = "chaos" if CHAOS in item.path.parents else "real"
-            item.add_marker(pytest.mark.xdist_group(line))
+            item.add_marker(pytest.mark.xdist_group("real"))
 
 
 @pytest.fixture(scope="session")

@@ -410,7 +410,7 @@ def test_a_keyed_job_keeps_exactly_once_through_every_fault(rollout: Rollout) ->
 
 # -- the clickstream pipeline across the hosts ----------------------------------------------------
 
-CLICKS, VISITORS = 30_000, 300
+CLICKS, VISITORS = 15_000, 200
 
 
 def clickstream(views: str, pages: str, sessions: str) -> dict[str, Any]:
