@@ -98,18 +98,23 @@ stems = st.builds(stem, epoch_values, st.integers(0, 2))
 listings = st.lists(st.tuples(stems | st.sampled_from(["notes.txt", "x.tmp"]), st.booleans()))
 
 
+RECOVERIES = settings(max_examples=500, deadline=None)(
+    given(
+        committed=st.none() | epoch_values,
+        start_version=st.integers(1, 6),
+        drawn=st.lists(stems),
+        listed=listings,
+    )
+)
+"""A recovery: the commit, the allocation starting, the stems drawn, what a listing shows."""
+
+
 def covered(name: str, committed: Epoch | None) -> bool:
     epoch = epoch_of(name)
     return committed is not None and epoch.version == committed.version and epoch <= committed
 
 
-@settings(max_examples=500, deadline=None)
-@given(
-    committed=st.none() | epoch_values,
-    start_version=st.integers(1, 6),
-    drawn=st.lists(stems),
-    listed=listings,
-)
+@RECOVERIES
 def test_a_recovery_publishes_what_its_checkpoint_names_whatever_a_listing_shows(
     committed, start_version, drawn, listed
 ):
@@ -129,13 +134,7 @@ def test_a_recovery_publishes_what_its_checkpoint_names_whatever_a_listing_shows
     assert len(plan.publish) == len(set(plan.publish))
 
 
-@settings(max_examples=500, deadline=None)
-@given(
-    committed=st.none() | epoch_values,
-    start_version=st.integers(1, 6),
-    drawn=st.lists(stems),
-    listed=listings,
-)
+@RECOVERIES
 def test_a_recovery_collects_exactly_the_listed_leftovers_never_committed(
     committed, start_version, drawn, listed
 ):
