@@ -17,30 +17,41 @@ present peer where the counts allow, then leaves the job as it is: its version s
 the plan, every running peer of a task that keeps a standby is given one
 (peer.scheduling.standby).
 
-The schedulers see only ``scheduling_request(replica)``, and the allocation is
-``schedule`` of it, whichever planner runs it: a scheduling server given that request computes
-the very same allocation.
+Growth at a pause: a running job with checkpoints that the plan would give more peers is
+planned again at its present size (its tasks' maximums lowered to their counts), and kept in
+``held_back``. Growing it here would start its new allocation from its last commit and redo
+what followed; instead its coordinator pauses it, and once it stands still at a commit writes
+grow-job, which puts it in ``growing``: the next plan lets it grow, and its new allocation
+restores from that commit with nothing to redo. The plan held back is a fixpoint: peers a held
+job leaves free can make another job grow, and that one is held back too.
+
+The schedulers see only ``scheduling_request(replica)`` (lowered maximums included), and the
+allocation is ``schedule`` of it, whichever planner runs it: a scheduling server given that
+request computes the very same allocation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
-from pyrsistent import PMap, pmap
+from pyrsistent import PMap, pmap, pset
 
 from peer.job.demand import job_demand
 from peer.log.entries.jobs import LOCAL_RECOVERY, finish
 from peer.log.replica import Replica
 from peer.log.takeover import take_over
-from peer.scheduling import Allocation, PeerInfo
+from peer.scheduling import Allocation, JobDemand, PeerInfo
 from peer.scheduling.request import Planner, SchedulingRequest, plan_here
 from peer.scheduling.standby import StandbyNeed, choose_standbys
 
-TRIGGERS = frozenset({"jobs", "groups", "exiting", "group_peers", "group_tags"})
-"""The keys whose change has the allocation recomputed: the jobs and the active peers."""
+TRIGGERS = frozenset({"jobs", "groups", "exiting", "group_peers", "group_tags", "growing"})
+"""The keys whose change has the allocation recomputed: the jobs, the active peers, and the
+jobs let grow."""
 
 RECORD_WRITES = (
-    frozenset({"allocations", "allocation_versions", "started", "done"}) | LOCAL_RECOVERY
+    frozenset({"allocations", "allocation_versions", "started", "done", "held_back", "growing"})
+    | LOCAL_RECOVERY
 )
 """What recording an allocation writes, takeovers and standbys included."""
 
@@ -67,10 +78,10 @@ def allocate(replica: Replica, position: int, planner: Planner = plan_here) -> R
     ``position``, killing the started jobs left without peers whose flux policy says so. A
     replica without jobs is returned as it is."""
     if not replica.jobs:
-        return replica
+        return _holding(replica, frozenset())
     active = active_peers(replica)
     replica = take_over(replica, active)
-    plan = planner(scheduling_request(replica, active), position)
+    plan, held = _plan(replica, active, planner, position)
     doomed = [
         j
         for j in replica.job_order
@@ -81,8 +92,75 @@ def allocate(replica: Replica, position: int, planner: Planner = plan_here) -> R
     for job in doomed:
         replica = finish(replica, job, "killed", _flux_reason(replica, job))
     if doomed:
-        plan = planner(scheduling_request(replica, active), position)
-    return with_standbys(_record(replica, plan, position), active)
+        plan, held = _plan(replica, active, planner, position)
+    return with_standbys(_holding(_record(replica, plan, position), held), active)
+
+
+def _plan(
+    replica: Replica, active: tuple[PeerInfo, ...], planner: Planner, position: int
+) -> tuple[Allocation, frozenset[str]]:
+    """The schedulers' plan, with every job it would grow at once held back at its size
+    (planned again until none more would grow), and those jobs."""
+    request = scheduling_request(replica, active)
+    plan, held = planner(request, position), frozenset[str]()
+    while more := _would_grow(replica, plan) - held:
+        held |= more
+        plan = planner(_capped(request, replica, held), position)
+    return plan, held
+
+
+def _would_grow(replica: Replica, plan: Allocation) -> frozenset[str]:
+    """The running jobs with checkpoints, not let grow, that ``plan`` gives more peers in some
+    task than they have."""
+    return frozenset(
+        j
+        for j in replica.job_order
+        if j in replica.started
+        and j not in replica.growing
+        and replica.jobs[j].barrier_period is not None
+        and _grows(replica.allocations.get(j), plan[j])
+    )
+
+
+def _grows(
+    seats: Mapping[str, tuple[str, ...]] | None, tasks: Mapping[str, tuple[str, ...]]
+) -> bool:
+    """Whether a job running on ``seats`` (every task with peers) gains peers in ``tasks``."""
+    if not seats or not all(seats.values()):
+        return False
+    return any(len(peers) > len(seats.get(task, ())) for task, peers in tasks.items())
+
+
+def _capped(
+    request: SchedulingRequest, replica: Replica, held: frozenset[str]
+) -> SchedulingRequest:
+    """``request`` with the tasks of the ``held`` jobs asking for no more peers than they have."""
+    return replace(
+        request,
+        jobs=tuple(
+            _capped_job(job, replica.allocations[job.id]) if job.id in held else job
+            for job in request.jobs
+        ),
+    )
+
+
+def _capped_job(job: JobDemand, seats: Mapping[str, tuple[str, ...]]) -> JobDemand:
+    tasks = []
+    for task in job.tasks:
+        size = len(seats[task.name])
+        tasks.append(replace(task, min_peers=min(task.min_peers, size), max_peers=size))
+    return replace(job, tasks=tuple(tasks))
+
+
+def _holding(replica: Replica, held: frozenset[str]) -> Replica:
+    """``replica`` with ``held`` as the jobs held back, and none let grow any longer (the same
+    objects when nothing changes)."""
+    changes = {}
+    if held != replica.held_back:
+        changes["held_back"] = pset(held)
+    if replica.growing:
+        changes["growing"] = pset()
+    return replica.evolve(**changes) if changes else replica
 
 
 def allocation_writes(replica: Replica) -> frozenset[str]:

@@ -63,6 +63,13 @@ class Replica:
     not yet said (task-recovered) that their replay is done. The last two hold for one
     allocation version: a new version starts them afresh. ``rollbacks`` gives a job that rolled
     back as a whole (rollback-job) the reason of its latest rollback, for its status.
+
+    Growth at a pause: ``held_back`` are the running jobs with checkpoints that the last
+    allocation kept at their size though the schedulers would have given them more peers (a
+    member came back, another job ended); growing them at once would restore them from their
+    last commit and redo what followed it. Each one's coordinator pauses it, and once it stands
+    still at a commit asks (grow-job) for it to grow: ``growing`` names the jobs so let grow,
+    and the allocation that follows empties it.
     """
 
     version: int = EMPTY_VERSION
@@ -96,6 +103,8 @@ class Replica:
     takeovers: PMap = field(default_factory=pmap)
     recovering: PMap = field(default_factory=pmap)
     rollbacks: PMap = field(default_factory=pmap)
+    held_back: PSet = field(default_factory=pset)
+    growing: PSet = field(default_factory=pset)
     short_ids: PMap = field(default_factory=pmap)
     next_short_id: int = 0
     key_versions: tuple[int, ...] = field(default=(), compare=False)
@@ -187,6 +196,8 @@ class Replica:
             "takeovers": _nested_json(self.takeovers),
             "recovering": {j: sorted(ps) for j, ps in sorted(self.recovering.items())},
             "rollbacks": dict(sorted(self.rollbacks.items())),
+            "held_back": sorted(self.held_back),
+            "growing": sorted(self.growing),
             "short_ids": dict(sorted(self.short_ids.items())),
             "next_short_id": self.next_short_id,
             "key_versions": {
@@ -246,6 +257,8 @@ class Replica:
             takeovers=_nested(doc.get("takeovers", {})),
             recovering=pmap({str(j): _strings(ps) for j, ps in doc.get("recovering", {}).items()}),
             rollbacks=_string_map(doc.get("rollbacks", {})),
+            held_back=_strings(doc.get("held_back", ())),
+            growing=_strings(doc.get("growing", ())),
             short_ids=pmap({str(k): int(v) for k, v in doc.get("short_ids", {}).items()}),
             next_short_id=int(doc.get("next_short_id", 0)),
             key_versions=_key_versions(doc.get("key_versions", {})),

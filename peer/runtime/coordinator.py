@@ -27,6 +27,13 @@ abandoned pause is sent again, as any barrier is. Should the member leave withou
 allocation changing (standbys took its seats over), the next barrier, at once, is an ordinary
 one, and the inputs read again after it.
 
+Growth pauses the job the same way. A job the allocation holds back at its size though the
+schedulers would give it more peers (``held_back``: peer.log.allocation) is paused; once it
+stands still at the pause's commit, the coordinator writes grow-job (``grow``), and the new
+allocation that grows the job restores from that commit, a ``handover`` too. Should the job no
+longer be held back without growing (the peers it would have had went away), it goes on as
+after a leave that changed nothing.
+
 A job stopped with a savepoint (peer.api.stop) has its commit record fenced by the very commit
 that takes the savepoint (peer.runtime.checkpoints.CommitRecord.stop): the coordinator's next
 commit is refused, as a stale one's is, and it commits nothing more.
@@ -102,6 +109,8 @@ class Coordinator:
     send: Send
     rollback: Callable[[str], None] = lambda reason: None
     """Writes the job's rollback-job entry for this allocation, with the reason."""
+    grow: Callable[[], None] = lambda: None
+    """Writes the job's grow-job entry for this allocation."""
     state: State = State.CLAIM
     epoch: int = 0
     settled: int = 0
@@ -112,8 +121,12 @@ class Coordinator:
     final: int | None = None
     handing_over: bool = False
     """A member running some of the job's peers is leaving: the next barrier is a pause."""
+    held_back: bool = False
+    """The allocation holds the job back from growing: the next barrier is a pause."""
     paused: int | None = None
     """The epoch of the pause sent, after which no barrier is sent."""
+    grown: int | None = None
+    """The committed pause after which grow-job was written."""
     acks: set[str] = field(default_factory=set)
     drained: set[str] = field(default_factory=set)
     pending: Future[Any] | None = None
@@ -260,26 +273,39 @@ class Coordinator:
             return True
         if self.epoch > self.settled:
             return self._in_flight(now)
-        if self.final is not None or (self.paused is not None and self.handing_over):
+        if self.final is not None:
             return False
+        pausing = self.handing_over or self.held_back
+        if self.paused is not None and pausing:
+            return self._grow_at_pause()
         if self.paused is not None:
             # The member left without this allocation changing (standbys took its seats over):
             # the job goes on at once, the next barrier telling the inputs to read again.
             self.paused, self.next_barrier = None, now
         drained = self.drained >= self.outputs
-        if now < self.next_barrier and not (drained or self.handing_over):
+        if now < self.next_barrier and not (drained or pausing):
             return False
         self.epoch += 1
         self.acks = set()
         if drained:
             self.final = self.epoch
-        elif self.handing_over:
+        elif pausing:
             self.paused = self.epoch
         self.next_barrier = now + self.job.barrier_period
         self.barrier_sent = now
         barrier = Barrier(self.epoch, self.final is not None, self.paused is not None)
         for peer in self.inputs:
             self.send(peer, barrier)
+        return True
+
+    def _grow_at_pause(self) -> bool:
+        """A job held back and standing still at its pause's commit asks, once, to grow."""
+        if not self.held_back or self.grown == self.paused:
+            return False
+        self.grown = self.paused
+        log.info("job %s: standing still at epoch %d of allocation %d; growing it",
+                 self.job.id, self.paused, self.version)  # fmt: skip
+        self.grow()
         return True
 
     def _in_flight(self, now: float) -> bool:

@@ -48,6 +48,7 @@ from typing import Any, Protocol
 from peer.job.code import imports_from
 from peer.job.spec import Job
 from peer.log.entries.group_leave import GROUP_LEAVE
+from peer.log.entries.grow import grow_job
 from peer.log.entries.jobs import COMPLETE_JOB, kill_job
 from peer.log.entries.recovery import TASK_RECOVERED
 from peer.log.entries.rollback import rollback_job
@@ -162,6 +163,8 @@ class DataPlane:
         self.code = CodeShelf(self.config.code_cache, storage, self.pool, self._code_arrived)
         self.runners: dict[RunnerKey, TaskRunner] = {}
         self.coordinators: dict[tuple[str, int], Coordinator] = {}
+        self.grown_at_once: set[tuple[str, int]] = set()
+        """Held-back jobs under a version, without checkpoints here, this group let grow."""
         self.by_short: dict[int, TaskRunner] = {}
         self.coordinator_by_job: dict[int, Coordinator] = {}
         self.standbys = Standbys(storage)
@@ -291,15 +294,29 @@ class DataPlane:
         for job_id, _ in sorted(wanted - set(self.coordinators)):
             placement = self.placements[job_id]
             self.coordinators[(job_id, placement.version)] = self._coordinator(placement)
-        leaving = self.replica.leaving
+        leaving, held = self.replica.leaving, self.replica.held_back
         for (job_id, _), coordinator in sorted(self.coordinators.items()):
             if coordinator.placement is not self.placements[job_id]:
                 coordinator.rewire(self.placements[job_id])
             groups = coordinator.placement.groups.values()
             coordinator.handing_over = not leaving.isdisjoint(groups)
+            coordinator.held_back = job_id in held
+        self._grow_at_once(mine, {(j, v) for j, v in wanted if j in held})
         self.coordinator_by_job = {
             c.placement.job_short: c for (job_id, _), c in self.coordinators.items()
         }
+
+    def _grow_at_once(self, mine: set[str], paced: set[tuple[str, int]]) -> None:
+        """The held-back jobs whose coordinator peer is here but that have no checkpoints here
+        (no coordinator paces them) grow at once: there is no commit to stand still at."""
+        held = {
+            (job_id, placement.version)
+            for job_id, placement in self.placements.items()
+            if job_id in self.replica.held_back and placement.coordinator in mine
+        } - paced
+        for job_id, version in sorted(held - self.grown_at_once):
+            self.write(grow_job(job_id, version))
+        self.grown_at_once = held
 
     @staticmethod
     def _addresses(placement: Placement, sender: str) -> Callable[[str], Address]:
@@ -337,6 +354,7 @@ class DataPlane:
             pool=self.pool,
             send=send,
             rollback=rollback,
+            grow=lambda: self.write(grow_job(job_id, version)),
         )
 
     def _runner(self, placement: Placement, peer: str) -> TaskRunner | None:

@@ -100,9 +100,20 @@ def modes(request, tmp_path) -> Iterator[list[str]]:
 
 
 @pytest.fixture
-def cluster(modes, start_peer, zookeeper, tenancy, monkeypatch):
+def pace() -> float:
+    """Seconds the job's count task sleeps every hundred events (tests.chaos.pacing)."""
+    return 0.02
+
+
+@pytest.fixture
+def paced(pace, monkeypatch) -> None:
+    """The pace, for the peers started after it."""
+    monkeypatch.setenv("ONYX_TEST_PACE", str(pace))
+
+
+@pytest.fixture
+def cluster(modes, paced, start_peer, zookeeper, tenancy):
     """Three groups of two peers with a paced job's code, and a client on their log."""
-    monkeypatch.setenv("ONYX_TEST_PACE", "0.02")
     options = {"vpeers": 2, "extra": ["--auto-down-unreachable-after", "1", *modes]}
     groups = [start_peer(**options) for _ in range(3)]
     store = api.connect(zookeeper.address, tenancy, create=True)
@@ -162,25 +173,31 @@ def pick(replica, job_id: str, victims: str, rng: random.Random) -> str:
     return rng.choice(working)
 
 
-@pytest.mark.parametrize("modes", ["at scale"], indirect=True)
-def test_a_member_leaving_gracefully_hands_over_and_changes_nothing_in_the_output(
+@pytest.mark.parametrize(("modes", "pace"), [("at scale", 0.05)], indirect=["modes"])
+def test_a_member_leaving_gracefully_and_coming_back_changes_nothing_in_the_output(
     reference, cluster, zookeeper, tenancy, tmp_path
 ):
-    """`onyx leave` of a member working on the job: it keeps its work until the job commits
-    the epoch it was in (its allocation does not change on the leave, only on the exit), then
-    it exits cleanly, and the published output equals a failure-free run's."""
-    groups, _, store = cluster
+    """`onyx leave` of a member all of whose peers work on the job: it keeps its work until
+    the job commits the epoch it was in (its allocation does not change on the leave, only on
+    the exit), then it exits cleanly, and the job goes on on fewer peers. A member comes back,
+    as in a rolling restart: the job grows back only at a grow-job, standing still at a commit.
+    No peer restores with scope global, and the published output equals a failure-free run's."""
+    groups, replace, store = cluster
     write_events(tmp_path / "events.jsonl")
     job_id = api.submit(store, job(tmp_path / "events.jsonl", tmp_path / "out"))
     progressed(store, Commits(store, job_id), job_id)
     current = api.replica(store)
-    leaving = pick(current, job_id, "random", random.Random(0))
+    leaving = busiest(current, job_id)
     process = next(g for g in groups if g.runs(leaving))
-    steps: list[tuple[str, int | None]] = []
+    seen: dict[int, tuple[str, int | None]] = {}
 
     def record(t) -> None:
-        if t.diff is not None and t.kind.name in ("member-leave", "member-exit"):
-            steps.append((t.kind.name, t.new.allocation_versions.get(job_id)))
+        """By position: each follow plays the log again from where the store boots it."""
+        if t.diff is not None and t.kind.name in ("member-leave", "member-exit", "grow-job"):
+            seen[t.entry.position] = (t.kind.name, t.new.allocation_versions.get(job_id))
+
+    def steps() -> list[tuple[str, int | None]]:
+        return [seen[position] for position in sorted(seen)]
 
     result = onyx("leave", "--zookeeper", zookeeper.address, "--tenancy", tenancy, leaving)
     assert result.returncode == 0, result.stderr
@@ -188,8 +205,34 @@ def test_a_member_leaving_gracefully_hands_over_and_changes_nothing_in_the_outpu
     assert process.process.wait(60) == 0
     assert "has handed its work over and exits" in process.output()
     assert "did not commit an epoch in time" not in process.output()
-    assert [kind for kind, _ in steps] == ["member-leave", "member-exit"]
-    assert steps[0][1] == current.allocation_versions[job_id], "the leave moved nothing"
+    assert [kind for kind, _ in steps()] == ["member-leave", "member-exit"]
+    assert steps()[0][1] == current.allocation_versions[job_id], "the leave moved nothing"
+    shrunk = api.replica(store)
+    assert job_id in shrunk.jobs, "the job ended before the member came back"
+    assert size(shrunk, job_id) < size(current, job_id), "the job went on on fewer peers"
+    replace()
+    back = api.follow(
+        store,
+        lambda r: job_id not in r.jobs or size(r, job_id) == size(current, job_id),
+        120,
+        each=record,
+    )
+    assert job_id in back.jobs, "the job ended before it grew back"
+    assert [kind for kind, _ in steps()] == ["member-leave", "member-exit", "grow-job"]
+    assert steps()[-1][1] == back.allocation_versions[job_id], "grow-job grew the job"
     final = api.wait(store, job_id, 300)
     assert final.state == "completed"
     assert published(tmp_path / "out") == reference
+    restores = "\n".join(g.output() for g in groups)
+    assert "scope handover" in restores
+    assert "scope global" not in restores
+
+
+def busiest(replica, job_id: str) -> str:
+    """A group all of whose peers work on the job: its leave shrinks the job."""
+    working = {p for ps in replica.allocations[job_id].values() for p in ps}
+    return next(g for g in sorted(replica.groups) if set(replica.group_peers.get(g, ())) <= working)
+
+
+def size(replica, job_id: str) -> int:
+    return sum(len(ps) for ps in replica.allocations.get(job_id, {}).values())

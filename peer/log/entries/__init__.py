@@ -9,6 +9,7 @@ from __future__ import annotations
 from peer.log.entries import (
     gc,
     group_leave,
+    grow,
     jobs,
     join,
     join_direct,
@@ -30,6 +31,7 @@ KINDS: dict[str, EntryKind] = {
         jobs,
         recovery,
         rollback,
+        grow,
         gc,
     )
     for kind in module.KINDS

@@ -32,6 +32,7 @@ ALL_KINDS = [
     "complete-job",
     "task-recovered",
     "rollback-job",
+    "grow-job",
 ]
 
 

@@ -59,6 +59,8 @@ def test_to_json_is_plain_and_sorted(sample):
         "takeovers": {},
         "recovering": {},
         "rollbacks": {},
+        "held_back": [],
+        "growing": [],
         "short_ids": {},
         "next_short_id": 0,
     }

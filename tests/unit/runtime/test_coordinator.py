@@ -51,6 +51,7 @@ class World:
         placement = place(self.job, 5, allocation, short_ids, dict.fromkeys(short_ids, "g"))
         self.sent: list[tuple[str, Any]] = []
         self.rollbacks: list[str] = []
+        self.grown = 0
         self.commits = Commits(MemoryLog().session(), self.job.id)
         self.coordinator = Coordinator(
             placement=placement,
@@ -59,8 +60,12 @@ class World:
             pool=Inline(),
             send=lambda peer, message: self.sent.append((peer, message)),
             rollback=self.rollbacks.append,
+            grow=self.grow,
         )
         self.now = 0.0
+
+    def grow(self) -> None:
+        self.grown += 1
 
     def run(self, until: float) -> None:
         """Steps the coordinator while it has something to do, at every tenth of a second."""
@@ -214,6 +219,44 @@ def test_a_leave_that_leaves_the_allocation_as_it_was_ends_the_pause_at_once():
     w.run(2.0)
     assert w.barriers() == [1]
     w.coordinator.handing_over = False
+    w.run(2.2)
+    assert [(m.epoch, m.pause) for _, m in w.sent if isinstance(m, Barrier)] == [
+        (1, True),
+        (2, False),
+    ]
+
+
+def test_a_job_held_back_pauses_and_asks_once_to_grow_at_the_pause_commit():
+    """The allocation holds the job back from growing: the next barrier is a pause, and only
+    once its epoch commits, quiesced, does the coordinator ask for the job to grow."""
+    w = World(barrier_period=10.0, checkpoint_timeout=30.0)
+    w.run(0.5)
+    w.ack(1)
+    w.run(1.0)
+    w.coordinator.held_back = True
+    w.run(1.2)
+    assert [(m.epoch, m.pause) for _, m in w.sent if isinstance(m, Barrier)] == [
+        (1, False),
+        (2, True),
+    ]
+    assert w.grown == 0, "not before the pause commits"
+    w.ack(2)
+    w.run(40.0)
+    assert w.grown == 1
+    record = w.commits.read()[0]
+    assert (record.committed, record.scope) == (Epoch(5, 2), "handover")
+    assert w.barriers() == [1, 2], "the job stands still until it grows"
+
+
+def test_a_job_no_longer_held_back_goes_on_after_its_pause():
+    """The peers it would have grown onto went away: the job reads again at once."""
+    w = World(barrier_period=10.0, checkpoint_timeout=30.0)
+    w.coordinator.held_back = True
+    w.run(0.5)
+    w.ack(1)
+    w.run(2.0)
+    assert w.grown == 1
+    w.coordinator.held_back = False
     w.run(2.2)
     assert [(m.epoch, m.pause) for _, m in w.sent if isinstance(m, Barrier)] == [
         (1, True),
