@@ -246,6 +246,8 @@ class JobStatus:
     """Those still replaying their seat."""
     rolled_back: str | None = None
     """Why a running job last rolled back as a whole, if it has."""
+    held_back: bool = False
+    """The schedulers would give the running job more peers: it grows at its next pause."""
 
     @property
     def finished(self) -> bool:
@@ -295,6 +297,7 @@ def status(current: Replica, job_id: str) -> JobStatus:
             takeovers=dict(current.takeovers.get(job_id, {})),
             recovering=sorted(current.recovering.get(job_id, ())),
             rolled_back=current.rollbacks.get(job_id),
+            held_back=job_id in current.held_back,
         )  # fmt: skip
     needs = job_demand(job, started=job_id in current.started).minimum
     return JobStatus(job_id, "waiting", needs, allocation, version, name=name, submitted=at)

@@ -996,6 +996,8 @@ def describe_job(status: api.JobStatus) -> str:
         line += f" (allocation version {status.allocation_version})"
         if status.rolled_back:
             line += f"\n  last rolled back: {status.rolled_back}"
+        if status.held_back:
+            line += "\n  held back at its size: it grows once it stands still at a commit"
         tasks = [f"  {t}: {', '.join(_peer(status, p) for p in ps)}"
                  for t, ps in status.allocation.items()]  # fmt: skip
         line = "\n".join([line, *tasks])

@@ -113,20 +113,22 @@ class Store:
         )
 
 
+COUNTS = 3
+"""The keyed job's count peers when every member is up."""
+
+
 def keyed_job(events: str, out: str) -> dict[str, Any]:
     """A keyed stream through a windowed count into the exactly-once sink, checkpointed every
-    half second, locally recovering, the count's seats with standbys. Its four peers fit in
-    what any two hosts offer, so a host's member leaving or failing moves its work without
-    changing the job's size; a job that shrank when a member left would grow back when it
-    returns by restoring its last commit (scope global), which a rolling restart must not do
-    here."""
+    half second, locally recovering, the count's seats with standbys. It takes five of the
+    seven virtual peers (COUNTS), so the first host's member (three of them) leaving or failing
+    shrinks it, and its return grows it back: at a pause, standing still at a commit."""
     return {
         "workflow": [["read", "count"], ["count", "write"]],
         "catalog": [
             {"name": "read", "kind": "input", "plugin": "peer.plugins.jsonl:input",
              "params": {"path": events}, "n_peers": 1},
             {"name": "count", "kind": "function", "fn": "rollout_keyed:pace",
-             "group_by_key": "user", "n_peers": 2, "standby": True},
+             "group_by_key": "user", "max_peers": COUNTS, "standby": True},
             {"name": "write", "kind": "output", "plugin": "peer.plugins.jsonl:exactly_once_output",
              "params": {"path": out}, "n_peers": 1},
         ],
@@ -312,8 +314,9 @@ def _cut_past_auto_down(rig: Rig, store: api.ZooKeeperStore, cut: Host, others: 
 def rolling_restart(rollout: Rollout, store: api.ZooKeeperStore, job_id: str) -> None:
     """deploy/rolling_restart.yml: each host's member leaves (a graceful hand-over) and its
     successor joins before the next host's member leaves, in the inventory's order, each back
-    with all its virtual peers; no peer restores the job with scope global (it never rolls
-    back), and some hand over (scope handover)."""
+    with all its virtual peers. The job, shrunk while the first host's member was away, grows
+    back at a pause; no peer restores it with scope global (it never rolls back), and some hand
+    over (scope handover)."""
     rig = rollout.rig
     before, start = api.replica(store), time.time()
     with rollout.phase("rolling_restart.yml"):
@@ -328,6 +331,9 @@ def rolling_restart(rollout: Rollout, store: api.ZooKeeperStore, job_id: str) ->
     vpeers = {h.name: 3 if h == rig.hosts[0] else 2 for h in rig.hosts}  # as write_inventory
     held = {h.name: len(after.group_peers.get(group_on(after, h) or "", ())) for h in rig.hosts}
     assert held == vpeers, "a member came back without all its virtual peers"
+    wait_until(lambda: api.replica(store).allocations.get(job_id, {}).get("count", ()),
+               lambda count: len(count) == COUNTS, 120, "the job to grow back")  # fmt: skip
+    assert logged(rig, rig.hosts, start, f"job {job_id}: standing still at epoch"), "no growth"
     restored = [line for h in rig.hosts for _, line in journal(rig, h, start, f"of job {job_id}")]
     restored = [line for line in restored if "restored task" in line]
     assert not [line for line in restored if "scope global" in line], restored

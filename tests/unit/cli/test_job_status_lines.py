@@ -25,6 +25,17 @@ def test_a_job_without_local_recovery_reads_as_before():
     assert describe_job(status) == "job j1: running (allocation version 3)\n  read: aaaaaaaa"
 
 
+def test_a_job_held_back_says_it_grows_at_a_commit():
+    status = JobStatus(
+        "j1", "running", allocation={"read": ["aaaaaaaa1"]}, allocation_version=9, held_back=True
+    )
+    assert describe_job(status).splitlines() == [
+        "job j1: running (allocation version 9)",
+        "  held back at its size: it grows once it stands still at a commit",
+        "  read: aaaaaaaa",
+    ]
+
+
 def test_a_job_that_rolled_back_says_why():
     status = JobStatus(
         "j1", "running", allocation={"read": ["aaaaaaaa1"]}, allocation_version=9,

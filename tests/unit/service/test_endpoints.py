@@ -66,7 +66,7 @@ def test_a_joined_group_is_ready_and_shows_its_replica_and_jobs():
     old = {"id": "old", "state": "completed", "needs": 0, "allocation": {}, "peers": 0,
            "allocation_version": None, "reason": None, "name": None, "submitted": None,
            "standbys": {}, "takeovers": {}, "recovering": [], "rolled_back": None,
-           "committed_epoch": None}  # fmt: skip
+           "held_back": False, "committed_epoch": None}  # fmt: skip
     assert json.loads(get(app, "/jobs")[2]) == {"version": 5, "jobs": [old]}
     assert json.loads(get(app, "/jobs/old")[2]) == old
 
