@@ -17,23 +17,6 @@ _tenancies = itertools.count()
 settings.register_profile("untimed", deadline=None, suppress_health_check=(HealthCheck.too_slow,))
 settings.load_profile("untimed")
 
-REAL_FIXTURES = frozenset({"zookeeper", "spark", "start_peer", "object_store"})
-"""The fixtures that start real components (a ZooKeeper server, a Spark session, members, an
-S3 server)."""
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under ``pytest -n N`` (with ``--dist loadgroup``, the default here) the tests that start
-    real components, the integration and rollout ones and any other that uses a fixture
-    starting one, run one after another on one worker, as they would without it: their
-    deadlines were set for a machine not running two of them at once, and each worker would
-    start its own ZooKeeper and Spark. The pure tests are shared out among the other workers
-    beside them."""
-    for item in items:
-        marked = item.get_closest_marker("integration") or item.get_closest_marker("rollout")
-        if marked or REAL_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group("real"))
-
 
 @pytest.fixture(scope="session")
 def zookeeper() -> Iterator[ZooKeeperServer]:

@@ -99,7 +99,8 @@ def test_segments_keep_moving_while_zookeeper_is_away(tenancy, tmp_path):
     processes = two_groups(own.address, tenancy, tmp_path, session_timeout=20.0)
     out, count = tmp_path / "out.jsonl", 5000
     try:
-        with closing(api.connect(own.address, tenancy, create=True)) as store:
+        connect = api.connect(own.address, tenancy, create=True, connect_timeout=30)
+        with closing(connect) as store:
             wait_for(lambda: len(api.replica(store).peers) >= 4, 60, "four active peers")
             groups = set(api.replica(store).groups)
             # No checkpoints: a checkpointed job cannot commit while ZooKeeper is away, and past
