@@ -76,7 +76,7 @@ def reallocate(old: Replica, new: Replica, position: int, planner: Planner = pla
 def allocate(replica: Replica, position: int, planner: Planner = plan_here) -> Replica:
     """The expensive step on its own: ``replica`` with its allocations recomputed at
     ``position``, killing the started jobs left without peers whose flux policy says so. A
-    replica without jobs is returned as it is."""
+    replica without jobs is returned as it is, holding no job back."""
     if not replica.jobs:
         return _holding(replica, frozenset())
     active = active_peers(replica)
