@@ -2,10 +2,11 @@
 ``rollout`` fixture, tests/infra/conftest.py): each host runs one peer member with its worker
 processes and a SeaweedFS object store node, and the one host that ran the per-core peer groups
 of an earlier release (onyx-peer@<i>) no longer does. The testinfra node tests (tests/infra/nodes)
-pass on every host, a second rollout changes nothing, losing the ZooKeeper quorum raises its
-alerts in Prometheus and the firing one reaches Alertmanager, the zookeeper role turns a ZooKeeper
-server's exporter off and on again, and the object store and Grafana roles refuse what they
-cannot do safely. The jobs the cluster runs are test_rollout_jobs.py's.
+pass on every host, a second rollout (to hosts holding every role) changes nothing, losing the
+ZooKeeper quorum raises its alerts in Prometheus and the firing one reaches Alertmanager, the
+zookeeper role turns a ZooKeeper server's exporter off and on again, and the object store and
+Grafana roles refuse what they cannot do safely. The jobs the cluster runs are
+test_rollout_jobs.py's.
 
 Grafana is NOT rolled out: the hosts reach only this machine, and this machine cannot download a
 Grafana release (it reaches only PyPI, Debian and npm), so the inventory's `grafana` group is empty
@@ -47,10 +48,14 @@ def test_node_tests_pass_on_every_host(rollout: Rollout) -> None:
 
 
 def test_a_second_rollout_changes_nothing(rollout: Rollout) -> None:
+    """site.yml again, on the first host (every role but the Spark worker's, a member with
+    Spark) and the last (a Spark worker, a member without): each role and each kind of member
+    once, not the middle host's repeat of them, to keep the rollout's time."""
+    hosts = [rollout.rig.hosts[0].name, rollout.rig.hosts[-1].name]
     with rollout.phase("site.yml (second run)"):
-        output = rollout.site("site-second-run")
+        output = rollout.playbook("site-second-run", "site.yml", "--limit", ",".join(hosts))
     recap = {host: tuple(map(int, counts)) for host, *counts in RECAP.findall(output)}
-    assert set(recap) == {h.name for h in rollout.rig.hosts}, output[-3000:]
+    assert set(recap) == set(hosts), output[-3000:]
     changed = _changed_tasks(output)
     assert all(counts == (0, 0, 0) for counts in recap.values()), (
         f"changed, unreachable, failed per host: {recap}; changed tasks: {changed}"
