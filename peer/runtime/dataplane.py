@@ -301,19 +301,21 @@ class DataPlane:
             groups = coordinator.placement.groups.values()
             coordinator.handing_over = not leaving.isdisjoint(groups)
             coordinator.held_back = job_id in held
-        self._grow_at_once(mine, {(j, v) for j, v in wanted if j in held})
+        self._grow_at_once(mine)
         self.coordinator_by_job = {
             c.placement.job_short: c for (job_id, _), c in self.coordinators.items()
         }
 
-    def _grow_at_once(self, mine: set[str], paced: set[tuple[str, int]]) -> None:
+    def _grow_at_once(self, mine: set[str]) -> None:
         """The held-back jobs whose coordinator peer is here but that have no checkpoints here
         (no coordinator paces them) grow at once: there is no commit to stand still at."""
         held = {
             (job_id, placement.version)
             for job_id, placement in self.placements.items()
-            if job_id in self.replica.held_back and placement.coordinator in mine
-        } - paced
+            if job_id in self.replica.held_back
+            and placement.coordinator in mine
+            and not self._checkpointed(placement.job)
+        }
         for job_id, version in sorted(held - self.grown_at_once):
             self.write(grow_job(job_id, version))
         self.grown_at_once = held

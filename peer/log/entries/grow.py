@@ -26,9 +26,7 @@ def _apply(replica: Replica, entry: Entry) -> Replica:
 
 
 def _diff(entry: Entry, old: Replica, new: Replica) -> Diff:
-    if old is new:
-        return None
-    return {"job": entry.args["job"], "version": entry.args["version"]}
+    return None if old is new else {"job": entry.args["job"], "version": entry.args["version"]}
 
 
 GROW_JOB = EntryKind(
