@@ -14,10 +14,11 @@ from peer.job.demand import job_demand
 from peer.log.allocation import active_peers, needs_allocation, scheduling_request
 from peer.log.apply import apply_entry, kind_of
 from peer.log.entries.jobs import finish
+from peer.log.entry import Entry
 from peer.log.replica import Replica
 from peer.log.takeover import take_over
-from peer.scheduling import JOB_SCHEDULERS, TASK_SCHEDULERS, PeerInfo, allocate
-from peer.scheduling.request import SchedulingRequest, schedule
+from peer.scheduling import JOB_SCHEDULERS, TASK_SCHEDULERS, Allocation, PeerInfo, allocate
+from peer.scheduling.request import Planner, SchedulingRequest, schedule
 from tests.unit.log.test_allocation_properties import GROUPS, steps
 
 
@@ -30,10 +31,21 @@ def over_the_wire(request: SchedulingRequest) -> SchedulingRequest:
     return SchedulingRequest.from_json(json.loads(json.dumps(request.to_json())))
 
 
-def read_off(replica: Replica):
+def read_off(replica: Replica, held: frozenset[str]) -> Allocation:
     """The allocation computed straight from the replica, as the log did before the subset
-    existed: the oracle the subset must not lose anything against."""
-    demands = [job_demand(replica.jobs[j], started=j in replica.started) for j in replica.job_order]
+    existed, with the ``held`` jobs' tasks asking for no more peers than they have: the oracle
+    the subset must not lose anything against."""
+    demands = []
+    for j in replica.job_order:
+        demand = job_demand(replica.jobs[j], started=j in replica.started)
+        if j in held:
+            seats = replica.allocations[j]
+            demand = dataclasses.replace(demand, tasks=tuple(
+                dataclasses.replace(t, min_peers=min(t.min_peers, len(seats[t.name])),
+                                    max_peers=len(seats[t.name]))
+                for t in demand.tasks
+            ))  # fmt: skip
+        demands.append(demand)
     peers = [
         PeerInfo(p, g, frozenset(replica.group_tags.get(g, ())))
         for g in sorted(replica.groups - replica.exiting)
@@ -42,8 +54,8 @@ def read_off(replica: Replica):
     return allocate(replica.job_scheduler, demands, peers, replica.allocations)
 
 
-def replicas(data: st.DataObject, longest: int = 30) -> list[tuple[Replica, Replica, Replica]]:
-    """(before, after the entry's own change, after the whole entry) for a random log."""
+def replicas(data: st.DataObject, longest: int = 30) -> list[Step]:
+    """Every entry of a random log that the log does not refuse, with its replicas."""
     replica = Replica().evolve(groups=Replica().groups.update(GROUPS))
     seen = []
     for position in range(data.draw(st.integers(1, longest))):
@@ -54,30 +66,53 @@ def replicas(data: st.DataObject, longest: int = 30) -> list[tuple[Replica, Repl
         except Exception:  # refused: the log keeps the replica, nothing is scheduled
             mid = None
         if mid is not None:
-            seen.append((replica, mid, new))
+            seen.append(Step(replica, entry, mid, new))
         replica = new
     return seen
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One entry of a log: the replica before it, after its own change, after all of it."""
+
+    before: Replica
+    entry: Entry
+    applied: Replica
+    new: Replica
+
+
+def wiring(asked: list[SchedulingRequest]) -> Planner:
+    """A planner that sends every request through JSON, keeps it in ``asked``, and schedules
+    what came out, as a scheduling server does."""
+
+    def plan(request: SchedulingRequest, position: int) -> Allocation:
+        wired = over_the_wire(request)
+        assert wired == request
+        asked.append(wired)
+        return schedule(wired)
+
+    return plan
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.data())
 def test_the_subset_over_the_wire_schedules_what_the_log_records(data):
-    for before, applied, new in replicas(data):
-        if not needs_allocation(before, applied):
+    for step in replicas(data):
+        if not needs_allocation(step.before, step.applied):
             continue
-        mid = take_over(applied, active_peers(applied))
-        for job in sorted(set(applied.jobs) - set(new.jobs)):  # killed by their flux policy
+        asked: list[SchedulingRequest] = []
+        assert apply_entry(step.before, step.entry, wiring(asked)).new == step.new
+        mid = take_over(step.applied, active_peers(step.applied))
+        for job in sorted(set(step.applied.jobs) - set(step.new.jobs)):  # killed by flux policy
             mid = finish(mid, job, "killed")
-        request = scheduling_request(mid)
-        wired = over_the_wire(request)
-        assert wired == request
-        assert plain(schedule(wired)) == plain(new.allocations) == plain(read_off(mid))
+        final = plain(schedule(asked[-1]))
+        assert final == plain(step.new.allocations) == plain(read_off(mid, step.new.held_back))
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.data())
 def test_equal_subsets_give_equal_digests(data):
-    for _, _, new in replicas(data, longest=15):
+    for new in [step.new for step in replicas(data, longest=15)]:
         request = scheduling_request(new)
         shuffled = dataclasses.replace(
             request,
@@ -169,7 +204,7 @@ def _changed_task(draw: st.DrawFn, tasks):
 @settings(max_examples=150, deadline=None)
 @given(st.data())
 def test_a_change_scheduling_reads_changes_the_digest(data):
-    for _, _, new in replicas(data, longest=15)[-3:]:
+    for new in [step.new for step in replicas(data, longest=15)[-3:]]:
         request = scheduling_request(new)
         changed = changes(data.draw, request)
         assert changed != request
