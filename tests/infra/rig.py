@@ -511,8 +511,6 @@ class Rig:
         """An environment for ansible-playbook / ansible against ``inventory_path``."""
         env = dict(os.environ if base is None else base)
         env.update(
-            ANSIBLE_SSH_CONTROL_PATH_DIR=str(self.control_dir),
-            ANSIBLE_SSH_CONTROL_PATH="%(directory)s/%%C",
             ANSIBLE_HOST_KEY_CHECKING="True",
             ANSIBLE_PRIVATE_KEY_FILE=str(self.private_key_path),
             ANSIBLE_REMOTE_USER="root",
@@ -535,7 +533,7 @@ class Rig:
             "ansible_ssh_private_key_file": str(self.private_key_path),
             "ansible_ssh_common_args": (
                 f"-o UserKnownHostsFile={self.known_hosts_path} -o StrictHostKeyChecking=yes"
-                " -o IdentitiesOnly=yes"
+                f" -o IdentitiesOnly=yes -o ControlPath={self.control_dir}/%C"
             ),
             "ansible_python_interpreter": "/usr/bin/python3",
             "onyx_test_apt_url": self.apt_url,
