@@ -12,6 +12,18 @@ from tests.support import ObjectStore, PeerProcess, ZooKeeperServer
 
 _tenancies = itertools.count()
 
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests on the rig's hosts (marked rollout) share one rig, so one worker runs them all
+    (an xdist group, which xdist reads after this hook), and first: together they take longer
+    than any other worker's share, and the other workers run the rest of the suite meanwhile."""
+    rig = [item for item in items if item.get_closest_marker("rollout")]
+    for item in rig:
+        item.add_marker(pytest.mark.xdist_group("rig"))
+    items[:] = rig + [item for item in items if not item.get_closest_marker("rollout")]
+
+
 # Property tests assert what holds, never how fast: a deadline or a too-slow check would fail
 # them on a loaded machine (or beside other tests under ``pytest -n``) for no fault of the code.
 settings.register_profile("untimed", deadline=None, suppress_health_check=(HealthCheck.too_slow,))

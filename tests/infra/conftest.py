@@ -60,6 +60,7 @@ def rollout(rig: Rig, request: pytest.FixtureRequest) -> Iterator[Rollout]:
         rig.ssh(host, "systemctl stop onyx-peer.service", check=False, timeout=90)
     timings = {**{f"rig {k}": v for k, v in rig.timings.items()}, **result.timings}
     summary = "rollout timings (s): " + ", ".join(f"{k} {v}" for k, v in timings.items())
+    (rig.logs_dir / "rollout-timings.txt").write_text(f"{summary}\n")  # kept with the logs
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
         print(f"\n{summary}", flush=True)
