@@ -6,37 +6,11 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
-from xdist.remote import Producer
-from xdist.scheduler import LoadScopeScheduling
 
 from peer.spark import session
 from tests.support import ObjectStore, PeerProcess, ZooKeeperServer
 
 _tenancies = itertools.count()
-
-
-RIG = "tests/infra/"
-"""The tests on the rig's test hosts (tests/infra/README.md): they share one rig, which only one
-process on the machine can hold at a time."""
-
-
-class RigFirst(LoadScopeScheduling):
-    """The suite's schedule under ``pytest -n``: tests one by one to whichever worker frees up,
-    except the rig's, which go to one worker together, first (they are first in the collection:
-    ``pytest_collection_modifyitems``). Together they take longer than any other worker's share,
-    and the other workers run the rest of the suite meanwhile. (xdist's own ``loadgroup`` cannot
-    do this under this pytest: the group it puts in a test's node id no longer reaches it.)"""
-
-    def _split_scope(self, nodeid: str) -> str:
-        return RIG if nodeid.startswith(RIG) else nodeid
-
-
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> RigFirst:
-    return RigFirst(config, log)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: not item.nodeid.startswith(RIG))  # stable: the rest keep order
 
 
 # Property tests assert what holds, never how fast: a deadline or a too-slow check would fail
