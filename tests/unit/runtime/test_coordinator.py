@@ -189,19 +189,26 @@ def test_a_fenced_record_lets_the_coordinator_commit_nothing_more():
     assert w.barriers() == [1, 2]
 
 
-def test_a_hand_over_pauses_at_its_next_barrier_commits_it_quiesced_and_sends_no_more():
-    """A member of the job is leaving: the next barrier, sent at once, is a pause; its commit
-    says the job stands still there, and a restore from it is a hand-over's, not a rollback."""
+def paused_after_epoch_1(flag: str) -> World:
+    """Epoch 1 commits, then the coordinator's ``flag`` (handing_over, held_back) is set: the
+    barrier it sends next, epoch 2's, is a pause."""
     w = World(barrier_period=10.0, checkpoint_timeout=30.0)
     w.run(0.5)
     w.ack(1)
     w.run(1.0)
-    w.coordinator.handing_over = True
+    setattr(w.coordinator, flag, True)
     w.run(1.2)
     assert [(m.epoch, m.pause) for _, m in w.sent if isinstance(m, Barrier)] == [
         (1, False),
         (2, True),
     ]
+    return w
+
+
+def test_a_hand_over_pauses_at_its_next_barrier_commits_it_quiesced_and_sends_no_more():
+    """A member of the job is leaving: the next barrier, sent at once, is a pause; its commit
+    says the job stands still there, and a restore from it is a hand-over's, not a rollback."""
+    w = paused_after_epoch_1("handing_over")
     w.ack(2)
     w.run(40.0)
     record = w.commits.read()[0]
@@ -229,16 +236,7 @@ def test_a_leave_that_leaves_the_allocation_as_it_was_ends_the_pause_at_once():
 def test_a_job_held_back_pauses_and_asks_once_to_grow_at_the_pause_commit():
     """The allocation holds the job back from growing: the next barrier is a pause, and only
     once its epoch commits, quiesced, does the coordinator ask for the job to grow."""
-    w = World(barrier_period=10.0, checkpoint_timeout=30.0)
-    w.run(0.5)
-    w.ack(1)
-    w.run(1.0)
-    w.coordinator.held_back = True
-    w.run(1.2)
-    assert [(m.epoch, m.pause) for _, m in w.sent if isinstance(m, Barrier)] == [
-        (1, False),
-        (2, True),
-    ]
+    w = paused_after_epoch_1("held_back")
     assert w.grown == 0, "not before the pause commits"
     w.ack(2)
     w.run(40.0)
