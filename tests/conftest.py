@@ -12,7 +12,6 @@ from tests.support import ObjectStore, PeerProcess, ZooKeeperServer
 
 _tenancies = itertools.count()
 
-
 # Property tests assert what holds, never how fast: a deadline or a too-slow check would fail
 # them on a loaded machine (or beside other tests under ``pytest -n``) for no fault of the code.
 settings.register_profile("untimed", deadline=None, suppress_health_check=(HealthCheck.too_slow,))
