@@ -125,8 +125,11 @@ class GroupConfig:
     tags: tuple[str, ...] = ()
     """What this group's peers offer to tasks with required tags."""
     dataplane: DataPlaneConfig = field(default_factory=DataPlaneConfig)
-    idle_wait: float = 0.001
-    """The longest the group sleeps between rounds of data-plane work when there is none."""
+    idle_wait: float = 0.01
+    """The longest the group sleeps between rounds of data-plane work when there is none. The
+    sleep doubles from half a millisecond, so a busy stream is polled at once; an idle group
+    wakes a hundred times a second (each round polls every subscription and the membership
+    service), not a thousand."""
     modes: CoordinationModes = field(default_factory=CoordinationModes)
     """Which coordination mechanisms this group runs besides (or instead of) the classic ones."""
 

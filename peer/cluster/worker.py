@@ -82,7 +82,8 @@ class WorkerSpec:
     aeron_dir: str | None = None
     mtu: int | None = None
     dataplane: DataPlaneConfig = field(default_factory=DataPlaneConfig)
-    idle_wait: float = 0.001
+    idle_wait: float = 0.01
+    """As the group's (peer.cluster.group.GroupConfig.idle_wait)."""
     log_level: str = "info"
     log_format: str = "text"
     spark_master: str = spark_session.DEFAULT_MASTER

@@ -53,6 +53,9 @@ def rollout(rig: Rig, request: pytest.FixtureRequest) -> Iterator[Rollout]:
     with result.phase("site.yml (first run)"):
         result.site("site-first-run")
     yield result
+    for host in rig.hosts:  # the hosts' own logs outlive them, beside the rig's (last-run-logs)
+        journal = rig.ssh(host, "journalctl --no-pager -o short-precise -u 'onyx-*'", check=False)
+        (rig.logs_dir / f"{host.name}-journal.txt").write_text(journal.stdout)
     # A peer member whose whole ZooKeeper ensemble is gone blocks in ZooKeeper calls and ignores
     # SIGTERM until systemd kills it (TimeoutStopSec, 50 s): that is what powering every host off
     # at once would do. Stop the members first, while ZooKeeper still answers.
