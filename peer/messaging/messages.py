@@ -68,11 +68,30 @@ class Credit:
     in the body, which is empty without one."""
 
 
+RESTORE_SCOPES = ("global", "handover")
+"""What a restore from a committed epoch is (peer.runtime.checkpoints.CommitRecord.scope)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RestorePoint:
+    """Where every runner of a job restores from: epoch ``number`` of allocation ``version`` of
+    job ``job`` (the job's own last commit, or the one its ``resume_from`` names), which
+    ``slots`` peers of each task took; ``scope`` is what a restore from it is, a rollback of the
+    whole job (global) or a hand-over's pause, which redoes nothing."""
+
+    job: str
+    version: int
+    number: int
+    slots: dict[str, int]
+    scope: str = "global"
+
+
 @dataclass(frozen=True, slots=True)
 class Recover:
-    body: list[Any]
-    """The coordinator's answer: [] to start afresh, else [source job, allocation version,
-    epoch number, {task: slots}] of the checkpoint to restore."""
+    point: RestorePoint | None
+    """The coordinator's answer: where to restore from, None to start afresh. On the wire
+    ``[]`` or ``[job, version, number, {task: slots}, scope]`` (a sender of an earlier release
+    leaves the scope out: global)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +132,14 @@ class Recall:
 
 @dataclass(frozen=True, slots=True)
 class Recalled:
-    body: list[Any]
-    """The answer to a Recall: [in-line messages received from the seat, offset of the first
-    determinant held, [event, ...]]."""
+    """The answer to a Recall, on the wire ``[received, offset, events]``."""
+
+    received: int
+    """In-line messages received from the seat."""
+    offset: int
+    """Where in the seat's determinant log the events held begin."""
+    events: list[Any]
+    """The seat's determinants held, ``[event, ...]`` (peer.causal.determinants)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +246,41 @@ def _row_limit(body: Body) -> int:
     return rows
 
 
+def _restore_point(body: Body) -> RestorePoint | None:
+    """A Recover's restore point; None for an empty body (start afresh)."""
+    items = _list(body)
+    if not items:
+        return None
+    if len(items) not in (4, 5):
+        raise ValueError(f"body {body!r:.80} is not [job, version, epoch, slots, scope]")
+    job, version, number, slots, *scope = items
+    if not (isinstance(job, str) and _counts(version, number)):
+        raise ValueError(f"body {body!r:.80} does not start with a job id and two ints >= 0")
+    if not (isinstance(slots, dict) and all(isinstance(t, str) and _counts(n)
+                                            for t, n in slots.items())):  # fmt: skip
+        raise ValueError(f"slots {slots!r:.80} are not {{task: count}}")
+    if scope and scope[0] not in RESTORE_SCOPES:
+        raise ValueError(f"scope {scope[0]!r:.40} is not one of {', '.join(RESTORE_SCOPES)}")
+    return RestorePoint(job, version, number, slots, *scope)
+
+
+def _restore_body(point: RestorePoint | None) -> Body:
+    if point is None:
+        return []
+    return [point.job, point.version, point.number, point.slots, point.scope]
+
+
+def _recalled(body: Body) -> Recalled:
+    items = _list(body)
+    if len(items) != 3 or not _counts(*items[:2]) or not isinstance(items[2], list):
+        raise ValueError(f"body {body!r:.80} is not [received, offset, events]")
+    return Recalled(*items)
+
+
+def _counts(*values: Any) -> bool:
+    return all(type(v) is int and v >= 0 for v in values)
+
+
 def _zero(message: Any) -> int:
     return 0
 
@@ -239,7 +298,8 @@ TABLE = (
     Kind(End, MessageType.END, _zero, _nothing, lambda _, b: END),
     Kind(Credit, MessageType.CREDIT, lambda m: m.batches, lambda m: [m.rows] if m.rows else (),
          lambda e, b: Credit(e, _row_limit(b))),
-    Kind(Recover, MessageType.RECOVER, _zero, lambda m: m.body, lambda _, b: Recover(_list(b))),
+    Kind(Recover, MessageType.RECOVER, _zero, lambda m: _restore_body(m.point),
+         lambda _, b: Recover(_restore_point(b))),
     Kind(Ack, MessageType.ACK, lambda m: m.epoch, _nothing, lambda e, _: Ack(e)),
     Kind(Drained, MessageType.DRAINED, _zero, _nothing, lambda _, b: DRAINED),
     Kind(Committed, MessageType.COMMITTED, lambda m: m.epoch, _nothing, lambda e, _: Committed(e)),
@@ -248,8 +308,8 @@ TABLE = (
     Kind(ReplayFrom, MessageType.REPLAY, lambda m: m.epoch, _nothing,
          lambda e, _: ReplayFrom(e)),
     Kind(Recall, MessageType.RECALL, _zero, _nothing, lambda _, b: RECALL),
-    Kind(Recalled, MessageType.RECALLED, _zero, lambda m: m.body,
-         lambda _, b: Recalled(_list(b))),
+    Kind(Recalled, MessageType.RECALLED, _zero, lambda m: [m.received, m.offset, m.events],
+         lambda _, b: _recalled(b)),
     Kind(Membership, MessageType.MEMBERSHIP, _zero, lambda m: m.body,
          lambda _, b: Membership(_list(b))),
     Kind(JoinAsk, MessageType.JOIN_ASK, _zero, lambda m: m.body, lambda _, b: JoinAsk(_list(b))),

@@ -158,6 +158,30 @@ class Output(Protocol):
 PROTOCOLS: dict[str, type] = {"input": Input, "output": Output}
 
 
+class NoPlugin:
+    """What a function task has in a plugin's place: nothing to recover, checkpoint, commit or
+    close, and nothing it could be behind on, so its runner calls the same methods whatever
+    its task's kind."""
+
+    def recover(self, recovery: Recovery) -> None:
+        """Nothing to resume."""
+
+    def checkpoint(self, epoch: Epoch) -> None:
+        return None
+
+    def synced(self) -> bool:
+        return True
+
+    def committed(self, epoch: Epoch) -> None:
+        """Nothing to publish."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+NO_PLUGIN = NoPlugin()
+
+
 def where(task: Task) -> str:
     """The start of every plugin error message: which task, which plugin."""
     return f"task {task.name!r}, plugin {task.plugin!r}"

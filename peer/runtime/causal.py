@@ -35,9 +35,11 @@ from peer.causal.determinants import BARRIER, END, TICK, Deltas, DeterminantLog,
 from peer.causal.inflight import InFlightLog, LogLost
 from peer.causal.recorder import Recorder, ReplayDiverged
 from peer.job.spec import Job, Task
+from peer.messaging.messages import Recalled
 from peer.runtime.intake import InboxIntake
-from peer.runtime.logged_emit import LoggedEmitter
+from peer.runtime.logged_emit import LoggedEmitter, Wiring
 from peer.runtime.logged_intake import HoldingIntake, LoggedIntake
+from peer.runtime.task_windows import Windows
 
 
 class LocalRecoveryError(RuntimeError):
@@ -159,7 +161,7 @@ class CausalTask:
         self.holdings = Holdings(depth)
         self.sent = Deltas(seat, depth)
         self.inflight = InFlightLog(budget)
-        self.answers: dict[int, list[Any]] = {}
+        self.answers: dict[int, Recalled] = {}
         """The downstream seats' answers to this runner's Recall, while it takes a seat over."""
         self.asked: frozenset[int] = frozenset()
         self.had: dict[int, int] = {}
@@ -192,11 +194,9 @@ class CausalTask:
     def recall(self, downstream: frozenset[int]) -> None:
         self.asked, self.answers = downstream, {}
 
-    def answered(self, seat: int, body: list[Any]) -> None:
+    def answered(self, seat: int, answer: Recalled) -> None:
         if seat in self.asked:
-            if not isinstance(body, list) or len(body) != 3:
-                raise ValueError(f"a Recalled body {body!r:.80} is not [received, offset, events]")
-            self.answers[seat] = body
+            self.answers[seat] = answer
 
     def recalled(self) -> bool:
         return self.asked <= set(self.answers)
@@ -207,7 +207,8 @@ class CausalTask:
         start = self.log.end
         events: list[Any] = []
         for seat in sorted(self.answers):
-            _, offset, held = self.answers[seat]
+            answer = self.answers[seat]
+            offset, held = answer.offset, answer.events
             end = offset + len(held)
             if offset > start:
                 raise LocalRecoveryError(
@@ -218,7 +219,7 @@ class CausalTask:
             if end - start > len(events):
                 events = [event(e) for e in held[start - offset :]]
         self.recorder.replay(events)
-        self.had = {seat: answer[0] for seat, answer in sorted(self.answers.items())}
+        self.had = {seat: answer.received for seat, answer in sorted(self.answers.items())}
         return dict(self.had)
 
     def check_replayed(self) -> None:
@@ -235,11 +236,150 @@ class CausalTask:
                 )
 
 
+class NotHolding:
+    """An input's intake side of local recovery: it has no upstream seats to hold for."""
+
+    def hold(self, source: int, deltas: list[Any]) -> None:
+        """No upstream sends determinants to an input."""
+
+    def recalled(self, seat: int) -> None:
+        return None
+
+    def rewire(self, seats: Mapping[int, int]) -> None:
+        """No upstream seats to follow."""
+
+    def received(self) -> dict[int, int]:
+        return {}
+
+    def restore_received(self, counts: Mapping[int, int]) -> None:
+        """Nothing received to restore."""
+
+
+class NotLogged:
+    """An output's emitter side of local recovery: it sends nothing downstream to log."""
+
+    turn = property(lambda self: 0, lambda self, value: None)
+
+    def replay_from(self, peer: str, epoch: int) -> None:
+        """No downstream asks an output to send again."""
+
+    def rewire(self, wiring: Wiring) -> None:
+        """No downstream channels to follow."""
+
+    def suppress(self, counts: Mapping[int, int]) -> None:
+        """Nothing sent to suppress."""
+
+
+class LocalRecovery:
+    """A runner's part in local recovery, made once with its causal parts: what its intake
+    holds for its upstream seats (``holding``: a HoldingIntake, or NotHolding for an input),
+    what its emitter logs for its downstream ones (``logged``: a LoggedEmitter, or NotLogged for
+    an output), and its causal state, which its snapshots keep."""
+
+    on = True
+
+    def __init__(self, causal: CausalTask, holding: HoldingIntake | NotHolding,
+                 logged: LoggedEmitter | NotLogged) -> None:  # fmt: skip
+        self.causal, self.holding, self.logged = causal, holding, logged
+
+    def hold(self, source: int, deltas: list[Any]) -> None:
+        self.holding.hold(source, deltas)
+
+    def replay_from(self, peer: str, epoch: int) -> None:
+        self.logged.replay_from(peer, epoch)
+
+    def answer(self, seat: int, reply: Callable[[Recalled], None]) -> None:
+        """A Recall from ``seat``'s new peer, answered through ``reply`` when this runner holds
+        for its upstream seats."""
+        answer = self.holding.recalled(seat)
+        if answer is not None:
+            reply(answer)
+
+    def answered(self, seat: int, answer: Recalled) -> None:
+        self.causal.answered(seat, answer)
+
+    def rewire(self, upstream_seats: Mapping[int, int], wiring: Wiring) -> None:
+        self.holding.rewire(upstream_seats)
+        self.logged.rewire(wiring)
+
+    def committed(self, epoch: int) -> None:
+        self.causal.committed(epoch)
+
+    def keep(self, snapshot: dict[str, Any], windows: Windows) -> None:
+        """What a barrier's snapshot keeps of the seat for its replacement: its causal state,
+        and when the windows' timers are next due."""
+        saved = self.causal.snapshot(self.holding.received(), self.logged.turn)
+        saved["timers"] = windows.timers()
+        snapshot["causal"] = saved
+
+    # -- taking a seat over ------------------------------------------------------------------
+
+    def take_over(self, saved: Mapping[str, Any], epoch: int) -> list[list[float]]:
+        """Start where the seat's own snapshot of ``epoch`` left it; the timers that snapshot
+        had armed."""
+        self.causal.restore(saved, epoch)
+        self.holding.restore_received(saved["received"])
+        self.logged.turn = saved["turn"]
+        return saved["timers"]
+
+    def recall(self, downstream: frozenset[int]) -> None:
+        self.causal.recall(downstream)
+
+    def recalled(self) -> bool:
+        return self.causal.recalled()
+
+    def answers(self) -> int:
+        """How many downstream seats have answered the recall: its progress, for a watchdog."""
+        return len(self.causal.answers)
+
+    def replayed_to(self) -> int:
+        """Where the replay stands in the log: its progress, for a watchdog."""
+        return self.causal.log.end
+
+    def replay(self) -> None:
+        """Replay what the longest log held says, sending on only what downstream lacks."""
+        self.logged.suppress(self.causal.replay())
+
+    def check_replayed(self) -> None:
+        self.causal.check_replayed()
+
+
+class NoLocalRecovery:
+    """The part of a runner whose job does not recover locally: nothing is held, logged or
+    recalled, and its snapshots keep no causal state."""
+
+    on = False
+
+    def hold(self, source: int, deltas: list[Any]) -> None:
+        """No determinants are kept."""
+
+    def replay_from(self, peer: str, epoch: int) -> None:
+        """Nothing was logged to send again."""
+
+    def answer(self, seat: int, reply: Callable[[Recalled], None]) -> None:
+        """Nothing is held to answer with."""
+
+    def answered(self, seat: int, answer: Recalled) -> None:
+        """No recall was sent."""
+
+    def rewire(self, upstream_seats: Mapping[int, int], wiring: Wiring) -> None:
+        """No seat moves under it."""
+
+    def committed(self, epoch: int) -> None:
+        """No log to trim."""
+
+    def keep(self, snapshot: dict[str, Any], windows: Windows) -> None:
+        """A snapshot keeps no causal state."""
+
+
+NO_LOCAL_RECOVERY = NoLocalRecovery()
+
+
 @dataclass
 class CausalParts:
     """What a runner of a job that recovers locally is made of, chosen once for its task."""
 
-    causal: CausalTask
+    local: LocalRecovery
     intake: Any
     emitter: Any
     clock: PlainClock | LoggedClock
@@ -261,14 +401,18 @@ def causal_parts(
     causal = CausalTask(seat, job.causal_depth, job.in_flight_budget)
     logging = task.replayable
     clock: PlainClock | LoggedClock = causal.clock if logging else PlainClock()
+    holding: HoldingIntake | NotHolding = NotHolding()
     if isinstance(intake, InboxIntake):
         if logging:
-            intake = LoggedIntake(intake, causal.holdings, upstream_seats, causal.recorder)
+            intake = holding = LoggedIntake(
+                intake, causal.holdings, upstream_seats, causal.recorder
+            )
         else:
-            intake = HoldingIntake(intake, causal.holdings, upstream_seats)
+            intake = holding = HoldingIntake(intake, causal.holdings, upstream_seats)
+    logged: LoggedEmitter | NotLogged = NotLogged()
     if task.kind != "output":
-        emitter = make_emitter(causal.inflight, causal.deltas if logging else _none)
-    return CausalParts(causal, intake, emitter, clock)
+        emitter = logged = make_emitter(causal.inflight, causal.deltas if logging else _none)
+    return CausalParts(LocalRecovery(causal, holding, logged), intake, emitter, clock)
 
 
 def _none(seat: int) -> list[Any]:

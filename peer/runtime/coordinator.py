@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from enum import Enum
@@ -60,7 +60,7 @@ from typing import Any
 
 from peer.job.spec import Job
 from peer.log.store import StoreError
-from peer.messaging.messages import Barrier, Committed, Message, Recover
+from peer.messaging.messages import Barrier, Committed, Message, Recover, RestorePoint
 from peer.metrics import ABANDONED_EPOCHS, CHECKPOINT_SECONDS
 from peer.runtime.checkpoints import (
     CheckpointError,
@@ -134,8 +134,9 @@ class Coordinator:
     barrier_sent: float = 0.0
     committed: Epoch | None = None
     retry_at: float = 0.0
-    recover_body: list[Any] = field(default_factory=list)
-    """Where a peer restores from now: the last commit, or what the claim found."""
+    restore_point: RestorePoint | None = None
+    """Where a peer restores from now: the last commit, or what the claim found (None: from
+    the beginning)."""
     joining: frozenset[str] = frozenset()
     """Peers that took a seat over since the last message to all: told RECOVER once running."""
     rollback_reason: str = ""
@@ -219,45 +220,45 @@ class Coordinator:
         self.state = State.CLAIMING
         return True
 
-    def _claim_and_find_source(self) -> tuple[CommitRecord | None, list[Any]]:
-        """The claimed record, and the body of RECOVER: where every peer restores from (the
+    def _claim_and_find_source(self) -> tuple[CommitRecord | None, RestorePoint | None]:
+        """The claimed record, and what RECOVER says: where every peer restores from (the
         job's own last commit, else what ``resume_from`` names, else nowhere)."""
         claimed = self.commits.claim(self.version)
         if claimed is None:
-            return None, []
+            return None, None
         if claimed.committed is not None:
-            body = [self.job.id, *claimed.committed, dict(claimed.slots), claimed.scope]
-            return claimed, body
+            point = _point(self.job.id, claimed.committed, claimed.slots, claimed.scope)
+            return claimed, point
         source = self.job.resume_source()
-        return claimed, [] if source is None else self._resumed(*source)
+        return claimed, None if source is None else self._resumed(*source)
 
-    def _resumed(self, source_job: str, savepoint: str | None) -> list[Any]:
-        """RECOVER's body for a new job that ``resume_from`` another's last commit (nothing if
-        it has none) or savepoint (which must exist)."""
+    def _resumed(self, source_job: str, savepoint: str | None) -> RestorePoint | None:
+        """Where a new job that ``resume_from`` another restores from: its last commit (nowhere
+        if it has none) or a savepoint (which must exist)."""
         record = Commits(self.commits.store, source_job).read()[0]
         if savepoint is None:
             if record is None or record.committed is None:
-                return []
-            return [source_job, *record.committed, dict(record.slots)]
+                return None
+            return _point(source_job, record.committed, record.slots)
         kept = record.savepoints.get(savepoint) if record else None
         if kept is None:
             raise CheckpointError(
                 f"job {self.job.id!r}: resume_from names savepoint {savepoint!r} of job "
                 f"{source_job!r}, which does not exist"
             )
-        return [source_job, *kept.epoch, dict(kept.slots)]
+        return _point(source_job, kept.epoch, kept.slots)
 
     def _claimed(self, result: Any, now: float) -> bool:
-        claimed, body = result
+        claimed, point = result
         if claimed is None:
             log.info("job %s: a newer allocation owns its checkpoints", self.job.id)
             self.state = State.STALE
             return True
         self.committed = claimed.committed
         self.epoch = self.settled = self.committed_number()
-        self.recover_body, self.joining = body, frozenset()
+        self.restore_point, self.joining = point, frozenset()
         for peer in self.placement.members:
-            self.send(peer, Recover(body))
+            self.send(peer, Recover(point))
         self.state = State.RUNNING
         self.next_barrier = now + min(self.job.barrier_period, FIRST_EPOCH)
         return True
@@ -268,7 +269,7 @@ class Coordinator:
     def _running(self, now: float) -> bool:
         if self.joining:
             for peer in sorted(self.joining):
-                self.send(peer, Recover(self.recover_body))
+                self.send(peer, Recover(self.restore_point))
             self.joining = frozenset()
             return True
         if self.epoch > self.settled:
@@ -378,7 +379,8 @@ class Coordinator:
             "job %s: epoch %d of allocation %d committed; its checkpoint took %.3f s",
             self.job.id, self.epoch, self.version, now - self.barrier_sent,
         )  # fmt: skip
-        self.recover_body = [self.job.id, self.version, self.epoch, self.slots, record.scope]
+        self.restore_point = _point(self.job.id, Epoch(self.version, self.epoch), self.slots,
+                                    record.scope)  # fmt: skip
         for peer in self._told_of_commits():
             self.send(peer, Committed(self.epoch))
         if previous is not None:
@@ -394,3 +396,7 @@ class Coordinator:
     def close(self) -> None:
         if self.pending is not None:
             self.pending.cancel()
+
+
+def _point(job: str, epoch: Epoch, slots: Mapping[str, int], scope: str = "global") -> RestorePoint:
+    return RestorePoint(job, epoch.version, epoch.number, dict(slots), scope)

@@ -229,7 +229,7 @@ class DataPlane:
         taken over, a standby named) go on under the new one."""
         for (peer, job_id, _), runner in sorted(self.runners.items()):
             placement = self.placements[job_id]
-            if runner.ctx.placement is not placement and runner.causal is not None:
+            if runner.ctx.placement is not placement and runner.local.on:
                 runner.rewire(self._context(placement, peer, imports=runner.ctx.imports))
 
     def _code_arrived(self) -> None:
@@ -697,8 +697,8 @@ class DataPlane:
         match message:
             case Batch() | Barrier() | Watermark() | End():
                 runner.deliver(source, message)
-            case Recover(body):
-                runner.recover_from(body)
+            case Recover():
+                runner.recover_from(message)
             case Committed(epoch):
                 runner.committed(epoch)
             case Credit(batches, rows):
@@ -707,8 +707,8 @@ class DataPlane:
                 runner.determinants(source, deltas)
             case ReplayFrom() | Recall():
                 runner.asked(self.short_peers.get(source, ""), message)
-            case Recalled(body):
-                runner.recalled(self.short_peers.get(source, ""), body)
+            case Recalled():
+                runner.recalled(self.short_peers.get(source, ""), message)
 
     @property
     def up(self) -> bool:

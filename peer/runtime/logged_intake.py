@@ -18,7 +18,7 @@ from typing import Any
 
 from peer.causal.determinants import BARRIER, TAKE, Holdings
 from peer.causal.recorder import Recorder
-from peer.messaging.messages import Barrier
+from peer.messaging.messages import Barrier, Recalled
 from peer.runtime.intake import InboxIntake
 
 
@@ -46,12 +46,12 @@ class HoldingIntake:
         if source in self.seat_of:
             self.holdings.receive(deltas)
 
-    def recalled(self, seat: int) -> list[Any]:
+    def recalled(self, seat: int) -> Recalled:
         """What a Recall from ``seat``'s new peer is answered with: the messages had from the
         seat, and the seat's determinants held (offset, events)."""
         short = self.short_of[seat]
         held = self.holdings.recall(seat) or (0, [])
-        return [self.inbox.received.get(short, 0), held[0], [list(e) for e in held[1]]]
+        return Recalled(self.inbox.received.get(short, 0), held[0], [list(e) for e in held[1]])
 
     def received(self) -> dict[int, int]:
         """Messages had from each upstream seat: what a snapshot keeps."""

@@ -27,6 +27,9 @@ class Phase(Enum):
     REPLAY = "replay"
     """Run again what the seat ran since its snapshot, in the logged order, sending on only
     what downstream does not have yet."""
+    REPLAY_ENDED = "replay ended"
+    """The input ended within the replay, where the log says the seat's did: the replay goes
+    on to the log's end, and the runner is then ENDED."""
     RUN = "run"
     """Read, apply and emit batches; pass barriers and watermarks."""
     ENDED = "ended"
@@ -46,7 +49,8 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
     Phase.AWAIT_RECOVERY: frozenset({Phase.RESTORE, Phase.RUN, Phase.RECALL, *_EXITS}),
     Phase.RESTORE: frozenset({Phase.RUN, Phase.RECALL, *_EXITS}),
     Phase.RECALL: frozenset({Phase.REPLAY, *_EXITS}),
-    Phase.REPLAY: frozenset({Phase.RUN, Phase.ENDED, *_EXITS}),
+    Phase.REPLAY: frozenset({Phase.RUN, Phase.REPLAY_ENDED, *_EXITS}),
+    Phase.REPLAY_ENDED: frozenset({Phase.ENDED, *_EXITS}),
     Phase.RUN: frozenset({Phase.ENDED, *_EXITS}),
     Phase.ENDED: frozenset({Phase.COMPLETED, *_EXITS}),
     Phase.COMPLETED: frozenset({Phase.CLOSED}),
@@ -54,6 +58,16 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
     Phase.CLOSED: frozenset(),
 }
 """Which phases may follow each: every live phase may fail or be closed."""
+
+
+INPUT_OVER = frozenset({Phase.REPLAY_ENDED, Phase.ENDED})
+"""The phases of a runner whose input has ended."""
+
+ENDING: dict[Phase, Phase] = {Phase.RUN: Phase.ENDED, Phase.REPLAY: Phase.REPLAY_ENDED}
+"""Where a runner goes when its input ends, from the phases it may end in."""
+
+REPLAYED: dict[Phase, Phase] = {Phase.REPLAY: Phase.RUN, Phase.REPLAY_ENDED: Phase.ENDED}
+"""Where a runner goes once its replay is over."""
 
 
 class PhaseError(RuntimeError):

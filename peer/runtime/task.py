@@ -36,7 +36,8 @@ The phases (peer.runtime.phases), as in Onyx's task lifecycle:
   it among ``recovering``): it restores the seat's own snapshot alone, gathers the seat's
   determinants from its downstream peers, has its upstream peers send again what followed the
   snapshot's barrier, and replays in the logged order, sending on only what downstream lacks;
-  then RUN. A recovery that cannot go on has the job roll back (``rollback``), not killed.
+  then RUN (or ENDED, when the log has the input end within the replay: REPLAY_ENDED until the
+  log is replayed). A recovery that cannot go on has the job roll back (``rollback``), not killed.
 - ENDED: the input side is over (an input's plugin completed and synced; every upstream peer's
   end marker taken): a stateful fn has been flushed, the windows finished, and the end marker
   sent. Barriers still pass. An output then reports: with checkpoints it tells the coordinator
@@ -56,24 +57,36 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import msgpack
 
 from peer.causal.inflight import LogLost
 from peer.job.spec import Job, Task
-from peer.messaging.messages import END, RECALL, Barrier, Message, Recalled, ReplayFrom, Watermark
+from peer.messaging.messages import (
+    END,
+    RECALL,
+    Barrier,
+    Message,
+    Recalled,
+    Recover,
+    ReplayFrom,
+    Watermark,
+)
 from peer.metrics import task_meters
-from peer.plugins import Recovery, joined, load, position
+from peer.plugins import NO_PLUGIN, Recovery, joined, load, position
 from peer.runtime.apply import Apply, AsyncApply, apply_for, function
 from peer.runtime.causal import (
+    NO_LOCAL_RECOVERY,
     RECOVERY_ERRORS,
-    CausalTask,
+    LocalRecovery,
     LoggedClock,
+    NoLocalRecovery,
     PlainClock,
     Watchdog,
     causal_parts,
@@ -87,12 +100,11 @@ from peer.runtime.hooks import Hooks, call, hooks_for
 from peer.runtime.inbox import BarrierSkipped
 from peer.runtime.intake import Intake, PluginIntake, intake_for
 from peer.runtime.logged_emit import LoggedEmitter, Wiring
-from peer.runtime.logged_intake import HoldingIntake
-from peer.runtime.phases import Phase, advance
+from peer.runtime.phases import ENDING, INPUT_OVER, REPLAYED, Phase, advance
 from peer.runtime.placement import Placement
 from peer.runtime.routing import Router, key_hash
 from peer.runtime.storage import StorageError
-from peer.state import TaskState
+from peer.runtime.task_windows import UNWINDOWED, Windows, windows_for
 
 log = logging.getLogger(__name__)
 
@@ -223,15 +235,15 @@ class TaskRunner:
         )
         self.told: dict[str, int] = {}
         """The row limit each downstream peer gave with its last credit (peer.runtime.debloat)."""
-        self.causal: CausalTask | None = None
-        """Its part in local recovery, when its job has it (peer.runtime.causal)."""
+        self.local: LocalRecovery | NoLocalRecovery = NO_LOCAL_RECOVERY
+        """Its part in local recovery (peer.runtime.causal)."""
         self.clock: PlainClock | LoggedClock = PlainClock()
         if local:
             parts = causal_parts(
                 ctx.job, task, ctx.seat, intake=self.intake, emitter=self.emitter,
                 upstream_seats=ctx.upstream_seats(), make_emitter=self._logged_emitter,
             )  # fmt: skip
-            self.causal, self.intake, self.emitter = parts.causal, parts.intake, parts.emitter
+            self.local, self.intake, self.emitter = parts.local, parts.intake, parts.emitter
             self.clock = parts.clock
         self.mark: Mark = mark_for(placement.short_ids.get(ctx.job.id, -1), _index(ctx.job, task))
         """Entered around each call into the task's code (peer.runtime.code_marks)."""
@@ -242,13 +254,13 @@ class TaskRunner:
         self.replay_epoch = 0
         self.watchdog = Watchdog()
         self.apply: Apply = Apply()
-        self.plugin: Any = None
-        self.windows: TaskState | None = None
+        self.plugin: Any = NO_PLUGIN
+        self.windows: Windows = UNWINDOWED
         self.hooks = Hooks()
         self.event = {"job": ctx.job.id, "task": task.name, "peer": ctx.peer}
         """What every hook is told, besides the batch."""
         self.output = task.kind == "output"
-        self.recovery: list[Any] | None = None
+        self.recovery: Recover | None = None
         self.fetching: list[Future[bytes]] = []
         self.uploads: deque[tuple[int, Future[Any]]] = deque()
         self.sealing: tuple[Epoch, dict[str, Any], Future[Any] | None] | None = None
@@ -268,19 +280,24 @@ class TaskRunner:
         """Whether the last step found downstream congested or out of credit."""
         self._take: Callable[[Any, float], None] = self._apply_now
         self.phase = Phase.LOAD
-        self._steps: dict[Phase, Callable[[], bool]] = {
+        self._steps = self._phase_table()
+        self._step = self._load
+
+    def _phase_table(self) -> Mapping[Phase, Callable[[], bool]]:
+        """What each phase's step is, fixed once built: only ``_enter`` changes the step."""
+        return MappingProxyType({
             Phase.LOAD: self._load,
             Phase.AWAIT_RECOVERY: self._await_recovery,
             Phase.RESTORE: self._restore,
             Phase.RECALL: self._recall,
             Phase.REPLAY: self._replay,
+            Phase.REPLAY_ENDED: self._replay,
             Phase.RUN: self._run,
             Phase.ENDED: self._run,
             Phase.COMPLETED: self._nothing,
             Phase.FAILED: self._nothing,
             Phase.CLOSED: self._nothing,
-        }
-        self._step = self._load
+        })  # fmt: skip
 
     def _enter(self, phase: Phase) -> None:
         self.phase = advance(self.phase, phase)
@@ -353,13 +370,13 @@ class TaskRunner:
             self.told = {p: rows for p, rows in self.told.items() if p in peers}
             self._follow()
 
-    def recover_from(self, body: list[Any]) -> None:
-        self.recovery = body
+    def recover_from(self, message: Recover) -> None:
+        """The coordinator's word on where to restore from (``recovery``, None until it comes)."""
+        self.recovery = message
 
     def determinants(self, source: int, deltas: list[Any]) -> None:
         """Determinants from an upstream peer, ahead of the message they precede."""
-        if isinstance(self.intake, HoldingIntake):
-            self.intake.hold(source, deltas)
+        self.local.hold(source, deltas)
 
     def asked(self, sender: str, message: Message) -> None:
         """A Recall or a ReplayFrom from ``sender``, a peer that took a neighbouring seat over:
@@ -368,38 +385,32 @@ class TaskRunner:
         if sender not in placement.recovering or sender not in placement.seats:
             self.waiting.append((sender, message))
         elif isinstance(message, ReplayFrom):
-            if isinstance(self.emitter, LoggedEmitter):
-                try:
-                    self.emitter.replay_from(sender, message.epoch)
-                except LogLost as e:
-                    self._roll_back(e)
-        elif isinstance(self.intake, HoldingIntake):
-            self.ctx.send(sender, Recalled(self.intake.recalled(placement.seats[sender])))
+            try:
+                self.local.replay_from(sender, message.epoch)
+            except LogLost as e:
+                self._roll_back(e)
+        else:
+            self.local.answer(placement.seats[sender], lambda a: self.ctx.send(sender, a))
 
-    def recalled(self, sender: str, body: list[Any]) -> None:
+    def recalled(self, sender: str, answer: Recalled) -> None:
         """A downstream peer's answer to this runner's Recall."""
         seat = self.ctx.placement.seats.get(sender)
-        if self.causal is not None and seat is not None:
-            self.causal.answered(seat, body)
+        if seat is not None:
+            self.local.answered(seat, answer)
 
     def rewire(self, ctx: TaskContext) -> None:
         """A takeover under the same allocation: the same seats, another peer in some of them.
         The runner keeps its state and goes on; channels to and from a moved seat follow it."""
         self.ctx = ctx
-        if isinstance(self.intake, HoldingIntake):
-            self.intake.rewire(ctx.upstream_seats())
-        if isinstance(self.emitter, LoggedEmitter):
-            self.emitter.rewire(self._wiring(ctx))
+        self.local.rewire(ctx.upstream_seats(), self._wiring(ctx))
         self._follow_only(frozenset(ctx.router.peers()))
         waiting, self.waiting = self.waiting, []
         for sender, message in waiting:
             self.asked(sender, message)
 
     def committed(self, epoch: int) -> None:
-        if self.causal is not None:
-            self.causal.committed(epoch)
-        if self.plugin is not None:
-            self.plugin.committed(Epoch(self.ctx.version, epoch))
+        self.local.committed(epoch)
+        self.plugin.committed(Epoch(self.ctx.version, epoch))
         if self.final is not None and epoch >= self.final:
             self.final = None
             self.completed = True
@@ -447,8 +458,7 @@ class TaskRunner:
         self._take = self._submit if isinstance(self.apply, AsyncApply) else self._apply_now
         assign = function(task.assign_watermark_fn)
         self.hooks = hooks_for(c.job, task.name)
-        if any(w.task == task.name for w in c.job.windows):
-            self.windows = TaskState(c.job, task.name, c.key_of)
+        self.windows = windows_for(c.job, task, c.key_of)
         if task.kind != "function":
             self.plugin = load(task, c.slot, c.slots)
         if isinstance(self.intake, PluginIntake):
@@ -464,23 +474,23 @@ class TaskRunner:
             if c.takes_over:
                 self.watchdog.check(0, "the wait for where to restore the seat from")
             return False
-        if not self.recovery:
+        point = self.recovery.point
+        if point is None:
             fresh = Recovery(None, None, Epoch(c.version, 1))
             if c.takes_over:
                 return self._take_over(fresh, [], None, None)
             return self._begin(fresh, [])
-        source, version, number, slots, *_ = self.recovery
-        old = slots.get(c.task.name, 0)
+        old = point.slots.get(c.task.name, 0)
         if c.task.kind == "input" and old != c.slots:
             raise ValueError(
                 f"its checkpoint was taken by {old} peers and it now runs on {c.slots}: "
                 "an input task needs n_peers for its positions to be restored"
             )
-        epoch = Epoch(version, number)
+        epoch = Epoch(point.version, point.number)
         slots = range(old)
         if c.takes_over and old == c.slots:
             slots = range(c.slot, c.slot + 1)  # the seat's own state: no other slot's is needed
-        self.fetching = [c.fetch(source, epoch, slot) for slot in slots]
+        self.fetching = [c.fetch(point.job, epoch, slot) for slot in slots]
         self._enter(Phase.RESTORE)
         return True
 
@@ -488,13 +498,13 @@ class TaskRunner:
         if not all(f.done() for f in self.fetching):
             return False
         snapshots = [msgpack.unpackb(f.result(), strict_map_key=False) for f in self.fetching]
-        _, version, number, _, *scope = self.recovery
+        point = self.recovery.point
         c = self.ctx
         if c.takes_over and len(snapshots) == 1:
             own = snapshots[0]
         else:
             own = snapshots[c.slot] if c.slot < len(snapshots) else None
-        committed = Epoch(version, number)
+        committed = Epoch(point.version, point.number)
         adopted = tuple(s.get("plugin") for s in snapshots[c.slots + c.slot :: c.slots])
         recovery = Recovery(
             own["plugin"] if own else None, committed, Epoch(c.version, 1),
@@ -502,32 +512,23 @@ class TaskRunner:
         )  # fmt: skip
         if c.takes_over:
             return self._take_over(recovery, snapshots, own, committed)
-        whole = scope[0] if scope and scope[0] == "handover" else "global"
-        return self._begin(recovery, snapshots, scope=whole)
+        return self._begin(recovery, snapshots, scope=point.scope)
 
     def _take_over(
         self, recovery: Recovery, snapshots: list[Any], own: Any, committed: Epoch | None
     ) -> bool:
         """Restore the seat, then recall: its channels start where its snapshot left them
         when that snapshot is of this allocation, else from this allocation's beginning."""
-        c, causal = self.ctx, self.causal
-        if causal is None:
-            raise RuntimeError("it took a seat over in a job without local recovery")
+        c, local = self.ctx, self._seat()
         self._begin(recovery, snapshots, then=Phase.RECALL)
         same = committed is not None and committed.version == c.version
         saved = own.get("causal") if own and same else None
         self.replay_epoch = committed.number if saved else 0
         if saved:
-            causal.restore(saved, committed.number)
-            if isinstance(self.intake, HoldingIntake):
-                self.intake.restore_received(saved["received"])
-            if isinstance(self.emitter, LoggedEmitter):
-                self.emitter.turn = saved["turn"]
-            if self.windows is not None:
-                self.windows.restore_timers(saved["timers"])
+            self.windows.restore_timers(local.take_over(saved, committed.number))
         placement = c.placement
         downstream = c.downstream_peers()
-        causal.recall(frozenset(placement.seats[p] for p in downstream))
+        local.recall(frozenset(placement.seats[p] for p in downstream))
         for peer in downstream:
             c.send(peer, RECALL)
         for peer in placement.upstream.get(c.task.name, ()):
@@ -536,29 +537,30 @@ class TaskRunner:
 
     def _recall(self) -> bool:
         """Waiting for every downstream peer's answer; then replay."""
-        causal = self.causal
-        if not causal.recalled():
-            self.watchdog.check(len(causal.answers), "the recall of the downstream peers")
+        local = self._seat()
+        if not local.recalled():
+            self.watchdog.check(local.answers(), "the recall of the downstream peers")
             return False
-        suppressed = causal.replay()
-        if isinstance(self.emitter, LoggedEmitter):
-            self.emitter.suppress(suppressed)
-        self._steps[Phase.ENDED] = self._replay  # the end may come within the replay
+        local.replay()
         self._enter(Phase.REPLAY)
         return True
 
+    def _seat(self) -> LocalRecovery:
+        """The part in local recovery of a runner that took a seat over, which has one."""
+        if not isinstance(self.local, LocalRecovery):
+            raise RuntimeError("it took a seat over in a job without local recovery")
+        return self.local
+
     def _replay(self) -> bool:
-        """Run as the log says until it is replayed, then carry on live."""
+        """Run as the log says until it is replayed (the input may end within the replay:
+        REPLAY_ENDED), then carry on live (RUN, or ENDED)."""
+        local = self._seat()
         if self.clock.replaying:
-            self.watchdog.check(self.causal.log.end, "the replay")
+            self.watchdog.check(local.replayed_to(), "the replay")
             return self._run()
         self._advance_watermark(self.intake.mark())  # as the seat did after its last take
-        self.causal.check_replayed()
-        self._steps[Phase.ENDED] = self._run
-        if self.phase is Phase.REPLAY:
-            self._enter(Phase.RUN)
-        else:
-            self._step = self._run
+        local.check_replayed()
+        self._enter(REPLAYED[self.phase])
         self.meters.local_recoveries.inc()
         self.ctx.recovered()
         log.info("peer %s replayed seat %d of task %r of job %s and goes on",
@@ -594,11 +596,9 @@ class TaskRunner:
 
     def _recover(self, recovery: Recovery, live: list[dict[str, Any]]) -> None:
         """The plugin, the windows and the fn given back their state."""
-        if self.plugin is not None:
-            self.plugin.recover(recovery)
-        if live and self.windows is not None:
-            self.windows.restore([s["windows"] for s in live], self._mine)
+        self.plugin.recover(recovery)
         if live:
+            self.windows.restore(live, self._mine)
             self.apply.restore([s["fn"] for s in live], self._mine)
 
     def _channel(self, snapshots: list[dict[str, Any]]) -> list[Segment]:
@@ -622,10 +622,7 @@ class TaskRunner:
         if self.sealing is not None:
             busy = self._seal() or busy
         busy = self.emitter.pump() or busy
-        if self.windows is not None:
-            now = self.clock.due(self.windows.due_at())
-            if now is not None:
-                self._emit(self.windows.tick(now))
+        self._emit(self.windows.due(self.clock))
         in_flight = self.in_flight
         if in_flight and in_flight[0][0].done():
             return self._returned()
@@ -659,10 +656,10 @@ class TaskRunner:
             return self._pass_barrier(barrier)
         if self._advance_watermark(self.intake.mark()):
             return True
-        if self.phase is not Phase.ENDED and self.clock.may_end(self.intake.finished):
+        if self.phase not in INPUT_OVER and self.clock.may_end(self.intake.finished):
             self._end()
             return True
-        if self.completed and (self.plugin is None or self.plugin.synced()):
+        if self.completed and self.plugin.synced():
             self.completed = False
             self.ctx.complete()
             self._enter(Phase.COMPLETED)
@@ -707,10 +704,7 @@ class TaskRunner:
         return True
 
     def _processed(self, out: Any, mark: float | None, started: float) -> None:
-        if self.windows is not None:
-            self._emit(self.windows.apply(out, self.clock.now()))
-        else:
-            self._emit(out)
+        self._emit(self.windows.apply(out, self.clock))
         self.meters.batch_seconds.observe(time.perf_counter() - started)
         self._advance_watermark(mark)
         if self.hooks.after_batch:
@@ -731,16 +725,14 @@ class TaskRunner:
         self.clock.barrier(barrier.epoch)
         self.emitter.broadcast(barrier)
         epoch = Epoch(c.version, barrier.epoch)
-        checkpoint = self.plugin.checkpoint(epoch) if self.plugin is not None else None
-        plugin, durable = position(checkpoint)
+        plugin, durable = position(self.plugin.checkpoint(epoch))
         snapshot = {
             "plugin": plugin,
-            "windows": self.windows.snapshot() if self.windows is not None else None,
+            "windows": self.windows.snapshot(),
             "fn": self.apply.snapshot(),
-            "ended": self.phase is Phase.ENDED,
+            "ended": self.phase in INPUT_OVER,
         }
-        if self.causal is not None:
-            snapshot["causal"] = self._causal_snapshot()
+        self.local.keep(snapshot, self.windows)
         self.sealing = (epoch, snapshot, durable)
         self._seal()
         if barrier.final and self.output:
@@ -763,14 +755,6 @@ class TaskRunner:
         self.uploads.append((epoch.number, joined(upload, durable)))
         return True
 
-    def _causal_snapshot(self) -> dict[str, Any]:
-        intake, emitter = self.intake, self.emitter
-        received = intake.received() if isinstance(intake, HoldingIntake) else {}
-        turn = emitter.turn if isinstance(emitter, LoggedEmitter) else 0
-        saved = self.causal.snapshot(received, turn)
-        saved["timers"] = self.windows.timers() if self.windows is not None else []
-        return saved
-
     def _acknowledge(self) -> bool:
         acked = False
         while self.uploads and self.uploads[0][1].done():
@@ -784,20 +768,18 @@ class TaskRunner:
         if mark is None or (self.watermark is not None and mark <= self.watermark):
             return False
         self.watermark = mark
-        if self.windows is not None:
-            self._emit(self.windows.watermark(mark))
+        self._emit(self.windows.watermark(mark))
         self.emitter.broadcast(Watermark(mark))
         return True
 
     def _end(self) -> None:
         c = self.ctx
-        self._enter(Phase.ENDED)
+        self._enter(ENDING[self.phase])
         self.intake.end()
         with self.mark:
             if not self.flushed:
                 self._emit(self.apply.flush())
-                if self.windows is not None:
-                    self._emit(self.windows.finish())
+                self._emit(self.windows.finish())
             self.emitter.broadcast(END)
             call(self.hooks.after_task, self.event)
         if self.output:
@@ -810,12 +792,11 @@ class TaskRunner:
         if self.phase is Phase.CLOSED:
             return
         self._enter(Phase.CLOSED)
-        if self.plugin is not None:
-            try:
-                self.plugin.close()
-            except FAILURES as e:
-                log.warning("task %r: closing its plugin raised %s", self.ctx.task.name, e)
-            self.plugin = None
+        try:
+            self.plugin.close()
+        except FAILURES as e:
+            log.warning("task %r: closing its plugin raised %s", self.ctx.task.name, e)
+        self.plugin = NO_PLUGIN
         for _, upload in self.uploads:
             upload.cancel()
         for fetch in self.fetching:

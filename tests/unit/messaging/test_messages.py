@@ -15,6 +15,7 @@ from peer.messaging.messages import (
     DRAINED,
     END,
     RECALL,
+    RESTORE_SCOPES,
     TABLE,
     Ack,
     Address,
@@ -33,6 +34,7 @@ from peer.messaging.messages import (
     Recalled,
     Recover,
     ReplayFrom,
+    RestorePoint,
     Watermark,
 )
 
@@ -62,7 +64,18 @@ every_message = st.one_of(
     st.builds(Watermark, st.floats(allow_nan=False) | st.integers(-(2**63), 2**63)),
     st.just(END),
     st.builds(Credit, u64),
-    st.builds(Recover, st.just([]) | st.just(["job", 2, 3, {"t": {"0": [1, 2]}}])),
+    st.builds(
+        Recover,
+        st.none()
+        | st.builds(
+            RestorePoint,
+            st.text(),
+            u64,
+            u64,
+            st.dictionaries(st.text(), u64),
+            st.sampled_from(RESTORE_SCOPES),
+        ),
+    ),
     st.builds(Ack, u64),
     st.just(DRAINED),
     st.builds(Committed, u64),
@@ -114,7 +127,7 @@ def test_the_table_has_one_row_per_message_kind_and_frame_type():
         (END, MessageType.END, 0),
         (ReplayFrom(3), MessageType.REPLAY, 3),
         (RECALL, MessageType.RECALL, 0),
-        (Recalled([4, 2, [[0, [[1, 1]]], [1, 5.0]]]), MessageType.RECALLED, 0),
+        (Recalled(4, 2, [[0, [[1, 1]]], [1, 5.0]]), MessageType.RECALLED, 0),
         (Determinants([[1, 0, 1, [[4, 2]]]]), MessageType.DETERMINANTS, 0),
     ],
 )
@@ -138,6 +151,12 @@ ADDRESS = Header(MessageType.END, 4, 2, 3, 0, 1)
         (MessageType.WATERMARK, [1.0, 2.0], "is not one"),
         (MessageType.MEMBERSHIP, pa.RecordBatch.from_pydict({"a": [1]}), "is not a list"),
         (MessageType.RECOVER, pa.RecordBatch.from_pydict({"a": [1]}), "is not a list"),
+        (MessageType.RECOVER, ["j", 1, 2], r"is not \[job, version, epoch, slots, scope\]"),
+        (MessageType.RECOVER, ["j", -1, 2, {}], "a job id and two ints >= 0"),
+        (MessageType.RECOVER, ["j", 1, 2, {"t": "two"}], r"slots \{'t': 'two'\} are not"),
+        (MessageType.RECOVER, ["j", 1, 2, {}, "partial"], "scope 'partial' is not one of"),
+        (MessageType.RECALLED, [1, 2], r"is not \[received, offset, events\]"),
+        (MessageType.RECALLED, [1, -2, []], r"is not \[received, offset, events\]"),
         (MessageType.CREDIT, [-1], "row limit -1 is not an int >= 0"),
         (MessageType.CREDIT, [True], "row limit True is not an int >= 0"),
         (MessageType.CREDIT, ["many"], "is not one"),
@@ -164,6 +183,12 @@ def test_another_message_that_cannot_travel_names_its_kind():
 def test_what_is_not_a_message_is_refused():
     with pytest.raises(TypeError, match="a list is not a message"):
         messages.encode(Address(1, 2, 3, 4), [{"a": 1}], 2**21)
+
+
+def test_a_recover_of_an_earlier_release_without_a_scope_restores_globally():
+    header = ADDRESS._replace(type=MessageType.RECOVER)
+    _, told = messages.decode(encode(header, ["j", 7, 3, {"t": 2}]))
+    assert told == Recover(RestorePoint("j", 7, 3, {"t": 2}, "global"))
 
 
 def test_a_large_arrow_batch_crosses_in_parts_and_arrives_as_one_batch():

@@ -16,7 +16,10 @@ from peer.messaging.messages import (
     Batch,
     Determinants,
     Recall,
+    Recalled,
+    Recover,
     ReplayFrom,
+    RestorePoint,
 )
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.placement import place
@@ -133,7 +136,7 @@ class SeatWorld:
         """Answer the replacement as its neighbours would: the downstream has ``received``
         messages from the seat and ``held`` (offset, events) of its determinants; each upstream
         sends its in-flight log again from the barrier asked for."""
-        r.recalled("o0", [received, held[0], [list(e) for e in held[1]]])
+        r.recalled("o0", Recalled(received, held[0], [list(e) for e in held[1]]))
         for source, epoch in self.up.replays:
             for item in self.up.after(source, epoch):
                 r.deliver(SOURCES[source], item)
@@ -157,5 +160,9 @@ def committed_epoch(world: SeatWorld, r: TaskRunner, epoch: int) -> None:
     world.down.holdings.committed(epoch)
 
 
-def recover_body(epoch: int | None) -> list[Any]:
-    return [] if epoch is None else ["j", 7, epoch, {"a": 1, "b": 1, "f": 1, "out": 1}]
+def recover_body(epoch: int | None) -> Recover:
+    """What the coordinator tells a peer of the seat's job: restore from ``epoch`` (None: from
+    the beginning)."""
+    if epoch is None:
+        return Recover(None)
+    return Recover(RestorePoint("j", 7, epoch, {"a": 1, "b": 1, "f": 1, "out": 1}))

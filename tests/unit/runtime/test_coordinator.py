@@ -214,7 +214,7 @@ def test_a_hand_over_pauses_at_its_next_barrier_commits_it_quiesced_and_sends_no
     record = w.commits.read()[0]
     assert (record.committed, record.quiesced, record.scope) == (Epoch(5, 2), True, "handover")
     assert w.barriers() == [1, 2], "nothing after the pause"
-    assert w.coordinator.recover_body[-1] == "handover"
+    assert w.coordinator.restore_point.scope == "handover"
 
 
 def test_a_leave_that_leaves_the_allocation_as_it_was_ends_the_pause_at_once():

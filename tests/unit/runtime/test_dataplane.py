@@ -26,7 +26,7 @@ from peer.log.stores.memory import MemoryLog
 from peer.membership.agent import MembershipSettings
 from peer.messaging.fragments import MAX_SEGMENT
 from peer.messaging.frame import HEADER, Header, MessageType, decode_header, encode
-from peer.messaging.messages import Batch
+from peer.messaging.messages import Batch, Recover, RestorePoint
 from peer.runtime import coordinator
 from peer.runtime.checkpoints import CheckpointStorage, Commits
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig
@@ -423,7 +423,7 @@ def test_a_job_that_recovers_locally_keeps_batches_packed_across_groups_and_they
     a.sync(replica, ["a1"])
     b.sync(replica, ["b1", "b2"])
     inflate = next(r for r in b.runners.values() if r.ctx.task.name == "inflate")
-    assert inflate.causal is not None, "the fn logs: its job recovers locally"
+    assert inflate.local.on, "the fn logs: its job recovers locally"
     drive(lambda: written["a"], a, b, what="the output to complete")
     assert [e.fn for e in written["a"]] == ["complete-job"]
     out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
@@ -689,4 +689,4 @@ def test_what_comes_for_a_peer_before_its_group_reads_its_takeover_waits_for_it(
         plane.sync(before, [replacement])
     plane.sync(after, [replacement])
     runner = next(r for r in plane.runners.values() if r.ctx.peer == replacement)
-    assert runner.recovery == body
+    assert runner.recovery == Recover(RestorePoint(lr.JOB, before.version, 1, {"f": 1}))

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from peer.job.spec import Job, Task
-from peer.messaging.messages import Batch, ReplayFrom
+from peer.messaging.messages import Batch, Recalled, Recover, ReplayFrom
 from peer.runtime.causal import CausalTask, LocalRecoveryError
 from peer.runtime.checkpoints import CheckpointStorage, Epoch
 from peer.runtime.placement import place
@@ -87,7 +87,7 @@ def context(placement: Any, sent: list, storage: Any, rollbacks: list | None = N
 def running(ctx: Any) -> TaskRunner:
     """A runner of f in ``ctx``, started afresh and running."""
     runner = TaskRunner(ctx)
-    runner.recover_from([])
+    runner.recover_from(Recover(None))
     wait_for(lambda: runner.step() or runner.phase.value == "run", 5, "the runner to run", 0)
     return runner
 
@@ -101,7 +101,7 @@ def test_an_upstream_whose_log_overflowed_rolls_the_job_back_instead_of_failing(
     runner.emitter.credit("o0", 10**6)
     for _ in range(3):  # 3 x 4,000 rows estimated at 128 bytes: over the 1 MiB budget
         runner.emitter.emit([{"n": n} for n in range(4000)])
-    assert runner.causal.inflight.lost
+    assert runner.local.causal.inflight.lost
     assert runner.meters.in_flight_overflows._value.get() >= 1
     after = place(JOB, 7, {"in": ("i0",), "f": ("f0",), "out": ("o1",)}, SHORT_IDS, {},
                   takeovers={"o1": "o0"}, recovering=frozenset({"o1"}))  # fmt: skip
@@ -151,8 +151,8 @@ def test_a_replay_that_made_fewer_messages_than_a_downstream_seat_had_rolls_back
     lost one, which a live message would otherwise be taken for and never sent."""
     causal = CausalTask(seat=0, depth=1, budget=1 << 20)
     causal.recall(frozenset({1, 2}))
-    causal.answered(1, [3, 0, []])
-    causal.answered(2, [0, 0, []])
+    causal.answered(1, Recalled(3, 0, []))
+    causal.answered(2, Recalled(0, 0, []))
     assert causal.replay() == {1: 3, 2: 0}
     for n in range(2):
         causal.inflight.record(1, Batch([{"n": n}]), 10)

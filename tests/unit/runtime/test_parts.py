@@ -22,6 +22,7 @@ from peer.runtime.emit import (
 from peer.runtime.intake import InboxIntake, PluginIntake, intake_for
 from peer.runtime.placement import place
 from peer.runtime.routing import Route, Router
+from peer.runtime.task_windows import UNWINDOWED, Windowed
 from peer.state import TaskState
 from tests.unit.runtime.test_placement import job
 from tests.unit.runtime.test_task import FNS, World, run, runner
@@ -172,7 +173,27 @@ def test_a_windowed_task_loads_its_window_state():
         windows=[Window("w", "t", "global", "count")],
     )
     run(r, 1)
-    assert isinstance(r.windows, TaskState)
+    assert isinstance(r.windows, Windowed)
+    assert isinstance(r.windows.state, TaskState)
+
+
+def test_a_task_without_windows_passes_its_rows_on_and_reads_no_clock():
+    """Its runner's windows are the pass-through, which never reads the clock it is handed (a
+    logging clock logs every read)."""
+    r = runner(kind("function", fn=f"{FNS}:double"), World(), upstream={1})
+    run(r, 1)
+    assert r.windows is UNWINDOWED
+
+    class Unread:
+        def now(self) -> float:
+            raise AssertionError("the clock was read")
+
+        def due(self, at: float) -> float | None:
+            raise AssertionError("the clock was read")
+
+    rows = [{"n": 1}]
+    assert r.windows.apply(rows, Unread()) is rows
+    assert r.windows.due(Unread()) == []
 
 
 def test_an_edge_within_a_group_has_the_small_window_and_one_between_groups_the_large():

@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
+from peer.causal.determinants import BARRIER as BARRIER_EVENT
+from peer.causal.determinants import END as END_EVENT
 from peer.job.spec import Lifecycle, Task
-from peer.messaging.messages import END, Barrier, Batch
+from peer.messaging.messages import END, Barrier, Batch, Recover, RestorePoint
 from peer.runtime import task as task_module
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.phases import TRANSITIONS, Phase, PhaseError, advance
@@ -82,7 +84,7 @@ def awaits(storage) -> TaskRunner:
 
 def starts_afresh(storage) -> TaskRunner:
     r = awaits(storage)
-    r.recover_from([])
+    r.recover_from(Recover(None))
     run(r)
     return r
 
@@ -90,7 +92,7 @@ def starts_afresh(storage) -> TaskRunner:
 def restoring(storage) -> TaskRunner:
     """A function told to restore from an epoch: it fetches the snapshot (which is not there)."""
     r = runner(Task("f", "function", fn=f"{FNS}:double"), World(), upstream={1}, storage=storage)
-    r.recover_from(["j", 7, 5, {"f": 1}])
+    r.recover_from(Recover(RestorePoint("j", 7, 5, {"f": 1})))
     run(r, 2)
     return r
 
@@ -98,12 +100,12 @@ def restoring(storage) -> TaskRunner:
 def restores(storage) -> TaskRunner:
     first = World()
     r = runner(memory(4), first, batch=2, storage=storage)
-    r.recover_from([])
+    r.recover_from(Recover(None))
     run(r, 2)
     r.deliver(0, Barrier(1))
     run_until(r, lambda: first.reports)
     again = runner(memory(4), World(), batch=2, storage=storage)
-    again.recover_from(["j", 7, 1, {"in": 1}])
+    again.recover_from(Recover(RestorePoint("j", 7, 1, {"in": 1})))
     run_until(again, lambda: again.phase is P.RUN)
     return again
 
@@ -124,7 +126,7 @@ def broken(storage) -> TaskRunner:
 
 def cannot_restore_its_positions(storage) -> TaskRunner:
     r = runner(memory(4), World(), storage=storage)
-    r.recover_from(["j", 7, 1, {"in": 2}])
+    r.recover_from(Recover(RestorePoint("j", 7, 1, {"in": 2})))
     fails(r)
     return r
 
@@ -167,7 +169,7 @@ def taken_over(storage, *, commit: bool = True, ended: bool = False) -> tuple[Se
     """A function's first peer ran (and ended, if ``ended``); a replacement recalls."""
     world = SeatWorld(storage=storage)
     first = world.runner("f0", seat_job())
-    first.recover_from([])
+    first.recover_from(Recover(None))
     step_until(first, lambda: first.phase is P.RUN, "the first peer to run")
     world.batch(first, "a0", [1, 2])
     if commit:
@@ -198,15 +200,37 @@ def recalling_afresh(storage) -> TaskRunner:
 
 def replayed(storage, *, ended: bool = False) -> TaskRunner:
     world, (first, again) = taken_over(storage, ended=ended)
-    own = first.causal.log
+    own = first.local.causal.log
     world.replay_to(again, 0, (own.start, own.since(own.start)))
     step_until(again, lambda: world.recovered, "the replay")
     return again
 
 
+def replay_ending(storage) -> TaskRunner:
+    """The seat's log has its end, then a barrier: the replacement is past the one, not yet
+    the other."""
+    world, (first, again) = taken_over(storage, ended=True)
+    own = first.local.causal.log
+    world.replay_to(again, 0, (own.start, own.since(own.start)))
+    step_until(again, lambda: again.phase is P.REPLAY_ENDED, "the replay to pass the end")
+    return again
+
+
+def diverges_after_its_end(storage) -> TaskRunner:
+    """The log has the seat pass barrier 3 after its end; its upstream sends barrier 2 again."""
+    world, (first, again) = taken_over(storage, ended=True)
+    own = first.local.causal.log
+    events = list(own.since(own.start))
+    end = next(i for i, e in enumerate(events) if e[0] == END_EVENT)
+    events[end:] = [(BARRIER_EVENT, 3) if e[0] == BARRIER_EVENT else e for e in events[end:]]
+    world.replay_to(again, 0, (own.start, events))
+    run(again, 50)
+    return again
+
+
 def replays(storage) -> TaskRunner:
     world, (first, again) = taken_over(storage)
-    own = first.causal.log
+    own = first.local.causal.log
     world.replay_to(again, 0, (own.start, own.since(own.start)))
     again.step()
     return again
@@ -215,7 +239,7 @@ def replays(storage) -> TaskRunner:
 def cannot_replay(storage) -> TaskRunner:
     """The only downstream holds the seat's log from after where its snapshot stands."""
     world, (_, again) = taken_over(storage)
-    world.replay_to(again, 0, (again.causal.log.end + 5, []))
+    world.replay_to(again, 0, (again.local.causal.log.end + 5, []))
     again.step()
     return again
 
@@ -223,7 +247,7 @@ def cannot_replay(storage) -> TaskRunner:
 def diverges(storage) -> TaskRunner:
     """The log says the seat drew a random number after its take; its fn reads the clock."""
     world, (first, again) = taken_over(storage)
-    own = first.causal.log
+    own = first.local.causal.log
     world.replay_to(again, 0, (own.start, [(0, ((1, 1),)), (2, 0.5)]))
     run(again, 5)
     return again
@@ -245,7 +269,10 @@ SITUATIONS: dict[tuple[Phase, Phase], Callable[[CheckpointStorage], TaskRunner]]
     (P.RECALL, P.FAILED): cannot_replay,
     (P.RECALL, P.CLOSED): closed(recalling),
     (P.REPLAY, P.RUN): replayed,
-    (P.REPLAY, P.ENDED): lambda storage: replayed(storage, ended=True),
+    (P.REPLAY, P.REPLAY_ENDED): replay_ending,
+    (P.REPLAY_ENDED, P.ENDED): lambda storage: replayed(storage, ended=True),
+    (P.REPLAY_ENDED, P.FAILED): diverges_after_its_end,
+    (P.REPLAY_ENDED, P.CLOSED): closed(replay_ending),
     (P.REPLAY, P.FAILED): diverges,
     (P.REPLAY, P.CLOSED): closed(replays),
     (P.RESTORE, P.FAILED): cannot_fetch,
@@ -289,7 +316,7 @@ def test_a_closed_runner_stays_closed_and_does_nothing():
 def test_an_ended_input_still_passes_barriers(storage):
     world = World()
     r = runner(replace(memory(2), batch_size=5), world, storage=storage)
-    r.recover_from([])
+    r.recover_from(Recover(None))
     run(r)
     assert r.phase is P.ENDED
     r.deliver(0, Barrier(1, final=True))

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from peer.messaging.messages import Barrier
+from peer.messaging.messages import Barrier, Recover
 from peer.runtime.causal import Watchdog
 from peer.runtime.phases import Phase
 from peer.runtime.task import TaskRunner
@@ -45,9 +45,9 @@ def state(r: TaskRunner) -> Any:
     return [r.apply.snapshot(), r.windows.snapshot(), r.windows.timers()]
 
 
-def started(world: SeatWorld, peer: str, body: list[Any]) -> TaskRunner:
+def started(world: SeatWorld, peer: str, told: Recover) -> TaskRunner:
     r = world.runner(peer, job())
-    r.recover_from(body)
+    r.recover_from(told)
     return r
 
 
@@ -56,7 +56,7 @@ def started(world: SeatWorld, peer: str, body: list[Any]) -> TaskRunner:
 def test_a_replacement_reaches_the_seats_state_and_output(before, after, commit, had):
     world = SeatWorld()
     try:
-        first = started(world, "f0", [])
+        first = started(world, "f0", Recover(None))
         step_until(first, lambda: first.phase is Phase.RUN, "the first peer to run")
         play(world, first, before)
         epoch = None
@@ -71,7 +71,7 @@ def test_a_replacement_reaches_the_seats_state_and_output(before, after, commit,
         step_until(first, lambda: not any(queues.values()), "the first peer to take everything")
         sent = world.down.received["f0"][base:]
         kept = round(had * len(sent))  # what the downstream had when the first peer died
-        own = first.causal.log
+        own = first.local.causal.log
         expected = state(first)
 
         again = started(world, "s0", recover_body(epoch))
@@ -89,9 +89,9 @@ def test_a_replacement_reaches_the_seats_state_and_output(before, after, commit,
 def test_a_recall_that_gets_no_answer_rolls_the_job_back():
     world = SeatWorld()
     try:
-        first = started(world, "f0", [])
+        first = started(world, "f0", Recover(None))
         step_until(first, lambda: first.phase is Phase.RUN, "the first peer to run")
-        again = started(world, "s0", [])
+        again = started(world, "s0", Recover(None))
         again.watchdog = Watchdog(0.05)
         step_until(again, lambda: world.rollbacks, "the replacement to give up")
         assert again.phase is Phase.FAILED
@@ -115,7 +115,7 @@ def test_a_replacement_never_told_where_to_restore_from_rolls_the_job_back():
 def test_a_replay_whose_messages_never_come_rolls_the_job_back():
     world = SeatWorld()
     try:
-        again = started(world, "s0", [])
+        again = started(world, "s0", Recover(None))
         again.watchdog = Watchdog(0.05)
         step_until(again, lambda: again.phase is Phase.RECALL, "the replacement to recall")
         world.replay_to(again, 0, (0, [(0, ((0, 1),))]))  # a take of a batch never resent

@@ -11,7 +11,7 @@ import msgpack
 import pytest
 
 from peer.job.spec import Job, Lifecycle, Task, Trigger, Window
-from peer.messaging.messages import END, Barrier, Batch, Watermark
+from peer.messaging.messages import END, Barrier, Batch, Recover, RestorePoint, Watermark
 from peer.runtime import code_marks
 from peer.runtime.checkpoints import CheckpointError, CheckpointStorage, Epoch
 from peer.runtime.emit import WINDOW
@@ -169,7 +169,7 @@ def test_a_function_restored_from_after_its_end_does_not_flush_again():
     storage = CheckpointStorage("memory://flushed-tests", uuid.uuid4().hex)
     first, total = World(), Task("f", "function", fn=f"{FNS}:Total")
     r = runner(total, first, upstream={1}, storage=storage)
-    r.recover_from([])
+    r.recover_from(Recover(None))
     r.deliver(1, Batch([{"n": 3}]))
     r.deliver(1, END)
     run_until(r, lambda: r.phase is Phase.ENDED)
@@ -178,7 +178,7 @@ def test_a_function_restored_from_after_its_end_does_not_flush_again():
     assert first.batches() == [("d1", [{"total": 3}])]
     again = World()
     restored = runner(total, again, upstream={1}, storage=storage)
-    restored.recover_from(["j", 7, 1, {"f": 1}])
+    restored.recover_from(Recover(RestorePoint("j", 7, 1, {"f": 1})))
     run_until(restored, lambda: restored.phase is Phase.RUN)
     restored.deliver(1, END)
     run(restored)
@@ -276,7 +276,7 @@ def test_a_checkpointed_task_waits_for_its_coordinator_before_reading(storage):
     r = runner(memory(5), world, storage=storage)
     run(r)
     assert world.sent == []
-    r.recover_from([])
+    r.recover_from(Recover(None))
     run(r)
     assert len(world.batches()) == 1
 
@@ -284,7 +284,7 @@ def test_a_checkpointed_task_waits_for_its_coordinator_before_reading(storage):
 def test_an_input_snapshots_at_a_barrier_passes_it_on_and_acks_once_stored(storage):
     world = World()
     r = runner(memory(6), world, batch=2, storage=storage)
-    r.recover_from([])
+    r.recover_from(Recover(None))
     run(r, 3)
     r.deliver(0, Barrier(1))
     run_until(r, lambda: world.reports)
@@ -297,7 +297,7 @@ def test_an_input_snapshots_at_a_barrier_passes_it_on_and_acks_once_stored(stora
 def test_a_function_aligns_barriers_from_every_upstream_peer(storage):
     world = World()
     r = runner(Task("f", "function", fn=f"{FNS}:double"), world, upstream={1, 2}, storage=storage)
-    r.recover_from([])
+    r.recover_from(Recover(None))
     r.deliver(1, Batch([{"n": 1}]))
     r.deliver(1, Barrier(1))
     r.deliver(1, Batch([{"n": 2}]))
@@ -317,7 +317,7 @@ def test_an_output_completes_only_after_the_final_epoch_is_committed(storage, tm
         params={"path": str(tmp_path)},
     )  # fmt: skip
     r = runner(sink, world, upstream={1}, storage=storage)
-    r.recover_from([])
+    r.recover_from(Recover(None))
     r.deliver(1, Batch([{"n": 1}]))
     r.deliver(1, END)
     run(r)
@@ -336,7 +336,7 @@ def test_an_epoch_is_acknowledged_only_once_its_output_is_sealed(storage):
     world = World()
     sink = Task("out", "output", plugin="tests.unit.runtime.runtime_fns:seals_later")
     r = runner(sink, world, upstream={1}, storage=storage)
-    r.recover_from([])
+    r.recover_from(Recover(None))
     runtime_fns.SEALS.clear()
     r.deliver(1, Barrier(1))
     run_until(r, lambda: runtime_fns.SEALS)
@@ -358,14 +358,14 @@ def test_an_epoch_is_acknowledged_only_once_its_output_is_sealed(storage):
 def test_a_restarted_input_resumes_from_its_committed_position(storage):
     first = World()
     r = runner(memory(6), first, batch=2, storage=storage)
-    r.recover_from([])
+    r.recover_from(Recover(None))
     run(r, 2)
     r.deliver(0, Barrier(1))
     run_until(r, lambda: first.reports)
     done = sum(len(b) for _, b in first.batches()[: first.sent.index(("d1", Barrier(1)))])
     again = World()
     restarted = runner(memory(6), again, batch=2, storage=storage)
-    restarted.recover_from(["j", 7, 1, {"in": 1}])
+    restarted.recover_from(Recover(RestorePoint("j", 7, 1, {"in": 1})))
     run_until(restarted, lambda: (("d1", END)) in again.sent)
     resumed = [s["n"] for _, b in again.batches() for s in b]
     assert resumed == list(range(done, 6))

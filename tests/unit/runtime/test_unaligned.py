@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from peer.job.spec import Job, Task
-from peer.messaging.messages import Barrier, Batch
+from peer.messaging.messages import Barrier, Batch, Recover, RestorePoint
 from peer.plugins import memory
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.inbox import BarrierSkipped
@@ -196,7 +196,7 @@ def test_an_output_writes_past_a_late_barrier_and_a_restore_takes_its_channel_ag
     memory.discard("unaligned")
     reports: list[Any] = []
     first = output(storage, 7, reports)
-    first.recover_from([])
+    first.recover_from(Recover(None))
     run(first, lambda: first.phase.value == "run")
     first.deliver(2, rows(1))
     first.deliver(2, Barrier(1))
@@ -211,7 +211,7 @@ def test_an_output_writes_past_a_late_barrier_and_a_restore_takes_its_channel_ag
     first.close()
     # the job rolls back to epoch 1: f0 sends 2 again, f1 (past 3 and 4) sends nothing again
     again = output(storage, 8, [])
-    again.recover_from(["j", 7, 1, {"out": 1}])
+    again.recover_from(Recover(RestorePoint("j", 7, 1, {"out": 1})))
     run(again, lambda: sorted(written()) == [1, 3, 4])
     again.deliver(2, rows(2))
     run(again, lambda: sorted(written()) == [1, 2, 3, 4])

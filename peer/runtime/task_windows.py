@@ -1,0 +1,111 @@
+"""A runner's windows, chosen once when its code loads: a task with windows passes what its fn
+returns through them (peer.state.task_state), a task without passes it on as it is.
+
+Either way the runner calls the same methods, so a task without windows never asks about
+windows on its per-batch path. Neither variant reads the clock it is handed unless it has
+windows: a logging clock (peer.runtime.causal) logs each read, so a task without windows logs
+no time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from peer.job.spec import Job, Task
+from peer.state import TaskState
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+    def due(self, at: float) -> float | None: ...
+
+
+class Windows(Protocol):
+    def apply(self, out: Any, clock: Clock) -> Any:
+        """What goes on downstream of the fn's ``out``."""
+
+    def due(self, clock: Clock) -> list[Any]:
+        """What timer triggers due by now emit."""
+
+    def watermark(self, mark: float) -> list[Any]: ...
+
+    def finish(self) -> list[Any]: ...
+
+    def snapshot(self) -> dict[str, Any] | None: ...
+
+    def restore(self, live: list[dict[str, Any]], keep: Any) -> None:
+        """From the live snapshots' window states, keeping the keys ``keep`` accepts."""
+
+    def timers(self) -> list[list[float]]: ...
+
+    def restore_timers(self, timers: list[list[float]]) -> None: ...
+
+
+class Windowed:
+    """A task with windows: only what their triggers emit goes on."""
+
+    def __init__(self, state: TaskState) -> None:
+        self.state = state
+
+    def apply(self, out: Any, clock: Clock) -> list[Any]:
+        return self.state.apply(out, clock.now())
+
+    def due(self, clock: Clock) -> list[Any]:
+        now = clock.due(self.state.due_at())
+        return [] if now is None else self.state.tick(now)
+
+    def watermark(self, mark: float) -> list[Any]:
+        return self.state.watermark(mark)
+
+    def finish(self) -> list[Any]:
+        return self.state.finish()
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.state.snapshot()
+
+    def restore(self, live: list[dict[str, Any]], keep: Any) -> None:
+        self.state.restore([s["windows"] for s in live], keep)
+
+    def timers(self) -> list[list[float]]:
+        return self.state.timers()
+
+    def restore_timers(self, timers: list[list[float]]) -> None:
+        self.state.restore_timers(timers)
+
+
+class Unwindowed:
+    """A task without windows: what its fn returns goes on as it is."""
+
+    def apply(self, out: Any, clock: Clock) -> Any:
+        return out
+
+    def due(self, clock: Clock) -> list[Any]:
+        return []
+
+    def watermark(self, mark: float) -> list[Any]:
+        return []
+
+    def finish(self) -> list[Any]:
+        return []
+
+    def snapshot(self) -> None:
+        return None
+
+    def restore(self, live: list[dict[str, Any]], keep: Any) -> None:
+        """Nothing to restore."""
+
+    def timers(self) -> list[list[float]]:
+        return []
+
+    def restore_timers(self, timers: list[list[float]]) -> None:
+        """No timers to restore."""
+
+
+UNWINDOWED = Unwindowed()
+
+
+def windows_for(job: Job, task: Task, key_of: Any) -> Windows:
+    if any(w.task == task.name for w in job.windows):
+        return Windowed(TaskState(job, task.name, key_of))
+    return UNWINDOWED
