@@ -101,8 +101,8 @@ from peer.membership.gossip import Gossip, Status  # noqa: E402
 from peer.membership.heartbeat import HeartbeatMonitor  # noqa: E402
 from peer.membership.phi import PhiSettings  # noqa: E402
 from peer.membership.pushpull import (  # noqa: E402
+    GossipReply,
     GossipStatus,
-    Reply,
     pick_target,
     respond,
     rounds_per_interval,
@@ -255,9 +255,9 @@ class PushPull(Simulation):
 
     def on_status(self, member: str, status: GossipStatus) -> None:
         reply = respond(self.states[member], status)
-        if reply is Reply.SEND_STATE:
+        if reply is GossipReply.SEND_STATE:
             self.send_state(member, status.sender)
-        elif reply is Reply.REQUEST_STATE:
+        elif reply is GossipReply.REQUEST_STATE:
             self.requests += 1
             self.send(self.on_request, status.sender, member)
 

@@ -2,14 +2,14 @@
 
 The member's pipe to a worker carries the log: a ``Reset`` (the member's identity, its replica
 and the worker's peers) whenever the worker must start over, then every entry the member
-applies, in order, as ``Apply``, ``Assign`` when the worker's peers change, ``End`` when that
-identity ends (its peers are gone: the worker closes their data plane at once), ``Scrape``
-when Prometheus scrapes the member, and ``Stop`` as the member stops (closing the pipe is not
-enough: the member's own reader still holds it). The worker answers on the same pipe with
-``Hello`` (its site, once its transport listens: it is ready, and only from then on does the
-member expect it to read), ``Refused`` instead when its transport cannot listen (its port is
-taken), ``Append`` for each entry its peers want written, naming the identity they belong to,
-and ``Samples`` for each ``Scrape``.
+applies, in order, as ``ApplyEntries``, ``Assign`` when the worker's peers change, ``Ended``
+when that identity ends (its peers are gone: the worker closes their data plane at once),
+``Scrape`` when Prometheus scrapes the member, and ``Stop`` as the member stops (closing the
+pipe is not enough: the member's own reader still holds it). The worker answers on the same
+pipe with ``Hello`` (its site, once its transport listens: it is ready, and only from then on
+does the member expect it to read), ``CannotListen`` instead when its transport cannot listen
+(its port is taken), ``Append`` for each entry its peers want written, naming the identity
+they belong to, and ``Samples`` for each ``Scrape``.
 
 The second pipe carries the store calls of the worker's coordinators (``Call``, answered by
 ``Answer`` or ``Failure``): they wait for ZooKeeper, so they get a pipe of their own and never
@@ -33,12 +33,12 @@ class Reset:
     """The member's current identity: a new one means every peer of the old one is gone."""
     replica: dict[str, Any]
     """The member's last settled replica (Replica.to_json): with allocations computed in the
-    background the entries it applied since follow as an ``Apply`` (MemberIncarnation)."""
+    background the entries it applied since follow as an ``ApplyEntries`` (MemberIncarnation)."""
     peers: tuple[str, ...]
 
 
 @dataclass(frozen=True)
-class Apply:
+class ApplyEntries:
     entries: tuple[Entry, ...]
 
 
@@ -48,7 +48,7 @@ class Assign:
 
 
 @dataclass(frozen=True)
-class End:
+class Ended:
     member: str
     """The identity that has ended: its peers stop, before any Reset to the next one comes."""
 
@@ -81,7 +81,7 @@ class Hello:
 
 
 @dataclass(frozen=True)
-class Refused:
+class CannotListen:
     """The worker cannot listen, and exits: at a member's start the member exits with this
     ``reason`` (one line), later it starts the worker again after a back-off."""
 

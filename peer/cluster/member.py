@@ -53,15 +53,15 @@ from peer.cluster.ipc import (
     STORE_CALLS,
     Answer,
     Append,
-    Apply,
+    ApplyEntries,
     Assign,
     Call,
-    End,
+    CannotListen,
+    Ended,
     Failure,
     Hello,
     Ping,
     Pong,
-    Refused,
     Reset,
     Samples,
     Stop,
@@ -116,7 +116,7 @@ class Death:
 
 
 @dataclass
-class Slot:
+class WorkerSlot:
     """One worker's place: its current process, the pipe to it, and its site once it listens."""
 
     process: Any = None
@@ -171,7 +171,7 @@ class Workers:
                  back_off: BackOff = BACK_OFF) -> None:  # fmt: skip
         self.spec, self.store, self.send_timeout = spec, store, send_timeout
         self.start_timeout, self.back_off = start_timeout, back_off
-        self.slots = [Slot() for _ in range(count)]
+        self.slots = [WorkerSlot() for _ in range(count)]
         self.events: queue.SimpleQueue[tuple[int, int, Any]] = queue.SimpleQueue()
         self.wakeup: threading.Event | None = None
         self.context = multiprocessing.get_context("spawn")
@@ -312,14 +312,14 @@ class Workers:
             else:
                 self._kill_if_stuck(slot, state, now)
 
-    def _kill_if_not_ready(self, slot: int, state: Slot, now: float) -> None:
+    def _kill_if_not_ready(self, slot: int, state: WorkerSlot, now: float) -> None:
         """A worker still starting reads nothing yet, so it is given the start timeout."""
         if now - state.started < self.start_timeout:
             return
         why = f"has not said it is ready within {self.start_timeout:g} s of its start"
         self._kill(slot, state, "not_ready", why)
 
-    def _kill_if_stuck(self, slot: int, state: Slot, now: float) -> None:
+    def _kill_if_stuck(self, slot: int, state: WorkerSlot, now: float) -> None:
         if now - state.pinged >= PING_EVERY and not state.outbox.waiting_answer:
             state.pinged = now
             state.outbox.ask(Ping())
@@ -329,7 +329,7 @@ class Workers:
         self._kill(slot, state, "unresponsive", why)
 
     @staticmethod
-    def _kill(slot: int, state: Slot, reason: str, why: str) -> None:
+    def _kill(slot: int, state: WorkerSlot, reason: str, why: str) -> None:
         """Kill a worker the member gave up on; ``reason`` is its restarts metric's label."""
         log.warning("worker %d (pid %s) %s; killing it", slot, state.process.pid, why)
         state.killed = reason
@@ -352,7 +352,7 @@ class Workers:
                 if outbox is not None and generation == self.slots[slot].generation:
                     outbox.answer()
                 continue
-            if not isinstance(event, (Hello, Refused, Append, Died)):
+            if not isinstance(event, (Hello, CannotListen, Append, Died)):
                 log.warning("worker %d sent a message of no known kind: %.200r", slot, event)
                 continue
             if generation == self.slots[slot].generation:
@@ -363,12 +363,12 @@ class Workers:
             if isinstance(event, Died):
                 return
 
-    def _heard(self, state: Slot, event: Any) -> None:
+    def _heard(self, state: WorkerSlot, event: Any) -> None:
         """A worker is ready once it says so, from the thread reading its pipe."""
         if isinstance(event, Hello):
             state.site, state.ready_at = event.site, time.monotonic()
             self.hello.set()
-        elif isinstance(event, Refused):
+        elif isinstance(event, CannotListen):
             state.refused = event.reason
             self.hello.set()
 
@@ -483,7 +483,7 @@ class MemberIncarnation(Incarnation):
                 case Append(entry, member):
                     log.info("member %s dropped an entry of its earlier identity %.40s from "
                              "worker %d: %.200r", self.id, member, slot, entry)  # fmt: skip
-                case Refused(reason):
+                case CannotListen(reason):
                     log.error("member %s: %s", self.id, reason)
                 case Died():
                     self._worker_died(slot)
@@ -496,7 +496,7 @@ class MemberIncarnation(Incarnation):
         cluster is moving their work elsewhere."""
         super()._finish()
         for slot in range(self.workers.count):
-            self.workers.send(slot, End(self.id))
+            self.workers.send(slot, Ended(self.id))
 
     def _announce_ready(self, slot: int) -> None:
         now = [p for p in self.unannounced if self.slot_of.get(p) == slot]
@@ -564,14 +564,14 @@ class MemberIncarnation(Incarnation):
                     continue
             else:
                 if applied:
-                    self.workers.send(slot, Apply(tuple(applied)))
+                    self.workers.send(slot, ApplyEntries(tuple(applied)))
                 if peers != self.told[slot]:
                     self.workers.send(slot, Assign(peers))
             self.told[slot] = peers
 
     def _start_over(self, slot: int, peers: tuple[str, ...]) -> bool:
         """Hand a worker that starts over the last settled replica, then the entries applied
-        since it, as one ``Apply``; whether it went.
+        since it, as one ``ApplyEntries``; whether it went.
 
         A worker applies every entry itself with ``apply_entry``, the classic apply, allocation
         and all, so the entries fed to it in log order (the order transitions come out of any
@@ -586,7 +586,7 @@ class MemberIncarnation(Incarnation):
             base, since = self.applier.complete, self.applier.since
         if not self.workers.send(slot, Reset(self.id, base.to_json(), peers)):
             return False
-        return not since or self.workers.send(slot, Apply(since))
+        return not since or self.workers.send(slot, ApplyEntries(since))
 
 
 def _when(wait: float) -> str:

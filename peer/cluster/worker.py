@@ -10,7 +10,8 @@ A worker never outlives its member: the kernel kills it when the member dies (PR
 and it stops when the member closes its pipe. Signals meant for the member (a terminal's Ctrl-C,
 systemd's SIGTERM to the whole unit) are left to the member, which stops its workers itself.
 
-A worker whose port is taken says so (``Refused``) and exits, instead of dying with a traceback.
+A worker whose port is taken says so (``CannotListen``) and exits, instead of dying with a
+traceback.
 Its runners mark, in a word shared with the member, which job's code runs at each moment
 (peer.runtime.code_marks): a worker that a job's code kills is that job's failure.
 """
@@ -36,15 +37,15 @@ from prometheus_client import REGISTRY
 from peer import log_output
 from peer.cluster.ipc import (
     Append,
-    Apply,
+    ApplyEntries,
     Assign,
     Call,
-    End,
+    CannotListen,
+    Ended,
     Failure,
     Hello,
     Ping,
     Pong,
-    Refused,
     Reset,
     Samples,
     Scrape,
@@ -209,12 +210,12 @@ class Worker:
             match message:
                 case Reset(member, replica, peers):
                     self._reset(member, Replica.from_json(replica), peers)
-                case Apply(entries):
+                case ApplyEntries(entries):
                     for entry in entries:
                         self.replica = apply_entry(self.replica, entry).new
                 case Assign(peers):
                     self.peers = peers
-                case End(member):
+                case Ended(member):
                     self._end(member)
                 case Stop():
                     self.gone.set()
@@ -269,8 +270,8 @@ class Worker:
 
 
 def listen(spec: WorkerSpec, conn: Connection) -> AeronTransport:
-    """The worker's transport; one that cannot listen is told to the member (``Refused``), which
-    says why, and the worker exits."""
+    """The worker's transport; one that cannot listen is told to the member (``CannotListen``),
+    which says why, and the worker exits."""
     try:
         check_port(spec)
         return AeronTransport(
@@ -279,7 +280,7 @@ def listen(spec: WorkerSpec, conn: Connection) -> AeronTransport:
     except TransportError as e:
         reason = str(e) if str(e).startswith("worker ") else f"worker {spec.slot}: {e}"
         with contextlib.suppress(OSError):
-            conn.send(Refused(reason))
+            conn.send(CannotListen(reason))
         sys.exit(1)
 
 

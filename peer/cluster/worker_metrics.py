@@ -71,7 +71,7 @@ def worker_state(coordinators: Mapping[Any, Any], transport: Any) -> Iterator[Me
 
 
 @dataclass(frozen=True)
-class Answer:
+class LastSamples:
     """A worker's last Samples and when they came (time.monotonic())."""
 
     samples: Samples
@@ -86,7 +86,7 @@ class WorkerScrapes:
                  timeout: float = SCRAPE_TIMEOUT) -> None:  # fmt: skip
         self.count, self.ask, self.timeout = count, ask, timeout
         self.requests = itertools.count(1)
-        self.answers: dict[int, Answer] = {}
+        self.answers: dict[int, LastSamples] = {}
         self.arrived = threading.Condition()
 
     def answered(self, slot: int, samples: Samples) -> None:
@@ -94,10 +94,10 @@ class WorkerScrapes:
         with self.arrived:
             last = self.answers.get(slot)
             if last is None or samples.request >= last.samples.request:
-                self.answers[slot] = Answer(samples, time.monotonic())
+                self.answers[slot] = LastSamples(samples, time.monotonic())
             self.arrived.notify_all()
 
-    def scrape(self) -> tuple[dict[int, Answer], set[int]]:
+    def scrape(self) -> tuple[dict[int, LastSamples], set[int]]:
         """Each worker's latest answer, and which of them answered this scrape."""
         with self.arrived:
             request = next(self.requests)
@@ -154,7 +154,7 @@ def _merge(merged: dict[str, Metric], family: Family, slot: str) -> None:
 
 
 def _status(
-    answers: dict[int, Answer], fresh: set[int], now: float, count: int
+    answers: dict[int, LastSamples], fresh: set[int], now: float, count: int
 ) -> Iterator[Metric]:
     shown = GaugeMetricFamily(
         "onyx_worker_metrics_fresh",

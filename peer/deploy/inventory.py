@@ -49,7 +49,7 @@ class InventoryError(ValueError):
 
 
 @dataclass(frozen=True)
-class Host:
+class InventoryHost:
     """One machine as the inventory lists it: its groups and its host vars."""
 
     name: str
@@ -100,7 +100,7 @@ def inventory_value(outputs: object) -> Mapping[str, Any]:
     return output["value"]
 
 
-def parse_hosts(value: Mapping[str, Any]) -> list[Host]:
+def parse_hosts(value: Mapping[str, Any]) -> list[InventoryHost]:
     """The hosts of the inventory value, sorted by name, each checked on its own."""
     raw = value.get("hosts")
     if not isinstance(raw, list):
@@ -109,14 +109,14 @@ def parse_hosts(value: Mapping[str, Any]) -> list[Host]:
     return sorted(hosts, key=lambda h: h.name)
 
 
-def parse_host(entry: object, index: int) -> Host:
+def parse_host(entry: object, index: int) -> InventoryHost:
     """One host: a DNS-label name, an IPv4 address, known groups and a vars object."""
     if not isinstance(entry, dict):
         raise InventoryError(f"host #{index} is not an object")
     name = entry.get("name")
     if not isinstance(name, str) or not _HOSTNAME.match(name):
         raise InventoryError(f"host #{index} has no valid name (a DNS label): {name!r}")
-    return Host(name, _address(name, entry), _groups(name, entry), _vars(name, entry))
+    return InventoryHost(name, _address(name, entry), _groups(name, entry), _vars(name, entry))
 
 
 def _address(name: str, entry: Mapping[str, Any]) -> str:
@@ -149,12 +149,12 @@ def _vars(name: str, entry: Mapping[str, Any]) -> Mapping[str, Any]:
     return host_vars
 
 
-def members(hosts: Sequence[Host], group: str) -> list[str]:
+def members(hosts: Sequence[InventoryHost], group: str) -> list[str]:
     """The names of the hosts in a group, sorted."""
     return [h.name for h in hosts if group in h.groups]
 
 
-def check_cluster(hosts: Sequence[Host]) -> None:
+def check_cluster(hosts: Sequence[InventoryHost]) -> None:
     """The checks that span hosts, the same the Terraform module makes: unique names and
     addresses, an odd ZooKeeper ensemble with distinct ids, one Spark master, workers, peers, and
     an object store that is either absent or an odd 1, 3 or 5 hosts (each runs a Raft master, so
@@ -183,7 +183,7 @@ def check_cluster(hosts: Sequence[Host]) -> None:
     _check_zookeeper_ids([h for h in hosts if "zookeeper" in h.groups])
 
 
-def _check_unique(hosts: Sequence[Host]) -> None:
+def _check_unique(hosts: Sequence[InventoryHost]) -> None:
     names: set[str] = set()
     owners: dict[str, str] = {}
     for host in hosts:
@@ -196,7 +196,7 @@ def _check_unique(hosts: Sequence[Host]) -> None:
         owners[host.address] = host.name
 
 
-def _check_zookeeper_ids(ensemble: Sequence[Host]) -> None:
+def _check_zookeeper_ids(ensemble: Sequence[InventoryHost]) -> None:
     owners: dict[int, str] = {}
     for host in ensemble:
         myid = host.vars.get("zookeeper_id")
@@ -209,7 +209,7 @@ def _check_zookeeper_ids(ensemble: Sequence[Host]) -> None:
         owners[myid] = host.name
 
 
-def build_inventory(hosts: Sequence[Host]) -> dict[str, Any]:
+def build_inventory(hosts: Sequence[InventoryHost]) -> dict[str, Any]:
     """The YAML inventory: host vars once under `all`, every group (even an empty one, so
     playbooks targeting it match nothing rather than warn) listing its hosts by name."""
     children = {group: {"hosts": {n: {} for n in members(hosts, group)}} for group in GROUPS}

@@ -37,7 +37,13 @@ from peer.membership.gossip import GONE, Gossip, Status
 from peer.membership.heartbeat import HeartbeatMonitor
 from peer.membership.monitors import DEFAULT_MONITORS
 from peer.membership.phi import PhiSettings
-from peer.membership.pushpull import GossipStatus, Reply, pick_target, respond, rounds_per_interval
+from peer.membership.pushpull import (
+    GossipReply,
+    GossipStatus,
+    pick_target,
+    respond,
+    rounds_per_interval,
+)
 from peer.membership.removal import due_removals
 
 TICKS_PER_HEARTBEAT = 12.5
@@ -263,10 +269,10 @@ class MembershipAgent:
         self.removed.update(removals)
         return removals
 
-    def _answer(self, sender: str, reply: Reply) -> Outbox:
-        if reply is Reply.SEND_STATE:
+    def _answer(self, sender: str, reply: GossipReply) -> Outbox:
+        if reply is GossipReply.SEND_STATE:
             return Outbox(((sender, State(self.me, self.gossip)),))
-        if reply is Reply.REQUEST_STATE:
+        if reply is GossipReply.REQUEST_STATE:
             return Outbox(((sender, StateRequest(self.me)),))
         return Outbox()
 

@@ -38,7 +38,7 @@ class GossipStatus:
         return cls(sender, state.version, seen_digest(state.seen))
 
 
-class Reply(enum.Enum):
+class GossipReply(enum.Enum):
     """A receiver's answer to a gossip status."""
 
     SEND_STATE = "send_state"
@@ -49,14 +49,14 @@ class Reply(enum.Enum):
     """We hold the same state."""
 
 
-def respond(local: Gossip, status: GossipStatus) -> Reply:
+def respond(local: Gossip, status: GossipStatus) -> GossipReply:
     """The receiver's answer, from its own state and the gossiper's status alone."""
     order = local.version.compare(status.version)
     if order is Order.BEFORE:
-        return Reply.REQUEST_STATE
+        return GossipReply.REQUEST_STATE
     if order is Order.SAME and seen_digest(local.seen) == status.digest:
-        return Reply.NOTHING
-    return Reply.SEND_STATE
+        return GossipReply.NOTHING
+    return GossipReply.SEND_STATE
 
 
 def pick_target(

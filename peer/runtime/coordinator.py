@@ -84,7 +84,7 @@ FIRST_EPOCH = 0.25
 the replayed segments is published this soon, not a whole barrier period later."""
 
 
-class State(Enum):
+class CoordinatorState(Enum):
     CLAIM = "claim"
     """To claim the commit record."""
     CLAIMING = "claiming"
@@ -111,7 +111,7 @@ class Coordinator:
     """Writes the job's rollback-job entry for this allocation, with the reason."""
     grow: Callable[[], None] = lambda: None
     """Writes the job's grow-job entry for this allocation."""
-    state: State = State.CLAIM
+    state: CoordinatorState = CoordinatorState.CLAIM
     epoch: int = 0
     settled: int = 0
     """The last epoch of this allocation that was committed or abandoned: the one after it, up
@@ -150,8 +150,8 @@ class Coordinator:
     inputs: tuple[str, ...] = field(init=False)
     outputs: frozenset[str] = field(init=False)
     slots: dict[str, int] = field(init=False)
-    _steps: dict[State, Callable[[float], bool]] = field(init=False, repr=False)
-    _results: dict[State, Callable[[Any, float], bool]] = field(init=False, repr=False)
+    _steps: dict[CoordinatorState, Callable[[float], bool]] = field(init=False, repr=False)
+    _results: dict[CoordinatorState, Callable[[Any, float], bool]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         """The placement is fixed for a coordinator's life, so who it hears from is too."""
@@ -162,13 +162,16 @@ class Coordinator:
         self.outputs = frozenset(placement.peers_of_kind("output"))
         self.slots = placement.task_slots()
         self._steps = {
-            State.CLAIM: self._claim,
-            State.RUNNING: self._running,
-            State.ROLLING_BACK: self._roll_back,
-            State.STALE: self._stale,
+            CoordinatorState.CLAIM: self._claim,
+            CoordinatorState.RUNNING: self._running,
+            CoordinatorState.ROLLING_BACK: self._roll_back,
+            CoordinatorState.STALE: self._stale,
         }
         # claiming and committing wait on a call in the pool, whose result moves them on
-        self._results = {State.CLAIMING: self._claimed, State.COMMITTING: self._commit_done}
+        self._results = {
+            CoordinatorState.CLAIMING: self._claimed,
+            CoordinatorState.COMMITTING: self._commit_done,
+        }
 
     def rewire(self, placement: Placement) -> None:
         """A takeover under the same allocation: the failed peers' acks no longer count (their
@@ -211,13 +214,17 @@ class Coordinator:
         """Claims and commits are compare-and-sets that recognise their own earlier write, so
         trying one again is safe."""
         log.warning("job %s: %s; trying again in %g s", self.job.id, error, RETRY)
-        self.state = State.CLAIM if self.state is State.CLAIMING else State.RUNNING
+        self.state = (
+            CoordinatorState.CLAIM
+            if self.state is CoordinatorState.CLAIMING
+            else CoordinatorState.RUNNING
+        )
         self.retry_at = now + RETRY
         return True
 
     def _claim(self, now: float) -> bool:
         self.pending = self.pool.submit(self._claim_and_find_source)
-        self.state = State.CLAIMING
+        self.state = CoordinatorState.CLAIMING
         return True
 
     def _claim_and_find_source(self) -> tuple[CommitRecord | None, RestorePoint | None]:
@@ -252,14 +259,14 @@ class Coordinator:
         claimed, point = result
         if claimed is None:
             log.info("job %s: a newer allocation owns its checkpoints", self.job.id)
-            self.state = State.STALE
+            self.state = CoordinatorState.STALE
             return True
         self.committed = claimed.committed
         self.epoch = self.settled = self.committed_number()
         self.restore_point, self.joining = point, frozenset()
         for peer in self.placement.members:
             self.send(peer, Recover(point))
-        self.state = State.RUNNING
+        self.state = CoordinatorState.RUNNING
         self.next_barrier = now + min(self.job.barrier_period, FIRST_EPOCH)
         return True
 
@@ -317,7 +324,7 @@ class Coordinator:
             self.pending = self.pool.submit(
                 self.commits.commit, self.version, epoch, self.slots, quiesced
             )
-            self.state = State.COMMITTING
+            self.state = CoordinatorState.COMMITTING
             return True
         if now - self.barrier_sent < self.job.epoch_timeout:
             return False
@@ -343,7 +350,7 @@ class Coordinator:
                   f"(epoch {self.epoch} of allocation {self.version}) {late}")  # fmt: skip
         log.warning("%s; rolling the job back to its last commit", reason)
         self.rollback_reason = reason
-        self.state = State.ROLLING_BACK
+        self.state = CoordinatorState.ROLLING_BACK
         self._roll_back(now)
 
     def _roll_back(self, now: float) -> bool:
@@ -369,7 +376,7 @@ class Coordinator:
     def _commit_done(self, record: CommitRecord | None, now: float) -> bool:
         if record is None:
             log.info("job %s: a newer allocation, or a stop, claimed its checkpoints", self.job.id)
-            self.state = State.STALE
+            self.state = CoordinatorState.STALE
             return True
         previous, self.committed = self.committed, Epoch(self.version, self.epoch)
         self.settled, self.abandoned = self.epoch, 0
@@ -385,7 +392,7 @@ class Coordinator:
             self.send(peer, Committed(self.epoch))
         if previous is not None:
             self.storage.collect_later(self.job.id, previous, record.retained)
-        self.state = State.RUNNING
+        self.state = CoordinatorState.RUNNING
         return True
 
     def _told_of_commits(self) -> list[str]:

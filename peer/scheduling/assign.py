@@ -22,7 +22,7 @@ from peer.scheduling.demand import Allocation, JobDemand, PeerInfo, TaskDemand
 
 
 @dataclass(slots=True)
-class Placement:
+class Assignment:
     """The assignment under construction: who owns each claimed peer, and each task's peers
     (job position, task position)."""
 
@@ -46,51 +46,51 @@ def place(
     counts: Sequence[Sequence[int]],
     cluster: Cluster,
     previous: Allocation | None,
-) -> tuple[Placement, list[int]]:
+) -> tuple[Assignment, list[int]]:
     """Peers for every task, and the positions of the jobs that fell below their minimum
     because other jobs took the peers their tags or groups needed."""
-    placement = Placement(cluster)
+    assignment = Assignment(cluster)
     kept_groups = {
-        j: _keep(placement, j, job, counts[j], (previous or {}).get(job.id, {}))
+        j: _keep(assignment, j, job, counts[j], (previous or {}).get(job.id, {}))
         for j, job in enumerate(jobs)
         if any(counts[j])
     }
     short = []
     for j, job in enumerate(jobs):
         if job.task_scheduler == "colocated" and any(counts[j]):
-            formed = _colocate(placement, j, job, counts[j][0], kept_groups[j])
+            formed = _colocate(assignment, j, job, counts[j][0], kept_groups[j])
             if formed < max(t.min_peers for t in job.tasks):
                 short.append(j)
-    _fill(placement, jobs, counts)
+    _fill(assignment, jobs, counts)
     for j, job in enumerate(jobs):
         if job.task_scheduler != "colocated" and any(counts[j]):
-            sizes = [len(placement.tasks.get((j, i), ())) for i in range(len(job.tasks))]
+            sizes = [len(assignment.tasks.get((j, i), ())) for i in range(len(job.tasks))]
             if any(n < t.min_peers for n, t in zip(sizes, job.tasks, strict=True)):
                 short.append(j)
-    return placement, sorted(short)
+    return assignment, sorted(short)
 
 
 def _keep(
-    placement: Placement,
+    assignment: Assignment,
     j: int,
     job: JobDemand,
     counts: Sequence[int],
     previous: Mapping[str, Sequence[str]],
 ) -> list[str]:
     """Claim back previous peers; for a colocated job, return the groups it keeps."""
-    cluster = placement.cluster
+    cluster = assignment.cluster
     still = [
         [
             p
             for p in sorted(previous.get(task.name, ()))
-            if placement.free(p) and cluster.by_id[p].can_run(task)
+            if assignment.free(p) and cluster.by_id[p].can_run(task)
         ]
         for task in job.tasks
     ]
     if job.task_scheduler != "colocated":
         for i, peers in enumerate(still):
             for p in peers[: counts[i]]:
-                placement.claim(p, j, i)
+                assignment.claim(p, j, i)
         return []
     by_group: dict[str, dict[int, str]] = {}
     for i, peers in enumerate(still):
@@ -99,45 +99,47 @@ def _keep(
     groups = sorted(by_group)[: counts[0] if counts else 0]
     for g in groups:
         for i, p in sorted(by_group[g].items()):
-            placement.claim(p, j, i)
+            assignment.claim(p, j, i)
     return groups
 
 
-def _colocate(placement: Placement, j: int, job: JobDemand, wanted: int, kept: list[str]) -> int:
+def _colocate(assignment: Assignment, j: int, job: JobDemand, wanted: int, kept: list[str]) -> int:
     """Complete the kept groups' pipelines (a group that can no longer host the whole
     pipeline is let go), then add whole new ones in group order; returns the pipelines."""
-    cluster, formed = placement.cluster, 0
+    cluster, formed = assignment.cluster, 0
     for g in kept:
         have = {
-            placement.owner[p.id][1]: p.id
+            assignment.owner[p.id][1]: p.id
             for p in cluster.groups[g]
-            if placement.owner.get(p.id, (None,))[0] == j
+            if assignment.owner.get(p.id, (None,))[0] == j
         }
-        chosen = pipeline(cluster.groups[g], job.tasks, placement.free, set(have))
+        chosen = pipeline(cluster.groups[g], job.tasks, assignment.free, set(have))
         if chosen is None:
             for p in sorted(have.values()):
-                placement.release(p)
+                assignment.release(p)
             continue
-        _claim_all(placement, j, chosen)
+        _claim_all(assignment, j, chosen)
         formed += 1
     for g, members in cluster.groups.items():
         if formed >= wanted:
             break
         if g not in kept:
-            chosen = pipeline(members, job.tasks, placement.free)
+            chosen = pipeline(members, job.tasks, assignment.free)
             if chosen is not None:
-                _claim_all(placement, j, chosen)
+                _claim_all(assignment, j, chosen)
                 formed += 1
     return formed
 
 
-def _claim_all(placement: Placement, j: int, chosen: Mapping[int, PeerInfo]) -> None:
+def _claim_all(assignment: Assignment, j: int, chosen: Mapping[int, PeerInfo]) -> None:
     for i, p in sorted(chosen.items()):
-        placement.claim(p.id, j, i)
+        assignment.claim(p.id, j, i)
 
 
-def _fill(placement: Placement, jobs: Sequence[JobDemand], counts: Sequence[Sequence[int]]) -> None:
-    pool = _Pool(placement)
+def _fill(
+    assignment: Assignment, jobs: Sequence[JobDemand], counts: Sequence[Sequence[int]]
+) -> None:
+    pool = _Pool(assignment)
     order = sorted(
         (not job.tasks[i].required_tags, j, rank, i)
         for j, job in enumerate(jobs)
@@ -145,20 +147,20 @@ def _fill(placement: Placement, jobs: Sequence[JobDemand], counts: Sequence[Sequ
         for rank, i in enumerate(constrained_first(job.tasks))
     )
     for _, j, _, i in order:
-        missing = counts[j][i] - len(placement.tasks.get((j, i), ()))
+        missing = counts[j][i] - len(assignment.tasks.get((j, i), ()))
         if missing > 0:
             for p in pool.take(jobs[j].tasks[i], missing):
-                placement.claim(p, j, i)
+                assignment.claim(p, j, i)
 
 
 class _Pool:
     """Free peers by distinct tag set, each list sorted by id with a cursor past the claimed
     ones: handing out n peers costs n plus the tag sets looked at, not the whole cluster."""
 
-    def __init__(self, placement: Placement) -> None:
-        self._placement = placement
+    def __init__(self, assignment: Assignment) -> None:
+        self._placement = assignment
         buckets: dict[frozenset[str], list[str]] = {}
-        for p in placement.cluster.peers:
+        for p in assignment.cluster.peers:
             buckets.setdefault(p.tags, []).append(p.id)
         self._buckets = sorted(buckets.items(), key=lambda kv: signature_order(kv[0]))
         self._cursor = [0] * len(self._buckets)

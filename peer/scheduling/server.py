@@ -63,7 +63,7 @@ class Refused(ValueError):
 
 
 @dataclass(frozen=True)
-class Reply:
+class ServerReply:
     status: int
     doc: dict[str, Any]
 
@@ -91,7 +91,7 @@ class Scheduler:
             registry=registry,
         )
 
-    def answer(self, body: bytes) -> Reply:
+    def answer(self, body: bytes) -> ServerReply:
         """The reply to one request's body: 200 and the answer, or 400 naming what is wrong.
         A request in its canonical form (as members send it) whose answer is kept is answered
         without being read further: its text is that of the request the answer was for."""
@@ -106,9 +106,9 @@ class Scheduler:
                 allocation, outcome = self.allocation(position, digest, request)
         except Refused as e:
             self.requests.labels("refused").inc()
-            return Reply(e.status, {"error": str(e)})
+            return ServerReply(e.status, {"error": str(e)})
         self.requests.labels(outcome).inc()
-        return Reply(
+        return ServerReply(
             200,
             {"position": position, "digest": digest, "allocation": allocation_to_json(allocation)},
         )
@@ -211,10 +211,10 @@ class _Handler(BaseHTTPRequestHandler):
             reply = self.server.scheduler.answer(body)
         except Refused as e:
             self.server.scheduler.requests.labels("refused").inc()
-            reply = Reply(e.status, {"error": str(e)})
+            reply = ServerReply(e.status, {"error": str(e)})
         except Exception as e:
             log.exception("a scheduling request failed")
-            reply = Reply(500, {"error": f"{type(e).__name__}: {e}"})
+            reply = ServerReply(500, {"error": f"{type(e).__name__}: {e}"})
         if reply.status != 200:
             log.warning("refused a scheduling request from %s: %s", self.client_address[0],
                         reply.doc["error"])  # fmt: skip

@@ -47,7 +47,7 @@ from peer.state.windows import Extent, absorb, extents
 
 
 @dataclass(slots=True)
-class Slot:
+class ExtentState:
     """One extent's state, and per trigger of its window how many segments the extent has
     taken since that trigger last fired it."""
 
@@ -60,7 +60,7 @@ class Held:
     """One group key, as the key function gave it, and its extents."""
 
     key: Any
-    extents: dict[Extent, Slot]
+    extents: dict[Extent, ExtentState]
 
 
 class WindowState:
@@ -162,7 +162,9 @@ class WindowState:
             held = self.held.setdefault(canonical(key), Held(key, {}))
             for start, end, state, counts in held_extents:
                 extent = self._place(held, (start, end))
-                held.extents[extent] = self._combine([held.extents[extent], Slot(state, counts)])
+                held.extents[extent] = self._combine(
+                    [held.extents[extent], ExtentState(state, counts)]
+                )
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -181,15 +183,17 @@ class WindowState:
             held.extents[extent] = self._new()
         return extent
 
-    def _new(self) -> Slot:
-        return Slot(self.aggregation.init(self.window), [0] * len(self.triggers))
+    def _new(self) -> ExtentState:
+        return ExtentState(self.aggregation.init(self.window), [0] * len(self.triggers))
 
-    def _combine(self, slots: list[Slot]) -> Slot:
+    def _combine(self, slots: list[ExtentState]) -> ExtentState:
         merge = functools.partial(self.aggregation.merge, self.window)
         state = functools.reduce(merge, (slot.state for slot in slots))
-        return Slot(state, [sum(counts) for counts in zip(*(s.counts for s in slots), strict=True)])
+        return ExtentState(
+            state, [sum(counts) for counts in zip(*(s.counts for s in slots), strict=True)]
+        )
 
-    def _slot(self, name: str, extent: Extent) -> Slot | None:
+    def _slot(self, name: str, extent: Extent) -> ExtentState | None:
         held = self.held.get(name)
         return None if held is None else held.extents.get(extent)
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from peer.cluster.ipc import Answer, Apply, Assign, Call, End, Failure, Reset
+from peer.cluster.ipc import Answer, ApplyEntries, Assign, Call, Ended, Failure, Reset
 from peer.cluster.member import RESTART_BACK_OFF, Workers
 from peer.cluster.model import ClusterModel
 from peer.cluster.worker import StoreCalls, Worker, WorkerSpec
@@ -51,7 +51,7 @@ def test_a_worker_reaches_its_members_replica_from_any_reset(starts, seed, data)
     w = worker()
     w.inbox.put(Reset("m", replicas[cut].to_json(), ("p1",)))
     for at in range(cut, len(log), 3):
-        w.inbox.put(Apply(tuple(log[at : at + 3])))
+        w.inbox.put(ApplyEntries(tuple(log[at : at + 3])))
     w.inbox.put(Assign(("p2",)))
     w._take()
     assert w.replica == replicas[-1]
@@ -125,15 +125,15 @@ def test_a_worker_that_dies_as_it_starts_is_started_again_only_after_a_back_off(
 
 
 def test_an_ended_identity_closes_its_peers_and_only_its_own():
-    """Its peers stop at once, not when the next identity's Reset comes; an End of another
+    """Its peers stop at once, not when the next identity's Reset comes; an Ended of another
     identity (one the worker has already left behind) changes nothing."""
     w = worker()
     w.inbox.put(Reset("m", Replica().to_json(), ("p1",)))
-    w.inbox.put(End("earlier"))
+    w.inbox.put(Ended("earlier"))
     w._take()
     assert w.dataplane is not None
     assert (w.member, w.peers) == ("m", ("p1",))
-    w.inbox.put(End("m"))
+    w.inbox.put(Ended("m"))
     w._take()
     assert (w.dataplane, w.member, w.peers) == (None, None, ())
     w.inbox.put(Reset("m2", Replica().to_json(), ("p2",)))

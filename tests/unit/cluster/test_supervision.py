@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from pyrsistent import pmap
 
 from peer.cluster import member
-from peer.cluster.ipc import Refused
+from peer.cluster.ipc import CannotListen
 from peer.cluster.member import RESTART_BACK_OFF, Workers
 from peer.cluster.supervision import BackOff, CodeDeaths, how_it_ended, the_codes_doing
 from peer.cluster.worker import WorkerSpec
@@ -265,7 +265,7 @@ def test_a_worker_that_cannot_listen_is_not_ready_and_says_why():
     workers = Counted(1, SPEC, MemoryLog().session())
     workers.spawn(0)
     reason = "worker 0: cannot receive segments on 127.0.0.1:7000: Address already in use"
-    workers._heard(workers.slots[0], Refused(reason))
+    workers._heard(workers.slots[0], CannotListen(reason))
     assert workers.refused() == reason
     assert workers.not_ready() == (reason,)
     assert not workers.wait_ready(0)

@@ -16,7 +16,13 @@ from hypothesis import strategies as st
 from pyrsistent import pmap
 
 from peer.membership.gossip import GONE, Gossip, Member, Status
-from peer.membership.pushpull import GossipStatus, Reply, pick_target, respond, rounds_per_interval
+from peer.membership.pushpull import (
+    GossipReply,
+    GossipStatus,
+    pick_target,
+    respond,
+    rounds_per_interval,
+)
 
 NODES = ["a", "b", "c", "d"]
 NODE = st.sampled_from(NODES)
@@ -117,9 +123,9 @@ def heal(states: dict[str, Gossip]) -> None:
 def exchange(states: dict[str, Gossip], initiator: str, receiver: str) -> None:
     """One push-pull exchange: a status, and the state only if the reply asks for it."""
     reply = respond(states[receiver], GossipStatus.of(initiator, states[initiator]))
-    if reply is Reply.SEND_STATE:
+    if reply is GossipReply.SEND_STATE:
         states[initiator] = states[initiator].receive(initiator, states[receiver])
-    elif reply is Reply.REQUEST_STATE:
+    elif reply is GossipReply.REQUEST_STATE:
         states[receiver] = states[receiver].receive(receiver, states[initiator])
 
 

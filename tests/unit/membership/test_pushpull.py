@@ -8,8 +8,8 @@ from pyrsistent import pmap
 
 from peer.membership.gossip import Gossip, Member, Status
 from peer.membership.pushpull import (
+    GossipReply,
     GossipStatus,
-    Reply,
     pick_target,
     respond,
     rounds_per_interval,
@@ -25,21 +25,21 @@ def with_seen(state: Gossip, seen: list[str]) -> Gossip:
 
 
 def test_the_same_state_needs_no_reply():
-    assert respond(SHARED, GossipStatus.of("m1", SHARED)) is Reply.NOTHING
+    assert respond(SHARED, GossipStatus.of("m1", SHARED)) is GossipReply.NOTHING
 
 
 def test_a_newer_or_concurrent_state_is_sent_and_an_older_one_requested():
     newer = SHARED.with_member_status("m0", "m9", Status.LEAVING)
     concurrent = SHARED.observe("m1", "m8", reachable=False)
-    assert respond(newer, GossipStatus.of("m1", SHARED)) is Reply.SEND_STATE
-    assert respond(SHARED, GossipStatus.of("m0", newer)) is Reply.REQUEST_STATE
-    assert respond(newer, GossipStatus.of("m1", concurrent)) is Reply.SEND_STATE
+    assert respond(newer, GossipStatus.of("m1", SHARED)) is GossipReply.SEND_STATE
+    assert respond(SHARED, GossipStatus.of("m0", newer)) is GossipReply.REQUEST_STATE
+    assert respond(newer, GossipStatus.of("m1", concurrent)) is GossipReply.SEND_STATE
 
 
 def test_an_equal_version_seen_by_others_is_sent():
     mine = with_seen(SHARED, ["m0", "m1"])
     theirs = with_seen(SHARED, ["m0"])
-    assert respond(mine, GossipStatus.of("m2", theirs)) is Reply.SEND_STATE
+    assert respond(mine, GossipStatus.of("m2", theirs)) is GossipReply.SEND_STATE
 
 
 def test_one_alone_has_no_target():

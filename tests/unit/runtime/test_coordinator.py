@@ -19,7 +19,7 @@ from peer.log.stores.memory import MemoryLog
 from peer.messaging.messages import Barrier, Committed
 from peer.metrics import ABANDONED_EPOCHS
 from peer.runtime.checkpoints import STOPPED, CheckpointStorage, Commits, Epoch
-from peer.runtime.coordinator import Coordinator, State
+from peer.runtime.coordinator import Coordinator, CoordinatorState
 from peer.runtime.placement import place
 
 
@@ -127,7 +127,7 @@ def test_more_abandoned_in_a_row_than_tolerated_roll_the_job_back_again_each_tim
     assert "2 epochs in a row abandoned" in w.rollbacks[0]
     assert "epoch 2 of allocation 5" in w.rollbacks[0]
     assert "task 'in' (peers i1)" in w.rollbacks[0]
-    assert w.coordinator.state is State.ROLLING_BACK
+    assert w.coordinator.state is CoordinatorState.ROLLING_BACK
     w.run(6.5)
     assert w.barriers() == [1, 2]
     assert len(w.rollbacks) == 2
@@ -169,7 +169,7 @@ def test_a_stop_s_savepoint_fences_the_record_in_the_commit_that_takes_it():
     w.ack(2)
     w.run(5.0)
     assert w.commits.read()[0].committed == Epoch(5, 1)
-    assert w.coordinator.state is State.STALE
+    assert w.coordinator.state is CoordinatorState.STALE
     assert {m.epoch for _, m in w.sent if isinstance(m, Committed)} == {1}
 
 
@@ -184,7 +184,7 @@ def test_a_fenced_record_lets_the_coordinator_commit_nothing_more():
     w.ack(2)
     w.run(5.0)
     assert w.commits.read()[0].committed == Epoch(5, 1)
-    assert w.coordinator.state is State.STALE
+    assert w.coordinator.state is CoordinatorState.STALE
     assert {m.epoch for _, m in w.sent if isinstance(m, Committed)} == {1}
     assert w.barriers() == [1, 2]
 
