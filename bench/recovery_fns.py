@@ -32,7 +32,7 @@ from bench.workload import StridedInput
 
 if TYPE_CHECKING:
     from peer.plugins import Recovery
-    from peer.runtime.checkpoints import Epoch
+    from peer.values.epoch import Epoch
 
 Segment = dict[str, Any]
 TICK = 0.05

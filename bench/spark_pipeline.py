@@ -78,11 +78,11 @@ sys.path.insert(0, str(REPO))
 from examples.clickstream import generate, pipeline  # noqa: E402
 from peer import api  # noqa: E402
 from peer.cluster.local import LocalCluster  # noqa: E402
+from peer.job.arrow_schema import to_rows  # noqa: E402
 from peer.job.load import load  # noqa: E402
 from peer.job.spec import Task  # noqa: E402
 from peer.spark import session as spark_session  # noqa: E402
 from peer.spark.function import SparkFunction  # noqa: E402
-from peer.spark.schema import to_rows  # noqa: E402
 
 JOB = REPO / "examples" / "clickstream" / "job.yaml"
 USERS, FILES, SEED = 2000, 8, 7

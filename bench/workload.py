@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 if TYPE_CHECKING:  # the engine's types, for the plugins' hints only: Bytewax's runs import this
     from peer.plugins import Recovery
-    from peer.runtime.checkpoints import Epoch
+    from peer.values.epoch import Epoch
 
 Segment = dict[str, Any]
 BASE_TS = 1700000000.0

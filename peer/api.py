@@ -25,13 +25,14 @@ from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.jobs import SUBMIT_JOB, kill_job
 from peer.log.entries.leave import LEAVE
 from peer.log.entry import Transition
-from peer.log.limits import MAX_ENTRY_BYTES
 from peer.log.replica import Replica
 from peer.log.store import LogStore, StoreError, store_origin_and_trim
 from peer.log.stores.zookeeper import ZooKeeperStore
 from peer.membership.gossip import Status
 from peer.membership.members import MemberError, lifecycle, resolve
-from peer.runtime.checkpoints import CheckpointStorage, Commits, Epoch, Savepoint
+from peer.runtime.checkpoints import CheckpointStorage, Commits, Savepoint
+from peer.values.epoch import Epoch
+from peer.values.limits import MAX_ENTRY_BYTES
 
 
 def connect(

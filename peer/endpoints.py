@@ -33,7 +33,8 @@ from peer.cluster.readiness import readiness
 from peer.log.replica import Replica
 from peer.log.store import LogStore, StoreError
 from peer.metrics import GroupCollector, MetricsError
-from peer.runtime.checkpoints import CheckpointError, Epoch
+from peer.runtime.checkpoints import CheckpointError
+from peer.values.epoch import Epoch
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from peer.runtime.storage import open_url
-from peer.spark.schema import to_table
+from peer.job.arrow_schema import to_table
+from peer.storage import open_url
 
 START = 1_767_225_600.0
 """2026-01-01T00:00:00Z: the first visit starts then or later."""

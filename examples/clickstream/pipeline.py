@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-from peer.runtime.storage import attempts, open_url
+from peer.storage import attempts, open_url
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from peer.log.replica import Replica
 from peer.log.store import LogStore, StoreError
-from peer.runtime.checkpoints import CheckpointError, Commits, Epoch
+from peer.runtime.checkpoints import CheckpointError, Commits
+from peer.values.epoch import Epoch
 
 log = logging.getLogger(__name__)
 

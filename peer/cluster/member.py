@@ -23,7 +23,7 @@ transport is up, which takes seconds of imports and Aeron, so until then it is g
 timeout instead, and killed if it has not said it by then. A worker killed so, or dead soon
 after it started, is started again after a back-off that doubles (peer.cluster.supervision), and
 until it is ready the member is not ready either (``not_ready``, read by /readyz). A worker that
-dies while a job's code runs in it (its runners mark it, peer.runtime.code_marks) died of that
+dies while a job's code runs in it (its runners mark it, peer.code_marks) died of that
 code: after a few such deaths the member kills the job, naming the task and how the worker
 ended. A worker that the member killed, or that died while no job's code ran, blames no job.
 """
@@ -47,6 +47,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from peer import code_marks
 from peer.cluster import worker
 from peer.cluster.group import Incarnation, new_id
 from peer.cluster.ipc import (
@@ -74,7 +75,6 @@ from peer.log.entries.virtual_peers import LEAVE_CLUSTER
 from peer.log.entry import Entry, Transition
 from peer.log.store import LogStore
 from peer.messaging.aeron import TransportError
-from peer.runtime import code_marks
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class Died:
 
 @dataclass(frozen=True)
 class Death:
-    """How a worker ended, and the mark its runners left (peer.runtime.code_marks): not 0 when
+    """How a worker ended, and the mark its runners left (peer.code_marks): not 0 when
     it died in a job's code."""
 
     ended: str
@@ -140,7 +140,7 @@ class WorkerSlot:
     refused: str | None = None
     """Why this process could not listen, if it said so."""
     word: Any = None
-    """The words this process's runners mark a job's code in (peer.runtime.code_marks)."""
+    """The words this process's runners mark a job's code in (peer.code_marks)."""
 
     def not_ready(self, slot: int) -> str | None:
         """Why this worker is not ready, in a line that stays the same while it waits."""

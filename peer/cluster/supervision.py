@@ -7,7 +7,7 @@ a job's code kills as soon as it runs, would otherwise be restarted in a loop th
 machine a process start every few seconds for nothing. The first death after a good run restarts
 it at once, as before.
 
-A worker that dies while its runners mark a job's code (peer.runtime.code_marks) died of that
+A worker that dies while its runners mark a job's code (peer.code_marks) died of that
 code; after ``limit`` such deaths within ``window`` seconds, wherever the job's tasks ran among
 the member's workers and however often they were restarted, the job is killed (``CodeDeaths``).
 """

@@ -13,7 +13,7 @@ systemd's SIGTERM to the whole unit) are left to the member, which stops its wor
 A worker whose port is taken says so (``CannotListen``) and exits, instead of dying with a
 traceback.
 Its runners mark, in a word shared with the member, which job's code runs at each moment
-(peer.runtime.code_marks): a worker that a job's code kills is that job's failure.
+(peer.code_marks): a worker that a job's code kills is that job's failure.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
-from peer import log_output
+from peer import code_marks, log_output
 from peer.cluster.ipc import (
     Append,
     ApplyEntries,
@@ -57,7 +57,6 @@ from peer.log.entry import Entry
 from peer.log.replica import Replica
 from peer.log.store import StoreError
 from peer.messaging.aeron import AeronTransport, TransportError
-from peer.runtime import code_marks
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig
 from peer.spark import session as spark_session
@@ -288,7 +287,7 @@ def main(
     spec: WorkerSpec, conn: Connection, calls: Connection, parent: int, word: Any = None
 ) -> None:
     """The worker process's entry point (started with the 'spawn' method). ``word`` is where
-    its runners mark which job's code runs, shared with the member (peer.runtime.code_marks)."""
+    its runners mark which job's code runs, shared with the member (peer.code_marks)."""
     die_with(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -16,12 +16,12 @@ from typing import Any, NoReturn
 from pyrsistent import thaw
 
 from peer.job.spec import Job, JobError
-from peer.log.limits import MAX_ENTRY_BYTES
+from peer.values.limits import MAX_ENTRY_BYTES
 
 MAX_VALUE_DEPTH = 32
 """How deeply ``params`` or ``metadata`` may nest. A job puts three levels above a task's
 params (job, catalog, task) and a submit-job entry two above the job, so a job within this
-limit always makes an entry well within ``peer.log.limits.MAX_ENTRY_DEPTH``."""
+limit always makes an entry well within ``peer.values.limits.MAX_ENTRY_DEPTH``."""
 
 MAX_JOB_DEPTH = MAX_VALUE_DEPTH + 3
 """How deeply a whole job document may nest: a task's params sit three levels down (the job, its

@@ -1,6 +1,6 @@
 """The declared schema of a Spark task's or Spark plugin's rows, as data: field names and Spark
 type names, checked without starting Spark or loading Arrow, so the log can judge a job alike on
-every peer. Flat fields only; peer.spark.schema maps these types to Arrow and back."""
+every peer. Flat fields only; peer.job.arrow_schema maps these types to Arrow and back."""
 
 from __future__ import annotations
 

@@ -7,10 +7,10 @@ import logging
 from peer.log.allocation import ALLOCATION_WRITES, reallocate
 from peer.log.entries import KINDS
 from peer.log.entry import UNDECODABLE, Entry, EntryKind, InvalidEntry, Transition
-from peer.log.limits import cut
 from peer.log.replica import Replica
 from peer.log.versions import stamped
 from peer.scheduling.request import Planner, plan_here
+from peer.values.limits import cut
 
 log = logging.getLogger(__name__)
 

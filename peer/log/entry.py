@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from peer.log.limits import MAX_ENTRY_BYTES, MAX_ENTRY_DEPTH, deeper_than
 from peer.log.replica import KEYS, Replica
+from peer.values.limits import MAX_ENTRY_BYTES, MAX_ENTRY_DEPTH, deeper_than
 
 Diff = Mapping[str, Any] | None
 

@@ -13,8 +13,8 @@ from typing import Protocol
 from urllib.parse import quote
 
 from peer.log.entry import Entry
-from peer.log.limits import MAX_ENTRY_BYTES
 from peer.log.replica import Replica
+from peer.values.limits import MAX_ENTRY_BYTES
 
 
 class StoreError(RuntimeError):

@@ -35,8 +35,8 @@ from typing import Any, Protocol
 from peer.job.imports import ImportPathError, resolve
 from peer.job.spec import Task
 from peer.job.values import is_int
-from peer.runtime.checkpoints import Epoch
-from peer.runtime.columnar import Batch
+from peer.values.columnar import Batch
+from peer.values.epoch import Epoch
 
 
 class PluginError(ValueError):

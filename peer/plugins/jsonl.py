@@ -42,9 +42,9 @@ from peer.job.spec import Task
 from peer.plugins import PluginError, Recovery, Sealing, error, natural, param, where
 from peer.plugins.files import fsync, is_path
 from peer.plugins.staged import StagedEpochs, epoch_of, staged_epochs, stem
-from peer.runtime.checkpoints import Epoch
-from peer.runtime.columnar import Batch, rows
-from peer.runtime.storage import StorageError, is_local, open_url, retried
+from peer.storage import StorageError, is_local, open_url, retried
+from peer.values.columnar import Batch, rows
+from peer.values.epoch import Epoch
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 SUFFIX = ".jsonl"

@@ -26,8 +26,8 @@ from pyrsistent import thaw
 
 from peer.job.spec import Task
 from peer.plugins import Recovery, error, natural, param
-from peer.runtime.checkpoints import Epoch
-from peer.runtime.columnar import Batch, rows
+from peer.values.columnar import Batch, rows
+from peer.values.epoch import Epoch
 
 
 def input(task: Task, slot: int, slots: int) -> MemoryInput:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from peer.job.spec import Task
 from peer.plugins import Recovery, error, natural
-from peer.runtime.checkpoints import Epoch
-from peer.runtime.columnar import Batch
+from peer.values.columnar import Batch
+from peer.values.epoch import Epoch
 
 
 def output(task: Task, slot: int, slots: int) -> NullOutput:

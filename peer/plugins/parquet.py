@@ -8,7 +8,7 @@ those fields leave the files and come back as partition columns. Rows are ``task
 the task declares one; otherwise the schema is inferred from the first batch and kept, also
 across restarts, in this slot's checkpoint (``schema``, beside peer.plugins.staged's
 ``unpublished``). A batch is rows or an Arrow record batch: rows go through
-``peer.spark.schema.to_table``, an Arrow batch is cast column by column, never turned into rows;
+``peer.job.arrow_schema.to_table``, an Arrow batch is cast column by column, never turned into rows;
 either way a row that does not fit fails at ``prepare`` with the field named, and a
 ``timestamp`` field (seconds since the epoch in a segment) is a Spark timestamp in the files.
 
@@ -31,14 +31,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from peer.job.arrow_schema import arrow_schema, infer, spark_type, to_table
 from peer.job.schema import Schema, SchemaError, parse
 from peer.job.spec import Task
 from peer.plugins import Recovery, Sealing, error, param
 from peer.plugins.files import is_path
 from peer.plugins.staged import StagedEpochs, staged_epochs
-from peer.runtime.checkpoints import Epoch
-from peer.runtime.columnar import Batch
-from peer.spark.schema import arrow_schema, infer, spark_type, to_table
+from peer.values.columnar import Batch
+from peer.values.epoch import Epoch
 
 
 def output(task: Task, slot: int, slots: int) -> ParquetTableOutput:

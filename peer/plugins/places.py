@@ -16,7 +16,7 @@ formats write files. Then:
   file to ``<path>/<file>`` on the store (a server-side copy: nothing passes through this
   machine), then deletes the staged files and the manifest. Uploads are whole, so a reader never
   sees half a file, and nothing is renamed. Every operation is retried while the store is out of
-  reach (peer.runtime.storage); a StorageError after that rolls the job back.
+  reach (peer.storage); a StorageError after that rolls the job back.
 
 Nothing that decides what is published lists: an epoch is found by its stem, which the protocol
 knows from the checkpoint (``files`` reads the epoch's own directory, or its manifest by key: a
@@ -39,7 +39,7 @@ from typing import Any, Protocol
 from peer.job.spec import Task
 from peer.plugins import error, where
 from peer.plugins.files import fsync_directory, fsync_path, names, publish
-from peer.runtime.storage import StorageError, is_local, open_url, retried
+from peer.storage import StorageError, is_local, open_url, retried
 
 STAGING = "_staging"
 TEMP = ".tmp"
@@ -203,7 +203,7 @@ class StorePlace:
     ``<root>/_staging`` on an object store with a manifest each, and published by copies."""
 
     def __init__(self, task: Task, fs: Any, root: str) -> None:
-        """``fs`` is the store's client as peer.runtime.storage.open_url gives it (bounded)."""
+        """``fs`` is the store's client as peer.storage.open_url gives it (bounded)."""
         self._task = task
         self._fs = fs
         self._root = root

@@ -71,7 +71,7 @@ from peer.job.spec import Task
 from peer.plugins import PluginError, Recovery, error, param
 from peer.plugins.files import is_path
 from peer.plugins.places import Entry, Place, files_under, place_for, remove_tree
-from peer.runtime.checkpoints import Epoch
+from peer.values.epoch import Epoch
 
 _STEM = r"(\d+)-(\d+)-(\d+)"
 

@@ -19,8 +19,9 @@ interface (``__arrow_c_stream__``), such as a polars DataFrame (``pl.from_arrow(
 frame out: no copy either way). ``to_arrow()`` comes first, as it gives the common Arrow types
 (polars' stream gives string views, which Spark and older readers do not take). Rows that arrive are
 made into a RecordBatch once, in the task's declared schema or the one its first batch fixed
-(peer.spark.schema.BatchSchema); Arrow that arrives goes in as it is. What the fn returns goes on as
-one record batch, so routing, windows and the next Arrow or Spark task take it without making rows.
+(peer.job.arrow_schema.BatchSchema); Arrow that arrives goes in as it is. What the fn returns
+goes on as one record batch, so routing, windows and the next Arrow or Spark task take it
+without making rows.
 """
 
 from __future__ import annotations
@@ -33,12 +34,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from peer.code_marks import Mark
+from peer.job.arrow_schema import BatchSchema
 from peer.job.imports import resolve
 from peer.job.spec import Task
-from peer.runtime.code_marks import Mark
-from peer.runtime.columnar import Batch, Segment, from_table, rows
 from peer.spark.function import SparkFunction, with_params
-from peer.spark.schema import BatchSchema
+from peer.values.columnar import Batch, Segment, from_table, rows
 
 
 def function(path: str | None) -> Callable[[Segment], Any] | None:
@@ -143,7 +144,7 @@ class AsyncApply(Apply, ABC):
     @abstractmethod
     def submit(self, batch: Any, mark: Mark) -> Future[Any]:
         """The batch to emit, computed elsewhere, whose thread enters ``mark`` around the task's
-        code (peer.runtime.code_marks)."""
+        code (peer.code_marks)."""
 
 
 class SparkApply(AsyncApply):

@@ -15,7 +15,7 @@ that each believe they run the job can never both commit.
 Storage layout: ``<url>/<tenancy>/<job>/<version:012d>-<number:08d>/<task>/<slot>.snap``, each
 name percent-quoted where it is not plain. A reader never sees half a snapshot: in a local
 directory it is written under a temporary name beside its final one and renamed; an object
-store's PUT is whole by itself (peer.runtime.storage). Nothing is ever listed to restore: the
+store's PUT is whole by itself (peer.storage). Nothing is ever listed to restore: the
 commit record names the epoch and how many slots each task has, which names every snapshot.
 Listings only find epochs to delete.
 """
@@ -31,11 +31,11 @@ import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any
 
 from peer.job.values import is_int
 from peer.log.store import LogStore, path_component
-from peer.runtime.storage import (
+from peer.storage import (
     CheckpointError,
     StorageError,
     attempts,
@@ -43,24 +43,13 @@ from peer.runtime.storage import (
     is_local,
     open_url,
 )
+from peer.values.epoch import Epoch
 
 log = logging.getLogger(__name__)
 
 SUFFIX = ".snap"
 EPOCH_NAME = re.compile(r"^(\d{12,})-(\d{8,})$")
 FIELDS = ("committed", "owner", "slots")
-
-
-class Epoch(NamedTuple):
-    """An epoch of a job, ordered as a tuple: every epoch of a later allocation comes after all
-    of an earlier one's."""
-
-    version: int
-    number: int
-
-    def describe(self) -> str:
-        """How messages name an epoch."""
-        return f"epoch {self.number} of allocation {self.version}"
 
 
 HISTORY = 10

@@ -62,14 +62,9 @@ from peer.job.spec import Job
 from peer.log.store import StoreError
 from peer.messaging.messages import Barrier, Committed, Message, Recover, RestorePoint
 from peer.metrics import ABANDONED_EPOCHS, CHECKPOINT_SECONDS
-from peer.runtime.checkpoints import (
-    CheckpointError,
-    CheckpointStorage,
-    CommitRecord,
-    Commits,
-    Epoch,
-)
+from peer.runtime.checkpoints import CheckpointError, CheckpointStorage, CommitRecord, Commits
 from peer.runtime.placement import Placement
+from peer.values.epoch import Epoch
 
 log = logging.getLogger(__name__)
 

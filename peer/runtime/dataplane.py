@@ -81,13 +81,14 @@ from peer.messaging.messages import (
     ReplayFrom,
     Watermark,
 )
-from peer.runtime.checkpoints import CheckpointStorage, Commits, Epoch
+from peer.runtime.checkpoints import CheckpointStorage, Commits
 from peer.runtime.coordinator import Coordinator
 from peer.runtime.placement import Placement, placements
 from peer.runtime.routing import Router, conditions, key_function, routes
 from peer.runtime.shipped_code import CodeShelf
 from peer.runtime.standby import Standbys
 from peer.runtime.task import FAILURES, TaskContext, TaskFailed, TaskRunner, describe
+from peer.values.epoch import Epoch
 
 log = logging.getLogger(__name__)
 

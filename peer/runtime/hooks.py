@@ -12,7 +12,7 @@ from typing import Any
 
 from peer.job.imports import resolve
 from peer.job.spec import ALL, Job
-from peer.runtime.columnar import rows
+from peer.values.columnar import rows
 
 Hook = Callable[[dict[str, Any]], Any]
 

@@ -30,7 +30,7 @@ from itertools import islice
 from typing import Any
 
 from peer.messaging.messages import Barrier, Batch, End, Watermark
-from peer.runtime import columnar
+from peer.values import columnar
 
 InLine = Batch | Barrier | Watermark | End
 """What an upstream peer sends along an edge, in order."""

@@ -28,11 +28,11 @@ from typing import Any, Protocol
 from peer.job.spec import Task
 from peer.messaging.messages import Barrier, Batch
 from peer.metrics import TaskMeters
-from peer.runtime.columnar import Segment, rows
 from peer.runtime.debloat import WEIGHT, Ledger, Throughput, first_credit, row_limit, sized
 from peer.runtime.emit import WINDOW
 from peer.runtime.inbox import Inbox
 from peer.runtime.unaligned import UnalignedInbox
+from peer.values.columnar import Segment, rows
 
 Grant = Callable[[int, int, int], None]
 """Give an upstream peer (by short id) credit for this many more batches, and the most rows a

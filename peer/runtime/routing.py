@@ -9,7 +9,7 @@ downstream peers in the sender's own group when it has any: they never leave the
 Grouped segments still go to their key's peer wherever it is, since a key has one owner.
 
 An Arrow batch stays Arrow: grouped by fields, only its key columns are read, each distinct key
-hashed once, and every row goes to the peer its row would (``peer.runtime.columnar.FieldKey``);
+hashed once, and every row goes to the peer its row would (``peer.values.columnar.FieldKey``);
 grouped by a fn, its rows are made for the fn. A flow condition's predicate reads rows, and the
 rows it keeps are taken from the Arrow batch.
 
@@ -31,8 +31,8 @@ import pyarrow.compute as pc
 from peer.job.imports import resolve
 from peer.job.spec import ALL
 from peer.job.values import canonical
-from peer.runtime.columnar import Batch, FieldKey, Segment, rows, take
 from peer.runtime.placement import Placement
+from peer.values.columnar import Batch, FieldKey, Segment, rows, take
 
 
 def key_hash(key: Any) -> int:

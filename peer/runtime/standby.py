@@ -15,8 +15,9 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from peer.runtime.checkpoints import CheckpointStorage, Epoch
+from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.placement import Placement
+from peer.values.epoch import Epoch
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,7 +49,7 @@ the peer; the data plane kills the job and closes the runner (CLOSED). That incl
 task's code raises to end its process (``CODE_EXITS``): the job fails, its group goes on. What no
 ``except`` catches (``os._exit``, a crash in an extension) ends a worker process; around each
 call into its task's code a runner of a worker marks which job's code runs
-(peer.runtime.code_marks), so that its member can blame the job.
+(peer.code_marks), so that its member can blame the job.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ from typing import Any
 import msgpack
 
 from peer.causal.inflight import LogLost
+from peer.code_marks import Mark, mark_for
 from peer.job.spec import Job, Task
 from peer.messaging.messages import (
     END,
@@ -91,9 +92,7 @@ from peer.runtime.causal import (
     Watchdog,
     causal_parts,
 )
-from peer.runtime.checkpoints import CheckpointStorage, Epoch
-from peer.runtime.code_marks import Mark, mark_for
-from peer.runtime.columnar import Segment
+from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.debloat import first_credit
 from peer.runtime.emit import LOCAL_WINDOW, Emitter, PluginEmitter, emitter_for, window
 from peer.runtime.hooks import Hooks, call, hooks_for
@@ -103,8 +102,10 @@ from peer.runtime.logged_emit import LoggedEmitter, Wiring
 from peer.runtime.phases import ENDING, INPUT_OVER, REPLAYED, Phase, advance
 from peer.runtime.placement import Placement
 from peer.runtime.routing import Router, key_hash
-from peer.runtime.storage import StorageError
 from peer.runtime.task_windows import UNWINDOWED, Windows, windows_for
+from peer.storage import StorageError
+from peer.values.columnar import Segment
+from peer.values.epoch import Epoch
 
 log = logging.getLogger(__name__)
 
@@ -246,7 +247,7 @@ class TaskRunner:
             self.local, self.intake, self.emitter = parts.local, parts.intake, parts.emitter
             self.clock = parts.clock
         self.mark: Mark = mark_for(placement.short_ids.get(ctx.job.id, -1), _index(ctx.job, task))
-        """Entered around each call into the task's code (peer.runtime.code_marks)."""
+        """Entered around each call into the task's code (peer.code_marks)."""
         self._read, self._write = self._plugin_calls(task)
         self.waiting: list[tuple[str, Message]] = []
         """Recalls and replay requests from a peer this runner does not yet know in its seat:

@@ -25,8 +25,8 @@ from __future__ import annotations
 from typing import Any
 
 from peer.messaging.messages import Barrier, Batch
-from peer.runtime import columnar
 from peer.runtime.inbox import BarrierSkipped, Inbox, InLine
+from peer.values import columnar
 
 
 class UnalignedInbox(Inbox):

@@ -3,7 +3,7 @@
 The batch crosses into Spark as an Arrow table of the task's schema (declared in the catalog, or
 fixed by the first batch and kept, so every batch of a task has the same columns; an Arrow batch
 needs no conversion), the fn runs on Spark, and its result comes back as one Arrow record batch,
-never as rows: what comes next takes Arrow (peer.runtime.columnar). The fn is ``fn(df)``, or
+never as rows: what comes next takes Arrow (peer.values.columnar). The fn is ``fn(df)``, or
 ``fn(df, params)`` (a parameter named ``params``) to be told the task's params (a table to join
 with, say), so one fn serves jobs that differ only in their data. All of it runs in the group's
 Spark pool: ``submit`` returns a future the task's state machine polls, so a batch that takes
@@ -21,12 +21,12 @@ from typing import Any
 import pyarrow as pa
 from pyrsistent import thaw
 
+from peer.code_marks import NO_MARK, Mark
+from peer.job.arrow_schema import BatchSchema
 from peer.job.imports import resolve
 from peer.job.spec import Task
-from peer.runtime.code_marks import NO_MARK, Mark
-from peer.runtime.columnar import Batch, from_table
-from peer.spark.schema import BatchSchema
 from peer.spark.session import session, submit
+from peer.values.columnar import Batch, from_table
 
 
 class SparkFunction:
@@ -39,7 +39,7 @@ class SparkFunction:
 
     def submit(self, batch: Batch, mark: Mark = NO_MARK) -> Future[pa.RecordBatch]:
         """The fn's output for ``batch``, computed in the Spark pool; the pool's thread enters
-        ``mark`` while the fn runs (peer.runtime.code_marks)."""
+        ``mark`` while the fn runs (peer.code_marks)."""
         return submit(self._apply, batch, mark)
 
     def _apply(self, batch: Batch, mark: Mark) -> pa.RecordBatch:

@@ -9,8 +9,8 @@ import fsspec
 import pyarrow.dataset as ds
 
 from peer.job.spec import Task
-from peer.runtime.storage import is_local
 from peer.spark.session import session
+from peer.storage import is_local
 
 SINK = "peer.plugins.parquet:output"
 

@@ -8,7 +8,7 @@ only its own files. Spark reads a whole file at once, in the group's Spark pool
 (``peer.spark.session.submit``); ``poll`` never waits for it, returning ``[]`` while a file loads
 and then handing out its rows, while the next file loads behind it. So a slot holds at most two
 files' rows in memory, as Arrow, and hands them out as Arrow record batches, slices of what Spark
-read: whatever needs rows makes them (``peer.runtime.columnar.rows``: timestamps become seconds,
+read: whatever needs rows makes them (``peer.values.columnar.rows``: timestamps become seconds,
 dates ISO strings, decimals floats).
 
 ``input`` reads ``params.path`` (a file, directory or glob) or ``params.table`` (a catalog table
@@ -37,7 +37,7 @@ schema the first file's, with the partition columns, is every split's. The optio
 ``basePath``, and for CSV ``header`` (false unless given, as Spark's), ``sep`` (or ``delimiter``)
 and ``inferSchema`` (without it every column is a string, as in Spark); any other is refused, lest
 the files be read otherwise than asked. Every operation on the store is retried while it is out of
-reach (``peer.runtime.storage.retried``); past that the StorageError rolls the job back. A local
+reach (``peer.storage.retried``); past that the StorageError rolls the job back. A local
 path, a catalog table, and a URL fsspec cannot open here (``hdfs://``) are Spark's to read.
 
 ``stream`` watches the directory ``params.path`` (local, as it lists it with ``os.scandir``)
@@ -76,14 +76,14 @@ import pyarrow.json as pjson
 import pyarrow.orc as porc
 import pyarrow.parquet as pq
 
+from peer.job.arrow_schema import arrow_schema, spark_ddl
 from peer.job.schema import SchemaError, parse
 from peer.job.spec import Task
 from peer.plugins import PluginError, Recovery, error, natural, param, where
-from peer.runtime.checkpoints import Epoch
-from peer.runtime.columnar import Batch, concat, from_table
-from peer.runtime.storage import StorageError, is_local, open_url, retried
-from peer.spark.schema import arrow_schema, spark_ddl
 from peer.spark.session import session, submit
+from peer.storage import StorageError, is_local, open_url, retried
+from peer.values.columnar import Batch, concat, from_table
+from peer.values.epoch import Epoch
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -39,11 +39,11 @@ from typing import Any
 
 from peer.job.spec import Job, Trigger, Window
 from peer.job.values import canonical
-from peer.log.limits import cut
-from peer.runtime.columnar import Batch, FieldKey, rows, select
 from peer.state.aggregations import aggregation, fields_read
 from peer.state.triggers import Armed, arm
 from peer.state.windows import Extent, absorb, extents
+from peer.values.columnar import Batch, FieldKey, rows, select
+from peer.values.limits import cut
 
 
 @dataclass(slots=True)

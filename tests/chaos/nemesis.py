@@ -51,7 +51,8 @@ from peer.log.entry import Transition
 from peer.log.replica import Replica
 from peer.log.store import LogStore, StoreError
 from peer.plugins.jsonl import JsonlInput, opened
-from peer.runtime.checkpoints import Commits, Epoch
+from peer.runtime.checkpoints import Commits
+from peer.values.epoch import Epoch
 from tests.chaos.pacing import pace
 from tests.chaos.test_exactly_once import USERS
 from tests.chaos.test_local_recovery import job as local_recovery_job

@@ -45,7 +45,8 @@ import yaml
 from examples.clickstream import generate
 from peer import api
 from peer.job.load import YamlLoader
-from peer.runtime.checkpoints import Commits, Epoch
+from peer.runtime.checkpoints import Commits
+from peer.values.epoch import Epoch
 from tests.infra.cluster import (
     CREDENTIALS,
     SPARK_TAG,

@@ -11,7 +11,7 @@ import pytest
 
 from peer.job.spec import Task
 from peer.plugins import Recovery, load
-from peer.runtime.checkpoints import Epoch
+from peer.values.epoch import Epoch
 from tests.support import ObjectStore
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from peer.job.spec import Task
 from peer.plugins import Sealing
 from peer.plugins.jsonl import ExactlyOnceOutput, exactly_once_output
-from peer.runtime.checkpoints import Epoch
+from peer.values.epoch import Epoch
 
 
 class StallsOnce:

@@ -16,8 +16,8 @@ from kazoo.client import KazooClient
 from peer import api
 from peer.log.entries.jobs import SUBMIT_JOB
 from peer.log.entry import Entry
-from peer.log.limits import MAX_ENTRY_BYTES, MAX_LOGGED_CHARS
 from peer.log.store import StoreError
+from peer.values.limits import MAX_ENTRY_BYTES, MAX_LOGGED_CHARS
 from tests.integration.failing_fns import FAILURE
 from tests.support import REPO, assert_one_line_error, onyx, wait_for
 

@@ -8,7 +8,8 @@ import pytest
 
 from peer import api
 from peer.log.store import StoreError
-from peer.runtime.checkpoints import CommitRecord, Commits, Epoch
+from peer.runtime.checkpoints import CommitRecord, Commits
+from peer.values.epoch import Epoch
 
 pytestmark = pytest.mark.integration
 

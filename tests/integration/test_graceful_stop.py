@@ -15,8 +15,9 @@ import pytest
 from peer import api
 from peer.log.entry import Transition
 from peer.log.replica import Replica
-from peer.runtime.checkpoints import Commits, Epoch
+from peer.runtime.checkpoints import Commits
 from peer.runtime.placement import placements
+from peer.values.epoch import Epoch
 from tests.chaos.test_exactly_once import progressed
 from tests.integration.test_job_control import paced_job, published
 from tests.integration.test_metrics import Scrape

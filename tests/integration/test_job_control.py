@@ -17,7 +17,7 @@ import yaml
 
 from peer import api
 from peer.plugins.jsonl import published_epoch
-from peer.runtime.checkpoints import Epoch
+from peer.values.epoch import Epoch
 from tests.support import REPO, assert_one_line_error, free_port, onyx, wait_for
 
 pytestmark = pytest.mark.integration

@@ -21,7 +21,7 @@ import yaml
 from peer import api
 from peer.log.entry import Transition
 from peer.log.replica import Replica
-from peer.runtime.checkpoints import Epoch
+from peer.values.epoch import Epoch
 from tests.support import REPO, PeerProcess, assert_one_line_error, onyx, wait_for
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,7 @@ import pyarrow.dataset as ds
 import pytest
 import s3fs
 
-from peer import metrics
+from peer import metrics, storage
 from peer.job.spec import Task
 from peer.plugins import PluginError, Recovery
 from peer.plugins.jsonl import ExactlyOnceOutput, exactly_once_output
@@ -23,9 +23,9 @@ from peer.plugins.jsonl import input as jsonl_input
 from peer.plugins.parquet import output as parquet_output
 from peer.plugins.places import STAGING, StorePlace
 from peer.plugins.staged import StagedEpochs, staged_epochs, stem
-from peer.runtime import storage
-from peer.runtime.checkpoints import CheckpointError, CheckpointStorage, Epoch
-from peer.runtime.storage import StorageError, open_url
+from peer.runtime.checkpoints import CheckpointError, CheckpointStorage
+from peer.storage import StorageError, open_url
+from peer.values.epoch import Epoch
 from tests.support import ObjectStore, assert_one_line_error, onyx, wait_for
 from tests.unit.plugins.plugin_fixtures import task
 

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from examples.clickstream import generate, pipeline
-from peer.runtime.columnar import from_table
-from peer.spark.schema import to_table
+from peer.job.arrow_schema import to_table
+from peer.values.columnar import from_table
 
 pytestmark = pytest.mark.integration
 

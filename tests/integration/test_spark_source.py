@@ -26,8 +26,8 @@ from peer.cluster.local import LocalCluster
 from peer.job.load import from_dict
 from peer.job.spec import Task
 from peer.plugins import PluginError, load
-from peer.runtime.checkpoints import Epoch
-from peer.runtime.columnar import rows as rows_of
+from peer.values.columnar import rows as rows_of
+from peer.values.epoch import Epoch
 
 pytestmark = pytest.mark.integration
 

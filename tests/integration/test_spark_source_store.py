@@ -21,13 +21,13 @@ import pytest
 import s3fs
 
 from examples.clickstream import generate, pipeline
+from peer import storage
 from peer.job.spec import Task
 from peer.plugins import PluginError, load
-from peer.runtime import storage
-from peer.runtime.checkpoints import Epoch
-from peer.runtime.columnar import from_table
-from peer.runtime.columnar import rows as rows_of
-from peer.runtime.storage import StorageError
+from peer.storage import StorageError
+from peer.values.columnar import from_table
+from peer.values.columnar import rows as rows_of
+from peer.values.epoch import Epoch
 from tests.integration.test_spark_source import arrow, drain, failure, take, task, where
 from tests.support import ObjectStore
 

@@ -13,7 +13,7 @@ from pyspark.sql.types import LongType, StringType, TimestampType
 from peer.job.spec import Task
 from peer.plugins import Recovery
 from peer.plugins.parquet import ParquetTableOutput, output
-from peer.runtime.checkpoints import Epoch
+from peer.values.epoch import Epoch
 
 pytestmark = pytest.mark.integration
 

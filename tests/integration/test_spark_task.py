@@ -10,13 +10,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from peer import api
+from peer import api, code_marks
 from peer.cluster.local import LocalCluster
 from peer.job.load import from_dict
 from peer.job.spec import Task
 from peer.messaging.messages import END, Batch, Watermark
-from peer.runtime import code_marks
-from peer.runtime.columnar import rows as rows_of
+from peer.values.columnar import rows as rows_of
 from tests.integration import spark_fns
 from tests.unit.runtime.test_task import World, run_until, runner
 

@@ -28,8 +28,8 @@ from pyrsistent import pset
 from peer.job.load import from_dict
 from peer.job.spec import JobError
 from peer.log.entry import Diff, Entry, EntryKind, InvalidEntry
-from peer.log.limits import cut
 from peer.log.replica import Replica
+from peer.values.limits import cut
 
 MAX_REASON_CHARS = 1000
 """How much of a kill's reason the replica keeps: enough for an error message and where it

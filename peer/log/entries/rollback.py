@@ -16,8 +16,8 @@ rollback for its status.
 from __future__ import annotations
 
 from peer.log.entry import Diff, Entry, EntryKind, InvalidEntry
-from peer.log.limits import cut
 from peer.log.replica import Replica
+from peer.values.limits import cut
 
 MAX_REASON_CHARS = 1000
 """How much of the reason the entry is written with: it is for the operator's log."""

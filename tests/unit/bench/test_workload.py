@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from bench import baselines, workload
 from peer.plugins import Recovery
-from peer.runtime.checkpoints import Epoch
+from peer.values.epoch import Epoch
 
 IDS = st.builds(range, st.integers(0, 5000), st.integers(0, 5000), st.integers(1, 7))
 

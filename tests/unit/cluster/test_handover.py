@@ -9,7 +9,8 @@ from peer.cluster.handover import HandOver
 from peer.job.spec import Job, Task
 from peer.log.replica import Replica
 from peer.log.stores.memory import MemoryLog
-from peer.runtime.checkpoints import Commits, Epoch
+from peer.runtime.checkpoints import Commits
+from peer.values.epoch import Epoch
 
 
 def job(job_id: str, barrier_period: float | None) -> Job:

@@ -21,6 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pyrsistent import pmap
 
+from peer import code_marks
 from peer.cluster import member
 from peer.cluster.ipc import CannotListen
 from peer.cluster.member import RESTART_BACK_OFF, Workers
@@ -31,7 +32,6 @@ from peer.job.spec import Job, Task
 from peer.log.replica import Replica
 from peer.log.stores.memory import MemoryLog
 from peer.messaging.aeron import TransportError
-from peer.runtime import code_marks
 from tests.support import free_udp_ports
 
 SPEC = WorkerSpec(slot=0, tenancy="t", checkpoints="/nonexistent")

@@ -17,8 +17,8 @@ from peer.job.load import from_dict, from_json, from_yaml
 from peer.job.spec import JobError, Task
 from peer.job.validate import validate
 from peer.log.entries.jobs import SUBMIT_JOB
-from peer.log.limits import MAX_ENTRY_BYTES, MAX_ENTRY_DEPTH
-from peer.log.limits import deeper_than as entry_deeper_than
+from peer.values.limits import MAX_ENTRY_BYTES, MAX_ENTRY_DEPTH
+from peer.values.limits import deeper_than as entry_deeper_than
 from tests.unit.job import wordcount
 
 

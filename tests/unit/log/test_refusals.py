@@ -16,8 +16,8 @@ from peer.log.entries import KINDS
 from peer.log.entries.jobs import SUBMIT_JOB
 from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER
 from peer.log.entry import Entry
-from peer.log.limits import MAX_ENTRY_BYTES, MAX_ENTRY_DEPTH, MAX_LOGGED_CHARS, deeper_than
 from peer.log.replica import Replica
+from peer.values.limits import MAX_ENTRY_BYTES, MAX_ENTRY_DEPTH, MAX_LOGGED_CHARS, deeper_than
 from tests.unit.log.conftest import build_replica, effects_of, reactions_of
 
 

@@ -13,9 +13,9 @@ from peer import api
 from peer.job.spec import JobError
 from peer.log.entries.jobs import SUBMIT_JOB
 from peer.log.entry import Entry
-from peer.log.limits import MAX_ENTRY_BYTES
 from peer.log.store import StoreError
 from peer.log.stores.memory import MemoryLog
+from peer.values.limits import MAX_ENTRY_BYTES
 from tests.unit.job import wordcount
 
 

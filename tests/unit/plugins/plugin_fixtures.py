@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from peer.job.spec import Task
 from peer.plugins import PluginError, Recovery, jsonl
-from peer.runtime.checkpoints import Epoch
+from peer.values.epoch import Epoch
 
 EPOCH = Epoch(1, 1)
 

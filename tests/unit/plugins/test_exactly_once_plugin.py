@@ -19,7 +19,7 @@ from peer.plugins import PluginError, Recovery
 from peer.plugins.jsonl import ExactlyOnceOutput, exactly_once_output, file_name
 from peer.plugins.places import STAGING, DirectoryPlace
 from peer.plugins.staged import StagedEpochs, stem
-from peer.runtime.checkpoints import Epoch
+from peer.values.epoch import Epoch
 from tests.unit.plugins.plugin_fixtures import json_values, task
 from tests.unit.plugins.two_phase import Coordinator, Sink, Unlisted, run
 

@@ -25,7 +25,7 @@ from peer.job.spec import Task
 from peer.plugins import PluginError, Recovery, load, parquet
 from peer.plugins.parquet import ParquetTableOutput, output
 from peer.plugins.staged import stem
-from peer.runtime.checkpoints import Epoch
+from peer.values.epoch import Epoch
 from tests.unit.plugins.two_phase import Coordinator, Sink, run
 
 PLUGIN = "peer.plugins.parquet:output"

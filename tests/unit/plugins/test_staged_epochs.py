@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from peer.plugins import Recovery, Sealing, joined, position
 from peer.plugins.places import STAGING
 from peer.plugins.staged import StagedEpochs, epoch_of, settle, staged_epochs, stem
-from peer.runtime.checkpoints import Epoch
+from peer.values.epoch import Epoch
 from tests.unit.plugins.plugin_fixtures import task
 
 PLUGIN = "peer.plugins.jsonl:exactly_once_output"

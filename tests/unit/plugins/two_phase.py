@@ -11,7 +11,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from peer.runtime.checkpoints import Epoch
+from peer.values.epoch import Epoch
 
 
 @dataclass

@@ -6,7 +6,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from peer.plugins import Recovery, Sealing
-from peer.runtime.checkpoints import Epoch
+from peer.values.epoch import Epoch
 
 EVENTS: list[tuple[str, dict[str, Any]]] = []
 
@@ -161,7 +161,7 @@ def closes(segment: dict[str, Any]) -> None:
 
 MARKS: list[int] = []
 WORD: list[Any] = [None]
-"""The word a test installed as this process's (peer.runtime.code_marks)."""
+"""The word a test installed as this process's (peer.code_marks)."""
 
 
 def note_mark(segment: dict[str, Any]) -> dict[str, Any]:

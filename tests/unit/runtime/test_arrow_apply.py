@@ -10,8 +10,8 @@ from peer.job.schema import SchemaError
 from peer.job.spec import Task
 from peer.messaging.messages import END, Batch
 from peer.runtime.apply import ArrowApply
-from peer.runtime.columnar import rows
 from peer.runtime.task import TaskFailed
+from peer.values.columnar import rows
 from tests.unit.runtime.test_task import World, run, runner
 
 FNS = "tests.unit.runtime.arrow_fns"

@@ -12,10 +12,10 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from peer.job.spec import FlowCondition, Job, Task
-from peer.runtime.columnar import FieldKey, SchemaViolation, rows
 from peer.runtime.placement import place
 from peer.runtime.routing import Route, Router, conditions, routes
-from tests.unit.runtime.test_columnar import batches
+from peer.values.columnar import FieldKey, SchemaViolation, rows
+from tests.unit.values.test_columnar import batches
 
 FNS = "tests.unit.runtime.runtime_fns"
 

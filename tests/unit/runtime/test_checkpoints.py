@@ -11,9 +11,9 @@ import fsspec
 import pytest
 
 from peer import metrics
+from peer import storage as storage_module
 from peer.log.store import path_component
 from peer.log.stores.memory import MemoryLog
-from peer.runtime import storage as storage_module
 from peer.runtime.checkpoints import (
     HISTORY,
     STOPPED,
@@ -21,11 +21,11 @@ from peer.runtime.checkpoints import (
     CheckpointStorage,
     CommitRecord,
     Commits,
-    Epoch,
     Savepoint,
     committed_epochs,
 )
-from peer.runtime.storage import StorageError
+from peer.storage import StorageError
+from peer.values.epoch import Epoch
 from tests.support import wait_for
 
 JOB = "job-1"

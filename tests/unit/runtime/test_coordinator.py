@@ -18,9 +18,10 @@ from peer.job.validate import validate
 from peer.log.stores.memory import MemoryLog
 from peer.messaging.messages import Barrier, Committed
 from peer.metrics import ABANDONED_EPOCHS
-from peer.runtime.checkpoints import STOPPED, CheckpointStorage, Commits, Epoch
+from peer.runtime.checkpoints import STOPPED, CheckpointStorage, Commits
 from peer.runtime.coordinator import Coordinator, CoordinatorState
 from peer.runtime.placement import place
+from peer.values.epoch import Epoch
 
 
 class Inline(Executor):

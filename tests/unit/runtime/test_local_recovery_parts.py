@@ -13,11 +13,12 @@ import pytest
 from peer.job.spec import Job, Task
 from peer.messaging.messages import Batch, Recalled, Recover, ReplayFrom
 from peer.runtime.causal import CausalTask, LocalRecoveryError
-from peer.runtime.checkpoints import CheckpointStorage, Epoch
+from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.placement import place
 from peer.runtime.routing import Router, routes
 from peer.runtime.standby import Standbys
 from peer.runtime.task import TaskContext, TaskRunner
+from peer.values.epoch import Epoch
 from tests.support import wait_for
 
 JOB = Job(

@@ -10,15 +10,16 @@ from typing import Any
 import msgpack
 import pytest
 
+from peer import code_marks
 from peer.job.spec import Job, Lifecycle, Task, Trigger, Window
 from peer.messaging.messages import END, Barrier, Batch, Recover, RestorePoint, Watermark
-from peer.runtime import code_marks
-from peer.runtime.checkpoints import CheckpointError, CheckpointStorage, Epoch
+from peer.runtime.checkpoints import CheckpointError, CheckpointStorage
 from peer.runtime.emit import WINDOW
 from peer.runtime.phases import Phase
 from peer.runtime.placement import place
 from peer.runtime.routing import Router, routes
 from peer.runtime.task import TaskContext, TaskFailed, TaskRunner
+from peer.values.epoch import Epoch
 from tests.support import wait_for
 from tests.unit.runtime import runtime_fns
 

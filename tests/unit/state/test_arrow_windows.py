@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from peer.job.spec import Trigger, Window
-from peer.runtime.columnar import FieldKey
+from peer.values.columnar import FieldKey
 from tests.unit.state.windowed import FNS, by_user, state
 
 WINDOWS = {

@@ -15,7 +15,8 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from peer.messaging.messages import END, Batch
-from peer.runtime.columnar import (
+from peer.runtime.inbox import Inbox
+from peer.values.columnar import (
     FieldKey,
     SchemaViolation,
     concat,
@@ -25,7 +26,6 @@ from peer.runtime.columnar import (
     take,
     values,
 )
-from peer.runtime.inbox import Inbox
 
 NAMES = ("a", "b", "c")
 

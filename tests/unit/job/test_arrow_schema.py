@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from peer.job.arrow_schema import arrow_schema, infer, spark_ddl, to_rows, to_table
 from peer.job.schema import SchemaError, parse
-from peer.spark.schema import arrow_schema, infer, spark_ddl, to_rows, to_table
 
 CLICK = arrow_schema(parse("user string, ts timestamp, day date, n bigint, ok boolean"))
 

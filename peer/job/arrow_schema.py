@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from peer.job.schema import Schema, SchemaError, parse
-from peer.runtime.columnar import Batch, from_table, rows
+from peer.values.columnar import Batch, from_table, rows
 
 _ARROW = {
     "string": pa.string(),
