@@ -20,6 +20,8 @@ from types import ModuleType
 from typing import Any
 
 import s3fs
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
 
 ZOOKEEPER_CLASSPATH = "/usr/share/java/zookeeper.jar:/etc/zookeeper/conf"
 REPO = Path(__file__).resolve().parent.parent
@@ -96,6 +98,9 @@ class ZooKeeperServer:
             "clientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
             "4lw.commands.whitelist=ruok,stat,mntr\nminSessionTimeout=500\n"
             "maxSessionTimeout=60000\n"
+            # A test server's log need not outlive this machine, only its process (a kill -9
+            # keeps what was written): no fsync per write, no 64 MB log file made up front.
+            "forceSync=no\npreAllocSize=1024\n"
         )
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -119,7 +124,21 @@ class ZooKeeperServer:
         )
         if self.process.poll() is not None:
             raise RuntimeError(f"ZooKeeper exited: {(self.dir / 'server.log').read_text()}")
+        # Answering ruok is not serving: a fresh server's first session loads much of its code,
+        # which on a loaded machine has taken longer than a client's connect timeout.
+        wait_for(self._opens_a_session, 60, "ZooKeeper to open a first session", interval=0.5)
         return self
+
+    def _opens_a_session(self) -> bool:
+        client = KazooClient(hosts=self.address, timeout=10.0)
+        try:
+            client.start(timeout=15)
+            return True
+        except KazooTimeoutError:
+            return False
+        finally:
+            client.stop()
+            client.close()
 
     def stop(self) -> None:
         if self.process is not None:
