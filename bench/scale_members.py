@@ -67,7 +67,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -85,7 +85,7 @@ from peer.log.entry import Entry, Transition
 from peer.log.replica import Replica
 from peer.log.stores.zookeeper import ZooKeeperStore
 from peer.membership.agent import MembershipSettings
-from peer.runtime.dataplane import DataPlane, DataPlaneConfig
+from peer.runtime.dataplane import DataPlane
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,8 @@ class SimulationSettings:
             vpeers=self.vpeers,
             poll_interval=self.poll_interval,
             idle_wait=self.poll_interval,
-            dataplane=DataPlaneConfig(membership=membership, seed_nodes=seeds),
+            membership=membership,
+            seed_nodes=seeds,
             modes=self.modes,
         )
 
@@ -282,7 +283,7 @@ class SimulatedMember(Incarnation):
         self.replica = replica
         self.origin = replica.version
         self.applier = SharedSequential(replica, shared)
-        self.dataplane.sync(self.replica, self.peers)
+        self.switchboard.sync(self.replica, self.peers)
         self.reconcile_watches()
         self.running = True
 
@@ -331,10 +332,8 @@ class MemberHost:
         store = s.store() if self.session is None else SharedSessionStore(self.session, s)
         wakeup = Wakeup(self, index)
         transport = UdpTransport(open_socket(), wakeup)
-        member = SimulatedMember(store, s.group_config(), wakeup, transport)  # type: ignore[arg-type]
-        if member.dataplane.membership is not None:  # see the module's docstring
-            member.dataplane.membership.stop()
-            member.dataplane.membership = None
+        config = replace(s.group_config(), membership=None)  # see the module's docstring
+        member = SimulatedMember(store, config, wakeup, transport)  # type: ignore[arg-type]
         member.applied, member.appended = [], []
         self.shared_index.bind(member.dataplane)
         store.on_append(wakeup.set)
@@ -376,7 +375,7 @@ class MemberHost:
             member.transport.inbox.clear()  # type: ignore[union-attr]
             return
         for _ in range(STEPS_PER_WAKE):
-            if not member.dataplane.step():
+            if not member.switchboard.step():
                 break
         direct = member.direct
         if direct is not None and direct.outbox:

@@ -833,15 +833,13 @@ def peer_start(args: argparse.Namespace) -> int:
         join_back_off=args.join_back_off,
         leave_timeout=args.session_timeout,
         tags=tuple(t for t in args.tags.split(",") if t),
-        dataplane=DataPlaneConfig(
-            membership=MembershipSettings(
-                heartbeat_interval=args.heartbeat_interval,
-                monitors=args.monitors,
-                auto_down_unreachable_after=args.auto_down_unreachable_after,
-            ),
-            seed_nodes=tuple(dict.fromkeys(args.seed_nodes)),
-            code_cache=args.code_cache,
+        dataplane=DataPlaneConfig(code_cache=args.code_cache),
+        membership=MembershipSettings(
+            heartbeat_interval=args.heartbeat_interval,
+            monitors=args.monitors,
+            auto_down_unreachable_after=args.auto_down_unreachable_after,
         ),
+        seed_nodes=tuple(dict.fromkeys(args.seed_nodes)),
         modes=CoordinationModes(
             scheduler_servers=tuple(dict.fromkeys(args.scheduler_servers)),
             scheduler_timeout=args.scheduler_timeout,

@@ -37,6 +37,7 @@ from peer.cluster.log_feed import feed_for
 from peer.cluster.modes import CoordinationModes
 from peer.cluster.readiness import Readiness, readiness
 from peer.cluster.ring import watch_targets
+from peer.cluster.switchboard import Switchboard
 from peer.log import subscriber
 from peer.log.entries import KINDS
 from peer.log.entries.gc import GC
@@ -47,12 +48,14 @@ from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER
 from peer.log.entry import Entry, Transition
 from peer.log.replica import EMPTY_VERSION, Replica
 from peer.log.store import LogStore, StoreError, store_origin_and_trim
+from peer.membership.agent import MembershipSettings
 from peer.membership.gossip import Status
 from peer.membership.members import lifecycle
 from peer.membership.service import MembershipService
+from peer.messaging.transport import Transport
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.coordinator import Coordinator
-from peer.runtime.dataplane import DataPlane, DataPlaneConfig, Transport
+from peer.runtime.dataplane import DataPlane, DataPlaneConfig
 from peer.scheduling.client import planner_for
 
 log = logging.getLogger(__name__)
@@ -125,6 +128,12 @@ class GroupConfig:
     tags: tuple[str, ...] = ()
     """What this group's peers offer to tasks with required tags."""
     dataplane: DataPlaneConfig = field(default_factory=DataPlaneConfig)
+    membership: MembershipSettings | None = field(default_factory=MembershipSettings)
+    """How this group watches the others and gossips what it sees (peer.membership.agent);
+    None for a group that runs no membership service (a simulated member of bench/)."""
+    seed_nodes: tuple[str, ...] = ()
+    """Sites of running members this group asks for the cluster as it starts, besides reading
+    the log (peer.membership.seeds)."""
     idle_wait: float = 0.01
     """The longest the group sleeps between rounds of data-plane work when there is none. The
     sleep doubles from half a millisecond, so a busy stream is polled at once; an idle group
@@ -176,15 +185,18 @@ class Incarnation:
         self.dataplane = DataPlane(
             self.id, transport, self._write_work, config.dataplane, store=store, storage=storage
         )
+        self.switchboard = Switchboard(
+            self.id, transport, self.dataplane, self._write_work,
+            membership=config.membership, seeds=config.seed_nodes,
+        )  # fmt: skip
         self.direct: DirectJoin | None = None
         if transport is not None:
-            seeds = config.dataplane.seed_nodes
-            self.direct = DirectJoin(self, transport, config.modes, seeds, config.tags,
-                                     rumors=config.modes.epidemic_log)  # fmt: skip
-            self.dataplane.side = self.direct
+            self.direct = DirectJoin(self, transport, config.modes, config.seed_nodes,
+                                     config.tags, rumors=config.modes.epidemic_log)  # fmt: skip
+            self.switchboard.connect_side(self.direct)
         self.feed = feed_for(store, config.modes, self.id, transport, wakeup.set)
         """Where the log's next entries come from (peer.log.feed)."""
-        self.dataplane.on_rumor = self.feed.receive
+        self.switchboard.connect_rumors(self.feed.receive)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -218,7 +230,7 @@ class Incarnation:
                      self.id, joined.replica.version, joined.aider)  # fmt: skip
             self.replica = joined.replica
             self.origin, self.outbox = self.replica.version, list(joined.owed)
-            self.dataplane.sync(self.replica, self._local_peers())
+            self.switchboard.sync(self.replica, self._local_peers())
             self.reconcile_watches()
         else:
             self.replica = subscriber.boot(self.store)
@@ -229,13 +241,13 @@ class Incarnation:
         return self.replica if self.applier is None else self.applier.complete
 
     def step_data_plane(self) -> bool:
-        return self.dataplane.step()
+        return self.switchboard.step()
 
     def _work_until(self, deadline: float) -> None:
         """Drive the data plane until the log needs reading, backing off while it is idle."""
         idle = 0.0
         while not self.wakeup.is_set() and (now := time.monotonic()) < deadline:
-            if self.dataplane.step():
+            if self.switchboard.step():
                 idle = 0.0
                 continue
             idle = min(max(2 * idle, 0.0005), self.config.idle_wait)
@@ -298,7 +310,7 @@ class Incarnation:
                 return
             started = time.perf_counter()
         if self.applier.complete is not synced:
-            self.dataplane.sync(self.applier.complete, self._local_peers())
+            self.switchboard.sync(self.applier.complete, self._local_peers())
             if self.direct is not None:
                 self.direct.answer_settled()
         self._exit_once_handed_over()
@@ -354,7 +366,7 @@ class Incarnation:
         publications = getattr(self.transport, "publications", None)
         return metrics.GroupSnapshot(
             ring=ring_figures(self.replica, self.id, self.peers, self.reported),
-            members=member_figures(self.replica, self.dataplane.membership),
+            members=member_figures(self.replica, self.switchboard.membership),
             log=metrics.LogFigures(self.replica.version, self.origin, tail),
             jobs=job_figures(self.replica),
             epochs=epoch_figures(self.dataplane.coordinators),
@@ -439,7 +451,7 @@ class Incarnation:
         log.info("group %s has handed its work over and exits", self.id)
         self.handing_over = None
         self.outbox.append(EXIT.entry(id=self.id))
-        if self.dataplane.membership is None:
+        if self.switchboard.membership is None:
             self.outbox.append(GROUP_LEAVE.entry(id=self.id))
 
     def _write_work(self, entry: Entry) -> None:
@@ -449,7 +461,7 @@ class Incarnation:
     def _finish(self) -> None:
         if self.applier is not None:
             self.applier.close()
-        self.dataplane.close()
+        self.switchboard.close()
         self.feed.close()
         for cancel in self.watches.values():
             cancel()

@@ -12,8 +12,8 @@ from peer.job.spec import Job
 from peer.log import subscriber
 from peer.log.replica import Replica, ring_settled
 from peer.log.stores.memory import MemoryLog
+from peer.messaging.transport import Transport
 from peer.runtime.checkpoints import CheckpointStorage
-from peer.runtime.dataplane import Transport
 
 
 def peers_for(job: Job, groups: int) -> int:

@@ -9,7 +9,7 @@ from peer.cluster.modes import CoordinationModes
 from peer.log.epidemic.feed import EpidemicFeed, FeedSettings
 from peer.log.feed import ClassicFeed, LogFeed
 from peer.log.store import LogStore
-from peer.runtime.dataplane import Transport
+from peer.messaging.transport import Transport
 
 
 def feed_for(

@@ -18,7 +18,7 @@ from typing import Protocol
 from peer.log.replica import Replica
 
 
-class DataPlaneView(Protocol):
+class SwitchboardView(Protocol):
     @property
     def up(self) -> bool: ...
 
@@ -31,7 +31,7 @@ class GroupView(Protocol):
     lost: threading.Event
     ended: str | None
     leave_position: int | None
-    dataplane: DataPlaneView
+    switchboard: SwitchboardView
 
     def workers_not_ready(self) -> tuple[str, ...]:
         """Why each of its worker processes that is not ready is not (none without workers)."""
@@ -64,7 +64,7 @@ def readiness(group: GroupView | None) -> Readiness:
         return Readiness(False, "leaving", f"{name} is leaving the ring")
     if group.id not in group.replica.groups:
         return Readiness(False, "joining", f"{name} has not joined the ring yet")
-    if not group.dataplane.up:
+    if not group.switchboard.up:
         return Readiness(False, "data plane down", f"{name}: its data plane is closed")
     waiting = group.workers_not_ready()
     if waiting:

@@ -51,6 +51,7 @@ from peer.cluster.ipc import (
     Scrape,
     Stop,
 )
+from peer.cluster.switchboard import Switchboard
 from peer.cluster.worker_metrics import families, worker_state
 from peer.log.apply import apply_entry
 from peer.log.entry import Entry
@@ -160,7 +161,8 @@ class Worker:
         self.send_lock = threading.Lock()
         self.member: str | None = None
         self.replica, self.peers = Replica(), ()
-        self.dataplane: DataPlane | None = None
+        self.switchboard: Switchboard | None = None
+        """The member's current identity's data plane here, and the transport's frames into it."""
 
     def run(self) -> None:
         threading.Thread(target=self._read, name="onyx-worker-pipe", daemon=True).start()
@@ -171,11 +173,11 @@ class Worker:
             while not self.gone.is_set():
                 self.wakeup.clear()
                 if self._take():
-                    self.dataplane.sync(self.replica, list(self.peers))
+                    self.switchboard.sync(self.replica, list(self.peers))
                 self._work()
         finally:
-            if self.dataplane is not None:
-                self.dataplane.close()
+            if self.switchboard is not None:
+                self.switchboard.close()
 
     def _read(self) -> None:
         while True:
@@ -196,8 +198,8 @@ class Worker:
 
     def _answer(self, scrape: Scrape) -> None:
         """Answered here, on the reader's thread: a scrape never waits for a batch to finish."""
-        dataplane = self.dataplane
-        coordinators = {} if dataplane is None else dataplane.coordinators
+        switchboard = self.switchboard
+        coordinators = {} if switchboard is None else switchboard.dataplane.coordinators
         found = families(REGISTRY, worker_state(coordinators, self.transport))
         self._send(Samples(scrape.request, found))
 
@@ -223,37 +225,37 @@ class Worker:
                                 self.spec.slot, message)  # fmt: skip
                     continue
             changed = True
-        return changed and self.dataplane is not None
+        return changed and self.switchboard is not None
 
     def _reset(self, member: str, replica: Replica, peers: tuple[str, ...]) -> None:
         """A new identity of the member starts a new data plane: the old one's peers are gone."""
         if member != self.member:
-            if self.dataplane is not None:
-                self.dataplane.close()
+            if self.switchboard is not None:
+                self.switchboard.close()
             self.member = member
-            self.dataplane = DataPlane(
-                member, self.transport, partial(self._write, member), self.spec.dataplane,
-                store=self.store, storage=self.storage, membership=False,
-            )  # fmt: skip
+            write = partial(self._write, member)
+            dataplane = DataPlane(member, self.transport, write, self.spec.dataplane,
+                                  store=self.store, storage=self.storage)  # fmt: skip
+            self.switchboard = Switchboard(member, self.transport, dataplane, write)
         self.replica, self.peers = replica, peers
 
     def _end(self, member: str) -> None:
         """The member's identity has ended: its peers stop now, not when the next one's Reset
         comes (which waits for the member to rejoin)."""
-        if member == self.member and self.dataplane is not None:
+        if member == self.member and self.switchboard is not None:
             log.info("worker %d: member %s has ended; closing its peers", self.spec.slot, member)
-            self.dataplane.close()
-            self.dataplane, self.member, self.peers = None, None, ()
+            self.switchboard.close()
+            self.switchboard, self.member, self.peers = None, None, ()
 
     def _work(self) -> None:
         """Drive the data plane until the member sends something, backing off while idle."""
         idle = 0.0
         while not self.wakeup.is_set() and not self.gone.is_set():
-            if self.dataplane is not None and self.dataplane.step():
+            if self.switchboard is not None and self.switchboard.step():
                 idle = 0.0
                 continue
             idle = min(max(2 * idle, 0.0005), self.spec.idle_wait)
-            self.wakeup.wait(idle if self.dataplane is not None else None)
+            self.wakeup.wait(idle if self.switchboard is not None else None)
 
     def _write(self, member: str, entry: Entry) -> None:
         self._send(Append(entry, member))

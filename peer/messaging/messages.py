@@ -322,6 +322,11 @@ _BY_CLASS = {kind.message: kind for kind in TABLE}
 _BY_TYPE = {kind.type: kind for kind in TABLE}
 
 
+def type_of(message: type) -> MessageType:
+    """The frame type that carries messages of class ``message``."""
+    return _BY_CLASS[message].type
+
+
 def encode(
     address: Address, message: Message, max_frame: int, largest: int = fragments.MAX_FRAME
 ) -> list[bytes]:

@@ -4,12 +4,12 @@ jobs whose coordinator peer lives here, and the frames between them all.
 The log says who works on what; after every batch of entries the group hands the replica to
 ``sync``, which keeps one runner per (peer, job, allocation version) and one coordinator per
 (job, allocation version) and drops the others, so a reallocation restarts a job's tasks
-everywhere at once. ``step`` does one round of work: take in frames, step every coordinator and
-runner, offer queued frames, and write the downs and removals this group's membership has
-decided (as the leader, of a member unreachable for too long or one that has exited:
-peer.membership). Frames carry the allocation
-version: those of a stale allocation are dropped, those of an allocation this group has not read
-yet wait for it.
+everywhere at once. The group's switchboard (peer.cluster.switchboard) hands it the frames of
+task data that come in (``receive``) and has it do one round of work (``step``): step every
+coordinator and runner, and offer queued frames. Frames carry the allocation version: those of a
+stale allocation are dropped, those of an allocation this group has not read yet wait for it.
+The data plane carries data only: membership, the join side channel and log rumors have owners
+of their own in the cluster layer.
 
 Runners and coordinators send typed messages (peer.messaging.messages). A message for a peer of
 this same group never leaves the process: it is handed over as it is, never encoded (an Arrow
@@ -43,11 +43,10 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from peer.job.code import imports_from
 from peer.job.spec import Job
-from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.grow import grow_job
 from peer.log.entries.jobs import COMPLETE_JOB, kill_job
 from peer.log.entries.recovery import TASK_RECOVERED
@@ -55,8 +54,6 @@ from peer.log.entries.rollback import rollback_job
 from peer.log.entry import Entry
 from peer.log.replica import Replica
 from peer.log.store import LogStore
-from peer.membership.agent import MembershipSettings
-from peer.membership.service import Decisions, MembershipService
 from peer.messaging import fragments, messages
 from peer.messaging.frame import BodyError, FrameError, decode_header, pack
 from peer.messaging.messages import (
@@ -70,10 +67,6 @@ from peer.messaging.messages import (
     Determinants,
     Drained,
     End,
-    JoinAsk,
-    JoinReply,
-    LogRumor,
-    Membership,
     Message,
     Recall,
     Recalled,
@@ -81,6 +74,7 @@ from peer.messaging.messages import (
     ReplayFrom,
     Watermark,
 )
+from peer.messaging.transport import Transport
 from peer.runtime.checkpoints import CheckpointStorage, Commits
 from peer.runtime.coordinator import Coordinator
 from peer.runtime.placement import Placement, placements
@@ -99,38 +93,8 @@ AS_IS = (Batch, Barrier, Watermark, End, Determinants, ReplayFrom, Recall, Recal
 """What a runner sends to another peer as it is: a bare batch is wrapped in a Batch."""
 
 
-class Transport(Protocol):
-    address: str
-    max_frame: int
-    """The largest frame ``offer`` takes: larger ones are sent in pieces."""
-
-    def offer(self, address: str, frame: bytes) -> bool: ...
-
-    def poll(self, handler: Callable[[bytes], None], limit: int = 64) -> int: ...
-
-    def forget(self, address: str) -> None: ...
-
-    def beacon(self) -> Any:
-        """An ``offer(address, frame)``, a ``forget(address)`` and a ``max_frame`` for the
-        membership thread."""
-
-
-class SideChannel(Protocol):
-    """Who takes the frames that are for the group itself, not a peer (peer.cluster.direct_join),
-    and offers its own between the data plane's rounds."""
-
-    def receive(self, message: JoinAsk | JoinReply) -> None: ...
-
-    def flush(self) -> bool: ...
-
-
 @dataclass(frozen=True)
 class DataPlaneConfig:
-    membership: MembershipSettings = field(default_factory=MembershipSettings)
-    """How this group watches the others and gossips what it sees (peer.membership.agent)."""
-    seed_nodes: tuple[str, ...] = ()
-    """Sites of running members this group asks for the cluster as it starts, besides reading
-    the log (peer.membership.seeds)."""
     max_queued: int = 64
     """Frames queued for one destination before this group's runners stop producing."""
     code_cache: Path = field(default_factory=lambda: Path("~/.onyx/code").expanduser())
@@ -147,10 +111,7 @@ class DataPlane:
         *,
         store: LogStore | None = None,
         storage: CheckpointStorage | None = None,
-        membership: bool = True,
     ) -> None:
-        """Without ``membership`` the transport carries segments only: a member's worker
-        processes leave watching and gossip to their member."""
         self.group, self.transport, self.write = group, transport, write
         self.config = config or DataPlaneConfig()
         self.store, self.storage = store, storage
@@ -178,22 +139,11 @@ class DataPlane:
         self.short_peers: dict[int, str] = {}
         self.indexed: tuple[object, ...] | None = None
         """The replica's parts ``peer_sites`` and ``short_peers`` were made from (immutable)."""
-        self.membership: MembershipService | None = None
-        self.side: SideChannel | None = None
-        self.on_rumor: Callable[[bytes], None] = lambda _payload: None
-        """Where a rumor of a log entry goes (the group's log feed, peer.log.feed)."""
         self.pack: Callable[[Any], Any] = (
             partial(pack, limit=transport.max_frame) if transport is not None else lambda b: b
         )
         """What a batch for a peer of another group is kept as until its epoch commits."""
         self.closed = False
-        if transport is not None and membership:
-            beacon = transport.beacon()
-            self.membership = MembershipService(
-                group, self.config.membership, beacon.offer, beacon.max_frame,
-                site=transport.address, seeds=self.config.seed_nodes, forget=beacon.forget,
-            )  # fmt: skip
-            self.membership.start()
 
     # -- following the log ----------------------------------------------------------------------
 
@@ -222,8 +172,6 @@ class DataPlane:
         self._release_waiting(replica)
         self._drop_queues(replica)
         self.assembly.forget(lambda s: s < replica.next_short_id and s not in self.short_peers)
-        if self.membership is not None:
-            self.membership.sync(replica)
 
     def _rewire(self) -> None:
         """Runners whose job's placement changed under the same allocation version (a seat
@@ -480,14 +428,12 @@ class DataPlane:
     # -- one round ------------------------------------------------------------------------------
 
     def step(self) -> bool:
+        """One round: every coordinator and runner steps, and the queued frames are offered;
+        whether anything was done."""
         if self.resync:
             self.resync = False
             self.sync(self.replica, self.mine)
         busy = False
-        if self.transport is not None:
-            busy = self.transport.poll(self._receive) > 0
-        if self.membership is not None:
-            self.membership.polled()
         now = time.monotonic()
         for key, coordinator in list(self.coordinators.items()):
             busy = self._step_coordinator(key, coordinator, now) or busy
@@ -498,20 +444,7 @@ class DataPlane:
                 busy = runner.step() or busy
             except TaskFailed as e:
                 self._fail(key, e)
-        busy = self._flush() or busy
-        if self.side is not None:
-            busy = self.side.flush() or busy
-        if self.membership is not None:
-            self._carry_out(self.membership.take_decisions())
-        return busy
-
-    def _carry_out(self, decisions: Decisions) -> None:
-        for member in decisions.downs:
-            log.warning("group %s downs member %s, unreachable too long", self.group, member)
-            self.write(GROUP_LEAVE.entry(id=member))
-        for member in decisions.removals:
-            log.info("group %s removes member %s, which has exited", self.group, member)
-            self.write(GROUP_LEAVE.entry(id=member))
+        return self._flush() or busy
 
     def _step_coordinator(self, key: tuple[str, int], coordinator: Coordinator, now: float) -> bool:
         try:
@@ -611,7 +544,8 @@ class DataPlane:
                            f"{type(error).__name__}: {error}"),
             )  # fmt: skip
 
-    def _receive(self, frame: bytes) -> None:
+    def receive(self, frame: bytes) -> None:
+        """A frame of task data (peer.messaging.demux), or a fragment of one."""
         try:
             whole = self.assembly.add(frame)
             if whole is None:
@@ -623,17 +557,6 @@ class DataPlane:
         except FrameError as e:
             log.warning("group %s dropped an unreadable frame of %d bytes: %.200s",
                         self.group, len(frame), e)  # fmt: skip
-            return
-        if isinstance(message, Membership):
-            if self.membership is not None:
-                self.membership.receive(message.body)
-            return
-        if isinstance(message, (JoinAsk, JoinReply)):
-            if self.side is not None:
-                self.side.receive(message)
-            return
-        if isinstance(message, LogRumor):
-            self.on_rumor(message.payload)
             return
         self._dispatch(messages.address_of(header), message)
 
@@ -711,12 +634,6 @@ class DataPlane:
             case Recalled():
                 runner.recalled(self.short_peers.get(source, ""), message)
 
-    @property
-    def up(self) -> bool:
-        """Open, and its membership running (when it has a transport): what a group's
-        readiness requires of its data plane."""
-        return not self.closed and (self.membership is None or self.membership.alive)
-
     def close(self) -> None:
         self.closed = True
         for runner in self.runners.values():
@@ -726,8 +643,6 @@ class DataPlane:
             coordinator.close()
         self.coordinators.clear()
         self.pool.shutdown(wait=False, cancel_futures=True)
-        if self.membership is not None:
-            self.membership.stop()
 
 
 def _jobs_of(queue: deque[bytes]) -> set[int]:

@@ -131,11 +131,11 @@ def test_an_ended_identity_closes_its_peers_and_only_its_own():
     w.inbox.put(Reset("m", Replica().to_json(), ("p1",)))
     w.inbox.put(Ended("earlier"))
     w._take()
-    assert w.dataplane is not None
+    assert w.switchboard is not None
     assert (w.member, w.peers) == ("m", ("p1",))
     w.inbox.put(Ended("m"))
     w._take()
-    assert (w.dataplane, w.member, w.peers) == (None, None, ())
+    assert (w.switchboard, w.member, w.peers) == (None, None, ())
     w.inbox.put(Reset("m2", Replica().to_json(), ("p2",)))
     w._take()
-    assert (w.dataplane.group, w.peers) == ("m2", ("p2",))
+    assert (w.switchboard.group, w.peers) == ("m2", ("p2",))

@@ -28,7 +28,7 @@ def group(replica: Replica = JOINED, *, lost=False, ended=None, leave=None, up=T
     if lost:
         event.set()
     return SimpleNamespace(id=id, replica=replica, lost=event, ended=ended,
-                           leave_position=leave, dataplane=SimpleNamespace(up=up),
+                           leave_position=leave, switchboard=SimpleNamespace(up=up),
                            workers_not_ready=lambda: tuple(waiting))  # fmt: skip
 
 

@@ -1,11 +1,10 @@
 """A group's data plane against a loopback transport: frames ahead of the log wait for it,
-stale frames are dropped, refused offers stay queued in order, a silent group is downed."""
+stale frames are dropped, refused offers stay queued in order."""
 
 from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 from collections import defaultdict, deque
 from dataclasses import dataclass
@@ -23,7 +22,6 @@ from peer.log.entries.virtual_peers import ADD_VIRTUAL_PEER, announce
 from peer.log.replica import Replica
 from peer.log.store import StoreError
 from peer.log.stores.memory import MemoryLog
-from peer.membership.agent import MembershipSettings
 from peer.messaging.fragments import MAX_SEGMENT
 from peer.messaging.frame import HEADER, Header, MessageType, decode_header, encode
 from peer.messaging.messages import Batch, Recover, RestorePoint
@@ -68,6 +66,15 @@ class Loopback:
         return self
 
 
+class Plane(DataPlane):
+    """A data plane driven as its group's switchboard drives it (peer.cluster.switchboard):
+    each round takes in what has arrived first."""
+
+    def step(self) -> bool:
+        polled = self.transport is not None and self.transport.poll(self.receive) > 0
+        return super().step() or polled
+
+
 @dataclass
 class Record:
     committed: object = None
@@ -103,7 +110,7 @@ def cluster() -> Replica:
     ).evolve(groups=Replica().groups.update(["a", "b"]))
 
 
-OPEN: list[DataPlane] = []
+OPEN: list[Plane] = []
 
 
 @pytest.fixture(autouse=True)
@@ -118,13 +125,13 @@ def _close_planes():
 def planes(config: DataPlaneConfig | None = None):
     Loopback.boxes.clear()
     written: dict[str, list] = {"a": [], "b": []}
-    a = DataPlane("a", Loopback("A"), written["a"].append, config)
-    b = DataPlane("b", Loopback("B"), written["b"].append, config)
+    a = Plane("a", Loopback("A"), written["a"].append, config)
+    b = Plane("b", Loopback("B"), written["b"].append, config)
     OPEN.extend((a, b))
     return a, b, written
 
 
-def drive(until, *planes: DataPlane, what: str):
+def drive(until, *planes: Plane, what: str):
     """Step the planes round after round until ``until()`` holds."""
 
     def round_then_check():
@@ -217,28 +224,6 @@ def test_the_transport_holds_no_more_batches_than_the_receiver_gives_credit_for(
     assert receiver.plugin.written == 1000
 
 
-QUICK = MembershipSettings(
-    heartbeat_interval=0.02, gossip_interval=0.05, acceptable_heartbeat_pause=0.1,
-    min_std_deviation=0.02, auto_down_unreachable_after=0.3,
-)  # fmt: skip
-
-
-def test_a_group_gone_silent_is_downed_once_by_the_leader():
-    """a and b answer each other's heartbeats; then b's loop stops. a, the leader, finds b
-    unreachable and, past the auto-down time, writes its group-leave once."""
-    a, b, written = planes(DataPlaneConfig(membership=QUICK))
-    replica = cluster()
-    a.sync(replica, ["a1"])
-    b.sync(replica, ["b1"])
-    drive(lambda: a.membership.agent.monitor.reachability(time.monotonic()), a, b,
-          what="a to hear from b")  # fmt: skip
-    drive(lambda: written["a"], a, what="a to down b")
-    for _ in range(20):
-        a.step()
-    assert [(e.fn, dict(e.args)) for e in written["a"]] == [("group-leave-cluster", {"id": "b"})]
-    assert written["b"] == []
-
-
 def test_a_task_whose_code_fails_kills_its_job():
     a, _b, written = planes()
     job = {**JOB, "catalog": [{**JOB["catalog"][0], "params": {}}, JOB["catalog"][1]]}
@@ -305,7 +290,7 @@ def abs_planes(tmp_path):
         Loopback.boxes.clear()
         written: dict[str, list] = {"a": [], "b": []}
         pair = [
-            DataPlane(g, Loopback(g.upper()), written[g].append, config,
+            Plane(g, Loopback(g.upper()), written[g].append, config,
                       store=log.session(), storage=storage)
             for g in ("a", "b")
         ]  # fmt: skip
@@ -564,7 +549,7 @@ class Unreachable(Loopback):
 def test_frames_that_cannot_be_sent_at_all_kill_their_job_naming_the_site(caplog):
     Loopback.boxes.clear()
     written: list = []
-    a = DataPlane("a", Unreachable("A", bad="B"), written.append)
+    a = Plane("a", Unreachable("A", bad="B"), written.append)
     OPEN.append(a)
     replica = play(cluster(), SUBMIT_JOB.entry(id="j", job=JOB))
     a.sync(replica, ["a1"])
@@ -613,7 +598,7 @@ def test_segments_keep_moving_while_a_commit_waits_for_the_store(abs_planes, tmp
 
 def test_segments_cross_between_the_worker_processes_of_one_member():
     """One member (group m, site M) whose peers live in two workers, each at a site of its own:
-    the frames go to the peer's site, not the member's, and the workers run no membership."""
+    the frames go to the peer's site, not the member's."""
     Loopback.boxes.clear()
     replica = play(
         Replica(),
@@ -625,22 +610,20 @@ def test_segments_cross_between_the_worker_processes_of_one_member():
     replica = play(replica, SUBMIT_JOB.entry(id="j", job=untagged))
     (reader,) = replica.allocations["j"]["in"]
     written: list = []
-    one = DataPlane("m", Loopback("W1"), written.append, membership=False)
-    two = DataPlane("m", Loopback("W2"), written.append, membership=False)
+    one = Plane("m", Loopback("W1"), written.append)
+    two = Plane("m", Loopback("W2"), written.append)
     OPEN.extend((one, two))
     one.sync(replica, [reader])
     two.sync(replica, sorted({"a1", "b1"} - {reader}))
     drive(lambda: written, one, two, what="the output to complete")
     assert [e.fn for e in written] == ["complete-job"]
-    assert one.membership is None
-    assert two.membership is None
     assert not Loopback.boxes["M"]
 
 
 def test_the_peer_index_is_rebuilt_only_when_groups_sites_or_peers_change():
     """Most entries change none of them (the index took tens of milliseconds at 10,000 peers);
     one that adds a group's peers and site is seen at once."""
-    plane = DataPlane("a", Loopback("site-a"), lambda _entry: None)
+    plane = Plane("a", Loopback("site-a"), lambda _entry: None)
     try:
         one = announce(Replica().evolve(groups=pset(["a"])), "a", ["pa"], "site-a", [])
         plane.sync(one, ["pa"])
@@ -675,7 +658,7 @@ def test_what_comes_for_a_peer_before_its_group_reads_its_takeover_waits_for_it(
     if standby:
         assert before.standbys[lr.JOB][failed] == replacement
     group = after.group_of(replacement)
-    plane = DataPlane(group, Loopback(group.upper()), lambda entry: None,
+    plane = Plane(group, Loopback(group.upper()), lambda entry: None,
                       storage=CheckpointStorage("memory://dp", uuid.uuid4().hex))  # fmt: skip
     OPEN.append(plane)
     plane.sync(before, [replacement])
