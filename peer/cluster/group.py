@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from peer import metrics
 from peer.cluster.applier import Applier, applier_for
 from peer.cluster.direct_join import DirectJoin, Joined
+from peer.cluster.downing import Cause, Downing
 from peer.cluster.handover import HandOver, StopDeadlines
 from peer.cluster.log_feed import feed_for
 from peer.cluster.modes import CoordinationModes
@@ -185,8 +186,10 @@ class Incarnation:
         self.dataplane = DataPlane(
             self.id, transport, self._write_work, config.dataplane, store=store, storage=storage
         )
+        self.downing = Downing(self.id, self._write_work)
+        """The one place this group writes another member down (peer.cluster.downing)."""
         self.switchboard = Switchboard(
-            self.id, transport, self.dataplane, self._write_work,
+            self.id, transport, self.dataplane, downing=self.downing,
             membership=config.membership, seeds=config.seed_nodes,
         )  # fmt: skip
         self.direct: DirectJoin | None = None
@@ -406,13 +409,13 @@ class Incarnation:
         while not self.gone.empty():
             group = self.gone.get()
             if self.watches.pop(group, None) is not None:
-                log.info("group %s: the pulse of group %s is gone; reporting it", self.id, group)
                 self._report(group)
 
     def _report(self, group: str) -> None:
+        """The fallback detector's finding (peer.cluster.downing): ``group``'s pulse is gone."""
         metrics.DEATHS_DETECTED.inc()
         self.reported.add(group)
-        self.append(GROUP_LEAVE.entry(id=group))
+        self.downing.down(group, Cause.PULSE_GONE)
 
     # -- leaving --------------------------------------------------------------------------------
 
@@ -483,7 +486,6 @@ class Incarnation:
 
     def report_if_dead(self, group: str) -> None:
         if group not in self.reported and not self.store.pulse_exists(group):
-            log.info("group %s: busy group %s has no pulse; reporting it", self.id, group)
             self._report(group)
 
     def restart_group(self) -> None:

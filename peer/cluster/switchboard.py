@@ -8,18 +8,16 @@ worker processes carry task data only: their switchboard has the data plane alon
 watching and gossip to their member.
 
 The membership service decides, as the leader, to down a member unreachable past the auto-down
-time and to remove one that has exited; the switchboard writes each decision as the member's
-group-leave-cluster entry.
+time and to remove one that has exited; the switchboard hands each decision to the group's
+downing (peer.cluster.downing), the one place a member is written down.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from peer.log.entries.group_leave import GROUP_LEAVE
-from peer.log.entry import Entry
+from peer.cluster.downing import Cause, Downing
 from peer.log.replica import Replica
 from peer.membership.agent import MembershipSettings
 from peer.membership.service import Decisions, MembershipService
@@ -27,8 +25,6 @@ from peer.messaging.demux import Demultiplexer
 from peer.messaging.messages import JoinAsk, JoinReply, LogRumor, Membership
 from peer.messaging.transport import Transport
 from peer.runtime.dataplane import DataPlane
-
-log = logging.getLogger(__name__)
 
 
 class SideChannel(Protocol):
@@ -46,19 +42,21 @@ class Switchboard:
         group: str,
         transport: Transport | None,
         dataplane: DataPlane,
-        write: Callable[[Entry], None],
         *,
+        downing: Downing | None = None,
         membership: MembershipSettings | None = None,
         seeds: tuple[str, ...] = (),
     ) -> None:
-        """With ``membership`` settings and a transport, the group watches the others and
-        gossips what it sees, asking ``seeds`` (sites of running members) for the cluster as
-        it starts, besides reading the log (peer.membership.seeds)."""
-        self.group, self.transport, self.dataplane, self.write = group, transport, dataplane, write
+        """With ``membership`` settings, a transport and a ``downing`` to carry out its
+        decisions, the group watches the others and gossips what it sees, asking ``seeds``
+        (sites of running members) for the cluster as it starts, besides reading the log
+        (peer.membership.seeds)."""
+        self.group, self.transport, self.dataplane = group, transport, dataplane
+        self.downing = downing
         self.demux = Demultiplexer(group, dataplane.receive)
         self.side: SideChannel | None = None
         self.membership: MembershipService | None = None
-        if transport is not None and membership is not None:
+        if transport is not None and membership is not None and downing is not None:
             beacon = transport.beacon()
             self.membership = MembershipService(
                 group, membership, beacon.offer, beacon.max_frame, site=transport.address,
@@ -96,12 +94,11 @@ class Switchboard:
         return busy
 
     def _carry_out(self, decisions: Decisions) -> None:
+        assert self.downing is not None  # there is a membership only with a downing
         for member in decisions.downs:
-            log.warning("group %s downs member %s, unreachable too long", self.group, member)
-            self.write(GROUP_LEAVE.entry(id=member))
+            self.downing.down(member, Cause.UNREACHABLE)
         for member in decisions.removals:
-            log.info("group %s removes member %s, which has exited", self.group, member)
-            self.write(GROUP_LEAVE.entry(id=member))
+            self.downing.down(member, Cause.EXITED)
 
     @property
     def up(self) -> bool:

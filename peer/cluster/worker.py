@@ -236,7 +236,7 @@ class Worker:
             write = partial(self._write, member)
             dataplane = DataPlane(member, self.transport, write, self.spec.dataplane,
                                   store=self.store, storage=self.storage)  # fmt: skip
-            self.switchboard = Switchboard(member, self.transport, dataplane, write)
+            self.switchboard = Switchboard(member, self.transport, dataplane)
         self.replica, self.peers = replica, peers
 
     def _end(self, member: str) -> None:

@@ -32,7 +32,7 @@ import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from peer.membership.downing import AutoDown
+from peer.membership.auto_down import AutoDown
 from peer.membership.gossip import GONE, Gossip, Status
 from peer.membership.heartbeat import HeartbeatMonitor
 from peer.membership.monitors import DEFAULT_MONITORS

@@ -3,8 +3,10 @@ membership, task data the data plane, and the leader downs a group gone silent o
 
 from __future__ import annotations
 
+import logging
 import time
 
+from peer.cluster.downing import Cause, Downing
 from peer.cluster.switchboard import Switchboard
 from peer.membership.agent import MembershipSettings
 from peer.messaging.messages import Address, JoinAsk, LogRumor, encode
@@ -21,7 +23,8 @@ QUICK = MembershipSettings(
 def board(group: str, written: list, membership: MembershipSettings | None = QUICK) -> Switchboard:
     transport = Loopback(group.upper())
     plane = DataPlane(group, transport, written.append)
-    return Switchboard(group, transport, plane, written.append, membership=membership)
+    downing = Downing(group, written.append)
+    return Switchboard(group, transport, plane, downing=downing, membership=membership)
 
 
 def drive(until, *boards: Switchboard, what: str):
@@ -76,3 +79,21 @@ def test_each_protocol_goes_to_its_owner_and_one_nobody_speaks_is_dropped():
         assert written == []
     finally:
         a.close()
+
+
+def test_a_member_is_written_down_once_whichever_detector_saw_it_first(caplog):
+    caplog.set_level(logging.INFO, logger="peer.cluster.downing")
+    written: list = []
+    downing = Downing("a", written.append)
+    downing.down("b", Cause.PULSE_GONE)
+    downing.down("b", Cause.UNREACHABLE)
+    downing.down("c", Cause.EXITED)
+    downing.down("c", Cause.PULSE_GONE)
+    assert [(e.fn, dict(e.args)) for e in written] == [
+        ("group-leave-cluster", {"id": "b"}),
+        ("group-leave-cluster", {"id": "c"}),
+    ]
+    assert [r.getMessage() for r in caplog.records] == [
+        "group a downs member b: its pulse is gone (its ZooKeeper session ended)",
+        "group a removes member c, which has exited",
+    ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from peer.membership.downing import AutoDown
+from peer.membership.auto_down import AutoDown
 from peer.membership.gossip import Gossip, Status
 from peer.membership.heartbeat import HeartbeatMonitor
 from peer.membership.monitors import receivers
