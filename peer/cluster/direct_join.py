@@ -51,6 +51,7 @@ from peer.log.replica import Replica
 from peer.log.store import LogStore
 from peer.messaging import messages
 from peer.messaging.messages import Address, JoinAsk, JoinReply, Message
+from peer.messaging.transport import Transport
 
 log = logging.getLogger(__name__)
 
@@ -83,15 +84,6 @@ class Host(Protocol):
     def reconcile_watches(self) -> None: ...
 
     def step_data_plane(self) -> bool: ...
-
-
-class Transport(Protocol):
-    address: str
-    max_frame: int
-
-    def offer(self, address: str, frame: bytes) -> bool: ...
-
-    def forget(self, address: str) -> None: ...
 
 
 @dataclass(frozen=True)
