@@ -24,7 +24,7 @@ REPLICA = Replica(version=5, groups=pset(["g1"]), finished=pmap({"old": "complet
 
 def group(replica: Replica = REPLICA):
     return SimpleNamespace(id="g1", replica=replica, lost=threading.Event(), ended=None,
-                           leave_position=None, dataplane=SimpleNamespace(up=True),
+                           leave_position=None, switchboard=SimpleNamespace(up=True),
                            workers_not_ready=tuple, store=MemoryLog().session())  # fmt: skip
 
 
