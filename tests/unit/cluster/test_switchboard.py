@@ -11,8 +11,7 @@ from peer.cluster.switchboard import Switchboard
 from peer.membership.agent import MembershipSettings
 from peer.messaging.messages import Address, JoinAsk, LogRumor, encode
 from peer.runtime.dataplane import DataPlane
-from tests.support import wait_for
-from tests.unit.runtime.test_dataplane import Loopback, cluster
+from tests.unit.runtime.test_dataplane import Loopback, cluster, drive
 
 QUICK = MembershipSettings(
     heartbeat_interval=0.02, gossip_interval=0.05, acceptable_heartbeat_pause=0.1,
@@ -25,15 +24,6 @@ def board(group: str, written: list, membership: MembershipSettings | None = QUI
     plane = DataPlane(group, transport, written.append)
     downing = Downing(group, written.append)
     return Switchboard(group, transport, plane, downing=downing, membership=membership)
-
-
-def drive(until, *boards: Switchboard, what: str):
-    def round_then_check():
-        for b in boards:
-            b.step()
-        return until()
-
-    return wait_for(round_then_check, 10, what, interval=0)
 
 
 def test_a_group_gone_silent_is_downed_once_by_the_leader():

@@ -131,8 +131,8 @@ def planes(config: DataPlaneConfig | None = None):
     return a, b, written
 
 
-def drive(until, *planes: Plane, what: str):
-    """Step the planes round after round until ``until()`` holds."""
+def drive(until, *planes, what: str):
+    """Step the planes (or switchboards) round after round until ``until()`` holds."""
 
     def round_then_check():
         for plane in planes:
