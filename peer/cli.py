@@ -863,7 +863,8 @@ def peer_start(args: argparse.Namespace) -> int:
         storage = CheckpointStorage(args.checkpoints, args.tenancy)
         stack.callback(storage.close)
         storage.check_writable()
-        incarnation, registry = Incarnation, REGISTRY
+        incarnation: Callable[..., Incarnation] = Incarnation
+        registry = REGISTRY
         if count := workers_of(args):
             workers = member.start(count, _worker_spec(args, settings), store,
                                    timeout=args.worker_start_timeout,

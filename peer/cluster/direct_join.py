@@ -222,7 +222,8 @@ class DirectJoin:
         args = t.entry.args
         if t.entry.fn != JOIN_DIRECT.name or args.get("aider") != self.host.id:
             return
-        held = self.aiding.pop(args.get("joiner"), None)
+        joiner = args.get("joiner")
+        held = self.aiding.pop(joiner, None) if isinstance(joiner, str) else None
         if held is None:
             return
         site = held[0]
@@ -248,7 +249,7 @@ class DirectJoin:
 
     # -- frames ---------------------------------------------------------------------------------
 
-    def receive(self, message: Message) -> None:
+    def receive(self, message: JoinAsk | JoinReply) -> None:
         """A join ask or reply from the data plane; one that does not read is dropped."""
         try:
             if isinstance(message, JoinAsk):

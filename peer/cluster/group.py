@@ -277,7 +277,9 @@ class Incarnation:
         return ()
 
     def _announce(self, peer: str) -> Entry:
-        extra = {"site": self.transport.address} if self.transport is not None else {}
+        extra: dict[str, object] = {}
+        if self.transport is not None:
+            extra["site"] = self.transport.address
         if self.config.tags:
             extra["tags"] = list(self.config.tags)
         if self.feed.takes_rumors:

@@ -26,12 +26,18 @@ class SwitchboardView(Protocol):
 class GroupView(Protocol):
     """What readiness reads off an incarnation (peer.cluster.group.Incarnation)."""
 
-    id: str
-    replica: Replica
-    lost: threading.Event
-    ended: str | None
-    leave_position: int | None
-    switchboard: SwitchboardView
+    @property
+    def id(self) -> str: ...
+    @property
+    def replica(self) -> Replica: ...
+    @property
+    def lost(self) -> threading.Event: ...
+    @property
+    def ended(self) -> str | None: ...
+    @property
+    def leave_position(self) -> int | None: ...
+    @property
+    def switchboard(self) -> SwitchboardView: ...
 
     def workers_not_ready(self) -> tuple[str, ...]:
         """Why each of its worker processes that is not ready is not (none without workers)."""

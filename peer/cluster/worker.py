@@ -160,7 +160,8 @@ class Worker:
         self.wakeup, self.gone = threading.Event(), threading.Event()
         self.send_lock = threading.Lock()
         self.member: str | None = None
-        self.replica, self.peers = Replica(), ()
+        self.replica = Replica()
+        self.peers: tuple[str, ...] = ()
         self.switchboard: Switchboard | None = None
         """The member's current identity's data plane here, and the transport's frames into it."""
 
@@ -172,7 +173,7 @@ class Worker:
         try:
             while not self.gone.is_set():
                 self.wakeup.clear()
-                if self._take():
+                if self._take() and self.switchboard is not None:
                     self.switchboard.sync(self.replica, list(self.peers))
                 self._work()
         finally:
@@ -204,7 +205,7 @@ class Worker:
         self._send(Samples(scrape.request, found))
 
     def _take(self) -> bool:
-        """Apply what the member sent; True when the data plane needs the new replica."""
+        """Apply what the member sent; True when the replica or the peers changed."""
         changed = False
         while not self.inbox.empty():
             message = self.inbox.get()
@@ -225,7 +226,7 @@ class Worker:
                                 self.spec.slot, message)  # fmt: skip
                     continue
             changed = True
-        return changed and self.switchboard is not None
+        return changed
 
     def _reset(self, member: str, replica: Replica, peers: tuple[str, ...]) -> None:
         """A new identity of the member starts a new data plane: the old one's peers are gone."""
