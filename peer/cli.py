@@ -27,6 +27,7 @@ from prometheus_client import REGISTRY
 
 from peer import __version__, api, config, endpoints, log_output, metrics, systemd
 from peer.cluster import member
+from peer.cluster.coordination import Coordination
 from peer.cluster.group import GroupConfig, Incarnation, PeerGroup, new_id
 from peer.cluster.local import LocalCluster, peers_for, tags_for
 from peer.cluster.modes import CoordinationModes
@@ -817,8 +818,24 @@ def describe(replica: Replica) -> str:
     return "\n".join(lines)
 
 
+def _modes(args: argparse.Namespace) -> CoordinationModes:
+    return CoordinationModes(
+        scheduler_servers=tuple(dict.fromkeys(args.scheduler_servers)),
+        scheduler_timeout=args.scheduler_timeout,
+        join_direct=args.join_direct,
+        join_direct_timeout=args.join_direct_timeout,
+        epidemic_log=args.epidemic_log,
+        gossip_fanout=args.gossip_fanout,
+        gossip_rounds=args.gossip_rounds,
+        log_read_after=args.log_read_after,
+        reorder_cache=args.reorder_cache,
+        async_allocation=args.async_allocation,
+    )
+
+
 def peer_start(args: argparse.Namespace) -> int:
     log_output.configure(args.log_level, args.log_format)
+    modes = _modes(args)
     store = api.connect(
         args.zookeeper,
         args.tenancy,
@@ -826,7 +843,7 @@ def peer_start(args: argparse.Namespace) -> int:
         session_timeout=args.session_timeout,
         connect_timeout=args.connect_timeout,
         auth=args.zookeeper_auth,
-        watch_log=not args.epidemic_log,
+        watch_log=Coordination(modes).watches_log,
     )
     settings = GroupConfig(
         vpeers=args.vpeers,
@@ -840,18 +857,7 @@ def peer_start(args: argparse.Namespace) -> int:
             auto_down_unreachable_after=args.auto_down_unreachable_after,
         ),
         seed_nodes=tuple(dict.fromkeys(args.seed_nodes)),
-        modes=CoordinationModes(
-            scheduler_servers=tuple(dict.fromkeys(args.scheduler_servers)),
-            scheduler_timeout=args.scheduler_timeout,
-            join_direct=args.join_direct,
-            join_direct_timeout=args.join_direct_timeout,
-            epidemic_log=args.epidemic_log,
-            gossip_fanout=args.gossip_fanout,
-            gossip_rounds=args.gossip_rounds,
-            log_read_after=args.log_read_after,
-            reorder_cache=args.reorder_cache,
-            async_allocation=args.async_allocation,
-        ),
+        modes=modes,
     )
     with ExitStack() as stack:
         stack.callback(store.close)
@@ -1374,7 +1380,14 @@ def parse_args(argv: Sequence[str] | None, environ: Mapping[str, str]) -> argpar
 
 def _clash(args: argparse.Namespace) -> str | None:
     """Options, however set, that do not go together, named."""
-    return _too_many_workers(args) or _worker_ports_clash(args)
+    return _too_many_workers(args) or _worker_ports_clash(args) or _modes_refused(args)
+
+
+def _modes_refused(args: argparse.Namespace) -> str | None:
+    """A member's coordination modes that cannot mean what they say (CoordinationModes.refusal)."""
+    if getattr(args, "epidemic_log", None) is None:
+        return None
+    return _modes(args).refusal()
 
 
 def _too_many_workers(args: argparse.Namespace) -> str | None:

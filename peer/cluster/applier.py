@@ -136,15 +136,3 @@ class Background:
 
     def close(self) -> None:
         self.asked.put(None)
-
-
-def applier_for(
-    async_allocation: bool,
-    replica: Replica,
-    wakeup: threading.Event,
-    planner: Planner = plan_here,
-) -> Applier:
-    """The classic apply, or allocations in the background when the mode asks for it."""
-    if async_allocation:
-        return Background(replica, wakeup, planner)
-    return Sequential(replica, planner)

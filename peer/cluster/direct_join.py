@@ -44,7 +44,6 @@ from peer.cluster.join_wire import (
     read_reply,
     reply_body,
 )
-from peer.cluster.modes import CoordinationModes
 from peer.log.entries.join_direct import JOIN_DIRECT
 from peer.log.entry import Entry, Transition
 from peer.log.replica import Replica
@@ -100,14 +99,15 @@ class DirectJoin:
         self,
         host: Host,
         transport: Transport,
-        modes: CoordinationModes,
+        timeout: float,
         seeds: tuple[str, ...],
         tags: tuple[str, ...] = (),
         *,
         rumors: bool = False,
     ) -> None:
-        """``rumors``: whether this group takes the log's rumors, said in its join."""
-        self.host, self.transport, self.modes, self.tags = host, transport, modes, tags
+        """``timeout``: how long to wait for an aider's answer (and to keep what is owed to a
+        joiner); ``rumors``: whether this group takes the log's rumors, said in its join."""
+        self.host, self.transport, self.timeout, self.tags = host, transport, timeout, tags
         self.rumors = rumors
         self.seeds = tuple(s for s in seeds if s != transport.address)
         self.outbox: dict[str, tuple[float, deque[bytes]]] = {}
@@ -122,7 +122,9 @@ class DirectJoin:
 
     # -- the joiner -----------------------------------------------------------------------------
 
-    def join(self, stop: threading.Event, now: Callable[[], float] = time.monotonic) -> object:
+    def join(
+        self, stop: threading.Event, now: Callable[[], float] = time.monotonic
+    ) -> Joined | str | None:
         """Ask aiders until one stitches this group in: a Joined; "restart" when its id has
         left; "left" or "lost" when stopped or its session ended meanwhile; None to join by the
         classic protocol (nobody to ask, or one round of asking found nobody to stitch it in)."""
@@ -150,14 +152,16 @@ class DirectJoin:
         random.Random(self.host.id).shuffle(found)
         return found
 
-    def _ask(self, site: str, stop: threading.Event, now: Callable[[], float]) -> object:
+    def _ask(
+        self, site: str, stop: threading.Event, now: Callable[[], float]
+    ) -> Joined | str | None:
         h = self.host
         peers, sites = h.peers_to_announce()
         request = JoinRequest(h.id, peers, self.transport.address, self.tags, sites,
                               rumors=self.rumors)  # fmt: skip
         log.info("group %s asks the member at %s to stitch it in", h.id, site)
         self._send(site, JoinAsk(ask_body(Ask(request, self.transport.address))), 0)
-        deadline = now() + self.modes.join_direct_timeout
+        deadline = now() + self.timeout
         while now() < deadline:
             if stop.is_set():
                 return "left"
@@ -169,11 +173,11 @@ class DirectJoin:
             if not h.step_data_plane():
                 stop.wait(POLL_WAIT)
         log.warning("group %s: the member at %s did not answer in %.1f s; asking another",
-                    h.id, site, self.modes.join_direct_timeout)  # fmt: skip
+                    h.id, site, self.timeout)  # fmt: skip
         self.outbox.pop(site, None)
         return None
 
-    def _answered(self, site: str) -> object:
+    def _answered(self, site: str) -> Joined | str | None:
         """What the replies so far say: Joined, "restart", "next" (refused), or None (wait)."""
         replies, self.replies = self.replies, []
         for reply in replies:
@@ -209,7 +213,7 @@ class DirectJoin:
             self._reply(ask.reply_to, Reply(joiner, h.id, decision, None))
             return
         log.info("group %s stitches in group %s (to watch %s)", h.id, joiner, decision.target)
-        self.aiding[joiner] = (ask.reply_to, now + AIDING_FOR * self.modes.join_direct_timeout)
+        self.aiding[joiner] = (ask.reply_to, now + AIDING_FOR * self.timeout)
         h.reconcile_watches()
         try:
             h.append(decision.entry)
@@ -274,7 +278,7 @@ class DirectJoin:
             return
         _, queue = self.outbox.get(site, (0.0, deque()))
         queue.extend(frames)
-        self.outbox[site] = (time.monotonic() + self.modes.join_direct_timeout, queue)
+        self.outbox[site] = (time.monotonic() + self.timeout, queue)
 
     def flush(self) -> bool:
         """Offer what is queued, in order per site; what a site has not taken by its deadline

@@ -30,11 +30,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from peer import metrics
-from peer.cluster.applier import Applier, applier_for
-from peer.cluster.direct_join import DirectJoin, Joined
+from peer.cluster.applier import Applier
+from peer.cluster.coordination import Coordination
+from peer.cluster.direct_join import Joined
 from peer.cluster.downing import Cause, Downing
 from peer.cluster.handover import HandOver, StopDeadlines
-from peer.cluster.log_feed import feed_for
 from peer.cluster.modes import CoordinationModes
 from peer.cluster.readiness import Readiness, readiness
 from peer.cluster.ring import watch_targets
@@ -57,7 +57,6 @@ from peer.messaging.transport import Transport
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.coordinator import Coordinator
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig
-from peer.scheduling.client import planner_for
 
 log = logging.getLogger(__name__)
 
@@ -165,8 +164,9 @@ class Incarnation:
         self.id = new_id()
         self.peers = [new_id() for _ in range(config.vpeers)]
         self.rng = random.Random(self.id)
-        modes = config.modes
-        self.planner = planner_for(modes.scheduler_servers, modes.scheduler_timeout)
+        self.coordination = Coordination(config.modes)
+        """What the coordination modes choose, decided once (peer.cluster.coordination)."""
+        self.planner = self.coordination.planner()
         self.replica = Replica()
         self.applier: Applier | None = None
         self.watches: dict[str, Callable[[], None]] = {}
@@ -192,12 +192,12 @@ class Incarnation:
             self.id, transport, self.dataplane, downing=self.downing,
             membership=config.membership, seeds=config.seed_nodes,
         )  # fmt: skip
-        self.direct: DirectJoin | None = None
-        if transport is not None:
-            self.direct = DirectJoin(self, transport, config.modes, config.seed_nodes,
-                                     config.tags, rumors=config.modes.epidemic_log)  # fmt: skip
+        self.direct = self.coordination.direct_join(self, transport, config.seed_nodes,
+                                                    config.tags)  # fmt: skip
+        if self.direct is not None:
             self.switchboard.connect_side(self.direct)
-        self.feed = feed_for(store, config.modes, self.id, transport, wakeup.set)
+        self.first_join = self.coordination.first_join(self.direct)
+        self.feed = self.coordination.feed(store, self.id, transport, wakeup.set)
         """Where the log's next entries come from (peer.log.feed)."""
         self.switchboard.connect_rumors(self.feed.receive)
 
@@ -223,9 +223,7 @@ class Incarnation:
     def _join(self, stop: threading.Event) -> None:
         """Directly when the mode is on and an aider stitches this group in (adopting the
         aider's replica, reading only what follows); else by the classic join, from the origin."""
-        joined = None
-        if self.config.modes.join_direct and self.direct is not None:
-            joined = self.direct.join(stop)
+        joined = self.first_join(stop)
         if isinstance(joined, str):
             self.ended = joined
         elif isinstance(joined, Joined):
@@ -300,10 +298,7 @@ class Incarnation:
             self._leave_on_stop(now)
         self._report_gone()
         if self.applier is None:
-            modes = self.config.modes
-            self.applier = applier_for(
-                modes.async_allocation, self.replica, self.wakeup, self.planner
-            )
+            self.applier = self.coordination.applier(self.replica, self.wakeup, self.planner)
         synced = self.applier.complete
         started = time.perf_counter()
         entries = self.feed.next_entries(self.applier.position, self.replica)

@@ -3,12 +3,19 @@ clusters of a thousand machines (docs/architecture/coordination-modes.md).
 
 Each mode can be turned on and off on its own, and every member of a cluster may run a
 different mix: a classic member and one in a new mode read the same log and reach the same
-replica. All are off by default, so a cluster that names none runs the classic protocol.
+replica. All are off by default, so a cluster that names none runs the classic protocol. What each
+mode changes is decided in one place, peer.cluster.coordination.
+
+The combinations the tests run: the classic protocol; each mode alone; join-direct, and async
+allocation, each with workers; join-direct, epidemic log and async allocation together with
+workers, with and without scheduling servers; and clusters mixing classic members with
+async-allocation or epidemic-log ones. A member is refused at start (``refusal``) only when its
+settings cannot mean what they say: a setting of a mode that is off.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 
 @dataclass(frozen=True)
@@ -41,3 +48,32 @@ class CoordinationModes:
     async_allocation: bool = False
     """Compute allocations off the log's thread, applying the entries that do not read them
     meanwhile (the multi-versioned replica)."""
+
+    def refusal(self) -> str | None:
+        """One line naming a setting given to a mode that is off (it would change nothing), or
+        None. A setting is given when it differs from its default."""
+        default = CoordinationModes()
+        for field in fields(self):
+            mode = _SETTINGS.get(field.name)
+            if mode is None or getattr(self, mode):
+                continue
+            if getattr(self, field.name) != getattr(default, field.name):
+                return (f"{_option(field.name)} is a setting of {_option(mode)}, which is off: "
+                        f"turn {_option(mode)} on, or leave {_option(field.name)} out")  # fmt: skip
+        return None
+
+
+_SETTINGS = {
+    "join_direct_timeout": "join_direct",
+    "gossip_fanout": "epidemic_log",
+    "gossip_rounds": "epidemic_log",
+    "log_read_after": "epidemic_log",
+    "reorder_cache": "epidemic_log",
+    "scheduler_timeout": "scheduler_servers",
+}
+"""Each mode's own settings, by the mode they belong to."""
+
+
+def _option(name: str) -> str:
+    """The command-line option of a field (a config file's key is the field's name)."""
+    return f"--{name.replace('_', '-')}"

@@ -24,11 +24,9 @@ from prometheus_client import Counter, Histogram
 from peer.metrics import LATENCY
 from peer.scheduling.demand import Allocation
 from peer.scheduling.request import (
-    Planner,
     SchedulingRequest,
     allocation_from_json,
     canonical_text,
-    plan_here,
     schedule,
 )
 from peer.scheduling.server import PATH
@@ -158,8 +156,3 @@ def _answer(status: int, text: bytes, asked: Asked) -> Allocation:
         return allocation_from_json(doc.get("allocation"), asked.request)
     except ValueError as e:
         raise ServerFault(f"a wrong answer: {e}") from None
-
-
-def planner_for(servers: tuple[str, ...], timeout: float) -> Planner:
-    """The planner of a member given these servers: ``plan_here`` with none."""
-    return SchedulingClient(servers, timeout).plan if servers else plan_here

@@ -314,6 +314,18 @@ def test_workers_go_with_join_direct_and_allocations_in_the_background():
     assert (args.workers, args.join_direct, args.async_allocation) == (2, True, True)
 
 
+def test_a_setting_of_a_coordination_mode_that_is_off_is_refused_however_set(capsys, tmp_path):
+    line = refused(capsys, ["peer", "start", *CLUSTER, "--gossip-fanout", "0"])
+    assert line.endswith("--gossip-fanout is a setting of --epidemic-log, which is off: turn "
+                         "--epidemic-log on, or leave --gossip-fanout out")  # fmt: skip
+    config = tmp_path / "onyx.toml"
+    config.write_text("[peer.start]\nscheduler_timeout = 2.0\n")
+    line = refused(capsys, ["peer", "start", *CLUSTER, "--config", str(config)])
+    assert "--scheduler-timeout is a setting of --scheduler-servers, which is off" in line
+    args = parse(["peer", "start", *CLUSTER, "--epidemic-log", "--gossip-fanout", "0"])
+    assert (args.epidemic_log, args.gossip_fanout) == (True, 0)
+
+
 def test_worker_ports_that_run_past_the_last_port_or_onto_the_members_are_refused(capsys):
     start = ["peer", "start", *CLUSTER, "--vpeers", "4", "--workers", "3"]
     assert parse([*start, "--worker-port-base", "65533"]).worker_port_base == 65533
@@ -402,7 +414,7 @@ def test_a_number_out_of_range_names_the_variable_or_the_file_and_key(
 
 def test_the_largest_numbers_allowed_are_taken():
     args = parse(["peer", "start", *CLUSTER, "--vpeers", "10000", "--mtu", "65504",
-                  "--port", "65535", "--gossip-fanout", "0",
+                  "--port", "65535", "--epidemic-log", "--gossip-fanout", "0",
                   "--session-timeout", "31536000"])  # fmt: skip
     assert (args.vpeers, args.mtu, args.port, args.gossip_fanout) == (10000, 65504, 65535, 0)
     assert args.session_timeout == 365 * 24 * 3600

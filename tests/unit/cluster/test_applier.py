@@ -10,7 +10,7 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from peer.cluster.applier import Background, Sequential, applier_for
+from peer.cluster.applier import Background, Sequential
 from peer.log.apply import apply_entry
 from peer.log.replica import Replica
 from tests.unit.log.random_logs import random_logs
@@ -68,11 +68,3 @@ def test_the_complete_replica_and_the_entries_since_give_the_classic_replica(log
             assert replica.key_versions == classic[got[-1].entry.position].key_versions
     finally:
         background.close()
-
-
-def test_the_classic_apply_unless_the_mode_asks():
-    wakeup = threading.Event()
-    assert isinstance(applier_for(False, Replica(), wakeup), Sequential)
-    background = applier_for(True, Replica(), wakeup)
-    background.close()
-    assert isinstance(background, Background)

@@ -12,7 +12,6 @@ from collections import defaultdict
 
 from peer.cluster.direct_join import DirectJoin, Joined
 from peer.cluster.join_wire import read_reply
-from peer.cluster.modes import CoordinationModes
 from peer.log.apply import apply_entry
 from peer.log.entries.join import PREPARE_JOIN
 from peer.log.entries.join_direct import JOIN_DIRECT
@@ -22,7 +21,8 @@ from peer.log.stores.memory import MemoryLog
 from peer.messaging import fragments, messages
 from peer.messaging.messages import JoinAsk
 
-MODES = CoordinationModes(join_direct=True, join_direct_timeout=1.0)
+TIMEOUT = 1.0
+"""Seconds a joiner waits for an aider's answer."""
 
 
 class Network:
@@ -70,7 +70,7 @@ class Member:
         self.lagging: Replica | None = None
         self.assembly = fragments.Assembly()
         self.transport = Loopback(network, f"{name}:1")
-        self.direct = DirectJoin(self, self.transport, MODES, ())
+        self.direct = DirectJoin(self, self.transport, TIMEOUT, ())
         self.store.register_pulse(name, self.transport.address)
         network.members[name] = self
 

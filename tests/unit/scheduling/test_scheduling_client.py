@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from peer.scheduling import PeerInfo, SchedulingRequest, schedule
-from peer.scheduling.client import SchedulingClient, planner_for
-from peer.scheduling.request import allocation_to_json, plan_here
+from peer.scheduling.client import SchedulingClient
+from peer.scheduling.request import allocation_to_json
 from peer.scheduling.server import Scheduler, start
 from tests.support import free_port
 from tests.unit.scheduling.conftest import job
@@ -212,8 +212,7 @@ def test_a_server_is_logged_as_it_starts_failing_and_as_it_answers_again(odd_ser
     ]
 
 
-def test_without_servers_the_planner_is_this_process():
-    assert planner_for((), 0.5) is plan_here
+def test_a_client_needs_servers_and_a_timeout():
     with pytest.raises(ValueError, match="servers"):
         SchedulingClient((), 0.5)
     with pytest.raises(ValueError, match="timeout"):
