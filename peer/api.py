@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from peer.job.code import CodeArchive, imports_from, unpack
 from peer.job.demand import job_demand
@@ -24,7 +24,7 @@ from peer.log.entries.gc import GC
 from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.jobs import SUBMIT_JOB, kill_job
 from peer.log.entries.leave import LEAVE
-from peer.log.entry import Transition
+from peer.log.entry import Entry, Transition
 from peer.log.replica import Replica
 from peer.log.store import LogStore, StoreError, store_origin_and_trim
 from peer.log.stores.zookeeper import ZooKeeperStore
@@ -69,13 +69,40 @@ class GcResult:
 
 
 class _GcCaller:
-    """The Effects of a client that called gc: the gc entry's side effect stores the origin."""
+    """The Effects of a client that called gc: the gc entry's side effect stores the origin.
+    It is handed only its own gc entry, whose one side effect for its caller is that; a client
+    is no peer group, so a group's other effects would be a mistake, refused as one."""
 
     def __init__(self, store: LogStore) -> None:
         self.store, self.deleted = store, 0
 
     def store_origin(self, replica: Replica) -> None:
         self.deleted = store_origin_and_trim(self.store, replica)
+
+    def append(self, entry: Entry) -> None:
+        _not_a_group(f"append {entry.fn}")
+
+    def back_off(self) -> None:
+        _not_a_group("back off")
+
+    def report_if_dead(self, group: str) -> None:
+        _not_a_group(f"report group {group} if dead")
+
+    def restart_group(self) -> None:
+        _not_a_group("restart")
+
+    def hand_over(self) -> None:
+        _not_a_group("hand its work over")
+
+    def end_group(self) -> None:
+        _not_a_group("end")
+
+    def restart_virtual_peer(self, peer: str) -> None:
+        _not_a_group(f"restart virtual peer {peer}")
+
+
+def _not_a_group(effect: str) -> NoReturn:
+    raise TypeError(f"the caller of gc is a client, not a peer group: it cannot {effect}")
 
 
 def gc(store: LogStore, caller: str, timeout: float = 30.0) -> GcResult:
@@ -390,9 +417,10 @@ def stop(store: LogStore, job_id: str, name: str, timeout: float | None) -> Save
     try:
         kept = savepoint(store, job_id, name, timeout, stop=True)
     except TimeoutError:
-        kept = Commits(store, job_id).withdraw_stop(name)
-        if kept is None:
+        withdrawn = Commits(store, job_id).withdraw_stop(name)
+        if withdrawn is None:
             raise
+        kept = withdrawn
     kill(store, job_id, f"stopped with savepoint {name!r} ({kept.epoch.describe()})")
     return kept
 

@@ -60,8 +60,8 @@ class Endpoints:
         method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
         if method not in READ_ONLY:
             error = f"method {method} is not allowed: every endpoint is read-only (GET, HEAD)"
-            doc = json.dumps({"error": error})
-            return _send(start_response, method, 405, doc, [("Allow", "GET, HEAD")])
+            text = json.dumps({"error": error})
+            return _send(start_response, method, 405, text, [("Allow", "GET, HEAD")])
         if path == "/metrics":
             body = self.metrics({**environ, "REQUEST_METHOD": "GET"}, start_response)
             return [] if method == "HEAD" else body
@@ -151,7 +151,10 @@ def serve(
         class Server(ThreadingWSGIServer):
             address_family = family
 
-        server = make_server(where[0], port, Endpoints(current, registry), Server, _Quiet)
+        host = where[0]
+        if not isinstance(host, str):  # only an IPv4 or IPv6 address serves HTTP: both are str
+            raise MetricsError(f"cannot serve metrics on {address}:{port}: not an IP address")
+        server = make_server(host, port, Endpoints(current, registry), Server, _Quiet)
     except OSError as e:
         raise MetricsError(f"cannot serve metrics on {address}:{port}: {e.strerror}") from e
     registry.register(GroupCollector(lambda: None if (i := current()) is None else i.figures()))

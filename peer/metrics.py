@@ -22,7 +22,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from prometheus_client import (
     REGISTRY,
@@ -188,27 +187,32 @@ BYTES_RECEIVED = Counter("onyx_aeron_received_bytes", "Bytes this group's subscr
 class TaskMeters:
     """One task's series, labelled once when its runner starts rather than on every batch."""
 
-    segments_in: Any
-    segments_out: Any
-    batch_seconds: Any
-    backpressure: Any
-    alignment_seconds: Any
-    queued_at_barrier: Any
-    snapshot_bytes: Any
-    local_recoveries: Any
-    in_flight_overflows: Any
-    restores: dict[str, Any]
+    segments_in: Counter
+    segments_out: Counter
+    batch_seconds: Histogram
+    backpressure: Counter
+    alignment_seconds: Histogram
+    queued_at_barrier: Histogram
+    snapshot_bytes: Histogram
+    local_recoveries: Counter
+    in_flight_overflows: Counter
+    restores: dict[str, Counter]
     """By scope (RESTORE_SCOPES): each made at the start, so that it is shown at 0."""
 
 
 def task_meters(job: str, task: str) -> TaskMeters:
     return TaskMeters(
-        *(family.labels(job, task) for family in (
-            SEGMENTS_IN, SEGMENTS_OUT, BATCH_SECONDS, BACKPRESSURE, ALIGNMENT_SECONDS,
-            QUEUED_AT_BARRIER, SNAPSHOT_BYTES, LOCAL_RECOVERIES, IN_FLIGHT_OVERFLOWS,
-        )),
-        {scope: RESTORES.labels(job, task, scope) for scope in RESTORE_SCOPES},
-    )  # fmt: skip
+        segments_in=SEGMENTS_IN.labels(job, task),
+        segments_out=SEGMENTS_OUT.labels(job, task),
+        batch_seconds=BATCH_SECONDS.labels(job, task),
+        backpressure=BACKPRESSURE.labels(job, task),
+        alignment_seconds=ALIGNMENT_SECONDS.labels(job, task),
+        queued_at_barrier=QUEUED_AT_BARRIER.labels(job, task),
+        snapshot_bytes=SNAPSHOT_BYTES.labels(job, task),
+        local_recoveries=LOCAL_RECOVERIES.labels(job, task),
+        in_flight_overflows=IN_FLIGHT_OVERFLOWS.labels(job, task),
+        restores={scope: RESTORES.labels(job, task, scope) for scope in RESTORE_SCOPES},
+    )
 
 
 def segments_in(job: str, task: str) -> float:
@@ -312,7 +316,9 @@ class GroupCollector(Collector):
                          float(snapshot.publications))  # fmt: skip
 
 
-def _gauge(name: str, doc: str, value: float | None = None, labels: tuple[str, ...] = ()) -> Any:
+def _gauge(
+    name: str, doc: str, value: float | None = None, labels: tuple[str, ...] = ()
+) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, value=value, labels=labels or None)
 
 

@@ -305,12 +305,13 @@ class Workers:
         death is then seen to as any other's (its peers reported, the worker started again)."""
         now = time.monotonic()
         for slot, state in enumerate(self.slots):
-            if state.outbox is None or state.killed:
+            outbox = state.outbox
+            if outbox is None or state.killed:
                 continue
             if state.site is None:
                 self._kill_if_not_ready(slot, state, now)
             else:
-                self._kill_if_stuck(slot, state, now)
+                self._kill_if_stuck(slot, state, outbox, now)
 
     def _kill_if_not_ready(self, slot: int, state: WorkerSlot, now: float) -> None:
         """A worker still starting reads nothing yet, so it is given the start timeout."""
@@ -319,11 +320,14 @@ class Workers:
         why = f"has not said it is ready within {self.start_timeout:g} s of its start"
         self._kill(slot, state, "not_ready", why)
 
-    def _kill_if_stuck(self, slot: int, state: WorkerSlot, now: float) -> None:
-        if now - state.pinged >= PING_EVERY and not state.outbox.waiting_answer:
+    def _kill_if_stuck(
+        self, slot: int, state: WorkerSlot, outbox: WorkerOutbox, now: float
+    ) -> None:
+        """``outbox`` is the worker's (``state.outbox``), which a started worker has."""
+        if now - state.pinged >= PING_EVERY and not outbox.waiting_answer:
             state.pinged = now
-            state.outbox.ask(Ping())
-        if not state.outbox.stuck(now):
+            outbox.ask(Ping())
+        if not outbox.stuck(now):
             return
         why = f"has not read what the member sent it for {self.send_timeout:g} s"
         self._kill(slot, state, "unresponsive", why)
@@ -580,6 +584,7 @@ class MemberIncarnation(Incarnation):
         identity's ``replica`` may miss an allocation its entries asked for, which the worker
         would then never compute. Holding entries back until their allocations land, or running
         the pipeline in every worker, would do the same with more state and more threads."""
+        since: tuple[Entry, ...]
         if self.applier is None:
             base, since = self.replica, ()
         else:

@@ -9,6 +9,7 @@ benchmark uses it to produce realistic logs. Ids are counters, so a run is repro
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from peer.cluster.ring import watch_targets
 from peer.log.apply import apply_entry
@@ -63,8 +64,21 @@ class ModelEffects:
     def restart_virtual_peer(self, peer: str) -> None:
         self.model.append(announcement(f"{peer}'", self.group.id))
 
+    def hand_over(self) -> None:
+        _no_graceful_leave()
+
+    def end_group(self) -> None:
+        _no_graceful_leave()
+
     def store_origin(self, replica: Replica) -> None:
         return None
+
+
+def _no_graceful_leave() -> NoReturn:
+    """A group leaves the model by group-leave-cluster alone (``ClusterModel.leave``): it writes
+    no member-leave or member-exit, whose side effects are the only ones to hand work over or
+    end a group that exited."""
+    raise NotImplementedError("the cluster model plays no member-leave or member-exit")
 
 
 class ClusterModel:

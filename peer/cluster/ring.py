@@ -15,6 +15,7 @@ def watch_targets(replica: Replica, group: str) -> frozenset[str]:
     """A joined group watches its ring successor and the joiner it is stitching in. A joiner
     watches its future watcher while prepared (so a watcher that dies before notifying cannot
     strand it) and, once accepted, the group it will watch after joining."""
+    targets: set[str | None]
     if group in replica.groups:
         targets = {
             replica.pairs.get(group),
@@ -28,4 +29,4 @@ def watch_targets(replica: Replica, group: str) -> frozenset[str]:
         targets = {replica.pairs.get(watcher, watcher)}
     else:
         targets = set()
-    return frozenset(targets - {None, group})
+    return frozenset(t for t in targets if t is not None and t != group)

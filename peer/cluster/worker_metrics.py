@@ -129,9 +129,9 @@ class MemberRegistry(CollectorRegistry):
         answers, fresh = self.scrapes.scrape()
         now = time.monotonic()
         for slot, answer in sorted(answers.items()):
-            for family in answer.samples.families:
-                if slot in fresh or family.type != "gauge":
-                    _merge(merged, family, str(slot))
+            for theirs in answer.samples.families:
+                if slot in fresh or theirs.type != "gauge":
+                    _merge(merged, theirs, str(slot))
         yield from merged.values()
         yield from _status(answers, fresh, now, self.scrapes.count)
 

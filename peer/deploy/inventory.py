@@ -212,7 +212,9 @@ def _check_zookeeper_ids(ensemble: Sequence[InventoryHost]) -> None:
 def build_inventory(hosts: Sequence[InventoryHost]) -> dict[str, Any]:
     """The YAML inventory: host vars once under `all`, every group (even an empty one, so
     playbooks targeting it match nothing rather than warn) listing its hosts by name."""
-    children = {group: {"hosts": {n: {} for n in members(hosts, group)}} for group in GROUPS}
+    children: dict[str, dict[str, dict[str, dict[str, object]]]] = {
+        group: {"hosts": {n: {} for n in members(hosts, group)}} for group in GROUPS
+    }
     return {"all": {"hosts": {h.name: h.hostvars() for h in hosts}, "children": children}}
 
 

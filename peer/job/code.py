@@ -194,9 +194,11 @@ def _target(root: Path, member: str) -> Path:
     try:
         return Path(os.path.realpath(root / member, strict=True))
     except OSError as e:
-        why = {errno.ELOOP: "is a symlink loop", errno.ENOENT: "is a dangling symlink"}.get(
-            e.errno, f"cannot be followed: {e.strerror}"
-        )
+        known: dict[int | None, str] = {
+            errno.ELOOP: "is a symlink loop",
+            errno.ENOENT: "is a dangling symlink",
+        }  # by errno, which an OSError may lack
+        why = known.get(e.errno, f"cannot be followed: {e.strerror}")
         raise _refused(root, member, why) from None
 
 

@@ -274,8 +274,8 @@ def _check_free_values(where: str, name: str, values: object) -> None:
 
 def _check_task(task: Task, index: int, outer: str) -> None:
     if not (isinstance(task.name, str) and task.name):
-        name = task.name
-        fail(f"{outer}: catalog entry {index}", f"name must be a non-empty string, got {name!r}")
+        got = task.name
+        fail(f"{outer}: catalog entry {index}", f"name must be a non-empty string, got {got!r}")
     where = f"{outer}: task {task.name!r}"
     _check_kind(task, where)
     _count(where, "batch_size", task.batch_size)
@@ -549,7 +549,7 @@ def _check_window_task(job: Job, task: object, where: str) -> None:
     """Windows hold what a task receives; an input task receives nothing."""
     if task not in tuple(t.name for t in job.catalog):
         fail(where, f"task {task!r} is not in the catalog")
-    kind = job.task(task).kind  # type: ignore[arg-type]
+    kind = job.task(task).kind
     if kind == "input":
         fail(where, f"task {task!r} is an input task: windows are for function and output tasks")
 

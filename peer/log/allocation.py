@@ -156,7 +156,8 @@ def _holding(replica: Replica, held: frozenset[str]) -> Replica:
     """``replica`` with ``held`` as the jobs held back, and none let grow any longer (the same
     objects when nothing changes)."""
     changes = {}
-    if held != replica.held_back:
+    # As frozensets: a PSet equals a frozenset of the same items, which its type does not say.
+    if held != frozenset(replica.held_back):
         changes["held_back"] = pset(held)
     if replica.growing:
         changes["growing"] = pset()

@@ -26,10 +26,28 @@ class StoreUnreachable(StoreError):
     a request it refused (a tenancy that does not exist, say)."""
 
 
-class LogStore(Protocol):
-    connected: bool
-    """Whether the store can serve requests right now. While it cannot, a group does not ask
-    it (asking would wait for a server) and its data plane goes on."""
+class CommitRecords(Protocol):
+    """The commit records alone: what a job's coordinator needs of the store
+    (peer.runtime.checkpoints.Commits), and all a worker process's stand-in for it offers."""
+
+    def read_commit(self, job: str) -> tuple[bytes | None, int]:
+        """The commit record of ``job`` and its version; (None, -1) when there is none."""
+
+    def write_commit(self, job: str, data: bytes, expected: int) -> int | None:
+        """Compare-and-set: create the record when ``expected`` is -1, else replace it only if its
+        version is still ``expected``. The new version, or None when the record is not as
+        expected (someone else wrote first, or this session's own write went through and its
+        reply was lost to a disconnection: read again to tell)."""
+
+    def delete_commit(self, job: str) -> None:
+        """Delete the commit record of ``job``, if there is one."""
+
+
+class LogStore(CommitRecords, Protocol):
+    @property
+    def connected(self) -> bool:
+        """Whether the store can serve requests right now. While it cannot, a group does not
+        ask it (asking would wait for a server) and its data plane goes on."""
 
     def append(self, entry: Entry) -> int:
         """Write ``entry`` at the tail; its position."""
@@ -81,18 +99,6 @@ class LogStore(Protocol):
 
     def on_session_lost(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` when the session expires: every pulse of this session is gone."""
-
-    def read_commit(self, job: str) -> tuple[bytes | None, int]:
-        """The commit record of ``job`` and its version; (None, -1) when there is none."""
-
-    def write_commit(self, job: str, data: bytes, expected: int) -> int | None:
-        """Compare-and-set: create the record when ``expected`` is -1, else replace it only if its
-        version is still ``expected``. The new version, or None when the record is not as
-        expected (someone else wrote first, or this session's own write went through and its
-        reply was lost to a disconnection: read again to tell)."""
-
-    def delete_commit(self, job: str) -> None:
-        """Delete the commit record of ``job``, if there is one."""
 
     def close(self) -> None: ...
 

@@ -154,9 +154,22 @@ class Gossip:
         )
         return next(leading, None)
 
-    def _changed_at(self, node: str, **fields: object) -> Gossip:
-        """A change made at ``node``: a new version that only ``node`` has seen."""
-        return replace(self, version=self.version.tick(node), seen=frozenset({node}), **fields)
+    def _changed_at(
+        self,
+        node: str,
+        *,
+        members: PMap[str, Member] | None = None,
+        reachability: Reachability | None = None,
+    ) -> Gossip:
+        """A change made at ``node`` to the members or the reachability given (the others kept):
+        a new version that only ``node`` has seen."""
+        return replace(
+            self,
+            members=self.members if members is None else members,
+            reachability=self.reachability if reachability is None else reachability,
+            version=self.version.tick(node),
+            seen=frozenset({node}),
+        )
 
 
 def _merge_members(mine: PMap[str, Member], theirs: PMap[str, Member]) -> PMap[str, Member]:

@@ -117,9 +117,9 @@ class MembershipService:
         with self.lock:
             sends = self._addressed(self.agent.receive(message, time.monotonic()).sends)
             self.outgoing.extend(sends)
-            first = isinstance(message, Welcome) and self.seeds.answered()
-        if first:
-            self._welcomed(message)
+            first = message if isinstance(message, Welcome) and self.seeds.answered() else None
+        if first is not None:
+            self._welcomed(first)
         if sends:
             self.wake.set()
 

@@ -29,8 +29,10 @@ from peer.membership.reachability import Observation, Reachability
 from peer.membership.seeds import parse_site
 from peer.membership.vclock import VectorClock
 
-_SIMPLE = {"heartbeat": HeartbeatRequest, "heartbeat-reply": HeartbeatReply,
-           "state-request": StateRequest}  # fmt: skip
+_SIMPLE: dict[str, type[HeartbeatRequest | HeartbeatReply | StateRequest]] = {
+    "heartbeat": HeartbeatRequest, "heartbeat-reply": HeartbeatReply,
+    "state-request": StateRequest}  # fmt: skip
+"""The messages that carry nothing but their sender, by the kind that names them on the wire."""
 _NAMES = {kind: name for name, kind in _SIMPLE.items()}
 
 

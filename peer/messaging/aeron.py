@@ -158,7 +158,7 @@ class AeronTransport:
     def beacon(self) -> Beacon:
         """A sender for another thread (the heartbeats): its own concurrent publications, so
         it never touches this transport's."""
-        return Beacon(self._aeron, self._stream_id)
+        return Beacon(self._client(), self._stream_id)
 
     def forget(self, address: str) -> None:
         """Closes the publication to a group that is gone; offering to it again reopens one."""
@@ -175,13 +175,20 @@ class AeronTransport:
         if self._driver is not None:
             self._driver.close()
 
+    def _client(self) -> pyaeron.Aeron:
+        """The Aeron client, which only a transport whose ``__init__`` failed lacks: nothing
+        offers through one of those, or asks it for a beacon."""
+        if self._aeron is None:
+            raise RuntimeError("the transport has no Aeron client: its construction failed")
+        return self._aeron
+
     def _publish(self, address: str) -> pyaeron.ExclusivePublication:
         """Exclusive, so each sending group is an image of its own at the receiver."""
         channel = (
             f"{_channel(address)}|term-length={TERM_LENGTH}|sparse=true"
             f"|pub-wnd={PUBLICATION_WINDOW}{self._mtu}"
         )
-        publication = self._aeron.add_exclusive_publication(channel, self._stream_id)
+        publication = self._client().add_exclusive_publication(channel, self._stream_id)
         self._publications[address] = publication
         return publication
 

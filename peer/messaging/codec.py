@@ -59,6 +59,10 @@ Scalar = None | bool | int | float | str
 """What msgspec's typed decoder checks below a segment: bytes cannot be in a union with str
 there, so a body with bytes is read untyped."""
 
+ValuePath = tuple[int | str, ...]
+"""Where a value is in a batch: its segment's index, then the dict keys and list indices down
+to it."""
+
 
 def _typed(depth: int) -> Any:
     value: Any = Scalar
@@ -163,7 +167,9 @@ def _problem(segments: Sequence[Any], *, reading: bool) -> str | None:
     """The first value in ``segments`` that cannot travel, by where it is; walked without
     recursion, so any depth is answered. ``reading`` says the values came from msgspec's
     untyped decoder (which gives datetimes for msgpack timestamps)."""
-    stack = [(v, 2, (i,)) for i, v in reversed(list(enumerate(segments)))]
+    stack: list[tuple[Any, int, ValuePath]] = [
+        (v, 2, (i,)) for i, v in reversed(list(enumerate(segments)))
+    ]
     while stack:
         value, depth, path = stack.pop()
         reason = _reason(value, reading)
@@ -200,7 +206,7 @@ def _reason(value: Any, reading: bool) -> str | None:
     return f"value of type {type(value).__name__} cannot travel"
 
 
-def _where(path: tuple[Any, ...]) -> str:
+def _where(path: ValuePath) -> str:
     """``segment 3, field 'a.b[2]'`` for the path (3, 'a', 'b', 2)."""
     field = ""
     for step in path[1:]:

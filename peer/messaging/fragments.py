@@ -29,6 +29,7 @@ from peer.messaging.codec import encode_rows
 from peer.messaging.frame import (
     HEADER,
     Body,
+    Decoded,
     FrameError,
     Header,
     MessageType,
@@ -130,7 +131,7 @@ class Assembly:
     def __init__(self, largest: int = MAX_FRAME) -> None:
         self.largest = largest
         self._pieces: dict[int, tuple[int, bytearray]] = {}
-        self._parts: dict[tuple[int, int, int, int], list[Body]] = {}
+        self._parts: dict[tuple[int, int, int, int], list[Decoded]] = {}
 
     def add(self, frame: bytes) -> tuple[Header, Body] | None:
         if len(frame) > 1 and frame[1] == MessageType.FRAGMENT:
@@ -169,7 +170,7 @@ class Assembly:
         self._pieces[sender] = held
         return None
 
-    def _part(self, header: Header, body: Body) -> tuple[Header, Body] | None:
+    def _part(self, header: Header, body: Decoded) -> tuple[Header, Decoded] | None:
         key = (header.job, header.source, header.destination, header.allocation_version)
         held = self._parts.pop(key, [])
         held.append(body)
@@ -188,7 +189,7 @@ class Assembly:
         return sum(len(buffer) for _, buffer in self._pieces.values())
 
 
-def _joined(parts: list[Body]) -> Body:
+def _joined(parts: list[Decoded]) -> Decoded:
     """The one batch that was split into ``parts``."""
     if len(parts) == 1:
         return parts[0]

@@ -51,8 +51,11 @@ class Packed:
     data: bytes
 
 
-Body = Sequence[Any] | pa.RecordBatch | Packed
-"""A list (rows, or what another message carries), one Arrow record batch, or rows packed."""
+type Decoded = Sequence[Any] | pa.RecordBatch
+"""A body as a frame reads back: a list (rows, or what another message carries) or one Arrow
+record batch."""
+type Body = Decoded | Packed
+"""What a frame is made of: a body as it reads back, or rows already packed."""
 
 
 class FrameError(ValueError):
@@ -148,7 +151,7 @@ def pack(batch: Sequence[Any] | pa.RecordBatch, limit: int) -> Body:
     return Packed(data) if HEADER.size + len(data) <= limit else batch
 
 
-def unpack(body: Body) -> Body:
+def unpack(body: Body) -> Decoded:
     """The rows a Packed body holds (read back as a receiver would); any other body as it
     is."""
     return decode_rows(body.data) if isinstance(body, Packed) else body
@@ -171,7 +174,7 @@ def decode_header(frame: bytes | bytearray | memoryview) -> Header:
     return Header(message_type, allocation_version, source, destination, epoch, job)
 
 
-def decode(frame: bytes | bytearray | memoryview) -> tuple[Header, Body]:
+def decode(frame: bytes | bytearray | memoryview) -> tuple[Header, Decoded]:
     """The header and body of a frame from a peer: a BodyError for a body that does not read,
     a FrameError for anything else unreadable. An Arrow body's buffers point into ``frame``."""
     header = decode_header(frame)

@@ -85,7 +85,7 @@ class MemoryInput:
 
 def output(task: Task, slot: int, slots: int) -> MemoryOutput:
     """The factory named ``peer.plugins.memory:output``."""
-    name = param(task, "collection", "a non-empty string", lambda v: isinstance(v, str) and v)
+    name = param(task, "collection", "a non-empty string", lambda v: isinstance(v, str) and v != "")
     with _LOCK:
         lists = _COLLECTIONS.setdefault(name, {})
         written = lists.setdefault((task.name, slot), [])

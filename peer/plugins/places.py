@@ -28,6 +28,7 @@ space until a later recovery, never correctness.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -235,7 +236,7 @@ class StorePlace:
         for relative in files:
             staged = f"{self._staging}/{name}/{relative}"
             local = str(temp / relative)
-            self._call("upload", staged, lambda s=staged, f=local: self._fs.put_file(f, s))
+            self._call("upload", staged, functools.partial(self._fs.put_file, local, staged))
         manifest = json.dumps(files).encode()
         sealed = self._manifest(name)
         self._call("upload", sealed, lambda: self._fs.pipe_file(sealed, manifest))
@@ -299,7 +300,7 @@ class StorePlace:
     def _delete(self, paths: list[str]) -> None:
         for path in paths:
             with contextlib.suppress(FileNotFoundError):
-                self._call("delete", path, lambda p=path: self._fs.rm_file(p))
+                self._call("delete", path, functools.partial(self._fs.rm_file, path))
 
     def _call[T](self, operation: str, path: str, call: Callable[[], T]) -> T:
         """``call()`` retried while the store is out of reach. The StorageError that ends it

@@ -38,7 +38,7 @@ from peer.code_marks import Mark
 from peer.job.arrow_schema import BatchSchema
 from peer.job.imports import resolve
 from peer.job.spec import Task
-from peer.spark.function import SparkFunction, with_params
+from peer.spark.function import SparkFunction, task_fn
 from peer.values.columnar import Batch, Segment, from_table, rows
 
 
@@ -114,7 +114,7 @@ class ArrowApply(Apply):
 
     def __init__(self, task: Task) -> None:
         self._task = task
-        self._fn = with_params(resolve(task.fn), task)
+        self._fn = task_fn(task)
         self._schema = BatchSchema(task.schema)
 
     def apply(self, batch: Batch) -> pa.RecordBatch:

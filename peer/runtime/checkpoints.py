@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from peer.job.values import is_int
-from peer.log.store import LogStore, path_component
+from peer.log.store import CommitRecords, path_component
 from peer.storage import (
     CheckpointError,
     StorageError,
@@ -191,7 +191,7 @@ class Commits:
     write whose reply a disconnection swallowed (the store reports it as a lost race), so such a
     write is neither done twice nor mistaken for a rival's."""
 
-    def __init__(self, store: LogStore, job: str) -> None:
+    def __init__(self, store: CommitRecords, job: str) -> None:
         self.store, self.job = store, job
 
     def read(self) -> tuple[CommitRecord | None, int]:

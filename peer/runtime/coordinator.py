@@ -140,7 +140,10 @@ class Coordinator:
     """Wall-clock time of the last commit, or of the coordinator's start: what the metrics
     measure "time since the last commit" from."""
     job: Job = field(init=False)
+    job_id: str = field(init=False)
     version: int = field(init=False)
+    barrier_period: float = field(init=False)
+    """The job's, which is set: a job without checkpoints has no coordinator."""
     members: frozenset[str] = field(init=False)
     inputs: tuple[str, ...] = field(init=False)
     outputs: frozenset[str] = field(init=False)
@@ -151,7 +154,11 @@ class Coordinator:
     def __post_init__(self) -> None:
         """The placement is fixed for a coordinator's life, so who it hears from is too."""
         placement = self.placement
-        self.job, self.version = placement.job, placement.version
+        self.job, self.job_id, self.version = placement.job, placement.job_id, placement.version
+        period = self.job.barrier_period
+        if period is None:
+            raise ValueError(f"job {self.job_id!r} takes no checkpoints: it has no coordinator")
+        self.barrier_period = period
         self.members = frozenset(placement.members)
         self.inputs = placement.peers_of_kind("input")
         self.outputs = frozenset(placement.peers_of_kind("output"))
@@ -208,7 +215,7 @@ class Coordinator:
     def _store_failed(self, error: StoreError, now: float) -> bool:
         """Claims and commits are compare-and-sets that recognise their own earlier write, so
         trying one again is safe."""
-        log.warning("job %s: %s; trying again in %g s", self.job.id, error, RETRY)
+        log.warning("job %s: %s; trying again in %g s", self.job_id, error, RETRY)
         self.state = (
             CoordinatorState.CLAIM
             if self.state is CoordinatorState.CLAIMING
@@ -229,7 +236,7 @@ class Coordinator:
         if claimed is None:
             return None, None
         if claimed.committed is not None:
-            point = _point(self.job.id, claimed.committed, claimed.slots, claimed.scope)
+            point = _point(self.job_id, claimed.committed, claimed.slots, claimed.scope)
             return claimed, point
         source = self.job.resume_source()
         return claimed, None if source is None else self._resumed(*source)
@@ -245,7 +252,7 @@ class Coordinator:
         kept = record.savepoints.get(savepoint) if record else None
         if kept is None:
             raise CheckpointError(
-                f"job {self.job.id!r}: resume_from names savepoint {savepoint!r} of job "
+                f"job {self.job_id!r}: resume_from names savepoint {savepoint!r} of job "
                 f"{source_job!r}, which does not exist"
             )
         return _point(source_job, kept.epoch, kept.slots)
@@ -253,7 +260,7 @@ class Coordinator:
     def _claimed(self, result: Any, now: float) -> bool:
         claimed, point = result
         if claimed is None:
-            log.info("job %s: a newer allocation owns its checkpoints", self.job.id)
+            log.info("job %s: a newer allocation owns its checkpoints", self.job_id)
             self.state = CoordinatorState.STALE
             return True
         self.committed = claimed.committed
@@ -262,7 +269,7 @@ class Coordinator:
         for peer in self.placement.members:
             self.send(peer, Recover(point))
         self.state = CoordinatorState.RUNNING
-        self.next_barrier = now + min(self.job.barrier_period, FIRST_EPOCH)
+        self.next_barrier = now + min(self.barrier_period, FIRST_EPOCH)
         return True
 
     def _stale(self, now: float) -> bool:
@@ -294,7 +301,7 @@ class Coordinator:
             self.final = self.epoch
         elif pausing:
             self.paused = self.epoch
-        self.next_barrier = now + self.job.barrier_period
+        self.next_barrier = now + self.barrier_period
         self.barrier_sent = now
         barrier = Barrier(self.epoch, self.final is not None, self.paused is not None)
         for peer in self.inputs:
@@ -307,7 +314,7 @@ class Coordinator:
             return False
         self.grown = self.paused
         log.info("job %s: standing still at epoch %d of allocation %d; growing it",
-                 self.job.id, self.paused, self.version)  # fmt: skip
+                 self.job_id, self.paused, self.version)  # fmt: skip
         self.grow()
         return True
 
@@ -334,14 +341,14 @@ class Coordinator:
             self.final = None  # the next barrier is the final one again
         if self.paused == self.epoch:
             self.paused = None  # and the next is a pause again
-        ABANDONED_EPOCHS.labels(self.job.id).inc()
+        ABANDONED_EPOCHS.labels(self.job_id).inc()
         late = f"not acknowledged within {self.job.epoch_timeout:g} s by {self.unacknowledged()}"
         log.warning("job %s: epoch %d of allocation %d abandoned: %s",
-                    self.job.id, self.epoch, self.version, late)  # fmt: skip
+                    self.job_id, self.epoch, self.version, late)  # fmt: skip
         if self.abandoned <= self.job.tolerable_abandoned_epochs:
             self.next_barrier = now
             return
-        reason = (f"job {self.job.id!r}: {self.abandoned} epochs in a row abandoned, the last "
+        reason = (f"job {self.job_id!r}: {self.abandoned} epochs in a row abandoned, the last "
                   f"(epoch {self.epoch} of allocation {self.version}) {late}")  # fmt: skip
         log.warning("%s; rolling the job back to its last commit", reason)
         self.rollback_reason = reason
@@ -370,23 +377,23 @@ class Coordinator:
 
     def _commit_done(self, record: CommitRecord | None, now: float) -> bool:
         if record is None:
-            log.info("job %s: a newer allocation, or a stop, claimed its checkpoints", self.job.id)
+            log.info("job %s: a newer allocation, or a stop, claimed its checkpoints", self.job_id)
             self.state = CoordinatorState.STALE
             return True
         previous, self.committed = self.committed, Epoch(self.version, self.epoch)
         self.settled, self.abandoned = self.epoch, 0
         self.last_commit = time.time()
-        CHECKPOINT_SECONDS.labels(self.job.id).observe(now - self.barrier_sent)
+        CHECKPOINT_SECONDS.labels(self.job_id).observe(now - self.barrier_sent)
         log.info(
             "job %s: epoch %d of allocation %d committed; its checkpoint took %.3f s",
-            self.job.id, self.epoch, self.version, now - self.barrier_sent,
+            self.job_id, self.epoch, self.version, now - self.barrier_sent,
         )  # fmt: skip
-        self.restore_point = _point(self.job.id, Epoch(self.version, self.epoch), self.slots,
+        self.restore_point = _point(self.job_id, Epoch(self.version, self.epoch), self.slots,
                                     record.scope)  # fmt: skip
         for peer in self._told_of_commits():
             self.send(peer, Committed(self.epoch))
         if previous is not None:
-            self.storage.collect_later(self.job.id, previous, record.retained)
+            self.storage.collect_later(self.job_id, previous, record.retained)
         self.state = CoordinatorState.RUNNING
         return True
 

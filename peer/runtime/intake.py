@@ -275,6 +275,9 @@ class DebloatedIntake(InboxIntake):
     ``smaller``, no batch to it, nor any read of it, holds more rows than it does in ``target``
     seconds."""
 
+    target: float
+    """Seconds of this task's work its senders may have in flight: what the windows follow."""
+
     def __init__(
         self,
         task: Task,

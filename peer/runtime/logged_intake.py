@@ -113,9 +113,9 @@ class LoggedIntake(HoldingIntake):
         return batch
 
     def _replayed(self, recorder: Recorder) -> Any:
-        if not recorder.next_is(TAKE):
-            return []
         event = recorder.peek()
+        if event is None or event[0] != TAKE:
+            return []
         counts = [(self.short_of[seat], n) for seat, n in event[1]]
         batch = self.inner.read_exact(counts)
         if batch is None:

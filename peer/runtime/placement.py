@@ -33,6 +33,8 @@ class Downstream:
 @dataclass(frozen=True)
 class Placement:
     job: Job
+    job_id: str
+    """The job's id, which a placed job has (submit-job gives it): ``job.id``, not None."""
     version: int
     """The allocation version: what the job's frames are stamped with."""
     peers: Mapping[str, tuple[str, ...]]
@@ -72,7 +74,7 @@ class Placement:
 
     @property
     def job_short(self) -> int:
-        return self.short_ids[self.job.id]
+        return self.short_ids[self.job_id]
 
     def upstream_ids(self, task: str) -> frozenset[int]:
         """The short ids of the peers ``task`` hears from: what its inbox is keyed by."""
@@ -88,7 +90,7 @@ class Placement:
         return {task: len(peers) for task, peers in sorted(self.peers.items())}
 
 
-_EMPTY = pmap()
+_EMPTY: Mapping[str, str] = pmap()
 _NONE: frozenset[str] = frozenset()
 """What a job without takeovers, standbys or recovering peers is placed with: the same
 objects every time, so that its placement is reused."""
@@ -107,7 +109,10 @@ def place(
 ) -> Placement:
     """The placement of ``job`` under ``allocation``; ``short_ids`` and ``group_of`` may cover
     more than the job (the replica's), the placement keeps what is the job's. ``takeovers``,
-    ``standbys`` and ``recovering`` are the job's entries of the replica's keys of that name."""
+    ``standbys`` and ``recovering`` are the job's entries of the replica's keys of that name.
+    Only a submitted job, which has an id, is placed."""
+    if job.id is None:
+        raise ValueError("a job without an id cannot be placed: submit-job gives it one")
     peers = {
         task: tuple(sorted(ps, key=lambda p: (takeovers.get(p, p), p)))
         for task, ps in sorted(allocation.items())
@@ -124,6 +129,7 @@ def place(
     known = [job.id, *tasks]
     return Placement(
         job=job,
+        job_id=job.id,
         version=version,
         peers=MappingProxyType(peers),
         slots=MappingProxyType({p: ps.index(p) for ps in peers.values() for p in ps}),

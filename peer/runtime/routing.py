@@ -65,7 +65,9 @@ class Condition:
     short_circuit: bool
 
 
-def key_function(fields: str | tuple[str, ...] | None, fn: str | None, task: str = "") -> Any:
+def key_function(
+    fields: str | tuple[str, ...] | None, fn: str | None, task: str = ""
+) -> Callable[[Segment], Any] | None:
     """The group key of task ``task``, chosen once for all its segments: its fn, the fields it
     names (a segment without one of them is refused, naming the task), or None."""
     if fn is not None:
@@ -85,7 +87,7 @@ def routes(placement: Placement, task: str, sender: str | None = None) -> tuple[
     for down in placement.downstream.get(task, ()):
         spec = job.task(down.task)
         key = key_function(spec.group_by_key, spec.group_by_fn, spec.name)
-        local = ()
+        local: tuple[str, ...] = ()
         if colocated and key is None:
             local = tuple(p for p in down.peers if placement.groups.get(p) == group)
         found.append(Route(down.task, down.peers, key, local))
@@ -132,7 +134,7 @@ class Router:
             if route.key is None:
                 out[route.in_turn(turn)] = chosen
             else:
-                _by_key(route, chosen, out)
+                _by_key(route.peers, route.key, chosen, out)
         return out
 
     def _split_arrow(self, batch: pa.RecordBatch) -> dict[str, Batch]:
@@ -171,10 +173,16 @@ class Router:
         return self._peers
 
 
-def _by_key(route: Route, segments: Sequence[Segment], out: dict[str, list[Segment]]) -> None:
-    """Each segment to the peer its key hashes to. A key that is a str or an int is hashed once
-    per batch (only those: 1, 1.0 and True are equal as dict keys but not as JSON)."""
-    peers, key_of, owners = route.peers, route.key, {}
+def _by_key(
+    peers: tuple[str, ...],
+    key_of: Callable[[Segment], Any],
+    segments: Sequence[Segment],
+    out: dict[str, list[Segment]],
+) -> None:
+    """Each segment to the one of ``peers`` its key hashes to. A key that is a str or an int is
+    hashed once per batch (only those: 1, 1.0 and True are equal as dict keys but not as
+    JSON)."""
+    owners: dict[str | int, str] = {}
     for segment in segments:
         key = key_of(segment)
         kind = type(key)

@@ -77,6 +77,7 @@ from peer.messaging.messages import (
     Recalled,
     Recover,
     ReplayFrom,
+    RestorePoint,
     Watermark,
 )
 from peer.metrics import task_meters
@@ -132,6 +133,10 @@ KeyboardInterrupt; a pool hands whatever its call raised back through ``result()
 FAILURES = (Exception, *CODE_EXITS)
 """Whatever fails a task when its step (or a message it takes) raises it."""
 
+PendingSnapshot = tuple[Epoch, dict[str, Any], Future[Any] | None]
+"""A snapshot being taken: its epoch, the snapshot, and the plugin's durability of the epoch
+(None: durable at once)."""
+
 
 def describe(error: BaseException) -> str:
     """What a task raised, for its job's kill: an exit says that a task's code may not end its
@@ -183,6 +188,7 @@ class TaskContext:
     """Have the job roll back to its last commit, everywhere, for this reason: local recovery
     cannot go on (a log it needs was dropped, or the replay went another way)."""
     job: Job = field(init=False)
+    job_id: str = field(init=False)
     task: Task = field(init=False)
     version: int = field(init=False)
     slot: int = field(init=False)
@@ -196,7 +202,7 @@ class TaskContext:
     def __post_init__(self) -> None:
         """Read from the placement once: the frames path asks for the version of every frame."""
         placement = self.placement
-        self.job, self.version = placement.job, placement.version
+        self.job, self.job_id, self.version = placement.job, placement.job_id, placement.version
         self.task = placement.job.task(placement.tasks[self.peer])
         self.slot = placement.slots[self.peer]
         self.slots = len(placement.peers[self.task.name])
@@ -224,7 +230,7 @@ class TaskRunner:
         self.broken = broken
         """What building this runner's routing raised; its first step fails the task with it."""
         task = ctx.task
-        self.meters = task_meters(ctx.job.id, task.name)
+        self.meters = task_meters(ctx.job_id, task.name)
         placement = ctx.placement
         local = ctx.job.local_recovery_on and ctx.checkpointed
         self.intake: Intake = intake_for(
@@ -246,7 +252,7 @@ class TaskRunner:
             )  # fmt: skip
             self.local, self.intake, self.emitter = parts.local, parts.intake, parts.emitter
             self.clock = parts.clock
-        self.mark: Mark = mark_for(placement.short_ids.get(ctx.job.id, -1), _index(ctx.job, task))
+        self.mark: Mark = mark_for(placement.short_ids.get(ctx.job_id, -1), _index(ctx.job, task))
         """Entered around each call into the task's code (peer.code_marks)."""
         self._read, self._write = self._plugin_calls(task)
         self.waiting: list[tuple[str, Message]] = []
@@ -264,7 +270,7 @@ class TaskRunner:
         self.recovery: Recover | None = None
         self.fetching: list[Future[bytes]] = []
         self.uploads: deque[tuple[int, Future[Any]]] = deque()
-        self.sealing: tuple[Epoch, dict[str, Any], Future[Any] | None] | None = None
+        self.sealing: PendingSnapshot | None = None
         """A snapshot taken at a barrier whose copies have not all come (an unaligned
         intake's): stored with its channel state once they have."""
         self.in_flight: deque[tuple[Future[Any], float | None, float]] = deque()
@@ -455,8 +461,8 @@ class TaskRunner:
         """The task's code and plugin, resolved from the job's paths, and the parts that use
         them."""
         c, task = self.ctx, self.ctx.task
-        self.apply = apply_for(task)
-        self._take = self._submit if isinstance(self.apply, AsyncApply) else self._apply_now
+        apply = self.apply = apply_for(task)
+        self._take = self._submitter(apply) if isinstance(apply, AsyncApply) else self._apply_now
         assign = function(task.assign_watermark_fn)
         self.hooks = hooks_for(c.job, task.name)
         self.windows = windows_for(c.job, task, c.key_of)
@@ -487,11 +493,14 @@ class TaskRunner:
                 f"its checkpoint was taken by {old} peers and it now runs on {c.slots}: "
                 "an input task needs n_peers for its positions to be restored"
             )
+        fetch = c.fetch
+        if fetch is None:
+            raise RuntimeError("it has no way to fetch the snapshots its coordinator named")
         epoch = Epoch(point.version, point.number)
         slots = range(old)
         if c.takes_over and old == c.slots:
             slots = range(c.slot, c.slot + 1)  # the seat's own state: no other slot's is needed
-        self.fetching = [c.fetch(point.job, epoch, slot) for slot in slots]
+        self.fetching = [fetch(point.job, epoch, slot) for slot in slots]
         self._enter(Phase.RESTORE)
         return True
 
@@ -499,7 +508,7 @@ class TaskRunner:
         if not all(f.done() for f in self.fetching):
             return False
         snapshots = [msgpack.unpackb(f.result(), strict_map_key=False) for f in self.fetching]
-        point = self.recovery.point
+        point = self._restore_point()
         c = self.ctx
         if c.takes_over and len(snapshots) == 1:
             own = snapshots[0]
@@ -515,6 +524,13 @@ class TaskRunner:
             return self._take_over(recovery, snapshots, own, committed)
         return self._begin(recovery, snapshots, scope=point.scope)
 
+    def _restore_point(self) -> RestorePoint:
+        """Where the coordinator said to restore from: RESTORE comes only once it named one."""
+        point = self.recovery.point if self.recovery is not None else None
+        if point is None:
+            raise RuntimeError("it restores with no restore point from its coordinator")
+        return point
+
     def _take_over(
         self, recovery: Recovery, snapshots: list[Any], own: Any, committed: Epoch | None
     ) -> bool:
@@ -522,11 +538,12 @@ class TaskRunner:
         when that snapshot is of this allocation, else from this allocation's beginning."""
         c, local = self.ctx, self._seat()
         self._begin(recovery, snapshots, then=Phase.RECALL)
-        same = committed is not None and committed.version == c.version
-        saved = own.get("causal") if own and same else None
-        self.replay_epoch = committed.number if saved else 0
-        if saved:
-            self.windows.restore_timers(local.take_over(saved, committed.number))
+        self.replay_epoch = 0
+        if own and committed is not None and committed.version == c.version:
+            saved = own.get("causal")
+            if saved:
+                self.replay_epoch = committed.number
+                self.windows.restore_timers(local.take_over(saved, committed.number))
         placement = c.placement
         downstream = c.downstream_peers()
         local.recall(frozenset(placement.seats[p] for p in downstream))
@@ -621,7 +638,7 @@ class TaskRunner:
         """One round of RUN (and of ENDED, where the intake has nothing more to read)."""
         busy = self._acknowledge()
         if self.sealing is not None:
-            busy = self._seal() or busy
+            busy = self._seal(self.sealing) or busy
         busy = self.emitter.pump() or busy
         self._emit(self.windows.due(self.clock))
         in_flight = self.in_flight
@@ -689,12 +706,18 @@ class TaskRunner:
                 out = self.apply.apply(batch)
             self._processed(out, self.intake.mark(), started)
 
-    def _submit(self, batch: Any, started: float) -> None:
-        with self.mark:
-            if self.hooks.before_batch:
-                call(self.hooks.before_batch, self.event, batch)
-            future = self.apply.submit(batch, self.mark.elsewhere())  # the pool's thread marks
-            self.in_flight.append((future, self.intake.mark(), started))
+    def _submitter(self, apply: AsyncApply) -> Callable[[Any, float], None]:
+        """How a batch is taken by ``apply``, the runner's asynchronous apply part: submitted,
+        its future queued behind those in flight."""
+
+        def submit(batch: Any, started: float) -> None:
+            with self.mark:
+                if self.hooks.before_batch:
+                    call(self.hooks.before_batch, self.event, batch)
+                future = apply.submit(batch, self.mark.elsewhere())  # the pool's thread marks
+                self.in_flight.append((future, self.intake.mark(), started))
+
+        return submit
 
     def _returned(self) -> bool:
         """The oldest batch submitted is back: pass its rows on, then the watermark that came
@@ -734,25 +757,29 @@ class TaskRunner:
             "ended": self.phase in INPUT_OVER,
         }
         self.local.keep(snapshot, self.windows)
-        self.sealing = (epoch, snapshot, durable)
-        self._seal()
+        self.sealing = sealing = (epoch, snapshot, durable)
+        self._seal(sealing)
         if barrier.final and self.output:
             self.final = barrier.epoch
         return True
 
-    def _seal(self) -> bool:
-        """Store the snapshot being taken, with its channel state, once the intake has it."""
+    def _seal(self, sealing: PendingSnapshot) -> bool:
+        """Store ``sealing``, the snapshot being taken, with its channel state, once the intake
+        has it."""
         channel = self.intake.sealed()
         if channel is None:
             return False
         c = self.ctx
-        epoch, snapshot, durable = self.sealing
+        storage = c.storage
+        if storage is None:
+            raise RuntimeError("it passed a barrier with no checkpoint storage to store it in")
+        epoch, snapshot, durable = sealing
         self.sealing = None
         if channel:
             snapshot["channel"] = channel
         blob = msgpack.packb(snapshot)
         self.meters.snapshot_bytes.observe(len(blob))
-        upload = c.storage.put(c.job.id, epoch, c.task.name, c.slot, blob)
+        upload = storage.put(c.job_id, epoch, c.task.name, c.slot, blob)
         self.uploads.append((epoch.number, joined(upload, durable)))
         return True
 

@@ -48,8 +48,9 @@ class UnalignedInbox(Inbox):
             self._pass_late()
             return None
         for source, queue in self.queues.items():
-            if queue and isinstance(queue[0], Barrier):
-                barrier = queue.popleft()
+            barrier = queue[0] if queue else None
+            if isinstance(barrier, Barrier):
+                queue.popleft()
                 self.open, self.channel = barrier.epoch, []
                 self.late = set(self.queues) - {source}
                 self._pass_late()

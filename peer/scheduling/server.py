@@ -134,7 +134,8 @@ class Scheduler:
                 return kept, "cached"
             waiting = self.pending.get(key)
             if waiting is None:
-                self.pending[key] = mine = Future()
+                mine: Future[Allocation] = Future()
+                self.pending[key] = mine
         if waiting is not None:
             return waiting.result(), "cached"
         try:

@@ -34,7 +34,7 @@ class SparkFunction:
 
     def __init__(self, task: Task) -> None:
         self._task = task
-        self._fn = with_params(resolve(task.fn), task)
+        self._fn = task_fn(task)
         self._schema = BatchSchema(task.schema)
 
     def submit(self, batch: Batch, mark: Mark = NO_MARK) -> Future[pa.RecordBatch]:
@@ -52,6 +52,15 @@ class SparkFunction:
                 f"fn {self._task.fn!r} returned {type(result).__name__}, not a DataFrame"
             )
         return from_table(result.toArrow())
+
+
+def task_fn(task: Task) -> Callable[[Any], Any]:
+    """The fn of a task that takes its batches whole (an Arrow or a Spark task), told its params
+    if it takes them. Such a task is a function task, which validation gives a fn: one without
+    is refused, naming it."""
+    if task.fn is None:
+        raise ValueError(f"task {task.name!r} has no fn")
+    return with_params(resolve(task.fn), task)
 
 
 def with_params(fn: Callable[..., Any], task: Task) -> Callable[[Any], Any]:

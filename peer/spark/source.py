@@ -66,7 +66,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -119,10 +119,10 @@ def input(task: Task, slot: int, slots: int) -> SparkInput:
         raise error(task, "give exactly one of params.path (files) and params.table (a table)")
     if has_path:
         path = param(task, "path", "a path string Spark can read", _is_text)
-        source = _Source(path, None, _format(task, path, DEFAULT_FORMAT), store=_store(path))
+        source = _Source(path, False, _format(task, path, DEFAULT_FORMAT), store=_store(path))
     else:
         name = param(task, "table", "a table name", _is_table_name)
-        source = _Source(None, name, _format(task, name, None))
+        source = _Source(name, True, _format(task, name, None))
     options = _options(task)
     if source.store is not None:
         options = _store_options(task, source.format or DEFAULT_FORMAT, options)
@@ -157,15 +157,17 @@ class _Store:
 class _Source:
     """What ``input`` reads, checked but not yet looked at."""
 
-    path: str | None
-    table: str | None
+    name: str
+    """The path of the files, or the name of the table."""
+    table: bool
+    """Whether ``name`` is a catalog table's."""
     format: str | None
     """None for a table: its own format, from the catalog."""
     options: Mapping[str, str] | None = None
     schema: pa.Schema | None = None
     """The declared schema; None infers it."""
     store: _Store | None = None
-    """Where the engine reads ``path`` itself; None when Spark reads it."""
+    """Where the engine reads the path itself; None when Spark reads it."""
 
 
 @dataclass(frozen=True)
@@ -469,14 +471,15 @@ def _read(task: Task, reader: _Reader | _StoreReader, path: str) -> tuple[Any, p
 def _plan(task: Task, source: _Source, slot: int, slots: int) -> _Plan:
     """List the data set and fix its schema, with Spark (starting it) or, on an object store,
     in the engine; runs in the pool."""
-    what = repr(source.path) if source.table is None else f"table {source.table}"
+    what = f"table {source.name}" if source.table else repr(source.name)
+    reader: _Reader | _StoreReader
     with _failing(task, f"cannot read {what}"):
         if source.store is not None:
             reader, files = _plan_store(source.store, source)
-        elif source.path is not None:
-            reader, files = _plan_path(session(), source.path, source)
-        else:
+        elif source.table:
             reader, files = _plan_table(task, session(), source)
+        else:
+            reader, files = _plan_path(session(), source.name, source)
     return _Plan(reader, sorted(files)[slot::slots])
 
 
@@ -511,7 +514,7 @@ def _plan_path(spark: SparkSession, path: str, source: _Source) -> tuple[_Reader
 
 def _plan_table(task: Task, spark: SparkSession, source: _Source) -> tuple[_Reader, list[str]]:
     """A table's files, read with its own format and options (``params.options`` on top)."""
-    name = source.table
+    name = source.name
     described = spark.sql(f"DESCRIBE TABLE EXTENDED {name} AS JSON").first()
     details = json.loads(described[0]) if described else {}
     provider, location = details.get("provider"), details.get("location")
@@ -535,7 +538,10 @@ def _is_directory(spark: SparkSession, path: str) -> bool:
     """Whether ``path`` is a directory (not a file, not a glob) on the file system Spark reads
     it from, whatever its scheme."""
     context = spark.sparkContext
-    hadoop_path = context._jvm.org.apache.hadoop.fs.Path(path)
+    jvm = context._jvm
+    if jvm is None:
+        raise RuntimeError("Spark's JVM is not running")
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
     filesystem = hadoop_path.getFileSystem(context._jsc.hadoopConfiguration())
     return bool(
         filesystem.exists(hadoop_path) and filesystem.getFileStatus(hadoop_path).isDirectory()
@@ -750,9 +756,17 @@ def _list_directory(task: Task, watch: _Watch) -> list[str]:
     )
 
 
+@overload
+def _format(task: Task, where: str, default: str) -> str: ...
+@overload
+def _format(task: Task, where: str, default: None) -> str | None: ...
 def _format(task: Task, where: str, default: str | None) -> str | None:
-    value = task.params.get("format", default)
-    if value is not None and value not in FORMATS:
+    """``params.format``, one of FORMATS; ``default`` when it is missing or null, as a stream's
+    reader needs a format to hand Spark."""
+    value = task.params.get("format")
+    if value is None:
+        return default
+    if value not in FORMATS:
         raise error(
             task, f"params.format {value!r} for {where!r} is not one of {', '.join(FORMATS)}"
         )

@@ -162,11 +162,12 @@ BUILT_INS: dict[str, Aggregation] = {
 
 def fields_read(window: Window) -> list[str] | None:
     """The fields of a segment the window's aggregation reads; None when it may read any (it
-    keeps whole segments, or it is the user's)."""
+    keeps whole segments, or it is the user's). A window without the field its aggregation
+    needs (which validation refuses) names none."""
     if window.aggregation == "count":
         return []
     if window.aggregation in ("sum", "min", "max", "average"):
-        return [window.field]
+        return [] if window.field is None else [window.field]
     return None
 
 

@@ -361,8 +361,9 @@ def _fields_read(
         return None
     reads = list(key_of.names) if key_of is not None else []
     for window in windows:
-        if window.window.type != "global":
-            reads.append(window.window.key)
+        key = window.window.key  # None only in a global window, once validated
+        if window.window.type != "global" and key is not None:
+            reads.append(key)
         needed = fields_read(window.window)
         if needed is None or any(t.spec.on == "punctuation" for t in window.triggers):
             return None

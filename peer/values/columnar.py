@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 Segment = Any
 """One row: a JSON-like value (a dict, for most tasks)."""
 
-Batch = list[Segment] | pa.RecordBatch
+type Batch = list[Segment] | pa.RecordBatch
 """What the runtime moves between tasks: rows, or an Arrow record batch."""
 
 _MICROS = 1_000_000
@@ -101,10 +101,11 @@ def concat(batches: Sequence[Batch]) -> Batch:
     rows otherwise (rows from different sources need no common schema)."""
     if len(batches) == 1 and isinstance(batches[0], list):
         return batches[0]
-    if all(isinstance(b, pa.RecordBatch) for b in batches) and batches:
-        schema = batches[0].schema
-        if all(b.schema.equals(schema) for b in batches[1:]):
-            return batches[0] if len(batches) == 1 else from_table(pa.Table.from_batches(batches))
+    arrow = [b for b in batches if isinstance(b, pa.RecordBatch)]
+    if arrow and len(arrow) == len(batches):
+        schema = arrow[0].schema
+        if all(b.schema.equals(schema) for b in arrow[1:]):
+            return arrow[0] if len(arrow) == 1 else from_table(pa.Table.from_batches(arrow))
     return list(chain.from_iterable(map(rows, batches)))
 
 
