@@ -49,6 +49,11 @@ class Packed:
     frame takes them as they are."""
 
     data: bytes
+    rows: int
+    """How many rows ``data`` holds, so that a batch has its length whatever its form."""
+
+    def __len__(self) -> int:
+        return self.rows
 
 
 type Decoded = Sequence[Any] | pa.RecordBatch
@@ -148,7 +153,7 @@ def pack(batch: Sequence[Any] | pa.RecordBatch, limit: int) -> Body:
         data = encode_rows(batch)
     except CodecError as e:
         raise FrameError(str(e)) from e
-    return Packed(data) if HEADER.size + len(data) <= limit else batch
+    return Packed(data, len(batch)) if HEADER.size + len(data) <= limit else batch
 
 
 def unpack(body: Body) -> Decoded:

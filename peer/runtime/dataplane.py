@@ -53,7 +53,7 @@ from peer.log.entries.recovery import TASK_RECOVERED
 from peer.log.entries.rollback import rollback_job
 from peer.log.entry import Entry
 from peer.log.replica import Replica
-from peer.log.store import LogStore
+from peer.log.store import CommitRecords
 from peer.messaging import fragments, messages
 from peer.messaging.frame import BodyError, FrameError, decode_header, pack
 from peer.messaging.messages import (
@@ -109,7 +109,7 @@ class DataPlane:
         write: Callable[[Entry], None],
         config: DataPlaneConfig | None = None,
         *,
-        store: LogStore | None = None,
+        store: CommitRecords | None = None,
         storage: CheckpointStorage | None = None,
     ) -> None:
         self.group, self.transport, self.write = group, transport, write
@@ -286,7 +286,12 @@ class DataPlane:
         return address
 
     def _coordinator(self, placement: Placement) -> Coordinator:
-        job_id, version, job_short = placement.job.id, placement.version, placement.job_short
+        """Made only for a job with checkpoints (``_checkpointed``) in a group with a store."""
+        job_id, version, job_short = placement.job_id, placement.version, placement.job_short
+        store, storage = self.store, self.storage
+        if store is None or storage is None:
+            raise RuntimeError(f"job {job_id!r}: a coordinator needs the store's commit records "
+                               "and checkpoint storage")  # fmt: skip
 
         def send(to: str, message: Message) -> None:
             """By the short ids of now: a takeover or a standby brings peers the coordinator's
@@ -300,8 +305,8 @@ class DataPlane:
 
         return Coordinator(
             placement=placement,
-            commits=Commits(self.store, placement.job.id),
-            storage=self.storage,
+            commits=Commits(store, job_id),
+            storage=storage,
             pool=self.pool,
             send=send,
             rollback=rollback,
@@ -315,7 +320,7 @@ class DataPlane:
         group-by or flow-condition fn), is made without it and fails at its first step, so its
         job is killed and the group goes on."""
         try:
-            imports = self._imports(placement.job)
+            imports = self._imports(placement)
             if imports is None:
                 return None
             with imports():
@@ -323,12 +328,13 @@ class DataPlane:
         except FAILURES as e:
             return TaskRunner(self._context(placement, peer, routing=False), broken=e)
 
-    def _imports(self, job: Job) -> Callable[[], AbstractContextManager[None]] | None:
+    def _imports(self, placement: Placement) -> Callable[[], AbstractContextManager[None]] | None:
         """How the job's code imports here: from the installed packages, or from its shipped
         archive once that is unpacked (None until then)."""
-        if job.code is None:
+        code = placement.job.code
+        if code is None:
             return nullcontext
-        directory = self.code.directory(job.id, job.code)
+        directory = self.code.directory(placement.job_id, code)
         return None if directory is None else partial(imports_from, directory)
 
     def _context(
@@ -340,8 +346,9 @@ class DataPlane:
         imports: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> TaskContext:
         job, version, task = placement.job, placement.version, placement.tasks[peer]
-        coordinator = placement.coordinator
+        job_id, coordinator = placement.job_id, placement.coordinator
         address = self._addresses(placement, peer)
+        storage = self.storage if self._checkpointed(job) else None
 
         def send(to: str, item: Any) -> None:
             self._send(to, address(to), item if isinstance(item, AS_IS) else Batch(item))
@@ -352,20 +359,28 @@ class DataPlane:
             self._offer_now(to)
 
         def report(what: str, epoch: int) -> None:
+            if coordinator is None:
+                raise RuntimeError(f"job {job_id!r}: task {task!r} on peer {peer} reports to a "
+                                   "coordinator its placement does not have")  # fmt: skip
             self._send(coordinator, address(coordinator), Ack(epoch) if what == "ack" else DRAINED)
 
         def complete() -> None:
-            self.write(COMPLETE_JOB.entry(id=job.id, peer=peer, version=version))
+            self.write(COMPLETE_JOB.entry(id=job_id, peer=peer, version=version))
 
         def recovered() -> None:
-            self.write(TASK_RECOVERED.entry(job=job.id, peer=peer, version=version))
+            self.write(TASK_RECOVERED.entry(job=job_id, peer=peer, version=version))
 
         def rollback(reason: str) -> None:
-            self.write(rollback_job(job.id, version, reason))
+            self.write(rollback_job(job_id, version, reason))
 
         def fetch(source_job: str, epoch: Epoch, slot: int) -> Future[bytes]:
             held = self.standbys.fetch(source_job, epoch, task, slot)
-            return held if held is not None else self.storage.fetch(source_job, epoch, task, slot)
+            if held is not None:
+                return held
+            if storage is None:
+                raise RuntimeError(f"job {job_id!r}: task {task!r} on peer {peer} restores "
+                                   "without checkpoint storage")  # fmt: skip
+            return storage.fetch(source_job, epoch, task, slot)
 
         spec = job.task(task)
         router = (
@@ -389,7 +404,7 @@ class DataPlane:
             rollback=rollback,
             key_of=key_function(spec.group_by_key, spec.group_by_fn, task) if routing else None,
             imports=imports,
-            storage=self.storage if self._checkpointed(job) else None,
+            storage=storage,
             fetch=fetch,
         )
 
@@ -435,8 +450,8 @@ class DataPlane:
             self.sync(self.replica, self.mine)
         busy = False
         now = time.monotonic()
-        for key, coordinator in list(self.coordinators.items()):
-            busy = self._step_coordinator(key, coordinator, now) or busy
+        for job_version, coordinator in list(self.coordinators.items()):
+            busy = self._step_coordinator(job_version, coordinator, now) or busy
         for key, runner in list(self.runners.items()):
             if self.runners.get(key) is not runner:  # failed earlier in this round
                 continue
@@ -450,7 +465,7 @@ class DataPlane:
         try:
             return coordinator.step(now)
         except Exception as e:
-            job = coordinator.job.id
+            job = coordinator.job_id
             self.coordinators.pop(key).close()
             self.coordinator_by_job = {
                 s: c for s, c in self.coordinator_by_job.items() if c is not coordinator
@@ -495,6 +510,9 @@ class DataPlane:
         site = self.peer_sites.get(to)
         if site is None:
             raise RuntimeError(f"peer {to} is in a group that announced no site to send to")
+        if self.transport is None:
+            raise RuntimeError(f"peer {to} is in another group, and group {self.group} has no "
+                               "transport to send over")  # fmt: skip
         self.queues[site].extend(messages.encode(address, message, self.transport.max_frame))
 
     def _local(self, address: Address, message: Message) -> bool:
@@ -504,19 +522,22 @@ class DataPlane:
         return address.destination in self.by_short or address.destination in self.standby_shorts
 
     def _flush(self) -> bool:
-        sent = False
+        """Offer every site's queued frames; there are none without a transport (``_send``)."""
+        transport, sent = self.transport, False
+        if transport is None:
+            return False
         for site, queue in list(self.queues.items()):
             try:
-                sent = self._offer(site, queue) or sent
+                sent = self._offer(transport, site, queue) or sent
             except Exception as e:
                 self._undeliverable(site, e)
         return sent
 
-    def _offer(self, site: str, queue: deque[bytes]) -> bool:
+    def _offer(self, transport: Transport, site: str, queue: deque[bytes]) -> bool:
         """Offer ``site``'s frames in order until the transport refuses one; whether any went.
         What the transport raises (it cannot send there at all) is the caller's to handle."""
         sent = False
-        while queue and self.transport.offer(site, queue[0]):
+        while queue and transport.offer(site, queue[0]):
             queue.popleft()
             sent = True
         return sent
@@ -527,10 +548,10 @@ class DataPlane:
         not after, or a receiver with little in flight runs dry. A transport that cannot send
         there is left to the round's flush, which fails the jobs concerned."""
         queue = self.queues.get(self.peer_sites.get(to, ""))
-        if not queue:
+        if not queue or self.transport is None:
             return
         with contextlib.suppress(Exception):
-            self._offer(self.peer_sites[to], queue)
+            self._offer(self.transport, self.peer_sites[to], queue)
 
     def _undeliverable(self, site: str, error: Exception) -> None:
         """The transport cannot send to ``site`` at all (not merely not yet): the jobs with
@@ -610,9 +631,9 @@ class DataPlane:
         """Fail ``runner``'s job, naming its task and what it was ``doing``, if it is still
         current."""
         c = runner.ctx
-        key = (c.peer, c.job.id, c.version)
+        key = (c.peer, c.job_id, c.version)
         if self.runners.get(key) is runner:
-            failure = TaskFailed(f"job {c.job.id!r}: task {c.task.name!r} on peer {c.peer}: "
+            failure = TaskFailed(f"job {c.job_id!r}: task {c.task.name!r} on peer {c.peer}: "
                                  f"{doing}: {describe(error)}")  # fmt: skip
             failure.__cause__ = error
             self._fail(key, failure)

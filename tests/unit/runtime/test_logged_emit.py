@@ -157,7 +157,7 @@ def test_a_peer_of_another_process_is_sent_packed_batches_and_one_of_this_proces
     e = LoggedEmitter(near, lambda peer: 100, log=log, deltas=lambda seat: [])
     e.emit([{"n": 0}])
     e.emit([{"n": 1}])
-    assert batches(sent, "d0") == [Packed(encode_rows([{"n": 0}]))]
+    assert batches(sent, "d0") == [Packed(encode_rows([{"n": 0}]), 1)]
     assert batches(sent, "d1") == [[{"n": 1}]]
     assert log.nbytes == len(encode_rows([{"n": 0}])), "only d0's batch is kept"
 
