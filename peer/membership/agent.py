@@ -129,7 +129,7 @@ class State:
 
 
 @dataclass(frozen=True, slots=True)
-class JoinRequest:
+class InitJoin:
     """A new member's first word to a seed node: who it is and where to answer it."""
 
     sender: str
@@ -147,7 +147,7 @@ class Welcome:
 
 
 MembershipMessage = (
-    HeartbeatRequest | HeartbeatReply | GossipStatus | StateRequest | State | JoinRequest | Welcome
+    HeartbeatRequest | HeartbeatReply | GossipStatus | StateRequest | State | InitJoin | Welcome
 )
 
 
@@ -238,7 +238,7 @@ class MembershipAgent:
                 return Outbox(((sender, State(self.me, self.gossip)),))
             case State(sender, theirs):
                 return self._take(sender, theirs)
-            case JoinRequest(sender, site):
+            case InitJoin(sender, site):
                 self._learn(((sender, site),))
                 return Outbox(((sender, self._welcome()),))
             case Welcome(sender, theirs, sites):

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from peer.log.replica import Replica
 from peer.membership.agent import (
-    JoinRequest,
+    InitJoin,
     MembershipAgent,
     MembershipMessage,
     MembershipSettings,
@@ -175,7 +175,7 @@ class MembershipService:
     def _join_requests(self, now: float) -> list[Send]:
         """Seeds are only asked with a site to answer at."""
         due = self.seeds.due(now)
-        return [(s, f"seed node {s}", JoinRequest(self.group, self.site or "")) for s in due]
+        return [(s, f"seed node {s}", InitJoin(self.group, self.site or "")) for s in due]
 
     def _welcomed(self, welcome: Welcome) -> None:
         sites = dict(welcome.sites)

@@ -17,7 +17,7 @@ from pyrsistent import pmap
 from peer.membership.agent import (
     HeartbeatReply,
     HeartbeatRequest,
-    JoinRequest,
+    InitJoin,
     MembershipMessage,
     State,
     StateRequest,
@@ -43,7 +43,7 @@ def to_wire(message: MembershipMessage) -> list[Any]:
             return ["status", sender, _clock(version), digest]
         case State(sender, gossip):
             return ["state", sender, _gossip(gossip)]
-        case JoinRequest(sender, site):
+        case InitJoin(sender, site):
             return ["join", sender, site]
         case Welcome(sender, gossip, sites):
             return ["welcome", sender, _gossip(gossip), [[m, s] for m, s in sites]]
@@ -62,7 +62,7 @@ def from_wire(body: Any) -> MembershipMessage:
     if kind == "state" and len(items) == 3:
         return State(sender, _read_gossip(items[2]))
     if kind == "join" and len(items) == 3:
-        return JoinRequest(sender, _site(items[2], "site"))
+        return InitJoin(sender, _site(items[2], "site"))
     if kind == "welcome" and len(items) == 4:
         gossip = _read_gossip(items[2])
         return Welcome(sender, gossip, _read_sites(items[3], gossip))

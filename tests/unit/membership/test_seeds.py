@@ -9,7 +9,7 @@ import pytest
 
 from peer.membership.agent import (
     HeartbeatRequest,
-    JoinRequest,
+    InitJoin,
     MembershipAgent,
     MembershipSettings,
     State,
@@ -88,7 +88,7 @@ def running(me: str, others: list[str], site: str) -> MembershipAgent:
 
 def test_a_seed_welcomes_a_joiner_at_the_site_it_gave_with_its_state_and_the_sites_it_knows():
     seed = running("s", ["t"], "site-s:1")
-    outbox = seed.receive(JoinRequest("new", "new-host:7"), 1.0)
+    outbox = seed.receive(InitJoin("new", "new-host:7"), 1.0)
     [(to, welcome)] = outbox.sends
     assert to == "new"
     assert seed.sites["new"] == "new-host:7"
@@ -97,7 +97,7 @@ def test_a_seed_welcomes_a_joiner_at_the_site_it_gave_with_its_state_and_the_sit
 
 def test_a_seed_not_in_its_log_yet_names_its_own_site():
     seed = MembershipAgent("s", MembershipSettings(), "here:5")
-    [(_, welcome)] = seed.receive(JoinRequest("new", "new-host:7"), 1.0).sends
+    [(_, welcome)] = seed.receive(InitJoin("new", "new-host:7"), 1.0).sends
     assert welcome.sites == (("s", "here:5"),)
 
 
@@ -105,7 +105,7 @@ def test_a_welcome_is_merged_as_gossip_and_gives_the_sites_the_new_member_lacks(
     seed = running("s", ["t", "u"], "site-s:1")
     newcomer = MembershipAgent("new", MembershipSettings(), "new-host:7")
     newcomer.sync({}, {"u": "u-from-the-log:9"})
-    [(_, welcome)] = seed.receive(JoinRequest("new", "new-host:7"), 1.0).sends
+    [(_, welcome)] = seed.receive(InitJoin("new", "new-host:7"), 1.0).sends
     outbox = newcomer.receive(welcome, 1.1)
     assert set(newcomer.gossip.members) == {"new", "s", "t", "u"}
     assert newcomer.gossip.version.compare(seed.gossip.version) is Order.AFTER
@@ -119,7 +119,7 @@ def test_a_welcome_is_merged_as_gossip_and_gives_the_sites_the_new_member_lacks(
 def test_learned_sites_give_way_to_the_log_and_go_with_their_members():
     newcomer = MembershipAgent("new", MembershipSettings(), "new-host:7")
     seed = running("s", ["t"], "site-s:1")
-    newcomer.receive(seed.receive(JoinRequest("new", "new-host:7"), 1.0).sends[0][1], 1.1)
+    newcomer.receive(seed.receive(InitJoin("new", "new-host:7"), 1.0).sends[0][1], 1.1)
     statuses = {"new": Status.UP, "s": Status.UP, "t": Status.DOWN}
     newcomer.sync(statuses, {"s": "s-moved:2"})
     assert newcomer.sites == {"s": "s-moved:2"}
@@ -127,8 +127,8 @@ def test_learned_sites_give_way_to_the_log_and_go_with_their_members():
 
 def test_a_joiner_s_site_is_dropped_at_the_next_sync_unless_gossip_knows_it_alive():
     seed = running("s", [], "site-s:1")
-    seed.receive(JoinRequest("gone", "gone-host:7"), 1.0)
-    seed.receive(JoinRequest("new", "new-host:7"), 1.0)
+    seed.receive(InitJoin("gone", "gone-host:7"), 1.0)
+    seed.receive(InitJoin("new", "new-host:7"), 1.0)
     seed.receive(State("new", MembershipAgent("new").gossip), 1.1)
     seed.sync({"s": Status.UP}, {"s": "site-s:1"})
     assert seed.sites == {"new": "new-host:7", "s": "site-s:1"}

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from peer.membership.agent import (
     HeartbeatReply,
     HeartbeatRequest,
-    JoinRequest,
+    InitJoin,
     State,
     StateRequest,
     Welcome,
@@ -54,7 +54,7 @@ def test_every_message_comes_back_as_it_was_sent(ops, sender):
     state = built(ops)
     messages = [
         HeartbeatRequest(sender), HeartbeatReply(sender), StateRequest(sender),
-        GossipStatus.of(sender, state), State(sender, state), JoinRequest(sender, "10.0.0.1:9"),
+        GossipStatus.of(sender, state), State(sender, state), InitJoin(sender, "10.0.0.1:9"),
         Welcome(sender, state, tuple((m, f"{m}.example:7") for m in sorted(state.members))),
     ]  # fmt: skip
     for message in messages:
