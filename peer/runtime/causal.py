@@ -39,6 +39,7 @@ from peer.messaging.messages import Recalled
 from peer.runtime.intake import InboxIntake
 from peer.runtime.logged_emit import LoggedEmitter, Wiring
 from peer.runtime.logged_intake import HoldingIntake, LoggedIntake
+from peer.runtime.snapshot import SeatState
 from peer.runtime.task_windows import Windows
 
 
@@ -176,17 +177,11 @@ class CausalTask:
         self.holdings.committed(epoch)
         self.inflight.committed(epoch)
 
-    def snapshot(self, received: Mapping[int, int], turn: int) -> dict[str, Any]:
-        """What a barrier's snapshot keeps, after the barrier is logged: where the log stands,
-        what each channel has carried each way, and the router's turn."""
-        return {"offset": self.log.end, "sent": self.inflight.counts(),
-                "received": dict(received), "turn": turn}  # fmt: skip
-
-    def restore(self, saved: Mapping[str, Any], epoch: int) -> None:
+    def restore(self, saved: SeatState, epoch: int) -> None:
         """A replacement starts where the seat's snapshot of ``epoch`` left the log and the
         channels: that epoch is committed, so the in-flight log starts after its barrier."""
-        self.log = self.recorder.log = DeterminantLog(saved["offset"])
-        self.inflight.restore(saved["sent"])
+        self.log = self.recorder.log = DeterminantLog(saved.offset)
+        self.inflight.restore(saved.sent)
         self.inflight.committed(epoch)
 
     # -- taking a seat over ------------------------------------------------------------------
@@ -305,22 +300,23 @@ class LocalRecovery:
     def committed(self, epoch: int) -> None:
         self.causal.committed(epoch)
 
-    def keep(self, snapshot: dict[str, Any], windows: Windows) -> None:
-        """What a barrier's snapshot keeps of the seat for its replacement: its causal state,
-        and when the windows' timers are next due."""
-        saved = self.causal.snapshot(self.holding.received(), self.logged.turn)
-        saved["timers"] = windows.timers()
-        snapshot["causal"] = saved
+    def kept(self, windows: Windows) -> SeatState:
+        """What a barrier's snapshot keeps of the seat for its replacement, the barrier logged:
+        where its log stands, what each channel has carried each way, the router's turn, and
+        when the windows' timers are next due."""
+        causal = self.causal
+        return SeatState(causal.log.end, causal.inflight.counts(), dict(self.holding.received()),
+                         self.logged.turn, windows.timers())  # fmt: skip
 
     # -- taking a seat over ------------------------------------------------------------------
 
-    def take_over(self, saved: Mapping[str, Any], epoch: int) -> list[list[float]]:
+    def take_over(self, saved: SeatState, epoch: int) -> list[list[float]]:
         """Start where the seat's own snapshot of ``epoch`` left it; the timers that snapshot
         had armed."""
         self.causal.restore(saved, epoch)
-        self.holding.restore_received(saved["received"])
-        self.logged.turn = saved["turn"]
-        return saved["timers"]
+        self.holding.restore_received(saved.received)
+        self.logged.turn = saved.turn
+        return saved.timers
 
     def recall(self, downstream: frozenset[int]) -> None:
         self.causal.recall(downstream)
@@ -368,7 +364,7 @@ class NoLocalRecovery:
     def committed(self, epoch: int) -> None:
         """No log to trim."""
 
-    def keep(self, snapshot: dict[str, Any], windows: Windows) -> None:
+    def kept(self, windows: Windows) -> None:
         """A snapshot keeps no causal state."""
 
 

@@ -60,11 +60,9 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
-
-import msgpack
 
 from peer.causal.inflight import LogLost
 from peer.code_marks import Mark, mark_for
@@ -103,6 +101,7 @@ from peer.runtime.logged_emit import LoggedEmitter, Wiring
 from peer.runtime.phases import ENDING, INPUT_OVER, REPLAYED, Phase, advance
 from peer.runtime.placement import Placement
 from peer.runtime.routing import Router, key_hash
+from peer.runtime.snapshot import SnapshotError, TaskSnapshot
 from peer.runtime.task_windows import UNWINDOWED, Windows, windows_for
 from peer.storage import StorageError
 from peer.values.columnar import Segment
@@ -133,7 +132,7 @@ KeyboardInterrupt; a pool hands whatever its call raised back through ``result()
 FAILURES = (Exception, *CODE_EXITS)
 """Whatever fails a task when its step (or a message it takes) raises it."""
 
-PendingSnapshot = tuple[Epoch, dict[str, Any], Future[Any] | None]
+PendingSnapshot = tuple[Epoch, TaskSnapshot, Future[Any] | None]
 """A snapshot being taken: its epoch, the snapshot, and the plugin's durability of the epoch
 (None: durable at once)."""
 
@@ -507,22 +506,35 @@ class TaskRunner:
     def _restore(self) -> bool:
         if not all(f.done() for f in self.fetching):
             return False
-        snapshots = [msgpack.unpackb(f.result(), strict_map_key=False) for f in self.fetching]
         point = self._restore_point()
+        committed = Epoch(point.version, point.number)
+        snapshots = self._read_snapshots(committed)
         c = self.ctx
+        own: TaskSnapshot | None
         if c.takes_over and len(snapshots) == 1:
             own = snapshots[0]
         else:
             own = snapshots[c.slot] if c.slot < len(snapshots) else None
-        committed = Epoch(point.version, point.number)
-        adopted = tuple(s.get("plugin") for s in snapshots[c.slots + c.slot :: c.slots])
+        adopted = tuple(s.plugin for s in snapshots[c.slots + c.slot :: c.slots])
         recovery = Recovery(
-            own["plugin"] if own else None, committed, Epoch(c.version, 1),
+            own.plugin if own is not None else None, committed, Epoch(c.version, 1),
             adopted=() if c.takes_over else adopted,
         )  # fmt: skip
         if c.takes_over:
             return self._take_over(recovery, snapshots, own, committed)
         return self._begin(recovery, snapshots, scope=point.scope)
+
+    def _read_snapshots(self, committed: Epoch) -> list[TaskSnapshot]:
+        """The fetched snapshots, in the order they were asked for; one that does not read as a
+        snapshot fails the restore, naming it."""
+        read = []
+        for i, fetched in enumerate(self.fetching):
+            try:
+                read.append(TaskSnapshot.from_bytes(fetched.result()))
+            except SnapshotError as e:
+                raise SnapshotError(f"the snapshot {i} fetched for {committed.describe()} is not "
+                                    f"a task's snapshot: {e}") from None  # fmt: skip
+        return read
 
     def _restore_point(self) -> RestorePoint:
         """Where the coordinator said to restore from: RESTORE comes only once it named one."""
@@ -532,16 +544,20 @@ class TaskRunner:
         return point
 
     def _take_over(
-        self, recovery: Recovery, snapshots: list[Any], own: Any, committed: Epoch | None
+        self,
+        recovery: Recovery,
+        snapshots: list[TaskSnapshot],
+        own: TaskSnapshot | None,
+        committed: Epoch | None,
     ) -> bool:
         """Restore the seat, then recall: its channels start where its snapshot left them
         when that snapshot is of this allocation, else from this allocation's beginning."""
         c, local = self.ctx, self._seat()
         self._begin(recovery, snapshots, then=Phase.RECALL)
         self.replay_epoch = 0
-        if own and committed is not None and committed.version == c.version:
-            saved = own.get("causal")
-            if saved:
+        if own is not None and committed is not None and committed.version == c.version:
+            saved = own.causal
+            if saved is not None:
                 self.replay_epoch = committed.number
                 self.windows.restore_timers(local.take_over(saved, committed.number))
         placement = c.placement
@@ -586,14 +602,14 @@ class TaskRunner:
         return True
 
     def _begin(
-        self, recovery: Recovery, snapshots: list[dict[str, Any]], then: Phase = Phase.RUN,
+        self, recovery: Recovery, snapshots: list[TaskSnapshot], then: Phase = Phase.RUN,
         scope: str = "local",
     ) -> bool:  # fmt: skip
         """Restore from the snapshots (none: start afresh) and run (or ``then``), counting the
         restore in its ``scope``: a seat taken over (local), or the whole job's (global, or
         handover when the job stood still at the commit)."""
         c = self.ctx
-        live = [s for s in snapshots if not s.get("ended")]
+        live = [s for s in snapshots if not s.ended]
         self.flushed = len(live) < len(snapshots) and not live
         with self.mark:
             self._recover(recovery, live)
@@ -612,20 +628,20 @@ class TaskRunner:
         log.debug("peer %s runs task %r of job %s", c.peer, c.task.name, c.job.id)
         return True
 
-    def _recover(self, recovery: Recovery, live: list[dict[str, Any]]) -> None:
+    def _recover(self, recovery: Recovery, live: list[TaskSnapshot]) -> None:
         """The plugin, the windows and the fn given back their state."""
         self.plugin.recover(recovery)
         if live:
-            self.windows.restore(live, self._mine)
-            self.apply.restore([s["fn"] for s in live], self._mine)
+            self.windows.restore([s.windows for s in live], self._mine)
+            self.apply.restore([s.fn for s in live], self._mine)
 
-    def _channel(self, snapshots: list[dict[str, Any]]) -> list[Segment]:
+    def _channel(self, snapshots: list[TaskSnapshot]) -> list[Segment]:
         """The rows of the restored snapshots' channel state that are this slot's to take
         again, first (peer.runtime.unaligned): of a keyed task, those whose key routes here;
         otherwise an old slot's all go to one new slot, old modulo new."""
         c = self.ctx
         held = [(i, row) for i, s in enumerate(snapshots)
-                for batch in s.get("channel", ()) for row in batch]  # fmt: skip
+                for batch in s.channel for row in batch]  # fmt: skip
         if c.key_of is not None:
             return [row for _, row in held if self._mine(c.key_of(row))]
         return [row for i, row in held if i % c.slots == c.slot]
@@ -750,13 +766,9 @@ class TaskRunner:
         self.emitter.broadcast(barrier)
         epoch = Epoch(c.version, barrier.epoch)
         plugin, durable = position(self.plugin.checkpoint(epoch))
-        snapshot = {
-            "plugin": plugin,
-            "windows": self.windows.snapshot(),
-            "fn": self.apply.snapshot(),
-            "ended": self.phase in INPUT_OVER,
-        }
-        self.local.keep(snapshot, self.windows)
+        windows = self.windows
+        snapshot = TaskSnapshot(plugin, windows.snapshot(), self.apply.snapshot(),
+                                self.phase in INPUT_OVER, self.local.kept(windows))  # fmt: skip
         self.sealing = sealing = (epoch, snapshot, durable)
         self._seal(sealing)
         if barrier.final and self.output:
@@ -776,8 +788,8 @@ class TaskRunner:
         epoch, snapshot, durable = sealing
         self.sealing = None
         if channel:
-            snapshot["channel"] = channel
-        blob = msgpack.packb(snapshot)
+            snapshot = replace(snapshot, channel=channel)
+        blob = snapshot.to_bytes()
         self.meters.snapshot_bytes.observe(len(blob))
         upload = storage.put(c.job_id, epoch, c.task.name, c.slot, blob)
         self.uploads.append((epoch.number, joined(upload, durable)))

@@ -34,7 +34,7 @@ class Windows(Protocol):
 
     def snapshot(self) -> dict[str, Any] | None: ...
 
-    def restore(self, live: list[dict[str, Any]], keep: Any) -> None:
+    def restore(self, states: list[Any], keep: Any) -> None:
         """From the live snapshots' window states, keeping the keys ``keep`` accepts."""
 
     def timers(self) -> list[list[float]]: ...
@@ -64,8 +64,8 @@ class Windowed:
     def snapshot(self) -> dict[str, Any]:
         return self.state.snapshot()
 
-    def restore(self, live: list[dict[str, Any]], keep: Any) -> None:
-        self.state.restore([s["windows"] for s in live], keep)
+    def restore(self, states: list[Any], keep: Any) -> None:
+        self.state.restore(states, keep)
 
     def timers(self) -> list[list[float]]:
         return self.state.timers()
@@ -92,7 +92,7 @@ class Unwindowed:
     def snapshot(self) -> None:
         return None
 
-    def restore(self, live: list[dict[str, Any]], keep: Any) -> None:
+    def restore(self, states: list[Any], keep: Any) -> None:
         """Nothing to restore."""
 
     def timers(self) -> list[list[float]]:
