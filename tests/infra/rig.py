@@ -347,13 +347,16 @@ def _cgroup_roots() -> list[Path]:
 
 
 def _remove_cgroup(directory: Path) -> str | None:
-    """Removes a cgroup directory and its children, bottom up; what is still busy, if any."""
+    """Removes a cgroup directory and its children, bottom up, killing what is still in each
+    first (a host's processes can outlive its systemd-nspawn, killed -9 when the host would not
+    power off); what is still busy, if any."""
     children = sorted(
         (p for p in directory.rglob("*") if p.is_dir()),
         key=lambda p: len(p.parts),
         reverse=True,
     )
     for cgroup in [*children, directory]:
+        _empty_cgroup(cgroup)
         try:
             cgroup.rmdir()
         except FileNotFoundError:
@@ -361,6 +364,18 @@ def _remove_cgroup(directory: Path) -> str | None:
         except OSError as e:
             return f"cgroup {cgroup}: {e.strerror}"
     return None
+
+
+def _empty_cgroup(cgroup: Path) -> None:
+    """SIGKILL the processes a cgroup holds and wait, up to 10 s, until they are gone."""
+    try:
+        pids = [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
+    except (FileNotFoundError, ValueError):
+        return
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    _wait_gone(pids, 10)
 
 
 class Rig:
