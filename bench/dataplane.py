@@ -17,9 +17,10 @@ whichever process ran them. Each engine figure also has an end-to-end twin, ``..
 segments_per_s``, timed from the submit-job entry to the job's completion read back from the log
 (the job's start and completion protocol included); the ratios use the first kind.
 
-- one process: a local cluster of one peer group, segments between tasks in memory, against
-  Bytewax 0.21 with one worker in this process (``one_process_ratio_to_bytewax``). The engine's
-  share of time that is neither making the input nor the functions is
+- one process: a local cluster of one peer group, segments between tasks in memory (started for
+  each engine run and stopped after it, so no idle engine shares the process with a baseline),
+  against Bytewax 0.21 with one worker in this process (``one_process_ratio_to_bytewax``). The
+  engine's share of time that is neither making the input nor the functions is
   ``one_process_runtime_share`` (1 - engine / ``functions_only``, the same work in a bare loop).
 - two processes: two `onyx peer start` processes on a real ZooKeeper (started here), each with
   its embedded media driver, 5 virtual peers in its own process (`--workers 0`) and an Aeron MTU
@@ -66,7 +67,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -181,23 +184,41 @@ def best(runs: list[Timed]) -> Timed:
 
 
 def engine_run(
-    store: LogStore, job_of: Callable[[Path], dict[str, Any]], segments: int
+    engine: Callable[[], AbstractContextManager[LogStore]],
+    job_of: Callable[[Path], dict[str, Any]],
+    segments: int,
 ) -> Callable[[], Timed | None]:
-    """One run of ``job_of``, as a contender; None with a note when the engine refuses the job
-    at submit (an engine without ``engine: arrow``), and no more runs of it are tried."""
+    """One run of ``job_of`` on what ``engine`` holds up for the run, as a contender; None with
+    a note when the engine refuses the job at submit (an engine without ``engine: arrow``), and
+    no more runs of it are tried."""
     refused: list[JobError] = []
 
     def run() -> Timed | None:
         if refused:
             return None
         try:
-            return marked_run(store, job_of, segments)
+            with engine() as store:
+                return marked_run(store, job_of, segments)
         except JobError as e:
             print(f"note: the engine refused a benchmark job, so its figures are null: {e}")
             refused.append(e)
             return None
 
     return run
+
+
+@contextlib.contextmanager
+def local_cluster() -> Iterator[LogStore]:
+    """A local cluster of one peer group, in this process, for one engine run and stopped after
+    it: an idle group of the engine's would otherwise share this process (and its GIL) with the
+    one-process baselines while they are timed."""
+    cluster = LocalCluster(1, VPEERS)
+    cluster.start()
+    try:
+        cluster.await_ring(30)
+        yield cluster.reader
+    finally:
+        cluster.stop()
 
 
 def taking_turns(repeat: int, contenders: dict[str, Callable[[], Any]]) -> dict[str, list[Any]]:
@@ -331,7 +352,7 @@ class Run:
         encode_batch, decode_batch = frame_codec() if codec else (baselines._same,) * 2
         return lambda: baselines.python_limit(a.segments, a.batch_size, encode_batch, decode_batch)
 
-    def one_process(self, cluster: LocalCluster) -> None:
+    def one_process(self) -> None:
         a = self.args
         period = a.snapshot_interval
 
@@ -345,14 +366,14 @@ class Run:
             )  # fmt: skip
 
         self.turns(
-            {"one_process": engine_run(cluster.reader, rows, a.segments)},
+            {"one_process": engine_run(local_cluster, rows, a.segments)},
             {
                 "bytewax": self.bytewax_run(a.segments, "rows", a.batch_size),
                 "functions_only": self.limit_run(codec=False),
             },
         )
         self.turns(
-            {"one_process_arrow": engine_run(cluster.reader, arrow, a.arrow_segments)},
+            {"one_process_arrow": engine_run(local_cluster, arrow, a.arrow_segments)},
             {"bytewax_arrow": self.bytewax_run(a.arrow_segments, "arrow", a.arrow_batch_size)},
         )
 
@@ -363,6 +384,7 @@ class Run:
             tempfile.TemporaryDirectory() as logs,
             peer_processes(Path(logs), ("a", "b"), VPEERS) as (store, _),
         ):
+            running = partial(nullcontext, store)
 
             def colocated(marks: Path) -> dict[str, Any]:
                 return job(
@@ -381,30 +403,31 @@ class Run:
 
             # The baselines run while the engine's processes wait, idle, for the next job.
             shared = self.turns(
-                {"two_process_colocated": engine_run(store, colocated, a.segments)},
+                {"two_process_colocated": engine_run(running, colocated, a.segments)},
                 {"bytewax_2p": self.bytewax_run(a.segments, "rows", a.batch_size, 2)},
             )["two_process_colocated"]
             if shared is not None:
                 self.figures["two_process_colocated_reads"] = reads(shared)
             self.turns(
-                {"two_process": engine_run(store, crossing, a.segments)},
+                {"two_process": engine_run(running, crossing, a.segments)},
                 {"limit": self.limit_run(codec=True)},
             )
             self.turns(
-                {"two_process_arrow": engine_run(store, arrow, a.arrow_segments)},
+                {"two_process_arrow": engine_run(running, arrow, a.arrow_segments)},
                 {"bytewax_arrow_2p": self.bytewax_run(
                     a.arrow_segments, "arrow", a.arrow_batch_size, 2
                 )},
             )  # fmt: skip
 
-    def latency(self, cluster: LocalCluster) -> None:
+    def latency(self) -> None:
         a, f = self.args, self.figures
         rate = a.latency_rate or f["one_process_segments_per_s"] / 2
         count = max(int(rate * a.latency_seconds), 200)
         f["latency_offered_segments_per_s"] = rate
         f["latency_segments"] = count
         doc = paced_job(count, rate, a.batch_size, "engine", a.snapshot_interval)
-        timed_run(cluster.reader, doc, count)
+        with local_cluster() as store:
+            timed_run(store, doc, count)
         ours = workload.LATENCIES.pop("engine")
         if len(ours) != count:
             raise AssertionError(f"the latency job wrote {len(ours)} of {count} segments")
@@ -557,14 +580,8 @@ def main() -> None:
             "note: Bytewax is not installed here (wheels up to Python 3.12): its figures are "
             "null; see bench/README.md"
         )
-    cluster = LocalCluster(1, VPEERS)
-    cluster.start()
-    try:
-        cluster.await_ring(30)
-        run.one_process(cluster)
-        run.latency(cluster)
-    finally:
-        cluster.stop()
+    run.one_process()
+    run.latency()
     run.two_processes()
     run.ratios()
     run.figures["total_s"] = round(time.perf_counter() - began, 1)
