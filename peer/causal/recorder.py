@@ -67,7 +67,12 @@ class Recorder:
     def next_is(self, kind: int) -> bool:
         """Whether the next logged event to replay is of ``kind``: where the replay may make
         that choice now."""
-        return bool(self._queue) and self._queue[0][0] == kind
+        return self.next_of(kind) is not None
+
+    def next_of(self, kind: int) -> Event | None:
+        """The next logged event to replay, if it is of ``kind``; None otherwise."""
+        found = self._queue[0] if self._queue else None
+        return found if found is not None and found[0] == kind else None
 
     def consume(self, kind: int) -> Event:
         """The next logged event, which must be of ``kind``; appended to the log again."""

@@ -113,8 +113,8 @@ class LoggedIntake(HoldingIntake):
         return batch
 
     def _replayed(self, recorder: Recorder) -> Any:
-        event = recorder.peek()
-        if event is None or event[0] != TAKE:
+        event = recorder.next_of(TAKE)
+        if event is None:
             return []
         counts = [(self.short_of[seat], n) for seat, n in event[1]]
         batch = self.inner.read_exact(counts)
