@@ -22,8 +22,9 @@ segments_per_s``, timed from the submit-job entry to the job's completion read b
   against Bytewax 0.21 with one worker in this process (``one_process_ratio_to_bytewax``). The
   engine's share of time that is neither making the input nor the functions is
   ``one_process_runtime_share`` (1 - engine / ``functions_only``, the same work in a bare loop).
-- two processes: two `onyx peer start` processes on a real ZooKeeper (started here), each with
-  its embedded media driver, 5 virtual peers in its own process (`--workers 0`) and an Aeron MTU
+- two processes: two `onyx peer start` processes on a real ZooKeeper (all three started for each
+  engine run and stopped after it, as the one-process engine is), each with its embedded media
+  driver, 5 virtual peers in its own process (`--workers 0`) and an Aeron MTU
   of 8192 bytes (loopback's):
   - colocated: the job with ``task_scheduler: colocated`` and 2 peers per task, so each process
     runs a whole pipeline and batches never cross; against Bytewax in two processes of one
@@ -67,9 +68,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -286,6 +286,18 @@ def peer_processes(
         server.stop()
 
 
+@contextlib.contextmanager
+def two_groups() -> Iterator[LogStore]:
+    """Two `onyx peer start` processes, tagged "a" and "b", on a ZooKeeper of their own, for one
+    engine run and stopped after it, as the one-process engine is: idle, they would otherwise
+    share the machine's two cores with the two-process baselines while those are timed."""
+    with (
+        tempfile.TemporaryDirectory(prefix="dataplane-peers-") as logs,
+        peer_processes(Path(logs), ("a", "b"), VPEERS) as (store, _),
+    ):
+        yield store
+
+
 def frame_codec() -> tuple[Callable[[list[Any]], bytes], Callable[[bytes], list[Any]]]:
     """The engine's own wire format, header included, for the limit loop."""
     header = Header(MessageType.BATCH, 1, 1, 2, 0, 1)
@@ -380,44 +392,38 @@ class Run:
     def two_processes(self) -> None:
         a = self.args
         period = a.snapshot_interval
-        with (
-            tempfile.TemporaryDirectory() as logs,
-            peer_processes(Path(logs), ("a", "b"), VPEERS) as (store, _),
-        ):
-            running = partial(nullcontext, store)
 
-            def colocated(marks: Path) -> dict[str, Any]:
-                return job(
-                    a.segments, a.batch_size, tags=False, colocated=True,
-                    barrier_period=period, marks=marks,
-                )  # fmt: skip
-
-            def crossing(marks: Path) -> dict[str, Any]:
-                return job(a.segments, a.batch_size, tags=True, barrier_period=period, marks=marks)
-
-            def arrow(marks: Path) -> dict[str, Any]:
-                return job(
-                    a.arrow_segments, a.arrow_batch_size, tags=False, colocated=True,
-                    arrow=True, barrier_period=period, marks=marks,
-                )  # fmt: skip
-
-            # The baselines run while the engine's processes wait, idle, for the next job.
-            shared = self.turns(
-                {"two_process_colocated": engine_run(running, colocated, a.segments)},
-                {"bytewax_2p": self.bytewax_run(a.segments, "rows", a.batch_size, 2)},
-            )["two_process_colocated"]
-            if shared is not None:
-                self.figures["two_process_colocated_reads"] = reads(shared)
-            self.turns(
-                {"two_process": engine_run(running, crossing, a.segments)},
-                {"limit": self.limit_run(codec=True)},
-            )
-            self.turns(
-                {"two_process_arrow": engine_run(running, arrow, a.arrow_segments)},
-                {"bytewax_arrow_2p": self.bytewax_run(
-                    a.arrow_segments, "arrow", a.arrow_batch_size, 2
-                )},
+        def colocated(marks: Path) -> dict[str, Any]:
+            return job(
+                a.segments, a.batch_size, tags=False, colocated=True,
+                barrier_period=period, marks=marks,
             )  # fmt: skip
+
+        def crossing(marks: Path) -> dict[str, Any]:
+            return job(a.segments, a.batch_size, tags=True, barrier_period=period, marks=marks)
+
+        def arrow(marks: Path) -> dict[str, Any]:
+            return job(
+                a.arrow_segments, a.arrow_batch_size, tags=False, colocated=True,
+                arrow=True, barrier_period=period, marks=marks,
+            )  # fmt: skip
+
+        shared = self.turns(
+            {"two_process_colocated": engine_run(two_groups, colocated, a.segments)},
+            {"bytewax_2p": self.bytewax_run(a.segments, "rows", a.batch_size, 2)},
+        )["two_process_colocated"]
+        if shared is not None:
+            self.figures["two_process_colocated_reads"] = reads(shared)
+        self.turns(
+            {"two_process": engine_run(two_groups, crossing, a.segments)},
+            {"limit": self.limit_run(codec=True)},
+        )
+        self.turns(
+            {"two_process_arrow": engine_run(two_groups, arrow, a.arrow_segments)},
+            {"bytewax_arrow_2p": self.bytewax_run(
+                a.arrow_segments, "arrow", a.arrow_batch_size, 2
+            )},
+        )  # fmt: skip
 
     def latency(self) -> None:
         a, f = self.args, self.figures
