@@ -58,6 +58,7 @@ directory's files, a manifest), never a listing's.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -72,6 +73,8 @@ from peer.plugins import PluginError, Recovery, error, param
 from peer.plugins.files import is_path
 from peer.plugins.places import Entry, Place, files_under, place_for, remove_tree
 from peer.values.epoch import Epoch
+
+log = logging.getLogger(__name__)
 
 _STEM = r"(\d+)-(\d+)-(\d+)"
 
@@ -182,6 +185,11 @@ class StagedEpochs:
         plan = settle(named, self._place.entries(), recovery.committed, recovery.start)
         ready = [(name, files) for name in plan.publish
                  if (files := self._place.files(name)) is not None]  # fmt: skip
+        if plan.collect:
+            log.info("task %r slot %d: deletes staged epochs never committed (%s starting, "
+                     "%s committed): %s", self._task.name, self.slot, recovery.start.describe(),
+                     "none" if recovery.committed is None else recovery.committed.describe(),
+                     ", ".join(name for name, _ in plan.collect))  # fmt: skip
         for name, sealed in plan.collect:
             self._place.remove(name, sealed)
         if ready or plan.collect:
