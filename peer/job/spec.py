@@ -34,6 +34,13 @@ PARTS = ("catalog", "lifecycles", "flow_conditions", "windows", "triggers")
 MIB = 1024 * 1024
 DEFAULT_IN_FLIGHT_BUDGET = 64 * MIB
 """Bytes of what a task sent since the last commit that it keeps for replay, by default."""
+DEFAULT_MAX_PARALLELISM = 128
+"""A keyed task's maximum parallelism (its number of key groups, peer.state.key_groups) when
+neither it nor its job names one: room to grow to 128 slots, and few enough groups that each
+holds a fair share of the keys."""
+MAX_PARALLELISM_LIMIT = 32768
+"""The largest maximum parallelism: each key group costs bookkeeping in every snapshot of the
+task, for slots no cluster of this engine's size runs."""
 DEFAULT_DEBLOAT_TARGET = 0.3
 """Seconds of a task's work that what its senders have in flight to it may hold, by default:
 what a barrier waits behind at each task (peer.runtime.debloat)."""
@@ -102,6 +109,9 @@ class Task:
     standby: bool | None = None
     """Whether the task keeps a standby peer on another member, ready to take over its seat;
     None leaves it to the job's ``standby``."""
+    max_parallelism: int | None = None
+    """A keyed task's number of key groups, the most peers it can run on; None leaves it to the
+    job's ``max_parallelism``."""
 
     def __post_init__(self) -> None:
         _set(self, "required_tags", _tuple(self.required_tags))
@@ -121,6 +131,11 @@ class Task:
         a function run here in Python or Arrow. An input's or an output's failure, or a Spark
         fn's (whose batches run in Spark's order), rolls its job back instead."""
         return self.kind == "function" and self.engine in REPLAYABLE_ENGINES
+
+    @property
+    def keyed(self) -> bool:
+        """Whether segments reach the task by group key, so its state is kept by key group."""
+        return self.group_by_key is not None or self.group_by_fn is not None
 
     @property
     def unaligned(self) -> bool:
@@ -243,6 +258,10 @@ class Job:
     abandoned and the next one starts, so no job waits for ever on a barrier that will not
     come; after more than ``tolerable_abandoned_epochs`` abandoned in a row the job rolls back
     to its last commit as a whole.
+
+    Keyed state: ``max_parallelism`` is every keyed task's number of key groups unless the task
+    names its own (peer.state.key_groups): the most peers the task runs on, fixed for the job
+    and every job resumed from it, since a key's group is its hash modulo that number.
     """
 
     workflow: tuple[tuple[str, str], ...]
@@ -265,6 +284,7 @@ class Job:
     debloat_target: float | None = DEFAULT_DEBLOAT_TARGET
     checkpoint_timeout: float | None = None
     tolerable_abandoned_epochs: int = 1
+    max_parallelism: int = DEFAULT_MAX_PARALLELISM
     id: str | None = None
 
     def __post_init__(self) -> None:
@@ -302,6 +322,12 @@ class Job:
             if task.name == name:
                 return task
         raise KeyError(name)
+
+    def key_groups(self, task_name: str) -> int:
+        """The maximum parallelism of ``task_name``, its number of key groups: its own, else
+        the job's."""
+        own = self.task(task_name).max_parallelism
+        return self.max_parallelism if own is None else own
 
     def has_standby(self, task_name: str) -> bool:
         """Whether ``task_name`` keeps a standby peer: its own flag, else the job's, for a task

@@ -29,6 +29,7 @@ from peer.job.spec import (
     FLUX_POLICIES,
     HOOKS,
     KINDS,
+    MAX_PARALLELISM_LIMIT,
     MIB,
     REFINEMENTS,
     TRIGGER_ONS,
@@ -88,6 +89,7 @@ def validate(job: Job, *, imports: bool = True) -> Job:
     _check_checkpoints(job, where)
     _check_local_recovery(job, where)
     _check_debloat(job, where)
+    _check_key_groups(job, where)
     check_size(job, where)
     if imports:
         _check_imports(job, where)
@@ -418,6 +420,31 @@ def _check_debloat(job: Job, where: str) -> None:
     target = job.debloat_target
     if target is not None and not (_is_number(target) and target > 0):
         fail(where, f"debloat_target must be a number of seconds > 0 or null, got {target!r}")
+
+
+def _check_key_groups(job: Job, where: str) -> None:
+    """A keyed task runs on at most one peer per key group; a key's group is fixed by the
+    number of groups, so an unkeyed task has no use for one."""
+    _max_parallelism(where, job.max_parallelism)
+    for task in job.catalog:
+        at = f"{where}: task {task.name!r}"
+        if task.max_parallelism is not None:
+            _max_parallelism(at, task.max_parallelism)
+            if not task.keyed:
+                fail(at, "max_parallelism is for keyed tasks (group_by_key or group_by_fn)")
+        if not task.keyed:
+            continue
+        groups = job.key_groups(task.name)
+        most = max(task.min_peers, task.max_peers or 0)
+        if most > groups:
+            fail(at, f"it asks for {most} peers and has {groups} key groups (max_parallelism): "
+                     "a keyed task runs on at most one peer per key group")  # fmt: skip
+
+
+def _max_parallelism(where: str, value: object) -> None:
+    if not (is_int(value) and 1 <= value <= MAX_PARALLELISM_LIMIT):  # type: ignore[operator]
+        fail(where, f"max_parallelism must be an int from 1 to {MAX_PARALLELISM_LIMIT}, "
+                    f"got {value!r}")  # fmt: skip
 
 
 def _check_unique_names(job: Job, where: str) -> None:

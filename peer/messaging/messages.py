@@ -24,7 +24,7 @@ wrong shape, since frames come from other processes).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import pyarrow as pa
@@ -84,14 +84,18 @@ class RestorePoint:
     number: int
     slots: dict[str, int]
     scope: str = "global"
+    groups: dict[str, int] = field(default_factory=dict)
+    """Each keyed task's number of key groups when the epoch was taken (none for an epoch taken
+    before key groups, whose keys were split by hash modulo slots)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Recover:
     point: RestorePoint | None
     """The coordinator's answer: where to restore from, None to start afresh. On the wire
-    ``[]`` or ``[job, version, number, {task: slots}, scope]`` (a sender of an earlier release
-    leaves the scope out: global)."""
+    ``[]`` or ``[job, version, number, {task: slots}, scope, {task: key groups}]`` (a sender of
+    an earlier release leaves the scope out, global, or the key groups, none; the key groups
+    are left out when no task is keyed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,23 +255,27 @@ def _restore_point(body: Body) -> RestorePoint | None:
     items = _list(body)
     if not items:
         return None
-    if len(items) not in (4, 5):
-        raise ValueError(f"body {body!r:.80} is not [job, version, epoch, slots, scope]")
-    job, version, number, slots, *scope = items
+    if len(items) not in (4, 5, 6):
+        raise ValueError(f"body {body!r:.80} is not [job, version, epoch, slots, scope, groups]")
+    job, version, number, slots, *rest = items
+    scope = rest[0] if rest else "global"
+    groups = rest[1] if len(rest) > 1 else {}
     if not (isinstance(job, str) and _counts(version, number)):
         raise ValueError(f"body {body!r:.80} does not start with a job id and two ints >= 0")
-    if not (isinstance(slots, dict) and all(isinstance(t, str) and _counts(n)
-                                            for t, n in slots.items())):  # fmt: skip
-        raise ValueError(f"slots {slots!r:.80} are not {{task: count}}")
-    if scope and scope[0] not in RESTORE_SCOPES:
-        raise ValueError(f"scope {scope[0]!r:.40} is not one of {', '.join(RESTORE_SCOPES)}")
-    return RestorePoint(job, version, number, slots, *scope)
+    for name, per_task in (("slots", slots), ("groups", groups)):
+        if not (isinstance(per_task, dict) and all(isinstance(t, str) and _counts(n)
+                                                   for t, n in per_task.items())):  # fmt: skip
+            raise ValueError(f"{name} {per_task!r:.80} are not {{task: count}}")
+    if scope not in RESTORE_SCOPES:
+        raise ValueError(f"scope {scope!r:.40} is not one of {', '.join(RESTORE_SCOPES)}")
+    return RestorePoint(job, version, number, slots, scope, groups)
 
 
 def _restore_body(point: RestorePoint | None) -> Body:
     if point is None:
         return []
-    return [point.job, point.version, point.number, point.slots, point.scope]
+    body = [point.job, point.version, point.number, point.slots, point.scope]
+    return [*body, point.groups] if point.groups else body
 
 
 def _recalled(body: Body) -> Recalled:

@@ -63,10 +63,11 @@ SAVEPOINT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 @dataclass(frozen=True)
 class Savepoint:
     """A committed epoch kept until an operator disposes of it, with the number of peers per
-    task whose snapshots make it up."""
+    task whose snapshots make it up and each keyed task's key groups."""
 
     epoch: Epoch
     slots: Mapping[str, int]
+    groups: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,9 @@ class CommitRecord:
     quiesced: bool = False
     """The committed epoch was a hand-over's pause: nothing was read after its barrier, so a
     restore from it redoes nothing (peer.runtime.coordinator)."""
+    groups: Mapping[str, int] = field(default_factory=dict)
+    """Each keyed task's number of key groups when the committed epoch was taken; empty in a
+    record written before key groups, whose keys were split by hash modulo slots."""
 
     @property
     def scope(self) -> str:
@@ -118,10 +122,11 @@ class CommitRecord:
             doc["stop"] = self.stop
         if self.quiesced:
             doc["quiesced"] = True
+        if self.groups:
+            doc["groups"] = dict(self.groups)
         if self.savepoints:
             doc["savepoints"] = {
-                name: {"epoch": list(s.epoch), "slots": dict(s.slots)}
-                for name, s in sorted(self.savepoints.items())
+                name: _savepoint_doc(s) for name, s in sorted(self.savepoints.items())
             }
         return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
@@ -138,7 +143,7 @@ class CommitRecord:
             raise _undecodable(data, "committed is neither null nor [version, number]")
         if not is_int(owner):
             raise _undecodable(data, "owner is not an integer")
-        if not (isinstance(slots, dict) and all(is_int(n) for n in slots.values())):
+        if not _counts(slots):
             raise _undecodable(data, "slots is not an object of integers")
         history = doc.get("history", [])
         if not (isinstance(history, list) and all(_is_epoch(e) for e in history)):
@@ -154,10 +159,26 @@ class CommitRecord:
         quiesced = doc.get("quiesced", False)
         if not isinstance(quiesced, bool):
             raise _undecodable(data, "quiesced is not true or false")
+        groups = doc.get("groups", {})
+        if not _counts(groups):
+            raise _undecodable(data, "groups is not an object of integers")
         history_epochs = tuple(Epoch(*e) for e in history)
         return cls(
-            committed, owner, slots, history_epochs, tuple(requested), savepoints, stop, quiesced
-        )
+            committed, owner, slots, history_epochs, tuple(requested), savepoints, stop, quiesced,
+            groups,
+        )  # fmt: skip
+
+
+def _savepoint_doc(savepoint: Savepoint) -> dict[str, Any]:
+    doc: dict[str, Any] = {"epoch": list(savepoint.epoch), "slots": dict(savepoint.slots)}
+    if savepoint.groups:
+        doc["groups"] = dict(savepoint.groups)
+    return doc
+
+
+def _counts(value: Any) -> bool:
+    """Whether ``value`` is an object of integers (per task)."""
+    return isinstance(value, dict) and all(is_int(n) for n in value.values())
 
 
 def _decode_savepoints(data: bytes, raw: Any) -> dict[str, Savepoint]:
@@ -168,11 +189,11 @@ def _decode_savepoints(data: bytes, raw: Any) -> dict[str, Savepoint]:
         if not (
             isinstance(item, dict)
             and _is_epoch(item.get("epoch"))
-            and isinstance(item.get("slots"), dict)
-            and all(is_int(n) for n in item["slots"].values())
+            and _counts(item.get("slots"))
+            and _counts(item.get("groups", {}))
         ):
             raise _undecodable(data, f"savepoint {name!r} is not an epoch with its slots")
-        savepoints[name] = Savepoint(Epoch(*item["epoch"]), item["slots"])
+        savepoints[name] = Savepoint(Epoch(*item["epoch"]), item["slots"], item.get("groups", {}))
     return savepoints
 
 
@@ -218,11 +239,16 @@ class Commits:
                 return claimed
 
     def commit(
-        self, version: int, epoch: Epoch, slots: Mapping[str, int], quiesced: bool = False
+        self,
+        version: int,
+        epoch: Epoch,
+        slots: Mapping[str, int],
+        quiesced: bool = False,
+        groups: Mapping[str, int] | None = None,
     ) -> CommitRecord | None:
-        """Record ``epoch``, snapshotted by ``slots``, as committed (``quiesced`` if it was a
-        hand-over's pause), if allocation ``version`` still owns the record, and make it every
-        requested savepoint; the record as written,
+        """Record ``epoch``, snapshotted by ``slots`` (keyed tasks' keys split into ``groups``),
+        as committed (``quiesced`` if it was a hand-over's pause), if allocation ``version``
+        still owns the record, and make it every requested savepoint; the record as written,
         or None when a newer allocation owns it. An epoch already committed gives the record
         again; one before it is a coordinator's bug, a ValueError."""
         while True:
@@ -236,7 +262,8 @@ class Commits:
                     f"job {self.job!r}: cannot commit {epoch.describe()}, "
                     f"{record.committed.describe()} is committed already"
                 )
-            taken = {name: Savepoint(epoch, dict(slots)) for name in record.requested}
+            split = dict(groups or {})
+            taken = {name: Savepoint(epoch, dict(slots), split) for name in record.requested}
             stops = record.stop in taken
             committed = replace(
                 record,
@@ -248,6 +275,7 @@ class Commits:
                 savepoints={**record.savepoints, **taken},
                 stop=None if stops else record.stop,
                 quiesced=quiesced,
+                groups=split,
             )
             if self.store.write_commit(self.job, committed.encode(), at) is not None:
                 return committed

@@ -148,6 +148,7 @@ class Coordinator:
     inputs: tuple[str, ...] = field(init=False)
     outputs: frozenset[str] = field(init=False)
     slots: dict[str, int] = field(init=False)
+    groups: dict[str, int] = field(init=False)
     _steps: dict[CoordinatorState, Callable[[float], bool]] = field(init=False, repr=False)
     _results: dict[CoordinatorState, Callable[[Any, float], bool]] = field(init=False, repr=False)
 
@@ -163,6 +164,7 @@ class Coordinator:
         self.inputs = placement.peers_of_kind("input")
         self.outputs = frozenset(placement.peers_of_kind("output"))
         self.slots = placement.task_slots()
+        self.groups = placement.task_groups()
         self._steps = {
             CoordinatorState.CLAIM: self._claim,
             CoordinatorState.RUNNING: self._running,
@@ -236,7 +238,8 @@ class Coordinator:
         if claimed is None:
             return None, None
         if claimed.committed is not None:
-            point = _point(self.job_id, claimed.committed, claimed.slots, claimed.scope)
+            point = _point(self.job_id, claimed.committed, claimed.slots, claimed.groups,
+                           claimed.scope)  # fmt: skip
             return claimed, point
         source = self.job.resume_source()
         return claimed, None if source is None else self._resumed(*source)
@@ -248,14 +251,14 @@ class Coordinator:
         if savepoint is None:
             if record is None or record.committed is None:
                 return None
-            return _point(source_job, record.committed, record.slots)
+            return _point(source_job, record.committed, record.slots, record.groups)
         kept = record.savepoints.get(savepoint) if record else None
         if kept is None:
             raise CheckpointError(
                 f"job {self.job_id!r}: resume_from names savepoint {savepoint!r} of job "
                 f"{source_job!r}, which does not exist"
             )
-        return _point(source_job, kept.epoch, kept.slots)
+        return _point(source_job, kept.epoch, kept.slots, kept.groups)
 
     def _claimed(self, result: Any, now: float) -> bool:
         claimed, point = result
@@ -324,7 +327,7 @@ class Coordinator:
         if self.acks >= self.members:
             epoch, quiesced = Epoch(self.version, self.epoch), self.paused == self.epoch
             self.pending = self.pool.submit(
-                self.commits.commit, self.version, epoch, self.slots, quiesced
+                self.commits.commit, self.version, epoch, self.slots, quiesced, self.groups
             )
             self.state = CoordinatorState.COMMITTING
             return True
@@ -389,7 +392,7 @@ class Coordinator:
             self.job_id, self.epoch, self.version, now - self.barrier_sent,
         )  # fmt: skip
         self.restore_point = _point(self.job_id, Epoch(self.version, self.epoch), self.slots,
-                                    record.scope)  # fmt: skip
+                                    self.groups, record.scope)  # fmt: skip
         for peer in self._told_of_commits():
             self.send(peer, Committed(self.epoch))
         if previous is not None:
@@ -407,5 +410,11 @@ class Coordinator:
             self.pending.cancel()
 
 
-def _point(job: str, epoch: Epoch, slots: Mapping[str, int], scope: str = "global") -> RestorePoint:
-    return RestorePoint(job, epoch.version, epoch.number, dict(slots), scope)
+def _point(
+    job: str,
+    epoch: Epoch,
+    slots: Mapping[str, int],
+    groups: Mapping[str, int],
+    scope: str = "global",
+) -> RestorePoint:
+    return RestorePoint(job, epoch.version, epoch.number, dict(slots), scope, dict(groups))

@@ -89,6 +89,12 @@ class Placement:
         snapshots each task left."""
         return {task: len(peers) for task, peers in sorted(self.peers.items())}
 
+    def task_groups(self) -> dict[str, int]:
+        """Each keyed task's number of key groups: what a commit records beside the slots, so
+        a restore knows how the keys were split among them."""
+        job = self.job
+        return {t: job.key_groups(t) for t in sorted(self.peers) if job.task(t).keyed}
+
 
 _EMPTY: Mapping[str, str] = pmap()
 _NONE: frozenset[str] = frozenset()

@@ -1,8 +1,9 @@
 """Where each segment a task emits goes next: a pure function of the job and its placement.
 
 Every peer routes alike, so grouping holds across peers and across recoveries: a segment's
-group key is hashed with crc32 over its canonical JSON (never Python's ``hash``, which is salted
-per process) and the hash picks one of the downstream task's sorted peers. Ungrouped batches go
+group key falls in one of the downstream task's key groups (peer.state.key_groups: crc32 over
+its canonical JSON, never Python's ``hash``, which is salted per process) and the peer whose
+slot owns that key group takes it, the task's peers sorted. Ungrouped batches go
 whole to one peer, the next batch to the next peer, which keeps batches large. A colocated job
 runs a whole pipeline in each peer group, so its ungrouped batches take turns only among the
 downstream peers in the sender's own group when it has any: they never leave the process.
@@ -20,7 +21,6 @@ the evaluation. Tasks no condition names always receive.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,16 +29,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from peer.job.imports import resolve
-from peer.job.spec import ALL
-from peer.job.values import canonical
+from peer.job.spec import ALL, DEFAULT_MAX_PARALLELISM
 from peer.runtime.placement import Placement
+from peer.state.key_groups import key_group, owner
 from peer.values.columnar import Batch, FieldKey, Segment, rows, take
-
-
-def key_hash(key: Any) -> int:
-    """crc32 of the key's canonical text: the same on every peer, and the text window state
-    holds the key under."""
-    return zlib.crc32(canonical(key).encode())
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +45,12 @@ class Route:
     local: tuple[str, ...] = ()
     """The peers ungrouped batches keep to (a colocated job's downstream peers in the sender's
     group); empty: every peer takes its turn."""
+    groups: int = DEFAULT_MAX_PARALLELISM
+    """The task's key groups (its maximum parallelism), which grouped segments go by."""
+
+    def slot_of(self, key: Any) -> int:
+        """The index, among the peers, of the one whose slot owns ``key``'s key group."""
+        return owner(key_group(key, self.groups), self.groups, len(self.peers))
 
     def in_turn(self, turn: int) -> str:
         """The peer that the sender's ``turn``-th ungrouped batch goes to."""
@@ -90,7 +90,7 @@ def routes(placement: Placement, task: str, sender: str | None = None) -> tuple[
         local: tuple[str, ...] = ()
         if colocated and key is None:
             local = tuple(p for p in down.peers if placement.groups.get(p) == group)
-        found.append(Route(down.task, down.peers, key, local))
+        found.append(Route(down.task, down.peers, key, local, job.key_groups(down.task)))
     return tuple(found)
 
 
@@ -134,7 +134,7 @@ class Router:
             if route.key is None:
                 out[route.in_turn(turn)] = chosen
             else:
-                _by_key(route.peers, route.key, chosen, out)
+                _by_key(route, route.key, chosen, out)
         return out
 
     def _split_arrow(self, batch: pa.RecordBatch) -> dict[str, Batch]:
@@ -153,9 +153,9 @@ class Router:
             if route.key is None:
                 out[route.in_turn(turn)] = chosen
             elif isinstance(route.key, FieldKey):
-                out.update(_by_key_columns(route.peers, route.key, chosen))
+                out.update(_by_key_columns(route, route.key, chosen))
             else:
-                owners = [key_hash(route.key(s)) % len(route.peers) for s in rows(chosen)]
+                owners = [route.slot_of(route.key(s)) for s in rows(chosen)]
                 out.update(_parts(route.peers, chosen, pa.array(owners, pa.int64())))
         return out
 
@@ -174,14 +174,15 @@ class Router:
 
 
 def _by_key(
-    peers: tuple[str, ...],
+    route: Route,
     key_of: Callable[[Segment], Any],
     segments: Sequence[Segment],
     out: dict[str, list[Segment]],
 ) -> None:
-    """Each segment to the one of ``peers`` its key hashes to. A key that is a str or an int is
-    hashed once per batch (only those: 1, 1.0 and True are equal as dict keys but not as
-    JSON)."""
+    """Each segment to the peer of ``route`` that owns its key's key group. A key that is a str
+    or an int is hashed once per batch (only those: 1, 1.0 and True are equal as dict keys but
+    not as JSON)."""
+    peers = route.peers
     owners: dict[str | int, str] = {}
     for segment in segments:
         key = key_of(segment)
@@ -189,21 +190,22 @@ def _by_key(
         if kind is str or kind is int:
             peer = owners.get(key)
             if peer is None:
-                peer = owners[key] = peers[key_hash(key) % len(peers)]
+                peer = owners[key] = peers[route.slot_of(key)]
         else:
-            peer = peers[key_hash(key) % len(peers)]
+            peer = peers[route.slot_of(key)]
         out.setdefault(peer, []).append(segment)
 
 
 def _by_key_columns(
-    peers: tuple[str, ...], key: FieldKey, batch: pa.RecordBatch
+    route: Route, key: FieldKey, batch: pa.RecordBatch
 ) -> dict[str, pa.RecordBatch]:
-    """Each peer's rows of ``batch`` by the hash of their key, each distinct key hashed once."""
+    """Each peer's rows of ``batch`` by their key's key group, each distinct key hashed once."""
+    peers = route.peers
     if len(peers) == 1:
         key.check(batch)
         return {peers[0]: batch}
     keys, index = key.distinct(batch)
-    owners = pa.array([key_hash(k) % len(peers) for k in keys], pa.int64())
+    owners = pa.array([route.slot_of(k) for k in keys], pa.int64())
     return _parts(peers, batch, owners.take(index))
 
 

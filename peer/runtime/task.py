@@ -100,9 +100,10 @@ from peer.runtime.intake import Intake, PluginIntake, intake_for
 from peer.runtime.logged_emit import LoggedEmitter, Wiring
 from peer.runtime.phases import ENDING, INPUT_OVER, REPLAYED, Phase, advance
 from peer.runtime.placement import Placement
-from peer.runtime.routing import Router, key_hash
+from peer.runtime.routing import Router
 from peer.runtime.snapshot import SnapshotError, TaskSnapshot
 from peer.runtime.task_windows import UNWINDOWED, Windows, windows_for
+from peer.state.key_groups import groups_of, key_group
 from peer.storage import StorageError
 from peer.values.columnar import Segment
 from peer.values.epoch import Epoch
@@ -151,6 +152,24 @@ class TaskFailed(RuntimeError):
     go on. The message names the job, the task and peer (or the coordinator) and the error."""
 
 
+@dataclass(frozen=True)
+class Fetched:
+    """What a restoring slot fetches: the snapshots of these old slots, in order, and which of
+    their group keys it keeps."""
+
+    slots: range
+    blobs: list[Future[bytes]]
+    keep: Callable[[Any], bool]
+
+
+def _everything(key: Any) -> bool:
+    """Every group key: what a slot restoring from its own snapshot alone keeps."""
+    return True
+
+
+NOTHING_FETCHED = Fetched(range(0), [], _everything)
+
+
 @dataclass
 class TaskContext:
     """What a runner needs from its group: where it stands and how to reach the world."""
@@ -197,6 +216,10 @@ class TaskContext:
     seat: int = field(init=False)
     takes_over: bool = field(init=False)
     """Whether this peer took its seat over from a failed one (it restores and replays)."""
+    key_groups: int = field(init=False)
+    """The task's number of key groups (peer.state.key_groups)."""
+    owned: range = field(init=False)
+    """The key groups this slot owns: the keys whose state it holds."""
 
     def __post_init__(self) -> None:
         """Read from the placement once: the frames path asks for the version of every frame."""
@@ -208,6 +231,8 @@ class TaskContext:
         self.upstream = placement.upstream_ids(self.task.name)
         self.seat = placement.seats[self.peer]
         self.takes_over = self.peer in placement.recovering
+        self.key_groups = self.job.key_groups(self.task.name)
+        self.owned = groups_of(self.slot, self.slots, self.key_groups)
 
     def upstream_seats(self) -> dict[int, int]:
         """Each upstream peer's seat, by its short id."""
@@ -267,7 +292,7 @@ class TaskRunner:
         """What every hook is told, besides the batch."""
         self.output = task.kind == "output"
         self.recovery: Recover | None = None
-        self.fetching: list[Future[bytes]] = []
+        self.fetched = NOTHING_FETCHED
         self.uploads: deque[tuple[int, Future[Any]]] = deque()
         self.sealing: PendingSnapshot | None = None
         """A snapshot taken at a barrier whose copies have not all come (an unaligned
@@ -496,26 +521,40 @@ class TaskRunner:
         if fetch is None:
             raise RuntimeError("it has no way to fetch the snapshots its coordinator named")
         epoch = Epoch(point.version, point.number)
-        slots = range(old)
-        if c.takes_over and old == c.slots:
-            slots = range(c.slot, c.slot + 1)  # the seat's own state: no other slot's is needed
-        self.fetching = [fetch(point.job, epoch, slot) for slot in slots]
+        slots = self._to_fetch(point, old)
+        # restored from its own snapshot alone, a slot keeps all of it: it is exactly its own
+        keep = _everything if len(slots) == 1 and old == c.slots else self._mine
+        self.fetched = Fetched(slots, [fetch(point.job, epoch, slot) for slot in slots], keep)
         self._enter(Phase.RESTORE)
         return True
 
+    def _to_fetch(self, point: RestorePoint, old: int) -> range:
+        """The old slots whose snapshots this slot restores from: its own alone when the task
+        runs on as many slots as took the checkpoint and splits its keys alike, since it then
+        held exactly what it holds now; all of them otherwise, each key kept by the slot that
+        owns it now."""
+        c = self.ctx
+        taken = point.groups.get(c.task.name)
+        if taken is not None and taken != c.key_groups:
+            raise ValueError(
+                f"its checkpoint split its keys into {taken} key groups and it now has "
+                f"{c.key_groups}: a keyed task keeps its max_parallelism for the life of its "
+                "state, in the jobs resumed from it too"
+            )
+        if old != c.slots or (c.task.keyed and taken is None):
+            return range(old)  # a change of slots, or keys split by hash modulo slots
+        return range(c.slot, c.slot + 1)
+
     def _restore(self) -> bool:
-        if not all(f.done() for f in self.fetching):
+        if not all(f.done() for f in self.fetched.blobs):
             return False
         point = self._restore_point()
         committed = Epoch(point.version, point.number)
         snapshots = self._read_snapshots(committed)
-        c = self.ctx
-        own: TaskSnapshot | None
-        if c.takes_over and len(snapshots) == 1:
-            own = snapshots[0]
-        else:
-            own = snapshots[c.slot] if c.slot < len(snapshots) else None
-        adopted = tuple(s.plugin for s in snapshots[c.slots + c.slot :: c.slots])
+        c, fetched = self.ctx, self.fetched.slots
+        own = snapshots[c.slot - fetched.start] if c.slot in fetched else None
+        adopted = tuple(snapshots[old - fetched.start].plugin
+                        for old in range(c.slots + c.slot, fetched.stop, c.slots))  # fmt: skip
         recovery = Recovery(
             own.plugin if own is not None else None, committed, Epoch(c.version, 1),
             adopted=() if c.takes_over else adopted,
@@ -528,7 +567,7 @@ class TaskRunner:
         """The fetched snapshots, in the order they were asked for; one that does not read as a
         snapshot fails the restore, naming it."""
         read = []
-        for i, fetched in enumerate(self.fetching):
+        for i, fetched in enumerate(self.fetched.blobs):
             try:
                 read.append(TaskSnapshot.from_bytes(fetched.result()))
             except SnapshotError as e:
@@ -613,8 +652,8 @@ class TaskRunner:
         self.flushed = len(live) < len(snapshots) and not live
         with self.mark:
             self._recover(recovery, live)
-        self.fetching = []
         channel = self._channel(snapshots)
+        self.fetched = NOTHING_FETCHED
         if channel:
             self._take(channel, time.perf_counter())
         if snapshots:
@@ -632,23 +671,23 @@ class TaskRunner:
         """The plugin, the windows and the fn given back their state."""
         self.plugin.recover(recovery)
         if live:
-            self.windows.restore([s.windows for s in live], self._mine)
-            self.apply.restore([s.fn for s in live], self._mine)
+            self.windows.restore([s.windows for s in live], self.fetched.keep)
+            self.apply.restore([s.fn for s in live], self.fetched.keep)
 
     def _channel(self, snapshots: list[TaskSnapshot]) -> list[Segment]:
         """The rows of the restored snapshots' channel state that are this slot's to take
         again, first (peer.runtime.unaligned): of a keyed task, those whose key routes here;
         otherwise an old slot's all go to one new slot, old modulo new."""
         c = self.ctx
-        held = [(i, row) for i, s in enumerate(snapshots)
+        held = [(old, row) for old, s in zip(self.fetched.slots, snapshots, strict=True)
                 for batch in s.channel for row in batch]  # fmt: skip
         if c.key_of is not None:
-            return [row for _, row in held if self._mine(c.key_of(row))]
-        return [row for i, row in held if i % c.slots == c.slot]
+            return [row for _, row in held if self.fetched.keep(c.key_of(row))]
+        return [row for old, row in held if old % c.slots == c.slot]
 
     def _mine(self, key: Any) -> bool:
-        """Whether a group key routes to this slot: what a restoring slot keeps."""
-        return key_hash(key) % self.ctx.slots == self.ctx.slot
+        """Whether a group key's key group is this slot's: what a restoring slot keeps."""
+        return key_group(key, self.ctx.key_groups) in self.ctx.owned
 
     def _run(self) -> bool:
         """One round of RUN (and of ENDED, where the intake has nothing more to read)."""
@@ -839,7 +878,7 @@ class TaskRunner:
         self.plugin = NO_PLUGIN
         for _, upload in self.uploads:
             upload.cancel()
-        for fetch in self.fetching:
+        for fetch in self.fetched.blobs:
             fetch.cancel()
         for future, *_ in self.in_flight:
             future.cancel()

@@ -113,8 +113,8 @@ def test_unknown_job_key_lists_the_allowed():
     assert refusal(lambda d: d.update(flows=[])) == (
         "job 'wc': unknown key 'flows' (allowed: barrier_period, catalog, causal_depth, "
         "checkpoint_timeout, code, debloat_target, flow_conditions, id, in_flight_budget, "
-        "lifecycles, local_recovery, metadata, name, percentage, resume_from, standby, "
-        "task_scheduler, tolerable_abandoned_epochs, triggers, windows, workflow)"
+        "lifecycles, local_recovery, max_parallelism, metadata, name, percentage, resume_from, "
+        "standby, task_scheduler, tolerable_abandoned_epochs, triggers, windows, workflow)"
     )
 
 
@@ -418,3 +418,39 @@ def test_a_job_without_checkpoints_may_vary_its_input_peers():
     doc["catalog"][0].pop("n_peers")
     doc["barrier_period"] = None
     assert from_dict(doc).barrier_period is None
+
+
+@pytest.mark.parametrize("value", [0, 32769, 2.5, "many", True])
+def test_max_parallelism_out_of_range(value):
+    assert refusal(lambda d: d.update(max_parallelism=value)) == (
+        f"job 'wc': max_parallelism must be an int from 1 to 32768, got {value!r}"
+    )
+    assert refusal(lambda d: task(d, "count").update(max_parallelism=value)) == (
+        f"job 'wc': task 'count': max_parallelism must be an int from 1 to 32768, got {value!r}"
+    )
+
+
+def test_max_parallelism_on_a_task_without_keys():
+    assert refusal(lambda d: task(d, "split").update(max_parallelism=8)) == (
+        "job 'wc': task 'split': max_parallelism is for keyed tasks (group_by_key or group_by_fn)"
+    )
+
+
+@pytest.mark.parametrize("where", ["job", "task"])
+def test_a_keyed_task_asking_for_more_peers_than_key_groups(where):
+    def change(doc: Doc) -> None:
+        (doc if where == "job" else task(doc, "count")).update(max_parallelism=3)
+
+    assert refusal(change) == (
+        "job 'wc': task 'count': it asks for 4 peers and has 3 key groups (max_parallelism): "
+        "a keyed task runs on at most one peer per key group"
+    )
+
+
+def test_a_task_names_its_own_key_groups_or_takes_the_jobs():
+    doc = wordcount.document()
+    doc["max_parallelism"] = 64
+    assert from_dict(doc).key_groups("count") == 64
+    task(doc, "count")["max_parallelism"] = 16
+    assert from_dict(doc).key_groups("count") == 16
+    assert from_dict(wordcount.document()).key_groups("count") == 128

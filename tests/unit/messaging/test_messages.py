@@ -74,6 +74,7 @@ every_message = st.one_of(
             u64,
             st.dictionaries(st.text(), u64),
             st.sampled_from(RESTORE_SCOPES),
+            st.dictionaries(st.text(), u64),
         ),
     ),
     st.builds(Ack, u64),
@@ -151,7 +152,7 @@ ADDRESS = Header(MessageType.END, 4, 2, 3, 0, 1)
         (MessageType.WATERMARK, [1.0, 2.0], "is not one"),
         (MessageType.MEMBERSHIP, pa.RecordBatch.from_pydict({"a": [1]}), "is not a list"),
         (MessageType.RECOVER, pa.RecordBatch.from_pydict({"a": [1]}), "is not a list"),
-        (MessageType.RECOVER, ["j", 1, 2], r"is not \[job, version, epoch, slots, scope\]"),
+        (MessageType.RECOVER, ["j", 1, 2], r"is not \[job, version, epoch, slots, scope, groups\]"),
         (MessageType.RECOVER, ["j", -1, 2, {}], "a job id and two ints >= 0"),
         (MessageType.RECOVER, ["j", 1, 2, {"t": "two"}], r"slots \{'t': 'two'\} are not"),
         (MessageType.RECOVER, ["j", 1, 2, {}, "partial"], "scope 'partial' is not one of"),
@@ -189,6 +190,18 @@ def test_a_recover_of_an_earlier_release_without_a_scope_restores_globally():
     header = ADDRESS._replace(type=MessageType.RECOVER)
     _, told = messages.decode(encode(header, ["j", 7, 3, {"t": 2}]))
     assert told == Recover(RestorePoint("j", 7, 3, {"t": 2}, "global"))
+
+
+def test_a_recover_of_an_earlier_release_without_key_groups_names_none():
+    header = ADDRESS._replace(type=MessageType.RECOVER)
+    _, told = messages.decode(encode(header, ["j", 7, 3, {"t": 2}, "handover"]))
+    assert told == Recover(RestorePoint("j", 7, 3, {"t": 2}, "handover", {}))
+
+
+def test_a_recover_with_key_groups_that_are_not_counts_is_refused():
+    header = ADDRESS._replace(type=MessageType.RECOVER)
+    with pytest.raises(BodyError, match=r"groups \{'t': -1\} are not \{task: count\}"):
+        messages.decode(encode(header, ["j", 7, 3, {"t": 2}, "global", {"t": -1}]))
 
 
 def test_a_large_arrow_batch_crosses_in_parts_and_arrives_as_one_batch():

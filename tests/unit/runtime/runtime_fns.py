@@ -42,6 +42,23 @@ class Total:
         return [{"total": self.total}]
 
 
+class Counts:
+    """A count per word, restored as the runtime says: the keys ``keep`` accepts."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def __call__(self, segment: dict[str, Any]) -> None:
+        self.counts[segment["word"]] = self.counts.get(segment["word"], 0) + 1
+
+    def snapshot(self) -> dict[str, int]:
+        return dict(self.counts)
+
+    def restore(self, snapshots: list[dict[str, int]], keep: Any) -> None:
+        for counts in snapshots:
+            self.counts.update({w: n for w, n in counts.items() if keep(w)})
+
+
 def record(name: str):
     def hook(event: dict[str, Any]) -> None:
         EVENTS.append((name, {k: v for k, v in event.items() if k != "batch"}))

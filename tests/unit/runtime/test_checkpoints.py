@@ -73,6 +73,13 @@ def test_a_record_survives_encoding():
             ("next",),
             {"kept": Savepoint(Epoch(3, 11), {"in": 2})},
         ),
+        CommitRecord(
+            Epoch(3, 12),
+            4,
+            {"in": 2, "count": 3},
+            savepoints={"kept": Savepoint(Epoch(3, 11), {"count": 3}, {"count": 64})},
+            groups={"count": 64},
+        ),
     ]:
         assert CommitRecord.decode(record.encode()) == record
 
@@ -100,6 +107,7 @@ def test_a_record_encodes_compactly():
             b'{"committed": null, "owner": 1, "slots": {}, "savepoints": {"a": {"epoch": [1]}}}',
             "savepoint 'a' is not an epoch with its slots",
         ),
+        (b'{"committed": null, "owner": 1, "slots": {}, "groups": [4]}', "groups is not an"),
     ],
 )
 def test_a_record_that_does_not_decode_says_why(data, why):
@@ -202,6 +210,16 @@ def test_the_history_keeps_the_last_commits():
     for number in range(1, HISTORY + 3):
         commits.commit(1, Epoch(1, number), {"in": 1})
     assert commits.read()[0].history == tuple(Epoch(1, n) for n in range(3, HISTORY + 3))
+
+
+def test_a_commit_keeps_the_key_groups_and_so_does_its_savepoint():
+    commits = Commits(MemoryLog().session(), JOB)
+    commits.claim(1)
+    commits.request_savepoint("kept")
+    written = commits.commit(1, Epoch(1, 1), {"count": 2}, groups={"count": 32})
+    assert written.groups == {"count": 32}
+    assert written.savepoints["kept"] == Savepoint(Epoch(1, 1), {"count": 2}, {"count": 32})
+    assert commits.claim(2).groups == {"count": 32}
 
 
 def test_a_requested_savepoint_is_the_next_committed_epoch():

@@ -33,10 +33,13 @@ class Inline(Executor):
         return future
 
 
-def make_job(job_id: str, **settings: Any) -> Job:
+FNS = "tests.unit.runtime.runtime_fns"
+
+
+def make_job(job_id: str, keyed: bool = False, **settings: Any) -> Job:
     catalog = (
         Task("in", "input", plugin="peer.plugins.memory:input"),
-        Task("f", "function", fn="tests.unit.runtime.runtime_fns:double"),
+        Task("f", "function", fn=f"{FNS}:double", group_by_key="n" if keyed else None),
         Task("out", "output", plugin="peer.plugins.null:output"),
     )
     return Job(workflow=(("in", "f"), ("f", "out")), catalog=catalog, id=job_id, **settings)
@@ -45,8 +48,8 @@ def make_job(job_id: str, **settings: Any) -> Job:
 class World:
     """A coordinator of one allocation, what it sent, and the rollbacks it wrote."""
 
-    def __init__(self, **settings: Any) -> None:
-        self.job = make_job(f"j{uuid.uuid4().hex[:8]}", **settings)
+    def __init__(self, keyed: bool = False, **settings: Any) -> None:
+        self.job = make_job(f"j{uuid.uuid4().hex[:8]}", keyed, **settings)
         allocation = {"in": ("i1",), "f": ("f1", "f2"), "out": ("o1",)}
         short_ids = {self.job.id: 0, "i1": 1, "f1": 2, "f2": 3, "o1": 4}
         placement = place(self.job, 5, allocation, short_ids, dict.fromkeys(short_ids, "g"))
@@ -97,6 +100,18 @@ def test_an_epoch_every_peer_acknowledges_commits_and_the_next_follows_a_period_
     w.run(1.5)
     assert w.barriers() == [1, 2]
     assert abandoned(w.job.id) == 0
+
+
+def test_a_commit_names_each_keyed_tasks_key_groups_and_so_does_the_next_restore_point():
+    w = World(keyed=True, barrier_period=1.0, max_parallelism=16)
+    w.run(0.5)
+    w.ack(1)
+    w.run(1.0)
+    record = w.commits.read()[0]
+    assert (record.slots, record.groups) == ({"f": 2, "in": 1, "out": 1}, {"f": 16})
+    point = w.coordinator.restore_point
+    assert point is not None
+    assert (point.slots, point.groups) == (record.slots, {"f": 16})
 
 
 def test_an_epoch_not_acknowledged_in_time_is_abandoned_and_the_next_starts_at_once(caplog):

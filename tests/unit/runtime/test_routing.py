@@ -3,14 +3,13 @@ ungrouped batches go whole to one peer in turn; flow conditions guard the tasks 
 
 from __future__ import annotations
 
-import zlib
-
 from hypothesis import given
 from hypothesis import strategies as st
 
 from peer.job.spec import FlowCondition, Job, Task
 from peer.runtime.placement import place
-from peer.runtime.routing import Route, Router, conditions, key_hash, routes
+from peer.runtime.routing import Route, Router, conditions, routes
+from peer.state.key_groups import groups_of, key_group
 
 FNS = "tests.unit.runtime.runtime_fns"
 
@@ -35,10 +34,6 @@ def placed(j: Job, allocation: dict[str, tuple[str, ...]]):
 def router_of(j: Job, allocation: dict[str, tuple[str, ...]]) -> Router:
     placement = placed(j, allocation)
     return Router(routes(placement, "in"), conditions(placement, "in"))
-
-
-def test_key_hash_is_stable_across_processes_and_orders():
-    assert key_hash({"b": 1, "a": 2}) == key_hash({"a": 2, "b": 1}) == zlib.crc32(b'{"a":2,"b":1}')
 
 
 def test_routes_list_downstream_tasks_with_sorted_peers():
@@ -99,15 +94,16 @@ KEYS = st.one_of(
 )  # fmt: skip
 
 
-@given(st.lists(KEYS, max_size=30), st.integers(1, 4))
-def test_a_segment_goes_where_its_key_hashes_however_often_the_key_recurs(keys, n):
+@given(st.lists(KEYS, max_size=30), st.integers(1, 4), st.sampled_from([4, 7, 128]))
+def test_a_segment_goes_to_its_key_groups_owner_however_often_the_key_recurs(keys, n, groups):
     """Keys hashed once per batch (strs and ints) go exactly where hashing each would send them:
     1, 1.0 and True, or 0.0 and -0.0, are equal in Python but not the same key."""
     peers = tuple(f"p{i}" for i in range(n))
-    router = Router([Route("a", peers, lambda s: s["k"])])
+    router = Router([Route("a", peers, lambda s: s["k"], groups=groups)])
     segments = [{"k": k, "i": i} for i, k in enumerate(keys)]
     for peer, batch in router.split(segments).items():
-        assert all(peers[key_hash(s["k"]) % n] == peer for s in batch)
+        slot = peers.index(peer)
+        assert all(key_group(s["k"], groups) in groups_of(slot, n, groups) for s in batch)
     assert sorted(s["i"] for b in router.split(segments).values() for s in b) == list(
         range(len(keys))
     )

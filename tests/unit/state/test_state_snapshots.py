@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from peer.job.spec import Trigger, Window
-from peer.runtime.routing import key_hash
 from peer.state import TaskState
+from peer.state.key_groups import groups_of, key_group
 from tests.unit.state.windowed import FNS, seg, state
 
 WINDOWS = (
@@ -68,8 +68,12 @@ def test_a_restored_state_is_equal_and_goes_on_as_the_original(steps, cut):
     assert restored.late == original.late - late
 
 
+def owns(slot: int, slots: int, key: str) -> bool:
+    return key_group(key, 128) in groups_of(slot, slots, 128)
+
+
 @given(ops, st.integers(1, 4))
-def test_restoring_by_key_hash_splits_the_state_disjointly_and_completely(steps, slots):
+def test_restoring_by_key_group_splits_the_state_disjointly_and_completely(steps, slots):
     original = state(WINDOWS, TRIGGERS)
     for op in steps:
         run(original, op)
@@ -77,13 +81,13 @@ def test_restoring_by_key_hash_splits_the_state_disjointly_and_completely(steps,
     parts = []
     for slot in range(slots):
         part = state(WINDOWS, TRIGGERS)
-        part.restore([snapshot], lambda key, slot=slot: key_hash(key) % slots == slot)
+        part.restore([snapshot], lambda key, slot=slot: owns(slot, slots, key))
         parts.append(packed(part))
     for window in WINDOWS:
         held = [entry for part in parts for entry in part["windows"][window.id]]
         assert sorted(held, key=lambda entry: entry[0]) == snapshot["windows"][window.id]
         for slot, part in enumerate(parts):
-            assert all(key_hash(key) % slots == slot for key, _ in part["windows"][window.id])
+            assert all(owns(slot, slots, key) for key, _ in part["windows"][window.id])
     whole = state(WINDOWS, TRIGGERS)
     whole.restore(parts, lambda key: True)
     assert packed(whole) == snapshot

@@ -1,0 +1,43 @@
+"""Key groups: the units a keyed task's keys are split into, so that state is kept, snapshotted,
+restored and moved per key group rather than per key or per slot.
+
+A keyed task (one with ``group_by_key`` or ``group_by_fn``) has a maximum parallelism M, fixed
+for the life of its job and of every job resumed from it: the most slots it can ever run on.
+Each key hashes to one of M key groups, ``key_hash(key) % M``, and slot i of n owns the
+contiguous range of key groups ``[ceil(i*M/n), ceil((i+1)*M/n))``. So every peer routes a key
+to the same slot, a slot's state is the union of its key groups', and a change from n to n'
+slots moves whole key groups: a slot keeps the part of its range it still owns and gains the
+rest from the slots that held it. With M = 128, 2 slots own 64 groups each and 3 own 43, 43 and
+42; going from 2 to 3, the third slot takes 21 groups from the first and 21 from the second.
+
+The hash is crc32 of the key's canonical JSON (never Python's ``hash``, salted per process), the
+text window state holds the key under, so it is the same on every peer and across restarts.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+from peer.job.values import canonical
+
+
+def key_hash(key: Any) -> int:
+    """crc32 of the key's canonical text: the same on every peer, and the text window state
+    holds the key under."""
+    return zlib.crc32(canonical(key).encode())
+
+
+def key_group(key: Any, max_parallelism: int) -> int:
+    """The key group ``key`` belongs to."""
+    return key_hash(key) % max_parallelism
+
+
+def owner(group: int, max_parallelism: int, slots: int) -> int:
+    """The slot of ``slots`` that owns key group ``group``."""
+    return group * slots // max_parallelism
+
+
+def groups_of(slot: int, slots: int, max_parallelism: int) -> range:
+    """The key groups slot ``slot`` of ``slots`` owns: a contiguous range, empty for none."""
+    return range(-(-slot * max_parallelism // slots), -(-(slot + 1) * max_parallelism // slots))
