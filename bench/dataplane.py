@@ -268,7 +268,9 @@ def peer_processes(
                 command += ["--metrics-address", "127.0.0.1"]
             log = (logs / f"peer-{number}.log").open("wb")
             processes.append(subprocess.Popen(command, cwd=REPO, stderr=log))
-        store = api.connect(server.address, "bench", create=True)
+        # Two peer processes starting (imports, media drivers) can hold the two cores for
+        # longer than a client's default connect timeout.
+        store = api.connect(server.address, "bench", create=True, connect_timeout=60)
         count = vpeers * len(tags)
         wait_for(lambda: len(api.replica(store).peers) == count, 60, f"{count} peers")
         yield store, processes
