@@ -219,7 +219,20 @@ def _check_imports(job: Job, outer: str) -> None:
             fail(where, f"{name} {path!r} does not import: {e}")
         if not callable(target):
             fail(where, f"{name} {path!r} is not callable")
+    _check_keyed_state(job, outer)
     _check_aggregation_imports(job, outer)
+
+
+def _check_keyed_state(job: Job, outer: str) -> None:
+    """A fn class with ``open`` keeps keyed state (peer.state.keyed): per group key, so its
+    task must have one."""
+    for task in job.catalog:
+        if task.fn is None or task.keyed or task.engine != "python":
+            continue
+        target = resolve(task.fn)
+        if isinstance(target, type) and hasattr(target, "open"):
+            fail(f"{outer}: task {task.name!r}", f"fn {task.fn!r} keeps keyed state (its class "
+                 "has open), so the task needs group_by_key or group_by_fn")  # fmt: skip
 
 
 def _check_aggregation_imports(job: Job, outer: str) -> None:

@@ -9,6 +9,8 @@ A Python task's ``fn`` takes one segment and returns a segment, a list of them, 
 the path names a class, each start makes a fresh instance, whose state lives as long as the
 allocation; ``flush()`` (if any) runs when the input ends, ``snapshot()`` and
 ``restore(snapshots, keep)`` (if any) let its state survive failures like window state does.
+A class of a keyed task may instead keep keyed state the engine owns (peer.state.keyed): it
+asks for it in ``open(state)``, and each segment is applied with its group key made current.
 Functions must not change the segments they are given. Segments that arrive as an Arrow record
 batch are made into rows once, for the fn.
 
@@ -26,20 +28,26 @@ without making rows.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from types import NoneType
 from typing import Any
 
 import pyarrow as pa
 
+from peer import context
 from peer.code_marks import Mark
 from peer.job.arrow_schema import BatchSchema
 from peer.job.imports import resolve
 from peer.job.spec import Task
 from peer.spark.function import SparkFunction, task_fn
+from peer.state.keyed import KeyedState
 from peer.values.columnar import Batch, Segment, from_table, rows
+
+KeyOf = Callable[[Segment], Any]
 
 
 def function(path: str | None) -> Callable[[Segment], Any] | None:
@@ -81,6 +89,13 @@ class Apply:
     def restore(self, snapshots: list[Any], mine: Callable[[Any], bool]) -> None:
         """Take back the state of every slot's snapshot, keeping the keys ``mine`` holds."""
 
+    def keyed_snapshot(self) -> dict[int, Any]:
+        """The keyed state the engine keeps for the part, per key group (none: empty)."""
+        return {}
+
+    def keyed_restore(self, snapshots: list[dict[int, Any]], owned: Callable[[int], bool]) -> None:
+        """Take back the key groups ``owned`` accepts of every snapshot's keyed state."""
+
     def flush(self) -> list[Segment]:
         """What the part still holds when the input ends."""
         return []
@@ -107,6 +122,34 @@ class PythonApply(Apply):
 
     def flush(self) -> list[Segment]:
         return collect([self._flush()]) if self._flush is not None else []
+
+
+class KeyedPythonApply(PythonApply):
+    """A Python fn class that keeps keyed state: each segment is applied with its group key
+    made current, at the processing time and watermark of the start of its batch."""
+
+    def __init__(
+        self, fn: Callable[[Segment], Any], key_of: KeyOf, state: KeyedState,
+        watermark: Callable[[], float | None],
+    ) -> None:  # fmt: skip
+        super().__init__(fn)
+        self.key_of, self.state, self.watermark = key_of, state, watermark
+
+    def apply(self, batch: Batch) -> list[Segment]:
+        fn, key_of, at = self.fn, self.key_of, self.state.at
+        watermark = self.watermark()
+        self.state.tick(context.now(), -math.inf if watermark is None else watermark)
+        out = []
+        for segment in rows(batch):
+            at(key_of(segment))
+            out.append(fn(segment))
+        return collect(out)
+
+    def keyed_snapshot(self) -> dict[int, Any]:
+        return self.state.snapshot()
+
+    def keyed_restore(self, snapshots: list[dict[int, Any]], owned: Callable[[int], bool]) -> None:
+        self.state.restore(snapshots, owned)
 
 
 class ArrowApply(Apply):
@@ -157,22 +200,43 @@ class SparkApply(AsyncApply):
         return self.function.submit(batch, mark)
 
 
-def python_apply(task: Task) -> Apply:
+@dataclass(frozen=True)
+class Keys:
+    """What a keyed task's part needs to keep keyed state: the group key of a segment, the
+    task's number of key groups, and the task's watermark."""
+
+    key_of: KeyOf
+    key_groups: int
+    watermark: Callable[[], float | None]
+
+
+def python_apply(task: Task, keys: Keys | None) -> Apply:
+    """The fn's part; one whose class has ``open`` keeps keyed state, given to ``open`` here."""
     fn = function(task.fn)
-    return Apply() if fn is None else PythonApply(fn)
+    if fn is None:
+        return Apply()
+    opens = getattr(fn, "open", None)
+    if opens is None:
+        return PythonApply(fn)
+    if keys is None:
+        raise ValueError(f"task {task.name!r}: its fn keeps keyed state (its class has open), "
+                         "so the task needs group_by_key or group_by_fn")  # fmt: skip
+    state = KeyedState(keys.key_groups)
+    opens(state)
+    return KeyedPythonApply(fn, keys.key_of, state, keys.watermark)
 
 
-ENGINE_APPLIES: dict[str, Callable[[Task], Apply]] = {
+ENGINE_APPLIES: dict[str, Callable[[Task, Keys | None], Apply]] = {
     "python": python_apply,
-    "arrow": ArrowApply,
-    "spark": SparkApply,
+    "arrow": lambda task, keys: ArrowApply(task),
+    "spark": lambda task, keys: SparkApply(task),
 }
-"""Each engine's apply part, made from its task."""
+"""Each engine's apply part, made from its task (and its keys, for a keyed task)."""
 
 
-def apply_for(task: Task) -> Apply:
+def apply_for(task: Task, keys: Keys | None = None) -> Apply:
     """The task's apply part; an engine without one is refused, naming the task."""
     make = ENGINE_APPLIES.get(task.engine)
     if make is None:
         raise ValueError(f"task {task.name!r}: engine {task.engine!r} has no apply step here")
-    return make(task)
+    return make(task, keys)

@@ -52,6 +52,8 @@ class TaskSnapshot:
     """The seat's state, with local recovery on."""
     channel: list[Any] = field(default_factory=list)
     """The batches an unaligned barrier overtook (peer.runtime.unaligned), to take again."""
+    state: dict[int, Any] = field(default_factory=dict)
+    """The keyed state the engine keeps for the fn, per key group (peer.state.keyed)."""
 
     def to_bytes(self) -> bytes:
         doc: dict[str, Any] = {"plugin": self.plugin, "windows": self.windows, "fn": self.fn,
@@ -62,6 +64,8 @@ class TaskSnapshot:
                              "turn": seat.turn, "timers": seat.timers}  # fmt: skip
         if self.channel:
             doc["channel"] = self.channel
+        if self.state:
+            doc["state"] = self.state
         return msgpack.packb(doc)
 
     @classmethod
@@ -79,8 +83,11 @@ class TaskSnapshot:
         if not isinstance(channel, list):
             raise SnapshotError(f"its channel is a {type(channel).__name__}, not a list")
         causal = doc.get("causal")
+        state = doc.get("state", {})
+        if not (isinstance(state, Mapping) and all(isinstance(g, int) for g in state)):
+            raise SnapshotError("its keyed state is not a map of key groups")
         return cls(doc["plugin"], doc["windows"], doc["fn"], _flag(doc.get("ended", False)),
-                   None if causal is None else _seat(causal), channel)  # fmt: skip
+                   None if causal is None else _seat(causal), channel, dict(state))  # fmt: skip
 
 
 def _flag(value: object) -> bool:

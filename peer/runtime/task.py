@@ -80,7 +80,7 @@ from peer.messaging.messages import (
 )
 from peer.metrics import task_meters
 from peer.plugins import NO_PLUGIN, Recovery, joined, load, position
-from peer.runtime.apply import Apply, AsyncApply, apply_for, function
+from peer.runtime.apply import Apply, AsyncApply, Keys, apply_for, function
 from peer.runtime.causal import (
     NO_LOCAL_RECOVERY,
     RECOVERY_ERRORS,
@@ -160,6 +160,8 @@ class Fetched:
     slots: range
     blobs: list[Future[bytes]]
     keep: Callable[[Any], bool]
+    owned: Callable[[int], bool]
+    """Which key groups of their keyed state it keeps."""
 
 
 def _everything(key: Any) -> bool:
@@ -167,7 +169,7 @@ def _everything(key: Any) -> bool:
     return True
 
 
-NOTHING_FETCHED = Fetched(range(0), [], _everything)
+NOTHING_FETCHED = Fetched(range(0), [], _everything, _everything)
 
 
 @dataclass
@@ -485,7 +487,8 @@ class TaskRunner:
         """The task's code and plugin, resolved from the job's paths, and the parts that use
         them."""
         c, task = self.ctx, self.ctx.task
-        apply = self.apply = apply_for(task)
+        keys = None if c.key_of is None else Keys(c.key_of, c.key_groups, lambda: self.watermark)
+        apply = self.apply = apply_for(task, keys)
         self._take = self._submitter(apply) if isinstance(apply, AsyncApply) else self._apply_now
         assign = function(task.assign_watermark_fn)
         self.hooks = hooks_for(c.job, task.name)
@@ -523,8 +526,10 @@ class TaskRunner:
         epoch = Epoch(point.version, point.number)
         slots = self._to_fetch(point, old)
         # restored from its own snapshot alone, a slot keeps all of it: it is exactly its own
-        keep = _everything if len(slots) == 1 and old == c.slots else self._mine
-        self.fetched = Fetched(slots, [fetch(point.job, epoch, slot) for slot in slots], keep)
+        own = len(slots) == 1 and old == c.slots
+        blobs = [fetch(point.job, epoch, slot) for slot in slots]
+        self.fetched = Fetched(slots, blobs, _everything if own else self._mine,
+                               _everything if own else c.owned.__contains__)  # fmt: skip
         self._enter(Phase.RESTORE)
         return True
 
@@ -673,6 +678,7 @@ class TaskRunner:
         if live:
             self.windows.restore([s.windows for s in live], self.fetched.keep)
             self.apply.restore([s.fn for s in live], self.fetched.keep)
+            self.apply.keyed_restore([s.state for s in live], self.fetched.owned)
 
     def _channel(self, snapshots: list[TaskSnapshot]) -> list[Segment]:
         """The rows of the restored snapshots' channel state that are this slot's to take
@@ -807,7 +813,8 @@ class TaskRunner:
         plugin, durable = position(self.plugin.checkpoint(epoch))
         windows = self.windows
         snapshot = TaskSnapshot(plugin, windows.snapshot(), self.apply.snapshot(),
-                                self.phase in INPUT_OVER, self.local.kept(windows))  # fmt: skip
+                                self.phase in INPUT_OVER, self.local.kept(windows),
+                                state=self.apply.keyed_snapshot())  # fmt: skip
         self.sealing = sealing = (epoch, snapshot, durable)
         self._seal(sealing)
         if barrier.final and self.output:

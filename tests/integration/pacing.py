@@ -25,3 +25,21 @@ def pass_slowly(segment: dict[str, Any]) -> dict[str, Any]:
     for seconds, long enough to take a savepoint of it half way."""
     time.sleep(0.003)
     return segment
+
+
+class RunningCount:
+    """Each event with its user's running count, in keyed state the engine keeps; paced by
+    ONYX_TEST_PACE seconds per event (the workload's pace, not a wait for anything)."""
+
+    def __init__(self) -> None:
+        self.pace = float(os.environ.get("ONYX_TEST_PACE", "0"))
+
+    def open(self, state: Any) -> None:
+        self.count = state.value_state("count", default=0)
+
+    def __call__(self, segment: dict[str, Any]) -> dict[str, Any]:
+        if self.pace:
+            time.sleep(self.pace)
+        n = self.count.get() + 1
+        self.count.set(n)
+        return {**segment, "count": n}

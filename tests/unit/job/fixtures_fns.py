@@ -29,3 +29,11 @@ def log_batch(event: dict[str, Any]) -> None:
 
 def is_long(segment: dict[str, Any]) -> bool:
     return len(segment["word"]) > 3
+
+
+class KeepsState:
+    def open(self, state: Any) -> None:
+        self.seen = state.value_state("seen")
+
+    def __call__(self, segment: Any) -> Any:
+        return segment

@@ -454,3 +454,10 @@ def test_a_task_names_its_own_key_groups_or_takes_the_jobs():
     task(doc, "count")["max_parallelism"] = 16
     assert from_dict(doc).key_groups("count") == 16
     assert from_dict(wordcount.document()).key_groups("count") == 128
+
+
+def test_a_fn_class_keeping_keyed_state_on_a_task_without_keys():
+    assert refusal(lambda d: task(d, "split").update(fn=f"{FNS}:KeepsState")) == (
+        f"job 'wc': task 'split': fn '{FNS}:KeepsState' keeps keyed state (its class has open), "
+        "so the task needs group_by_key or group_by_fn"
+    )

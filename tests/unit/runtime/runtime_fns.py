@@ -59,6 +59,18 @@ class Counts:
             self.counts.update({w: n for w, n in counts.items() if keep(w)})
 
 
+class StateCounts:
+    """A count per word in keyed state the engine keeps."""
+
+    def open(self, state: Any) -> None:
+        self.count = state.value_state("count", default=0)
+
+    def __call__(self, segment: dict[str, Any]) -> dict[str, Any]:
+        n = self.count.get() + 1
+        self.count.set(n)
+        return {**segment, "count": n}
+
+
 def record(name: str):
     def hook(event: dict[str, Any]) -> None:
         EVENTS.append((name, {k: v for k, v in event.items() if k != "batch"}))

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from peer.job.spec import Job, Task
-from peer.messaging.messages import Recover, RestorePoint
+from peer.messaging.messages import Batch, Recover, RestorePoint
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.phases import Phase
 from peer.runtime.placement import place
@@ -19,6 +19,7 @@ from peer.runtime.routing import Router, routes
 from peer.runtime.snapshot import TaskSnapshot
 from peer.runtime.task import TaskContext, TaskFailed, TaskRunner
 from peer.state.key_groups import groups_of, key_group
+from peer.state.keyed import KeyedState
 from peer.values.epoch import Epoch
 from tests.support import wait_for
 
@@ -34,12 +35,12 @@ def storage() -> Iterator[CheckpointStorage]:
     store.close()
 
 
-def job(groups: int = 128) -> Job:
+def job(groups: int = 128, fn: str = "Counts") -> Job:
     return Job(
         workflow=(("in", "count"), ("count", "out")),
         catalog=(
             Task("in", "input", plugin="peer.plugins.memory:input"),
-            Task("count", "function", fn=f"{FNS}:Counts", group_by_key="word"),
+            Task("count", "function", fn=f"{FNS}:{fn}", group_by_key="word"),
             Task("out", "output", plugin="peer.plugins.null:output"),
         ),
         max_parallelism=groups,
@@ -61,14 +62,16 @@ def checkpoint(storage: CheckpointStorage, slots: int) -> None:
 
 
 def restored(
-    storage: CheckpointStorage, slot: int, slots: int, point: RestorePoint, groups: int = 128
-) -> tuple[TaskRunner, list[int]]:
-    """Slot ``slot`` of ``slots`` of ``count`` restored from ``point``, and the old slots it
-    fetched."""
+    storage: CheckpointStorage, slot: int, slots: int, point: RestorePoint, *,
+    groups: int = 128, fn: str = "Counts", sent: list | None = None,
+) -> tuple[TaskRunner, list[int]]:  # fmt: skip
+    """Slot ``slot`` of ``slots`` of ``count`` (its fn ``fn``) restored from ``point``, and the
+    old slots it fetched; what it sends goes to ``sent``."""
     peers = tuple(f"p{i}" for i in range(slots))
     short_ids = {"j": 100, "i": 90, "o": 91, **{p: n for n, p in enumerate(peers)}}
     allocation = {"in": ("i",), "count": peers, "out": ("o",)}
-    placement = place(job(groups), 9, allocation, short_ids, {})
+    placement = place(job(groups, fn), 9, allocation, short_ids, {})
+    out = [] if sent is None else sent
     fetched: list[int] = []
 
     def fetch(job_id: str, epoch: Epoch, old: int):
@@ -78,9 +81,9 @@ def restored(
     runner = TaskRunner(
         TaskContext(
             placement=placement, peer=peers[slot], router=Router(routes(placement, "count")),
-            send=lambda to, item: None, report=lambda what, epoch: None,
+            send=lambda to, item: out.append(item), report=lambda what, epoch: None,
             grant=lambda source, batches, rows: None, congested=lambda: False,
-            complete=lambda: None, storage=storage, fetch=fetch,
+            complete=lambda: None, storage=storage, fetch=fetch, key_of=lambda s: s["word"],
         )
     )  # fmt: skip
     runner.recover_from(Recover(point))
@@ -138,3 +141,31 @@ def test_a_change_of_key_groups_kills_the_task_saying_so(storage):
         "groups and it now has 64: a keyed task keeps its max_parallelism for the life of its "
         "state, in the jobs resumed from it too"
     )
+
+
+def keyed_checkpoint(storage: CheckpointStorage, slots: int) -> None:
+    """The epoch TAKEN of ``count`` as ``slots`` slots of StateCounts left it, in the keyed
+    state the engine keeps: each word counted as many times as its number."""
+    for slot in range(slots):
+        state = KeyedState(128)
+        count = state.value_state("count")
+        for word, n in owned(WORDS, slot, slots).items():
+            state.at(word)
+            count.set(int(word[1:]) * n)
+        blob = TaskSnapshot(None, None, None, False, state=state.snapshot()).to_bytes()
+        storage.put("j", TAKEN, "count", slot, blob).result(10)
+
+
+@pytest.mark.parametrize(("before", "after"), [(2, 2), (2, 3), (3, 1)])
+def test_keyed_state_the_engine_keeps_moves_with_its_key_groups(storage, before, after):
+    """Every word's next count follows its restored one, on whichever slot owns it now."""
+    keyed_checkpoint(storage, before)
+    counted = {}
+    for slot in range(after):
+        sent: list = []
+        runner, _ = restored(storage, slot, after, point(before, {"count": 128}),
+                             fn="StateCounts", sent=sent)  # fmt: skip
+        runner.deliver(90, Batch([{"word": w} for w in owned(WORDS, slot, after)]))
+        wait_for(lambda r=runner, s=sent: r.step() or s, 10, "the counts", interval=0)
+        counted.update({s["word"]: s["count"] for item in sent for s in item})
+    assert counted == {w: int(w[1:]) + 1 for w in WORDS}

@@ -1,0 +1,283 @@
+"""Keyed state: values a function keeps per group key, which the engine stores, snapshots and
+restores per key group (peer.state.key_groups), so that a slot's state moves with its keys.
+
+A keyed task's fn class (the task has ``group_by_key`` or ``group_by_fn``) asks for its state
+once, in ``open(state)``, and reads and writes it for the key of the segment it is given:
+
+    class RunningCount:
+        def open(self, state: KeyedState) -> None:
+            self.count = state.value_state("count", default=0)
+
+        def __call__(self, segment):
+            n = self.count.get() + 1
+            self.count.set(n)
+            return {**segment, "count": n}
+
+Before each segment the engine makes that segment's group key the current one, so each handle
+reads and writes the current key's entry: ``value_state`` holds one value, ``map_state`` a
+mapping of its own, ``list_state`` a list. Values are plain data (msgpack: numbers, strings,
+bytes, lists, maps, None); change them through the handle (``set``, ``put``, ``add``), never in
+place, since what a handle gives may be what the state holds.
+
+A state with a ``Ttl`` forgets what was not written for that long: a value, a map's entry, a
+list (as a whole) reads as absent once ``seconds`` have passed since its last write, and the
+next snapshot leaves it out. Processing time is the task's clock at the start of each batch
+(``peer.context``, so a task recovered locally expires the same entries again); event time is
+the task's watermark.
+
+The entries of a key group live together, so a snapshot is one part per key group that holds
+any, and a restore takes whole key groups. Nothing here reads a clock or iterates a set: the
+same calls give the same state and the same snapshots on every peer.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from peer.job.values import canonical
+
+TTL_TIMES = ("processing", "event")
+
+NEVER = math.inf
+
+
+class StateError(ValueError):
+    """A state asked for or used wrongly; the message names the state."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ttl:
+    """How long an entry lives after its last write, in seconds of processing or event time."""
+
+    seconds: float
+    time: str = "processing"
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.seconds, int | float) and 0 < self.seconds < NEVER):
+            raise StateError(f"ttl seconds must be a number > 0, got {self.seconds!r}")
+        if self.time not in TTL_TIMES:
+            raise StateError(f"ttl time must be one of {', '.join(TTL_TIMES)}, got {self.time!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """A state as ``open`` asked for it."""
+
+    name: str
+    kind: str
+    default: Any
+    ttl: Ttl | None
+
+
+Entry = list[Any]
+"""``[key, value, expires]``: the group key as given, its value, and when it expires (inf:
+never). A map's value is itself ``{map key: [value, expires]}``."""
+
+
+class KeyedState:
+    """Every keyed state of one slot of a task, per key group: handed to the fn's ``open``."""
+
+    def __init__(self, key_groups: int) -> None:
+        self.key_groups = key_groups
+        self.declared: dict[str, Declared] = {}
+        self.groups: dict[int, dict[str, dict[str, Entry]]] = {}
+        """Key group -> state name -> canonical key -> entry."""
+        self.text = ""
+        """The current key's canonical JSON."""
+        self.key: Any = None
+        self.group: dict[str, dict[str, Entry]] = {}
+        """The current key's key group's states."""
+        self.clocks = {"processing": 0.0, "event": -NEVER}
+
+    # -- what open asks for ----------------------------------------------------------------------
+
+    def value_state(self, name: str, default: Any = None, ttl: Ttl | None = None) -> ValueState:
+        """One value per key; ``default`` where none is held."""
+        return ValueState(self, self._declare(name, "value", default, ttl))
+
+    def map_state(self, name: str, ttl: Ttl | None = None) -> MapState:
+        """A mapping per key, each entry expiring on its own."""
+        return MapState(self, self._declare(name, "map", None, ttl))
+
+    def list_state(self, name: str, ttl: Ttl | None = None) -> ListState:
+        """A list per key, expiring as a whole."""
+        return ListState(self, self._declare(name, "list", None, ttl))
+
+    def _declare(self, name: str, kind: str, default: Any, ttl: Ttl | None) -> Declared:
+        if not (isinstance(name, str) and name):
+            raise StateError(f"a state's name must be a non-empty string, got {name!r}")
+        if ttl is not None and not isinstance(ttl, Ttl):
+            raise StateError(f"state {name!r}: ttl must be a Ttl, got {ttl!r}")
+        if name in self.declared:
+            raise StateError(f"state {name!r} is asked for twice")
+        declared = self.declared[name] = Declared(name, kind, default, ttl)
+        return declared
+
+    # -- what the engine does ----------------------------------------------------------------------
+
+    def at(self, key: Any) -> None:
+        """Make ``key`` the current key."""
+        text = canonical(key)
+        group = zlib.crc32(text.encode()) % self.key_groups
+        self.text, self.key = text, key
+        self.group = self.groups.setdefault(group, {})
+
+    def tick(self, now: float, watermark: float) -> None:
+        """The processing and event time what is written now is stamped with."""
+        self.clocks["processing"], self.clocks["event"] = now, watermark
+
+    def snapshot(self) -> dict[int, dict[str, list[Entry]]]:
+        """Each key group's live entries, by state and key in canonical order; key groups that
+        hold none are left out."""
+        out: dict[int, dict[str, list[Entry]]] = {}
+        for group in sorted(self.groups):
+            states = {name: live for name in sorted(self.groups[group])
+                      if (live := self._live(name, self.groups[group][name]))}  # fmt: skip
+            if states:
+                out[group] = states
+        return out
+
+    def restore(self, snapshots: list[Any], owned: Callable[[int], bool]) -> None:
+        """Take the key groups ``owned`` accepts from every snapshot; a state no longer asked
+        for is dropped."""
+        for snapshot in snapshots:
+            for group, states in snapshot.items():
+                if not owned(group):
+                    continue
+                held = self.groups.setdefault(group, {})
+                for name, entries in states.items():
+                    if name in self.declared:
+                        held.setdefault(name, {}).update((canonical(e[0]), e) for e in entries)
+
+    def _live(self, name: str, entries: dict[str, Entry]) -> list[Entry]:
+        declared = self.declared.get(name)
+        if declared is None or declared.ttl is None:
+            return [entries[text] for text in sorted(entries)]
+        now = self.clocks[declared.ttl.time]
+        live = []
+        for text in sorted(entries):
+            key, value, expires = entries[text]
+            if declared.kind == "map":
+                value = {k: v for k, v in value.items() if v[1] > now}
+                if not value:
+                    continue
+            elif expires <= now:
+                continue
+            live.append([key, value, expires])
+        return live
+
+    # -- what the handles use ----------------------------------------------------------------------
+
+    def expiry(self, declared: Declared) -> float:
+        ttl = declared.ttl
+        return NEVER if ttl is None else self.clocks[ttl.time] + ttl.seconds
+
+    def now(self, declared: Declared) -> float:
+        ttl = declared.ttl
+        return -NEVER if ttl is None else self.clocks[ttl.time]
+
+    def entry(self, declared: Declared) -> Entry | None:
+        """The current key's live entry of ``declared``."""
+        entries = self.group.get(declared.name)
+        entry = None if entries is None else entries.get(self.text)
+        if entry is None or (declared.kind != "map" and entry[2] <= self.now(declared)):
+            return None
+        return entry
+
+    def write(self, declared: Declared, value: Any) -> None:
+        entries = self.group.setdefault(declared.name, {})
+        entries[self.text] = [self.key, value, self.expiry(declared)]
+
+    def clear(self, declared: Declared) -> None:
+        entries = self.group.get(declared.name)
+        if entries is not None:
+            entries.pop(self.text, None)
+
+
+class ValueState:
+    """One value per key."""
+
+    def __init__(self, state: KeyedState, declared: Declared) -> None:
+        self._state, self._declared = state, declared
+
+    def get(self) -> Any:
+        entry = self._state.entry(self._declared)
+        return self._declared.default if entry is None else entry[1]
+
+    def set(self, value: Any) -> None:
+        self._state.write(self._declared, value)
+
+    def clear(self) -> None:
+        self._state.clear(self._declared)
+
+
+class ListState:
+    """A list per key; ``get`` gives a copy."""
+
+    def __init__(self, state: KeyedState, declared: Declared) -> None:
+        self._state, self._declared = state, declared
+
+    def get(self) -> list[Any]:
+        entry = self._state.entry(self._declared)
+        return [] if entry is None else list(entry[1])
+
+    def add(self, value: Any) -> None:
+        entry = self._state.entry(self._declared)
+        if entry is None:
+            self._state.write(self._declared, [value])
+        else:
+            entry[1].append(value)
+            entry[2] = self._state.expiry(self._declared)
+
+    def update(self, values: list[Any]) -> None:
+        self._state.write(self._declared, list(values))
+
+    def clear(self) -> None:
+        self._state.clear(self._declared)
+
+
+class MapState:
+    """A mapping per key, whose entries expire one by one."""
+
+    def __init__(self, state: KeyedState, declared: Declared) -> None:
+        self._state, self._declared = state, declared
+
+    def _held(self) -> dict[Any, list[Any]] | None:
+        entry = self._state.entry(self._declared)
+        return None if entry is None else entry[1]
+
+    def _found(self, key: Any) -> list[Any] | None:
+        held = self._held()
+        found = None if held is None else held.get(key)
+        return None if found is None or found[1] <= self._state.now(self._declared) else found
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        found = self._found(key)
+        return default if found is None else found[0]
+
+    def __contains__(self, key: Any) -> bool:
+        return self._found(key) is not None
+
+    def put(self, key: Any, value: Any) -> None:
+        held = self._held()
+        if held is None:
+            held = {}
+            self._state.write(self._declared, held)
+        held[key] = [value, self._state.expiry(self._declared)]
+
+    def remove(self, key: Any) -> None:
+        held = self._held()
+        if held is not None:
+            held.pop(key, None)
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        """The live entries, in the order they were first put."""
+        held, now = self._held() or {}, self._state.now(self._declared)
+        return iter([(k, v[0]) for k, v in held.items() if v[1] > now])
+
+    def clear(self) -> None:
+        self._state.clear(self._declared)

@@ -1,0 +1,88 @@
+"""Keyed state the engine keeps (peer.state.keyed) through real processes: each event with its
+user's running count, published exactly once, checked against counts made here from the
+events; in one `onyx run`, and with a group of the count task killed -9 once an epoch has
+committed, so that its key groups are restored from that commit."""
+
+from __future__ import annotations
+
+import json
+import signal
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+import yaml
+
+from peer import api
+from peer.runtime.checkpoints import Commits
+from tests.support import onyx, wait_for
+
+pytestmark = pytest.mark.integration
+
+EVENTS, USERS = 3_000, 40
+
+
+def keyed_job(tmp_path: Path) -> Path:
+    with (tmp_path / "events.jsonl").open("w") as f:
+        for i in range(EVENTS):
+            f.write(json.dumps({"user": f"u{(i * 7) % USERS}", "ts": i}) + "\n")
+    job = {
+        "workflow": [["read", "count"], ["count", "write"]],
+        "catalog": [
+            {"name": "read", "kind": "input", "plugin": "peer.plugins.jsonl:input",
+             "params": {"path": str(tmp_path / "events.jsonl")}, "n_peers": 1, "batch_size": 10},
+            {"name": "count", "kind": "function", "fn": "tests.integration.pacing:RunningCount",
+             "group_by_key": "user", "n_peers": 2, "max_parallelism": 16},
+            {"name": "write", "kind": "output", "plugin": "peer.plugins.jsonl:exactly_once_output",
+             "params": {"path": str(tmp_path / "out")}, "n_peers": 1},
+        ],
+        "barrier_period": 0.2,
+    }  # fmt: skip
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    return path
+
+
+def expected() -> list[tuple[str, int, int]]:
+    """Each event's running count, one input reading in order: per user, 1, 2, 3, ..."""
+    seen: dict[str, int] = {}
+    rows = []
+    for i in range(EVENTS):
+        user = f"u{(i * 7) % USERS}"
+        seen[user] = seen.get(user, 0) + 1
+        rows.append((user, i, seen[user]))
+    return sorted(rows)
+
+
+def published(tmp_path: Path) -> list[tuple[str, int, int]]:
+    rows = [json.loads(line) for f in (tmp_path / "out").glob("*.jsonl")
+            for line in f.read_text().splitlines()]  # fmt: skip
+    return sorted((r["user"], r["ts"], r["count"]) for r in rows)
+
+
+def test_running_counts_in_keyed_state_over_two_groups(tmp_path):
+    result = onyx("run", str(keyed_job(tmp_path)), "--vpeers", "2", "--groups", "2", timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert published(tmp_path) == expected()
+
+
+def test_keyed_state_survives_a_group_of_the_count_task_killed_mid_job(
+    start_peer, zookeeper, tenancy, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("ONYX_TEST_PACE", "0.003")
+    options = {"vpeers": 2, "extra": ["--auto-down-unreachable-after", "1"]}
+    groups = [start_peer(**options) for _ in range(3)]
+    with closing(api.connect(zookeeper.address, tenancy, create=True)) as store:
+        wait_for(lambda: len(api.replica(store).peers) >= 6, 60, "6 peers")
+        job_id = api.submit(store, keyed_job(tmp_path))
+        commits = Commits(store, job_id)
+        wait_for(lambda: commits.read()[0] and commits.read()[0].committed, 60, "a commit")
+        before = api.replica(store)
+        victim = before.group_of(before.allocations[job_id]["count"][0])
+        next(g for g in groups if g.runs(victim)).signal(signal.SIGKILL)
+        groups.append(start_peer(**options))
+        final = api.wait(store, job_id, 180)
+    assert final.state == "completed"
+    restored = f"restored task 'count' of job {job_id}"
+    assert any(restored in g.output() for g in groups if not g.runs(victim)), "no restore"
+    assert published(tmp_path) == expected()
