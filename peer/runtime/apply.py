@@ -126,7 +126,9 @@ class PythonApply(Apply):
 
 class KeyedPythonApply(PythonApply):
     """A Python fn class that keeps keyed state: each segment is applied with its group key
-    made current, at the processing time and watermark of the start of its batch."""
+    made current, at the processing time and watermark of the start of its batch. The clock
+    is read only when a state expires in processing time: in a job that recovers locally
+    each read is logged."""
 
     def __init__(
         self, fn: Callable[[Segment], Any], key_of: KeyOf, state: KeyedState,
@@ -134,11 +136,12 @@ class KeyedPythonApply(PythonApply):
     ) -> None:  # fmt: skip
         super().__init__(fn)
         self.key_of, self.state, self.watermark = key_of, state, watermark
+        self.now: Callable[[], float] = context.now if state.expires_in("processing") else _zero
 
     def apply(self, batch: Batch) -> list[Segment]:
         fn, key_of, at = self.fn, self.key_of, self.state.at
         watermark = self.watermark()
-        self.state.tick(context.now(), -math.inf if watermark is None else watermark)
+        self.state.tick(self.now(), -math.inf if watermark is None else watermark)
         out = []
         for segment in rows(batch):
             at(key_of(segment))
@@ -198,6 +201,10 @@ class SparkApply(AsyncApply):
 
     def submit(self, batch: Any, mark: Mark) -> Future[Any]:
         return self.function.submit(batch, mark)
+
+
+def _zero() -> float:
+    return 0.0
 
 
 @dataclass(frozen=True)

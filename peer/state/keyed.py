@@ -119,6 +119,10 @@ class KeyedState:
 
     # -- what the engine does ----------------------------------------------------------------------
 
+    def expires_in(self, time: str) -> bool:
+        """Whether any state asked for expires in ``time`` (processing or event)."""
+        return any(d.ttl is not None and d.ttl.time == time for d in self.declared.values())
+
     def at(self, key: Any) -> None:
         """Make ``key`` the current key."""
         text = canonical(key)

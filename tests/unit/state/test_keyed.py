@@ -192,3 +192,13 @@ def test_a_state_no_longer_asked_for_is_dropped_at_restore():
     again.at("k")
     assert kept_again.get() == 1
     assert all(set(states) == {"kept"} for states in again.groups.values())
+
+
+def test_the_times_a_state_expires_in_are_known_once_it_is_asked_for():
+    state = KeyedState(GROUPS)
+    state.value_state("plain")
+    assert not state.expires_in("processing")
+    assert not state.expires_in("event")
+    state.map_state("recent", ttl=Ttl(60))
+    assert state.expires_in("processing")
+    assert not state.expires_in("event")
