@@ -33,6 +33,13 @@ def key_group(key: Any, max_parallelism: int) -> int:
     return key_hash(key) % max_parallelism
 
 
+def held_under(key: Any, max_parallelism: int) -> tuple[str, int]:
+    """The canonical text state holds ``key`` under, and its key group: both from one
+    encoding of the key."""
+    text = canonical(key)
+    return text, zlib.crc32(text.encode()) % max_parallelism
+
+
 def owner(group: int, max_parallelism: int, slots: int) -> int:
     """The slot of ``slots`` that owns key group ``group``."""
     return group * slots // max_parallelism

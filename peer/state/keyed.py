@@ -33,12 +33,12 @@ same calls give the same state and the same snapshots on every peer.
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from peer.job.values import canonical
+from peer.state.key_groups import held_under
 
 TTL_TIMES = ("processing", "event")
 
@@ -125,8 +125,7 @@ class KeyedState:
 
     def at(self, key: Any) -> None:
         """Make ``key`` the current key."""
-        text = canonical(key)
-        group = zlib.crc32(text.encode()) % self.key_groups
+        text, group = held_under(key, self.key_groups)
         self.text, self.key = text, key
         self.group = self.groups.setdefault(group, {})
 

@@ -8,7 +8,8 @@ import zlib
 from hypothesis import given
 from hypothesis import strategies as st
 
-from peer.state.key_groups import groups_of, key_group, key_hash, owner
+from peer.job.values import canonical
+from peer.state.key_groups import groups_of, held_under, key_group, key_hash, owner
 
 PARALLELISMS = st.integers(1, 300)
 
@@ -42,3 +43,4 @@ def test_a_key_group_is_owned_by_the_slot_whose_range_holds_it(groups, slots, da
 def test_a_key_falls_in_one_key_group(key, groups):
     assert key_group(key, groups) == key_hash(key) % groups
     assert 0 <= key_group(key, groups) < groups
+    assert held_under(key, groups) == (canonical(key), key_group(key, groups))
