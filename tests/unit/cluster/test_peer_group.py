@@ -76,8 +76,10 @@ def test_graceful_stop_removes_the_group(cluster):
     assert not cluster.threads[0].is_alive()
     replica = ring_of(cluster, 3)
     assert gid in replica.removed
+    # Only the leave's own kinds: an abort of a join attempt of the group's can name it too.
+    leave = [LEAVE.name, EXIT.name, GROUP_LEAVE.name]
     steps = [e.fn for e in cluster.reader.read(after=-1) if e.args.get("id") == gid]
-    assert steps[:3] == [LEAVE.name, EXIT.name, GROUP_LEAVE.name]
+    assert [fn for fn in steps if fn in leave][:3] == leave
 
 
 def test_a_stop_leaves_gracefully_and_at_once_only_when_its_time_runs_out():
