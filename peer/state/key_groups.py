@@ -25,7 +25,7 @@ from peer.job.values import canonical
 def key_hash(key: Any) -> int:
     """crc32 of the key's canonical text: the same on every peer, and the text window state
     holds the key under."""
-    return zlib.crc32(canonical(key).encode())
+    return _crc(canonical(key))
 
 
 def key_group(key: Any, max_parallelism: int) -> int:
@@ -37,7 +37,11 @@ def held_under(key: Any, max_parallelism: int) -> tuple[str, int]:
     """The canonical text state holds ``key`` under, and its key group: both from one
     encoding of the key."""
     text = canonical(key)
-    return text, zlib.crc32(text.encode()) % max_parallelism
+    return text, _crc(text) % max_parallelism
+
+
+def _crc(text: str) -> int:
+    return zlib.crc32(text.encode())
 
 
 def owner(group: int, max_parallelism: int, slots: int) -> int:
