@@ -30,7 +30,7 @@ from peer.log.store import LogStore, StoreError, store_origin_and_trim
 from peer.log.stores.zookeeper import ZooKeeperStore
 from peer.membership.gossip import Status
 from peer.membership.members import MemberError, lifecycle, resolve
-from peer.runtime.checkpoints import CheckpointStorage, Commits, Savepoint
+from peer.runtime.checkpoints import CheckpointStorage, Commits, Savepoint, chain_start
 from peer.values.epoch import Epoch
 from peer.values.limits import MAX_ENTRY_BYTES
 
@@ -428,10 +428,13 @@ def stop(store: LogStore, job_id: str, name: str, timeout: float | None) -> Save
 def dispose_savepoint(
     store: LogStore, storage: CheckpointStorage, job_id: str, name: str
 ) -> Savepoint:
-    """Forget savepoint ``name`` and delete its snapshots, unless something else still needs
-    that epoch: the job's latest two commits (recovery, and the collection that follows the
-    next commit) or another savepoint."""
+    """Forget savepoint ``name`` and delete the snapshots of its epoch and its chains' that
+    nothing else still needs: the job's latest two commits (recovery, and the collection that
+    follows the next commit) or another savepoint."""
     gone, record = Commits(store, job_id).dispose_savepoint(name)
-    if gone.epoch not in (*record.history[-2:], *record.retained):
-        storage.delete_epoch(job_id, gone.epoch)
+    first = chain_start(gone.epoch, gone.since)
+    for number in range(first.number, gone.epoch.number + 1):
+        epoch = Epoch(gone.epoch.version, number)
+        if not record.retains(epoch):
+            storage.delete_epoch(job_id, epoch)
     return gone

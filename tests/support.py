@@ -23,6 +23,8 @@ import s3fs
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
+from peer.messaging.messages import Ack
+
 ZOOKEEPER_CLASSPATH = "/usr/share/java/zookeeper.jar:/etc/zookeeper/conf"
 REPO = Path(__file__).resolve().parent.parent
 ZOOKEEPER_EXPORTER = REPO / "roles/zookeeper/files/zookeeper_exporter.py"
@@ -50,6 +52,12 @@ def wait_for[T](condition: Callable[[], T], timeout: float, what: str, interval:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(interval)
+
+
+def reported(message: Any) -> tuple[str, int]:
+    """A runner's report to its coordinator, as tests record it: ("ack", epoch) or
+    ("drained", 0)."""
+    return ("ack", message.epoch) if isinstance(message, Ack) else ("drained", 0)
 
 
 def free_port() -> int:

@@ -101,6 +101,8 @@ class Recover:
 @dataclass(frozen=True, slots=True)
 class Ack:
     epoch: int
+    since: int = 0
+    """Where the chain of the sender's snapshot starts (peer.runtime.snapshot); 0: whole."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,14 +242,15 @@ def _list(body: Body) -> list[Any]:
     return body
 
 
-def _row_limit(body: Body) -> int:
-    """A Credit's row limit: none in an empty body, else one int >= 0."""
+def _optional_count(body: Body, name: str) -> int:
+    """A count a body may hold (a Credit's row limit, an Ack's chain start): 0 in an empty
+    body, else one int >= 0."""
     if not body:
         return 0
-    rows = _one(body, int)
-    if isinstance(rows, bool) or rows < 0:
-        raise ValueError(f"row limit {rows!r} is not an int >= 0")
-    return rows
+    count = _one(body, int)
+    if not _counts(count):
+        raise ValueError(f"{name} {count!r} is not an int >= 0")
+    return count
 
 
 def _restore_point(body: Body) -> RestorePoint | None:
@@ -305,10 +308,11 @@ TABLE = (
          lambda _, b: Watermark(_one(b, (int, float)))),
     Kind(End, MessageType.END, _zero, _nothing, lambda _, b: END),
     Kind(Credit, MessageType.CREDIT, lambda m: m.batches, lambda m: [m.rows] if m.rows else (),
-         lambda e, b: Credit(e, _row_limit(b))),
+         lambda e, b: Credit(e, _optional_count(b, "row limit"))),
     Kind(Recover, MessageType.RECOVER, _zero, lambda m: _restore_body(m.point),
          lambda _, b: Recover(_restore_point(b))),
-    Kind(Ack, MessageType.ACK, lambda m: m.epoch, _nothing, lambda e, _: Ack(e)),
+    Kind(Ack, MessageType.ACK, lambda m: m.epoch, lambda m: [m.since] if m.since else (),
+         lambda e, b: Ack(e, _optional_count(b, "since"))),
     Kind(Drained, MessageType.DRAINED, _zero, _nothing, lambda _, b: DRAINED),
     Kind(Committed, MessageType.COMMITTED, lambda m: m.epoch, _nothing, lambda e, _: Committed(e)),
     Kind(Determinants, MessageType.DETERMINANTS, _zero, lambda m: m.deltas,

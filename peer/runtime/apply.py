@@ -89,12 +89,18 @@ class Apply:
     def restore(self, snapshots: list[Any], mine: Callable[[Any], bool]) -> None:
         """Take back the state of every slot's snapshot, keeping the keys ``mine`` holds."""
 
-    def keyed_snapshot(self) -> dict[int, Any]:
-        """The keyed state the engine keeps for the part, per key group (none: empty)."""
+    def keyed_counts(self) -> tuple[int, int]:
+        """The entries of keyed state held, and those written since the last snapshot."""
+        return 0, 0
+
+    def keyed_snapshot(self, whole: bool) -> dict[int, bytes]:
+        """The keyed state the engine keeps for the part, per key group: ``whole``, or what
+        changed since the last snapshot (none: empty)."""
         return {}
 
-    def keyed_restore(self, snapshots: list[dict[int, Any]], owned: Callable[[int], bool]) -> None:
-        """Take back the key groups ``owned`` accepts of every snapshot's keyed state."""
+    def keyed_restore(self, layers: list[dict[int, bytes]], owned: Callable[[int], bool]) -> None:
+        """Take back the key groups ``owned`` accepts of each snapshot's keyed state, in
+        order (peer.state.keyed)."""
 
     def flush(self) -> list[Segment]:
         """What the part still holds when the input ends."""
@@ -148,11 +154,14 @@ class KeyedPythonApply(PythonApply):
             out.append(fn(segment))
         return collect(out)
 
-    def keyed_snapshot(self) -> dict[int, Any]:
-        return self.state.snapshot()
+    def keyed_counts(self) -> tuple[int, int]:
+        return self.state.held(), self.state.changed()
 
-    def keyed_restore(self, snapshots: list[dict[int, Any]], owned: Callable[[int], bool]) -> None:
-        self.state.restore(snapshots, owned)
+    def keyed_snapshot(self, whole: bool) -> dict[int, bytes]:
+        return self.state.snapshot(whole)
+
+    def keyed_restore(self, layers: list[dict[int, bytes]], owned: Callable[[int], bool]) -> None:
+        self.state.restore(layers, owned)
 
 
 class ArrowApply(Apply):

@@ -16,8 +16,12 @@ Storage layout: ``<url>/<tenancy>/<job>/<version:012d>-<number:08d>/<task>/<slot
 name percent-quoted where it is not plain. A reader never sees half a snapshot: in a local
 directory it is written under a temporary name beside its final one and renamed; an object
 store's PUT is whole by itself (peer.storage). Nothing is ever listed to restore: the
-commit record names the epoch and how many slots each task has, which names every snapshot.
-Listings only find epochs to delete.
+commit record names the epoch and how many slots each task has, which names every snapshot,
+and each snapshot names the earlier ones of its slot its keyed state adds to (its chain,
+peer.runtime.snapshot). A restore reads a slot's snapshot and its chain's, whole, or only the
+key groups it owns: each snapshot's header, then one range. Listings only find epochs to
+delete: those before the oldest epoch the last two commits' chains start at, and that no
+savepoint's chain needs.
 """
 
 from __future__ import annotations
@@ -35,6 +39,15 @@ from typing import Any
 
 from peer.job.values import is_int
 from peer.log.store import CommitRecords, path_component
+from peer.runtime.snapshot import (
+    HEAD,
+    Restored,
+    SnapshotError,
+    TaskSnapshot,
+    header_end,
+    read,
+    read_header,
+)
 from peer.storage import (
     CheckpointError,
     StorageError,
@@ -48,6 +61,8 @@ from peer.values.epoch import Epoch
 log = logging.getLogger(__name__)
 
 SUFFIX = ".snap"
+PREFIX = 64 * 1024
+"""What a restore reading some key groups of a snapshot reads first: its header, usually."""
 EPOCH_NAME = re.compile(r"^(\d{12,})-(\d{8,})$")
 FIELDS = ("committed", "owner", "slots")
 
@@ -60,14 +75,26 @@ commits again."""
 SAVEPOINT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
+def chain_start(epoch: Epoch, since: int) -> Epoch:
+    """The oldest epoch a restore from ``epoch`` reads, its snapshots' chains starting at
+    number ``since`` of its allocation (0: its snapshots are whole)."""
+    return Epoch(epoch.version, since or epoch.number)
+
+
 @dataclass(frozen=True)
 class Savepoint:
     """A committed epoch kept until an operator disposes of it, with the number of peers per
-    task whose snapshots make it up and each keyed task's key groups."""
+    task whose snapshots make it up, each keyed task's key groups, and where its snapshots'
+    chains start (peer.runtime.snapshot; 0: they are whole)."""
 
     epoch: Epoch
     slots: Mapping[str, int]
     groups: Mapping[str, int] = field(default_factory=dict)
+    since: int = 0
+
+    def needs(self, epoch: Epoch) -> bool:
+        """Whether a restore from this savepoint reads snapshots of ``epoch``."""
+        return chain_start(self.epoch, self.since) <= epoch <= self.epoch
 
 
 @dataclass(frozen=True)
@@ -97,6 +124,14 @@ class CommitRecord:
     groups: Mapping[str, int] = field(default_factory=dict)
     """Each keyed task's number of key groups when the committed epoch was taken; empty in a
     record written before key groups, whose keys were split by hash modulo slots."""
+    since: int = 0
+    """The epoch number, of the committed epoch's allocation, at which the oldest chain of its
+    snapshots starts (peer.runtime.snapshot); 0 when they are whole."""
+    floor: Epoch | None = None
+    """The oldest epoch a restore from the last two commits reads: storage keeps every epoch
+    from it on (the commit before the last stays readable for a restore that began before the
+    last was written). None in a record written before chains, whose snapshots were whole: the
+    older of the last two commits."""
 
     @property
     def scope(self) -> str:
@@ -104,10 +139,15 @@ class CommitRecord:
         it: a hand-over's, which redoes nothing, or a rollback of the whole job."""
         return "handover" if self.quiesced else "global"
 
-    @property
-    def retained(self) -> frozenset[Epoch]:
-        """Epochs that savepoints hold: storage keeps them whatever commits after them."""
-        return frozenset(s.epoch for s in self.savepoints.values())
+    def retains(self, epoch: Epoch) -> bool:
+        """Whether storage keeps ``epoch`` whatever commits after it: it is at or after the
+        floor, or a savepoint needs it."""
+        floor = self.floor
+        if floor is None:
+            floor = self.history[-2] if len(self.history) > 1 else self.committed
+        return (floor is not None and epoch >= floor) or any(
+            s.needs(epoch) for s in self.savepoints.values()
+        )
 
     def encode(self) -> bytes:
         doc: dict[str, Any] = {
@@ -124,6 +164,10 @@ class CommitRecord:
             doc["quiesced"] = True
         if self.groups:
             doc["groups"] = dict(self.groups)
+        if self.since:
+            doc["since"] = self.since
+        if self.floor is not None:
+            doc["floor"] = list(self.floor)
         if self.savepoints:
             doc["savepoints"] = {
                 name: _savepoint_doc(s) for name, s in sorted(self.savepoints.items())
@@ -163,16 +207,29 @@ class CommitRecord:
         if not _counts(groups):
             raise _undecodable(data, "groups is not an object of integers")
         history_epochs = tuple(Epoch(*e) for e in history)
+        since, floor = _chains(data, doc)
         return cls(
             committed, owner, slots, history_epochs, tuple(requested), savepoints, stop, quiesced,
-            groups,
+            groups, since, floor,
         )  # fmt: skip
+
+
+def _chains(data: bytes, doc: dict[str, Any]) -> tuple[int, Epoch | None]:
+    """A record's ``since`` and ``floor`` (none in one written before chains)."""
+    since, floor = doc.get("since", 0), doc.get("floor")
+    if not is_int(since):
+        raise _undecodable(data, "since is not an integer")
+    if not (floor is None or _is_epoch(floor)):
+        raise _undecodable(data, "floor is neither null nor [version, number]")
+    return since, None if floor is None else Epoch(*floor)
 
 
 def _savepoint_doc(savepoint: Savepoint) -> dict[str, Any]:
     doc: dict[str, Any] = {"epoch": list(savepoint.epoch), "slots": dict(savepoint.slots)}
     if savepoint.groups:
         doc["groups"] = dict(savepoint.groups)
+    if savepoint.since:
+        doc["since"] = savepoint.since
     return doc
 
 
@@ -191,9 +248,11 @@ def _decode_savepoints(data: bytes, raw: Any) -> dict[str, Savepoint]:
             and _is_epoch(item.get("epoch"))
             and _counts(item.get("slots"))
             and _counts(item.get("groups", {}))
+            and is_int(item.get("since", 0))
         ):
             raise _undecodable(data, f"savepoint {name!r} is not an epoch with its slots")
-        savepoints[name] = Savepoint(Epoch(*item["epoch"]), item["slots"], item.get("groups", {}))
+        savepoints[name] = Savepoint(Epoch(*item["epoch"]), item["slots"], item.get("groups", {}),
+                                     item.get("since", 0))  # fmt: skip
     return savepoints
 
 
@@ -243,14 +302,17 @@ class Commits:
         version: int,
         epoch: Epoch,
         slots: Mapping[str, int],
+        *,
         quiesced: bool = False,
         groups: Mapping[str, int] | None = None,
+        since: int = 0,
     ) -> CommitRecord | None:
-        """Record ``epoch``, snapshotted by ``slots`` (keyed tasks' keys split into ``groups``),
-        as committed (``quiesced`` if it was a hand-over's pause), if allocation ``version``
-        still owns the record, and make it every requested savepoint; the record as written,
-        or None when a newer allocation owns it. An epoch already committed gives the record
-        again; one before it is a coordinator's bug, a ValueError."""
+        """Record ``epoch``, snapshotted by ``slots`` (keyed tasks' keys split into ``groups``,
+        the snapshots' chains starting at number ``since``), as committed (``quiesced`` if it
+        was a hand-over's pause), if allocation ``version`` still owns the record, and make it
+        every requested savepoint; the record as written, or None when a newer allocation owns
+        it. An epoch already committed gives the record again; one before it is a
+        coordinator's bug, a ValueError."""
         while True:
             record, at = self.read()
             if record is None or record.owner != version:
@@ -263,7 +325,10 @@ class Commits:
                     f"{record.committed.describe()} is committed already"
                 )
             split = dict(groups or {})
-            taken = {name: Savepoint(epoch, dict(slots), split) for name in record.requested}
+            taken = {name: Savepoint(epoch, dict(slots), split, since)
+                     for name in record.requested}  # fmt: skip
+            last = record.committed
+            floor = chain_start(epoch, since) if last is None else chain_start(last, record.since)
             stops = record.stop in taken
             committed = replace(
                 record,
@@ -276,6 +341,8 @@ class Commits:
                 stop=None if stops else record.stop,
                 quiesced=quiesced,
                 groups=split,
+                since=since,
+                floor=floor,
             )
             if self.store.write_commit(self.job, committed.encode(), at) is not None:
                 return committed
@@ -378,8 +445,7 @@ class CheckpointStorage:
         return self.pool.submit(self._put, job, epoch, task, slot, blob)
 
     def _put(self, job: str, epoch: Epoch, task: str, slot: int, blob: bytes) -> None:
-        what = f"the snapshot of job {job!r} {epoch.describe()} task {task!r} slot {slot}"
-        self._store(self._path(job, epoch, task, slot), blob, what)
+        self._store(self._path(job, epoch, task, slot), blob, _snapshot(job, epoch, task, slot))
 
     def _whole(self, path: str, blob: bytes, what: str) -> None:
         """Write ``blob`` at ``path`` on an object store, whose writes are whole."""
@@ -422,13 +488,24 @@ class CheckpointStorage:
             self.fs.pipe_file(path, blob)
 
     def get(self, job: str, epoch: Epoch, task: str, slot: int) -> bytes:
-        what = f"the snapshot of job {job!r} {epoch.describe()} task {task!r} slot {slot}"
-        return self._read(self._path(job, epoch, task, slot), what)
+        return self._read(self._path(job, epoch, task, slot), _snapshot(job, epoch, task, slot))
 
-    def _read(self, path: str, what: str) -> bytes:
+    def _read(
+        self, path: str, what: str, start: int | None = None, end: int | None = None
+    ) -> bytes:
+        return self._asked(path, what, lambda: self.fs.cat_file(path, start=start, end=end))
+
+    def _size(self, path: str, what: str) -> int:
+        """The stored length of ``path``: a ranged read must not reach past it (an object store
+        may refuse the range)."""
+        return self._asked(path, what, lambda: self.fs.size(path))
+
+    def _asked[T](self, path: str, what: str, call: Callable[[], T]) -> T:
+        """``call()``, a read of ``path`` (holding ``what``), retried on an object store; a
+        failure names what and where."""
         where = self._where(path)
         try:
-            return self._attempt("read", where, lambda: self.fs.cat_file(path))
+            return self._attempt("read", where, call)
         except FileNotFoundError:
             raise CheckpointError(f"{what} is not at {where}") from None
         except StorageError as e:
@@ -436,9 +513,56 @@ class CheckpointStorage:
         except Exception as e:
             raise CheckpointError(f"cannot read {what} at {where}: {describe(e)}") from e
 
-    def fetch(self, job: str, epoch: Epoch, task: str, slot: int) -> Future[bytes]:
-        """``get`` in the background."""
-        return self.pool.submit(self.get, job, epoch, task, slot)
+    def restore(
+        self, job: str, epoch: Epoch, task: str, slot: int, groups: range | None = None
+    ) -> Future[Restored]:
+        """In the background: the snapshot of ``slot`` of ``task`` at ``epoch``, with the keyed
+        parts of its chain and its own, of the key groups in ``groups`` (None: all it has).
+        The future fails with a CheckpointError, or a SnapshotError naming the snapshot that is
+        not one."""
+        return self.pool.submit(self._restored, job, epoch, task, slot, groups)
+
+    def _restored(
+        self, job: str, epoch: Epoch, task: str, slot: int, groups: range | None
+    ) -> Restored:
+        snapshot, parts = self._parts(job, epoch, task, slot, groups)
+        chain = [self._parts(job, Epoch(epoch.version, number), task, slot, groups)[1]
+                 for number in snapshot.chain]  # fmt: skip
+        return Restored(snapshot, [*chain, parts])
+
+    def _parts(
+        self, job: str, epoch: Epoch, task: str, slot: int, groups: range | None
+    ) -> tuple[TaskSnapshot, dict[int, bytes]]:
+        path, what = self._path(job, epoch, task, slot), _snapshot(job, epoch, task, slot)
+        try:
+            if groups is None:
+                return read(self._read(path, what))
+            return self._groups(path, what, groups)
+        except SnapshotError as e:
+            raise SnapshotError(f"{what} is not a task's snapshot: {e}") from None
+
+    def _groups(self, path: str, what: str, groups: range) -> tuple[TaskSnapshot, dict[int, bytes]]:
+        """The snapshot at ``path`` and its parts of ``groups``: its header, then the one range
+        of bytes those parts lie in (key groups are stored in order, and a slot owns a
+        contiguous range of them)."""
+        size = self._size(path, what)
+        prefix = self._read(path, what, 0, min(size, PREFIX))
+        end = header_end(prefix[:HEAD])
+        if size <= PREFIX or end is None:  # small, or of the layout before: read whole
+            whole = prefix if size <= PREFIX else self._read(path, what)
+            snapshot, parts = read(whole)
+            return snapshot, {g: part for g, part in parts.items() if g in groups}
+        if end > len(prefix):
+            prefix = self._read(path, what, 0, end)
+        header = read_header(prefix, size)
+        wanted = [(g, span) for g, span in header.parts.items() if g in groups]
+        if not wanted:
+            return header.snapshot, {}
+        low, high = wanted[0][1][0], wanted[-1][1][1]
+        held = prefix[low:high] if high <= len(prefix) else self._read(path, what, low, high)
+        if len(held) != high - low:
+            raise SnapshotError(f"its parts end at byte {low + len(held)}, not {high}")
+        return header.snapshot, {g: held[a - low : b - low] for g, (a, b) in wanted}
 
     def epochs(self, job: str) -> list[Epoch]:
         """The epochs of ``job`` with at least one snapshot stored, in order."""
@@ -449,17 +573,17 @@ class CheckpointStorage:
         }
         return sorted(e for e in found if e is not None)
 
-    def collect(self, job: str, keep: Epoch, retained: frozenset[Epoch] = frozenset()) -> int:
-        """Delete every epoch of ``job`` before ``keep`` but those savepoints hold (``retained``),
-        leftovers of failed uploads included; how many epochs went."""
+    def collect(self, job: str, keeps: Callable[[Epoch], bool]) -> int:
+        """Delete every epoch of ``job`` that ``keeps`` lets go (a commit record's
+        ``retains``), leftovers of failed uploads included; how many epochs went."""
         try:
             listing = self.fs.ls(self._job_root(job), detail=False)
         except FileNotFoundError:
             return 0
         deleted = 0
-        for path in listing:
+        for path in sorted(listing):
             epoch = _parse_epoch(posixpath.basename(path.rstrip("/")))
-            if epoch is not None and epoch < keep and epoch not in retained:
+            if epoch is not None and not keeps(epoch):
                 deleted += self._delete(path)
         return deleted
 
@@ -480,20 +604,14 @@ class CheckpointStorage:
             raise CheckpointError(f"cannot delete {where}: {describe(e)}") from e
         return 1
 
-    def collect_later(
-        self, job: str, keep: Epoch, retained: frozenset[Epoch] = frozenset()
-    ) -> Future[int]:
+    def collect_later(self, job: str, keeps: Callable[[Epoch], bool]) -> Future[int]:
         """``collect`` in the background; a failure is logged, as nobody need wait for it."""
-        future = self.pool.submit(self.collect, job, keep, retained)
+        future = self.pool.submit(self.collect, job, keeps)
 
         def report(done: Future[int]) -> None:
             if not done.cancelled() and done.exception() is not None:
-                log.warning(
-                    "job %s: deleting the epochs before %s failed: %s",
-                    job,
-                    keep.describe(),
-                    done.exception(),
-                )
+                log.warning("job %s: deleting its epochs no longer needed failed: %s",
+                            job, done.exception())  # fmt: skip
 
         future.add_done_callback(report)
         return future
@@ -519,6 +637,10 @@ class CheckpointStorage:
     def close(self) -> None:
         """Drop the work still queued, finish what is running (so no upload is cut short)."""
         self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _snapshot(job: str, epoch: Epoch, task: str, slot: int) -> str:
+    return f"the snapshot of job {job!r} {epoch.describe()} task {task!r} slot {slot}"
 
 
 def _parse_epoch(name: str) -> Epoch | None:

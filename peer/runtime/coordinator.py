@@ -12,7 +12,8 @@ one non-blocking ``step`` at a time, with every ZooKeeper call in the group's wo
    one of the job named in ``resume_from`` for a new job, or nothing.
 3. every barrier period, with no epoch in flight, send BARRIER to every input peer. When every
    peer of the job has ACKed the epoch (its snapshot is stored), commit it and broadcast
-   COMMITTED, then let storage drop the snapshots older than the previous commit.
+   COMMITTED, then let storage drop the snapshots no restore reads any more: those before the
+   previous commit's chains (peer.runtime.checkpoints), and no savepoint's.
 4. once every output peer is DRAINED (the job's bounded inputs have ended and every segment has
    reached the outputs) the next barrier is the final one; its commit lets the outputs publish
    and complete the job.
@@ -123,6 +124,8 @@ class Coordinator:
     grown: int | None = None
     """The committed pause after which grow-job was written."""
     acks: set[str] = field(default_factory=set)
+    since: int = 0
+    """Where the chains of the epoch in flight's snapshots start: the least its acks said."""
     drained: set[str] = field(default_factory=set)
     pending: Future[Any] | None = None
     next_barrier: float = 0.0
@@ -191,9 +194,12 @@ class Coordinator:
 
     # -- messages from the job's peers ----------------------------------------------------------
 
-    def on_ack(self, peer: str, epoch: int) -> None:
+    def on_ack(self, peer: str, epoch: int, since: int = 0) -> None:
+        """``peer`` stored its snapshot of ``epoch``, whose chain starts at epoch ``since`` (0:
+        the snapshot is whole)."""
         if epoch == self.epoch:
             self.acks.add(peer)
+            self.since = min(self.since, since or epoch)
 
     def on_drained(self, peer: str) -> None:
         self.drained.add(peer)
@@ -299,7 +305,7 @@ class Coordinator:
         if now < self.next_barrier and not (drained or pausing):
             return False
         self.epoch += 1
-        self.acks = set()
+        self.acks, self.since = set(), self.epoch
         if drained:
             self.final = self.epoch
         elif pausing:
@@ -327,8 +333,9 @@ class Coordinator:
         if self.acks >= self.members:
             epoch, quiesced = Epoch(self.version, self.epoch), self.paused == self.epoch
             self.pending = self.pool.submit(
-                self.commits.commit, self.version, epoch, self.slots, quiesced, self.groups
-            )
+                self.commits.commit, self.version, epoch, self.slots, quiesced=quiesced,
+                groups=self.groups, since=self.since,
+            )  # fmt: skip
             self.state = CoordinatorState.COMMITTING
             return True
         if now - self.barrier_sent < self.job.epoch_timeout:
@@ -396,7 +403,7 @@ class Coordinator:
         for peer in self._told_of_commits():
             self.send(peer, Committed(self.epoch))
         if previous is not None:
-            self.storage.collect_later(self.job_id, previous, record.retained)
+            self.storage.collect_later(self.job_id, record.retains)
         self.state = CoordinatorState.RUNNING
         return True
 

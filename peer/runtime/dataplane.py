@@ -57,7 +57,6 @@ from peer.log.store import CommitRecords
 from peer.messaging import fragments, messages
 from peer.messaging.frame import BodyError, FrameError, decode_header, pack
 from peer.messaging.messages import (
-    DRAINED,
     Ack,
     Address,
     Barrier,
@@ -80,6 +79,7 @@ from peer.runtime.coordinator import Coordinator
 from peer.runtime.placement import Placement, placements
 from peer.runtime.routing import Router, conditions, key_function, routes
 from peer.runtime.shipped_code import CodeShelf
+from peer.runtime.snapshot import Restored
 from peer.runtime.standby import Standbys
 from peer.runtime.task import FAILURES, TaskContext, TaskFailed, TaskRunner, describe
 from peer.values.epoch import Epoch
@@ -358,11 +358,11 @@ class DataPlane:
             self._send(to, address(to), Credit(batches, rows))
             self._offer_now(to)
 
-        def report(what: str, epoch: int) -> None:
+        def report(message: Ack | Drained) -> None:
             if coordinator is None:
                 raise RuntimeError(f"job {job_id!r}: task {task!r} on peer {peer} reports to a "
                                    "coordinator its placement does not have")  # fmt: skip
-            self._send(coordinator, address(coordinator), Ack(epoch) if what == "ack" else DRAINED)
+            self._send(coordinator, address(coordinator), message)
 
         def complete() -> None:
             self.write(COMPLETE_JOB.entry(id=job_id, peer=peer, version=version))
@@ -373,14 +373,16 @@ class DataPlane:
         def rollback(reason: str) -> None:
             self.write(rollback_job(job_id, version, reason))
 
-        def fetch(source_job: str, epoch: Epoch, slot: int) -> Future[bytes]:
-            held = self.standbys.fetch(source_job, epoch, task, slot)
+        def fetch(
+            source_job: str, epoch: Epoch, slot: int, groups: range | None
+        ) -> Future[Restored]:
+            held = self.standbys.fetch(source_job, epoch, task, slot) if groups is None else None
             if held is not None:
                 return held
             if storage is None:
                 raise RuntimeError(f"job {job_id!r}: task {task!r} on peer {peer} restores "
                                    "without checkpoint storage")  # fmt: skip
-            return storage.fetch(source_job, epoch, task, slot)
+            return storage.restore(source_job, epoch, task, slot, groups)
 
         spec = job.task(task)
         router = (
@@ -615,7 +617,7 @@ class DataPlane:
         if coordinator is None or coordinator.version != address.allocation_version or peer is None:
             return
         if isinstance(message, Ack):
-            coordinator.on_ack(peer, message.epoch)
+            coordinator.on_ack(peer, message.epoch, message.since)
         else:
             coordinator.on_drained(peer)
 

@@ -1,8 +1,20 @@
 """What a task's slot stores at each barrier: a ``TaskSnapshot``, with the seat's ``SeatState``
-when its job recovers locally. In storage it is one msgpack map, the map the engine has always
-written (``to_bytes``), so snapshots and savepoints taken before these types read back; reading
-one (``from_bytes``) checks every field, and one that is not a snapshot fails its restore with
-the field named, never with a KeyError deep in a restore.
+when its job recovers locally, and the keyed state the engine keeps for it, one part per key
+group (peer.state.keyed).
+
+Stored, it is laid out so that a slot reads only the key groups it owns (``to_bytes``): MAGIC,
+the header's length (4 bytes, big-endian), the header (a msgpack map: the snapshot's fields and
+each key group's part's length, in ascending key group order), then the parts in that order. A
+slot restoring on as many slots as took the checkpoint reads its own snapshot whole; one whose
+key groups came from other slots reads each one's header and the one range of parts it owns.
+MAGIC starts with a byte msgpack never writes first, so a snapshot stored before this layout
+(one msgpack map) reads back too (``read``). Reading checks every field: one that is not a
+snapshot fails its restore with the field named, never with a KeyError deep in a restore.
+
+The keyed state of one snapshot may hold only what changed since the slot's snapshot before
+(``chain`` names those it adds to, back to a whole one): ``Chain`` decides, at each barrier,
+whether the next is whole. ``Restored`` is what a restore reads: the snapshot and the keyed
+parts of each link of its chain, oldest first.
 
 The parts the engine does not own stay as their owners made them: the plugin's position, the
 windows' state and the fn's state are whatever each returned (peer.plugins, peer.state).
@@ -10,11 +22,19 @@ windows' state and the fn's state are whatever each returned (peer.plugins, peer
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
+
+MAGIC = b"\xc1SN2"
+"""0xc1 is the one byte msgpack never writes: no snapshot stored as one msgpack map starts so."""
+HEAD = len(MAGIC) + 4
+"""The magic and the header's length."""
+MAX_CHAIN = 32
+"""The most snapshots a restore reads for one slot: a whole one and those of changes after it."""
 
 
 class SnapshotError(ValueError):
@@ -52,10 +72,13 @@ class TaskSnapshot:
     """The seat's state, with local recovery on."""
     channel: list[Any] = field(default_factory=list)
     """The batches an unaligned barrier overtook (peer.runtime.unaligned), to take again."""
-    state: dict[int, Any] = field(default_factory=dict)
-    """The keyed state the engine keeps for the fn, per key group (peer.state.keyed)."""
+    chain: tuple[int, ...] = ()
+    """The numbers of this slot's earlier snapshots, of the same allocation, that its keyed
+    state adds to, oldest (a whole one) first; empty when its keyed state is whole."""
 
-    def to_bytes(self) -> bytes:
+    def to_bytes(self, parts: Mapping[int, bytes] | None = None) -> bytes:
+        """The snapshot laid out for storage, with its keyed state's ``parts`` (per key
+        group)."""
         doc: dict[str, Any] = {"plugin": self.plugin, "windows": self.windows, "fn": self.fn,
                                "ended": self.ended}  # fmt: skip
         if self.causal is not None:
@@ -64,16 +87,17 @@ class TaskSnapshot:
                              "turn": seat.turn, "timers": seat.timers}  # fmt: skip
         if self.channel:
             doc["channel"] = self.channel
-        if self.state:
-            doc["state"] = self.state
-        return msgpack.packb(doc)
+        if self.chain:
+            doc["chain"] = list(self.chain)
+        groups = sorted(parts or {})
+        held = [(parts or {})[g] for g in groups]
+        doc["parts"] = [[g, len(part)] for g, part in zip(groups, held, strict=True)]
+        header = msgpack.packb(doc)
+        return b"".join([MAGIC, struct.pack(">I", len(header)), header, *held])
 
     @classmethod
-    def from_bytes(cls, blob: bytes) -> TaskSnapshot:
-        try:
-            doc = msgpack.unpackb(blob, strict_map_key=False)
-        except (ValueError, msgpack.UnpackException) as e:
-            raise SnapshotError(f"it does not read as msgpack: {e}") from None
+    def from_doc(cls, doc: Any) -> TaskSnapshot:
+        """The snapshot a header (or a whole snapshot of the layout before) holds."""
         if not isinstance(doc, Mapping):
             raise SnapshotError(f"it holds a {type(doc).__name__}, not a map")
         missing = sorted({"plugin", "windows", "fn"} - set(doc))
@@ -82,12 +106,123 @@ class TaskSnapshot:
         channel = doc.get("channel", [])
         if not isinstance(channel, list):
             raise SnapshotError(f"its channel is a {type(channel).__name__}, not a list")
+        chain = doc.get("chain", [])
+        if not (isinstance(chain, list) and all(_is_number(n) for n in chain)):
+            raise SnapshotError("its chain is not a list of epoch numbers")
         causal = doc.get("causal")
+        return cls(doc["plugin"], doc["windows"], doc["fn"], _flag(doc.get("ended", False)),
+                   None if causal is None else _seat(causal), channel, tuple(chain))  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class StoredHeader:
+    """A stored snapshot's header: the snapshot, and where each key group's part lies in the
+    stored bytes (start, end)."""
+
+    snapshot: TaskSnapshot
+    parts: dict[int, tuple[int, int]]
+
+
+def header_end(prefix: bytes) -> int | None:
+    """Where the header of the stored snapshot starting with ``prefix`` (HEAD bytes at least)
+    ends; None for a snapshot of the layout before, which is read whole."""
+    if not prefix.startswith(MAGIC):
+        return None
+    if len(prefix) < HEAD:
+        raise SnapshotError(f"it ends after {len(prefix)} bytes, inside its header's length")
+    return HEAD + struct.unpack_from(">I", prefix, len(MAGIC))[0]
+
+
+def read_header(prefix: bytes, size: int | None = None) -> StoredHeader:
+    """The header of a stored snapshot from bytes holding it whole (``header_end``);
+    ``size``, when known, is the stored snapshot's length, which its parts must fit."""
+    end = header_end(prefix)
+    if end is None or len(prefix) < end:
+        raise SnapshotError("its header is cut short or missing")
+    doc = _unpack(prefix[HEAD:end])
+    snapshot = TaskSnapshot.from_doc(doc)
+    listed = doc.get("parts", [])
+    if not (isinstance(listed, list) and all(_is_part(p) for p in listed)):
+        raise SnapshotError("its parts are not a list of [key group, length]")
+    parts, at = {}, end
+    for group, length in listed:
+        parts[group] = (at, at + length)
+        at += length
+    if size is not None and at != size:
+        raise SnapshotError(f"its parts end at byte {at}, and it has {size}")
+    return StoredHeader(snapshot, parts)
+
+
+def read(blob: bytes) -> tuple[TaskSnapshot, dict[int, bytes]]:
+    """A whole stored snapshot: the snapshot and its keyed state's parts, of either layout."""
+    if header_end(blob[:HEAD]) is None:
+        doc = _unpack(blob)
+        snapshot = TaskSnapshot.from_doc(doc)
         state = doc.get("state", {})
         if not (isinstance(state, Mapping) and all(isinstance(g, int) for g in state)):
             raise SnapshotError("its keyed state is not a map of key groups")
-        return cls(doc["plugin"], doc["windows"], doc["fn"], _flag(doc.get("ended", False)),
-                   None if causal is None else _seat(causal), channel, dict(state))  # fmt: skip
+        return snapshot, {group: msgpack.packb(part) for group, part in state.items()}
+    header = read_header(blob, len(blob))
+    return header.snapshot, {g: blob[start:end] for g, (start, end) in header.parts.items()}
+
+
+def _unpack(blob: bytes) -> Any:
+    try:
+        return msgpack.unpackb(blob, strict_map_key=False)
+    except (ValueError, msgpack.UnpackException) as e:
+        raise SnapshotError(f"it does not read as msgpack: {e}") from None
+
+
+def _is_number(value: object) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _is_part(value: object) -> bool:
+    return isinstance(value, list) and len(value) == 2 and all(map(_is_number, value))
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """What a restore reads of one old slot: its snapshot, and the keyed state's parts of each
+    snapshot of its chain and then its own, oldest first, of the key groups asked for."""
+
+    snapshot: TaskSnapshot
+    layers: list[dict[int, bytes]]
+
+
+class Chain:
+    """Which of a slot's snapshots its next one's keyed state adds to. The first after a start
+    or a restore is whole; after it, each holds what changed since the one before, until the
+    changes written since the whole one are as many entries as the state holds (a restore
+    would read more than a whole snapshot) or the chain is MAX_CHAIN long. A checkpoint then
+    costs what changed, and a restore reads at most twice the state."""
+
+    def __init__(self) -> None:
+        self.numbers: list[int] = []
+        """The chain so far: the whole snapshot's epoch number, then each one's after it."""
+        self.written = 0
+        """The entries the snapshots of changes in the chain hold."""
+
+    def whole(self, held: int, changed: int) -> bool:
+        """Whether the next snapshot is whole, given the entries held and changed since."""
+        return (not self.numbers or len(self.numbers) >= MAX_CHAIN
+                or self.written + changed >= held)  # fmt: skip
+
+    def taken(self, number: int, whole: bool, changed: int) -> tuple[int, ...]:
+        """Snapshot ``number`` was taken (``whole`` or not, holding ``changed`` entries): the
+        earlier ones it adds to."""
+        if whole:
+            self.numbers, self.written = [number], 0
+            return ()
+        chain = tuple(self.numbers)
+        self.numbers.append(number)
+        self.written += changed
+        return chain
+
+    @property
+    def since(self) -> int:
+        """The epoch number the chain starts at: the oldest snapshot a restore reads."""
+        return self.numbers[0] if self.numbers else 0
 
 
 def _flag(value: object) -> bool:

@@ -1,5 +1,6 @@
 """This group's standby peers: each holds the latest committed snapshot of the seat it stands by
-for, so that taking the seat over starts from memory, not from storage.
+for (with its chain's keyed state, peer.runtime.snapshot), so that taking the seat over starts
+from memory, not from storage.
 
 The log names a standby for each seat of a task that asks for one (the placement's
 ``standbys``, on another member than the seat's peer). The job's coordinator tells standbys of
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.placement import Placement
+from peer.runtime.snapshot import Restored
 from peer.values.epoch import Epoch
 
 
@@ -34,7 +36,7 @@ class Standbys:
         self.storage = storage
         self.watching: dict[str, Watch] = {}
         """This group's standby peers, each with its seat."""
-        self.held: dict[Watch, tuple[Epoch, Future[bytes]]] = {}
+        self.held: dict[Watch, tuple[Epoch, Future[Restored]]] = {}
 
     def sync(self, placements: Mapping[str, Placement], mine: Iterable[str]) -> None:
         """The standbys as the log now has them: the snapshots of seats no longer watched go."""
@@ -63,9 +65,9 @@ class Standbys:
         previous = self.held.get(watch)
         if previous is not None and previous[0] == epoch:
             return
-        self.held[watch] = (epoch, self.storage.fetch(watch.job, epoch, watch.task, watch.slot))
+        self.held[watch] = (epoch, self.storage.restore(watch.job, epoch, watch.task, watch.slot))
 
-    def fetch(self, job: str, epoch: Epoch, task: str, slot: int) -> Future[bytes] | None:
+    def fetch(self, job: str, epoch: Epoch, task: str, slot: int) -> Future[Restored] | None:
         """The snapshot held of that seat at that epoch, if it is the one held."""
         held = self.held.get(Watch(job, task, slot))
         if held is None or held[0] != epoch:

@@ -68,9 +68,12 @@ from peer.causal.inflight import LogLost
 from peer.code_marks import Mark, mark_for
 from peer.job.spec import Job, Task
 from peer.messaging.messages import (
+    DRAINED,
     END,
     RECALL,
+    Ack,
     Barrier,
+    Drained,
     Message,
     Recalled,
     Recover,
@@ -101,7 +104,7 @@ from peer.runtime.logged_emit import LoggedEmitter, Wiring
 from peer.runtime.phases import ENDING, INPUT_OVER, REPLAYED, Phase, advance
 from peer.runtime.placement import Placement
 from peer.runtime.routing import Router
-from peer.runtime.snapshot import SnapshotError, TaskSnapshot
+from peer.runtime.snapshot import Chain, Restored, TaskSnapshot
 from peer.runtime.task_windows import UNWINDOWED, Windows, windows_for
 from peer.state.key_groups import groups_of, key_group
 from peer.storage import StorageError
@@ -133,7 +136,7 @@ KeyboardInterrupt; a pool hands whatever its call raised back through ``result()
 FAILURES = (Exception, *CODE_EXITS)
 """Whatever fails a task when its step (or a message it takes) raises it."""
 
-PendingSnapshot = tuple[Epoch, TaskSnapshot, Future[Any] | None]
+PendingSnapshot = tuple[Epoch, TaskSnapshot, dict[int, bytes], Future[Any] | None]
 """A snapshot being taken: its epoch, the snapshot, and the plugin's durability of the epoch
 (None: durable at once)."""
 
@@ -158,10 +161,20 @@ class Fetched:
     their group keys it keeps."""
 
     slots: range
-    blobs: list[Future[bytes]]
+    snapshots: list[Future[Restored]]
     keep: Callable[[Any], bool]
     owned: Callable[[int], bool]
     """Which key groups of their keyed state it keeps."""
+
+
+class Stored:
+    """A slot's snapshots on their way to storage: the uploads not yet acknowledged, oldest
+    first, each with its acknowledgement, and the chain the next one's keyed state adds to (a
+    runner starts it anew, as its first snapshot follows a start or a restore)."""
+
+    def __init__(self) -> None:
+        self.uploads: deque[tuple[Ack, Future[Any]]] = deque()
+        self.chain = Chain()
 
 
 def _everything(key: Any) -> bool:
@@ -181,8 +194,8 @@ class TaskContext:
     router: Router
     send: Callable[[str, Any], None]
     """Send a batch or a Barrier, Watermark or END to a downstream peer."""
-    report: Callable[[str, int], None]
-    """Tell the coordinator: "ack" (with the epoch) or "drained"."""
+    report: Callable[[Ack | Drained], None]
+    """Tell the coordinator: a snapshot is stored, or the output drained."""
     grant: Callable[[int, int, int], None]
     """Give an upstream peer (by short id) credit for this many more batches, telling it the most
     rows a batch to this peer should hold (0: no limit)."""
@@ -190,8 +203,9 @@ class TaskContext:
     complete: Callable[[], None]
     key_of: Callable[[Segment], Any] | None = None
     storage: CheckpointStorage | None = None
-    fetch: Callable[[str, Epoch, int], Future[bytes]] | None = None
-    """Fetch the snapshot of (job, epoch, slot) of this task."""
+    fetch: Callable[[str, Epoch, int, range | None], Future[Restored]] | None = None
+    """Fetch the snapshot of (job, epoch, slot) of this task, with the keyed state of the key
+    groups in the range (None: all of it)."""
     imports: Callable[[], AbstractContextManager[None]] = nullcontext
     """Where the job's code imports from while the task loads it: the installed packages, or
     the archive shipped with the job (peer.job.code)."""
@@ -295,7 +309,7 @@ class TaskRunner:
         self.output = task.kind == "output"
         self.recovery: Recover | None = None
         self.fetched = NOTHING_FETCHED
-        self.uploads: deque[tuple[int, Future[Any]]] = deque()
+        self.stored = Stored()
         self.sealing: PendingSnapshot | None = None
         """A snapshot taken at a barrier whose copies have not all come (an unaligned
         intake's): stored with its channel state once they have."""
@@ -527,8 +541,9 @@ class TaskRunner:
         slots = self._to_fetch(point, old)
         # restored from its own snapshot alone, a slot keeps all of it: it is exactly its own
         own = len(slots) == 1 and old == c.slots
-        blobs = [fetch(point.job, epoch, slot) for slot in slots]
-        self.fetched = Fetched(slots, blobs, _everything if own else self._mine,
+        groups = c.owned if c.task.keyed and not own else None
+        fetched = [fetch(point.job, epoch, slot, groups) for slot in slots]
+        self.fetched = Fetched(slots, fetched, _everything if own else self._mine,
                                _everything if own else c.owned.__contains__)  # fmt: skip
         self._enter(Phase.RESTORE)
         return True
@@ -536,8 +551,9 @@ class TaskRunner:
     def _to_fetch(self, point: RestorePoint, old: int) -> range:
         """The old slots whose snapshots this slot restores from: its own alone when the task
         runs on as many slots as took the checkpoint and splits its keys alike, since it then
-        held exactly what it holds now; all of them otherwise, each key kept by the slot that
-        owns it now."""
+        held exactly what it holds now; after a change of slots, a keyed task's old slots that
+        held some of the key groups it owns now (it reads those key groups alone), and every
+        old slot of any other task, each key kept by the slot that owns it now."""
         c = self.ctx
         taken = point.groups.get(c.task.name)
         if taken is not None and taken != c.key_groups:
@@ -546,39 +562,31 @@ class TaskRunner:
                 f"{c.key_groups}: a keyed task keeps its max_parallelism for the life of its "
                 "state, in the jobs resumed from it too"
             )
-        if old != c.slots or (c.task.keyed and taken is None):
-            return range(old)  # a change of slots, or keys split by hash modulo slots
+        if c.task.keyed and taken is None:
+            return range(old)  # keys split by hash modulo slots
+        if old != c.slots and c.task.keyed:
+            return _holding(c.owned, old, c.key_groups)
+        if old != c.slots:
+            return range(old)
         return range(c.slot, c.slot + 1)
 
     def _restore(self) -> bool:
-        if not all(f.done() for f in self.fetched.blobs):
+        if not all(f.done() for f in self.fetched.snapshots):
             return False
         point = self._restore_point()
         committed = Epoch(point.version, point.number)
-        snapshots = self._read_snapshots(committed)
+        restored = [f.result() for f in self.fetched.snapshots]
         c, fetched = self.ctx, self.fetched.slots
-        own = snapshots[c.slot - fetched.start] if c.slot in fetched else None
-        adopted = tuple(snapshots[old - fetched.start].plugin
+        own = restored[c.slot - fetched.start].snapshot if c.slot in fetched else None
+        adopted = tuple(restored[old - fetched.start].snapshot.plugin
                         for old in range(c.slots + c.slot, fetched.stop, c.slots))  # fmt: skip
         recovery = Recovery(
             own.plugin if own is not None else None, committed, Epoch(c.version, 1),
             adopted=() if c.takes_over else adopted,
         )  # fmt: skip
         if c.takes_over:
-            return self._take_over(recovery, snapshots, own, committed)
-        return self._begin(recovery, snapshots, scope=point.scope)
-
-    def _read_snapshots(self, committed: Epoch) -> list[TaskSnapshot]:
-        """The fetched snapshots, in the order they were asked for; one that does not read as a
-        snapshot fails the restore, naming it."""
-        read = []
-        for i, fetched in enumerate(self.fetched.blobs):
-            try:
-                read.append(TaskSnapshot.from_bytes(fetched.result()))
-            except SnapshotError as e:
-                raise SnapshotError(f"the snapshot {i} fetched for {committed.describe()} is not "
-                                    f"a task's snapshot: {e}") from None  # fmt: skip
-        return read
+            return self._take_over(recovery, restored, own, committed)
+        return self._begin(recovery, restored, scope=point.scope)
 
     def _restore_point(self) -> RestorePoint:
         """Where the coordinator said to restore from: RESTORE comes only once it named one."""
@@ -590,14 +598,14 @@ class TaskRunner:
     def _take_over(
         self,
         recovery: Recovery,
-        snapshots: list[TaskSnapshot],
+        restored: list[Restored],
         own: TaskSnapshot | None,
         committed: Epoch | None,
     ) -> bool:
         """Restore the seat, then recall: its channels start where its snapshot left them
         when that snapshot is of this allocation, else from this allocation's beginning."""
         c, local = self.ctx, self._seat()
-        self._begin(recovery, snapshots, then=Phase.RECALL)
+        self._begin(recovery, restored, then=Phase.RECALL)
         self.replay_epoch = 0
         if own is not None and committed is not None and committed.version == c.version:
             saved = own.causal
@@ -646,47 +654,50 @@ class TaskRunner:
         return True
 
     def _begin(
-        self, recovery: Recovery, snapshots: list[TaskSnapshot], then: Phase = Phase.RUN,
+        self, recovery: Recovery, restored: list[Restored], then: Phase = Phase.RUN,
         scope: str = "local",
     ) -> bool:  # fmt: skip
         """Restore from the snapshots (none: start afresh) and run (or ``then``), counting the
         restore in its ``scope``: a seat taken over (local), or the whole job's (global, or
         handover when the job stood still at the commit)."""
         c = self.ctx
-        live = [s for s in snapshots if not s.ended]
-        self.flushed = len(live) < len(snapshots) and not live
+        live = [r for r in restored if not r.snapshot.ended]
+        self.flushed = len(live) < len(restored) and not live
         with self.mark:
             self._recover(recovery, live)
-        channel = self._channel(snapshots)
+        channel = self._channel(restored)
         self.fetched = NOTHING_FETCHED
         if channel:
             self._take(channel, time.perf_counter())
-        if snapshots:
+        if restored:
             self.meters.restores[scope].inc()
-            restored = recovery.committed.describe() if recovery.committed else "its start"
+            start = recovery.committed.describe() if recovery.committed else "its start"
             log.info("peer %s restored task %r of job %s from %s, scope %s",
-                     c.peer, c.task.name, c.job.id, restored, scope)  # fmt: skip
+                     c.peer, c.task.name, c.job.id, start, scope)  # fmt: skip
         with self.mark:
             call(self.hooks.before_task, self.event)
         self._enter(then)
         log.debug("peer %s runs task %r of job %s", c.peer, c.task.name, c.job.id)
         return True
 
-    def _recover(self, recovery: Recovery, live: list[TaskSnapshot]) -> None:
-        """The plugin, the windows and the fn given back their state."""
+    def _recover(self, recovery: Recovery, live: list[Restored]) -> None:
+        """The plugin, the windows and the fn given back their state, and the keyed state each
+        old slot's chain holds."""
         self.plugin.recover(recovery)
         if live:
-            self.windows.restore([s.windows for s in live], self.fetched.keep)
-            self.apply.restore([s.fn for s in live], self.fetched.keep)
-            self.apply.keyed_restore([s.state for s in live], self.fetched.owned)
+            keep = self.fetched.keep
+            self.windows.restore([r.snapshot.windows for r in live], keep)
+            self.apply.restore([r.snapshot.fn for r in live], keep)
+            layers = [layer for r in live for layer in r.layers]
+            self.apply.keyed_restore(layers, self.fetched.owned)
 
-    def _channel(self, snapshots: list[TaskSnapshot]) -> list[Segment]:
+    def _channel(self, restored: list[Restored]) -> list[Segment]:
         """The rows of the restored snapshots' channel state that are this slot's to take
         again, first (peer.runtime.unaligned): of a keyed task, those whose key routes here;
         otherwise an old slot's all go to one new slot, old modulo new."""
         c = self.ctx
-        held = [(old, row) for old, s in zip(self.fetched.slots, snapshots, strict=True)
-                for batch in s.channel for row in batch]  # fmt: skip
+        held = [(old, row) for old, r in zip(self.fetched.slots, restored, strict=True)
+                for batch in r.snapshot.channel for row in batch]  # fmt: skip
         if c.key_of is not None:
             return [row for _, row in held if self.fetched.keep(c.key_of(row))]
         return [row for old, row in held if old % c.slots == c.slot]
@@ -811,11 +822,15 @@ class TaskRunner:
         self.emitter.broadcast(barrier)
         epoch = Epoch(c.version, barrier.epoch)
         plugin, durable = position(self.plugin.checkpoint(epoch))
-        windows = self.windows
-        snapshot = TaskSnapshot(plugin, windows.snapshot(), self.apply.snapshot(),
+        windows, apply = self.windows, self.apply
+        held, changed = apply.keyed_counts()
+        chain = self.stored.chain
+        whole = chain.whole(held, changed)
+        parts = apply.keyed_snapshot(whole)
+        snapshot = TaskSnapshot(plugin, windows.snapshot(), apply.snapshot(),
                                 self.phase in INPUT_OVER, self.local.kept(windows),
-                                state=self.apply.keyed_snapshot())  # fmt: skip
-        self.sealing = sealing = (epoch, snapshot, durable)
+                                chain=chain.taken(barrier.epoch, whole, changed))  # fmt: skip
+        self.sealing = sealing = (epoch, snapshot, parts, durable)
         self._seal(sealing)
         if barrier.final and self.output:
             self.final = barrier.epoch
@@ -831,22 +846,24 @@ class TaskRunner:
         storage = c.storage
         if storage is None:
             raise RuntimeError("it passed a barrier with no checkpoint storage to store it in")
-        epoch, snapshot, durable = sealing
+        epoch, snapshot, parts, durable = sealing
         self.sealing = None
         if channel:
             snapshot = replace(snapshot, channel=channel)
-        blob = snapshot.to_bytes()
+        blob = snapshot.to_bytes(parts)
         self.meters.snapshot_bytes.observe(len(blob))
         upload = storage.put(c.job_id, epoch, c.task.name, c.slot, blob)
-        self.uploads.append((epoch.number, joined(upload, durable)))
+        since = snapshot.chain[0] if snapshot.chain else epoch.number
+        self.stored.uploads.append((Ack(epoch.number, since), joined(upload, durable)))
         return True
 
     def _acknowledge(self) -> bool:
         acked = False
-        while self.uploads and self.uploads[0][1].done():
-            epoch, upload = self.uploads.popleft()
+        uploads = self.stored.uploads
+        while uploads and uploads[0][1].done():
+            ack, upload = uploads.popleft()
             upload.result()
-            self.ctx.report("ack", epoch)
+            self.ctx.report(ack)
             acked = True
         return acked
 
@@ -870,7 +887,7 @@ class TaskRunner:
             call(self.hooks.after_task, self.event)
         if self.output:
             if c.checkpointed:
-                c.report("drained", 0)
+                c.report(DRAINED)
             else:
                 self.completed = True
 
@@ -883,12 +900,23 @@ class TaskRunner:
         except FAILURES as e:
             log.warning("task %r: closing its plugin raised %s", self.ctx.task.name, e)
         self.plugin = NO_PLUGIN
-        for _, upload in self.uploads:
+        for _, upload in self.stored.uploads:
             upload.cancel()
-        for fetch in self.fetched.blobs:
+        for fetch in self.fetched.snapshots:
             fetch.cancel()
         for future, *_ in self.in_flight:
             future.cancel()
+
+
+def _holding(owned: range, old: int, key_groups: int) -> range:
+    """The old slots, of ``old``, that held some of the key groups in ``owned``: a contiguous
+    run, since each slot owns a contiguous range of key groups."""
+    held = [o for o in range(old) if _overlap(groups_of(o, old, key_groups), owned)]
+    return range(held[0], held[-1] + 1) if held else range(0)
+
+
+def _overlap(a: range, b: range) -> bool:
+    return max(a.start, b.start) < min(a.stop, b.stop)
 
 
 def _index(job: Job, task: Task) -> int:

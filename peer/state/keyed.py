@@ -25,17 +25,22 @@ next snapshot leaves it out. Processing time is the task's clock at the start of
 (``peer.context``, so a task recovered locally expires the same entries again); event time is
 the task's watermark.
 
-The entries of a key group live together, so a snapshot is one part per key group that holds
-any, and a restore takes whole key groups. Nothing here reads a clock or iterates a set: the
-same calls give the same state and the same snapshots on every peer.
+The entries of a key group live together, so a snapshot is one part per key group, and a
+restore takes whole key groups. A snapshot is whole (every live entry) or holds what changed
+since the one before it (each entry written since, as it is now, or its key's canonical text
+alone for one that is gone), so that a checkpoint costs what changed; a restore takes a whole
+snapshot's parts and then each later one's, in order. Nothing here reads a clock or iterates a
+set: the same calls give the same state and the same snapshots on every peer.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import msgpack
 
 from peer.job.values import canonical
 from peer.state.key_groups import held_under
@@ -75,7 +80,8 @@ class Declared:
 
 Entry = list[Any]
 """``[key, value, expires]``: the group key as given, its value, and when it expires (inf:
-never). A map's value is itself ``{map key: [value, expires]}``."""
+never). A map's value is itself ``{map key: [value, expires]}``. In a snapshot of changes,
+``[text]`` says that the entry of the key whose canonical text that is has gone."""
 
 
 class KeyedState:
@@ -91,7 +97,11 @@ class KeyedState:
         self.key: Any = None
         self.group: dict[str, dict[str, Entry]] = {}
         """The current key's key group's states."""
+        self.group_id = 0
         self.clocks = {"processing": 0.0, "event": -NEVER}
+        self.changes: dict[int, dict[tuple[str, str], None]] = {}
+        """Key group -> the (state, canonical key) entries written since the last snapshot, in
+        the order first written."""
 
     # -- what open asks for ----------------------------------------------------------------------
 
@@ -126,35 +136,89 @@ class KeyedState:
     def at(self, key: Any) -> None:
         """Make ``key`` the current key."""
         text, group = held_under(key, self.key_groups)
-        self.text, self.key = text, key
+        self.text, self.key, self.group_id = text, key, group
         self.group = self.groups.setdefault(group, {})
 
     def tick(self, now: float, watermark: float) -> None:
         """The processing and event time what is written now is stamped with."""
         self.clocks["processing"], self.clocks["event"] = now, watermark
 
-    def snapshot(self) -> dict[int, dict[str, list[Entry]]]:
-        """Each key group's live entries, by state and key in canonical order; key groups that
-        hold none are left out."""
-        out: dict[int, dict[str, list[Entry]]] = {}
-        for group in sorted(self.groups):
-            states = {name: live for name in sorted(self.groups[group])
-                      if (live := self._live(name, self.groups[group][name]))}  # fmt: skip
+    def held(self) -> int:
+        """How many entries are held, live or not yet dropped."""
+        return sum(len(entries) for states in self.groups.values() for entries in states.values())
+
+    def changed(self) -> int:
+        """How many entries were written since the last snapshot."""
+        return sum(map(len, self.changes.values()))
+
+    def snapshot(self, whole: bool) -> dict[int, bytes]:
+        """Each key group's part, msgpack; ``whole``: its live entries, by state and key in
+        canonical order (key groups that hold none are left out); else the entries written
+        since the last snapshot, each as it is now (``[text]`` once gone), in the same order.
+        Either way what was written until now is what the next snapshot of changes starts
+        from."""
+        changes, self.changes = self.changes, {}
+        out = {}
+        for group in sorted(self.groups if whole else changes):
+            held = self.groups.get(group, {})
+            if whole:
+                states = {name: live for name in sorted(held)
+                          if (live := self._live(name, held[name]))}  # fmt: skip
+            else:
+                states = self._changed(held, changes[group])
             if states:
-                out[group] = states
+                out[group] = self._pack(group, states)
         return out
 
-    def restore(self, snapshots: list[Any], owned: Callable[[int], bool]) -> None:
-        """Take the key groups ``owned`` accepts from every snapshot; a state no longer asked
-        for is dropped."""
-        for snapshot in snapshots:
-            for group, states in snapshot.items():
-                if not owned(group):
-                    continue
-                held = self.groups.setdefault(group, {})
-                for name, entries in states.items():
-                    if name in self.declared:
-                        held.setdefault(name, {}).update((canonical(e[0]), e) for e in entries)
+    def _changed(
+        self, held: dict[str, dict[str, Entry]], changed: dict[tuple[str, str], None]
+    ) -> dict[str, list[Entry]]:
+        """The entries ``changed`` names, as they are now: live, or gone (``[text]``)."""
+        states: dict[str, list[Entry]] = {}
+        for name, text in sorted(changed):
+            entry = held.get(name, {}).get(text)
+            live = None if entry is None else self._live(name, {text: entry})
+            states.setdefault(name, []).append(live[0] if live else [text])
+        return states
+
+    def _pack(self, group: int, states: dict[str, list[Entry]]) -> bytes:
+        """A key group's part; a value msgpack cannot hold is a StateError naming the key
+        group, the state and the key."""
+        try:
+            return msgpack.packb(states)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        for name, entries in states.items():
+            for entry in entries:
+                try:
+                    msgpack.packb(entry)
+                except (TypeError, ValueError, OverflowError) as e:
+                    raise StateError(
+                        f"key group {group}, state {name!r}, key {entry[0]!r}: its value "
+                        f"cannot be stored (values are numbers, strings, bytes, lists, maps "
+                        f"and None): {e}"
+                    ) from None
+        raise StateError(f"key group {group}: its state cannot be stored")
+
+    def restore(self, layers: Iterable[Mapping[int, bytes]], owned: Callable[[int], bool]) -> None:
+        """Take the key groups ``owned`` accepts from each snapshot's parts in turn: a whole
+        snapshot's, then each one of changes after it, so that later writes win and gone
+        entries go; a state no longer asked for is dropped."""
+        for layer in layers:
+            for group, part in layer.items():
+                if owned(group):
+                    self._take(self.groups.setdefault(group, {}), part)
+
+    def _take(self, held: dict[str, dict[str, Entry]], part: bytes) -> None:
+        for name, entries in msgpack.unpackb(part, strict_map_key=False).items():
+            if name not in self.declared:
+                continue
+            kept = held.setdefault(name, {})
+            for entry in entries:
+                if len(entry) == 1:
+                    kept.pop(entry[0], None)
+                else:
+                    kept[canonical(entry[0])] = entry
 
     def _live(self, name: str, entries: dict[str, Entry]) -> list[Entry]:
         declared = self.declared.get(name)
@@ -194,11 +258,19 @@ class KeyedState:
     def write(self, declared: Declared, value: Any) -> None:
         entries = self.group.setdefault(declared.name, {})
         entries[self.text] = [self.key, value, self.expiry(declared)]
+        self.touch(declared)
 
     def clear(self, declared: Declared) -> None:
         entries = self.group.get(declared.name)
-        if entries is not None:
-            entries.pop(self.text, None)
+        if entries is not None and entries.pop(self.text, None) is not None:
+            self.touch(declared)
+
+    def touch(self, declared: Declared) -> None:
+        """The current key's entry of ``declared`` changed: the next snapshot holds it."""
+        changed = self.changes.get(self.group_id)
+        if changed is None:
+            changed = self.changes[self.group_id] = {}
+        changed[declared.name, self.text] = None
 
 
 class ValueState:
@@ -235,6 +307,7 @@ class ListState:
         else:
             entry[1].append(value)
             entry[2] = self._state.expiry(self._declared)
+            self._state.touch(self._declared)
 
     def update(self, values: list[Any]) -> None:
         self._state.write(self._declared, list(values))
@@ -271,11 +344,12 @@ class MapState:
             held = {}
             self._state.write(self._declared, held)
         held[key] = [value, self._state.expiry(self._declared)]
+        self._state.touch(self._declared)
 
     def remove(self, key: Any) -> None:
         held = self._held()
-        if held is not None:
-            held.pop(key, None)
+        if held is not None and held.pop(key, None) is not None:
+            self._state.touch(self._declared)
 
     def items(self) -> Iterator[tuple[Any, Any]]:
         """The live entries, in the order they were first put."""

@@ -90,12 +90,15 @@ def test_a_newer_allocation_s_claim_fences_the_older_coordinator(sessions):
     old, new = Commits(first, JOB), Commits(session(), JOB)
     assert old.claim(1) == CommitRecord(None, 1, {})
     assert old.commit(1, Epoch(1, 1), {"in": 2, "out": 1})
-    assert new.claim(2) == CommitRecord(Epoch(1, 1), 2, {"in": 2, "out": 1}, (Epoch(1, 1),))
+    claimed = CommitRecord(Epoch(1, 1), 2, {"in": 2, "out": 1}, (Epoch(1, 1),), floor=Epoch(1, 1))
+    assert new.claim(2) == claimed
     assert not old.commit(1, Epoch(1, 2), {"in": 2, "out": 1})
     assert old.claim(1) is None
     assert new.commit(2, Epoch(2, 1), {"in": 1, "out": 1})
     assert Commits(session(), JOB).read() == (
-        CommitRecord(Epoch(2, 1), 2, {"in": 1, "out": 1}, (Epoch(1, 1), Epoch(2, 1))),
+        CommitRecord(
+            Epoch(2, 1), 2, {"in": 1, "out": 1}, (Epoch(1, 1), Epoch(2, 1)), floor=Epoch(1, 1)
+        ),
         3,
     )
 

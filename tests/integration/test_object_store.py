@@ -23,7 +23,13 @@ from peer.plugins.jsonl import input as jsonl_input
 from peer.plugins.parquet import output as parquet_output
 from peer.plugins.places import STAGING, StorePlace
 from peer.plugins.staged import StagedEpochs, staged_epochs, stem
-from peer.runtime.checkpoints import CheckpointError, CheckpointStorage
+from peer.runtime.checkpoints import (
+    CheckpointError,
+    CheckpointStorage,
+    CommitRecord,
+    Savepoint,
+)
+from peer.runtime.snapshot import TaskSnapshot
 from peer.storage import StorageError, open_url
 from peer.values.epoch import Epoch
 from tests.support import ObjectStore, assert_one_line_error, onyx, wait_for
@@ -71,8 +77,23 @@ def test_snapshots_are_stored_read_listed_and_collected_without_a_temporary_name
     assert checkpoints.get("job", Epoch(1, 2), "count", 0) == b"state 2"
     assert checkpoints.epochs("job") == [Epoch(1, 1), Epoch(1, 2), Epoch(1, 3)]
     assert not any(".tmp" in k for k in keys(object_store, prefix))
-    assert checkpoints.collect("job", Epoch(1, 3), frozenset({Epoch(1, 1)})) == 1
+    kept = {"kept": Savepoint(Epoch(1, 1), {"count": 1})}
+    record = CommitRecord(Epoch(1, 3), 1, {"count": 1}, floor=Epoch(1, 3), savepoints=kept)
+    assert checkpoints.collect("job", record.retains) == 1
     assert checkpoints.epochs("job") == [Epoch(1, 1), Epoch(1, 3)]
+
+
+def test_a_restore_reads_a_chain_and_a_range_of_key_groups_from_the_store(checkpoints):
+    """Ranged reads of the store: a slot that owns key groups 4 and 5 reads those parts of
+    each snapshot of the chain."""
+    parts = {g: bytes([g]) * 30_000 for g in range(8)}
+    whole = TaskSnapshot(1, None, None, False).to_bytes(parts)
+    checkpoints.put("job", Epoch(1, 1), "count", 0, whole).result()
+    changes = TaskSnapshot(2, None, None, False, chain=(1,)).to_bytes({5: b"new", 7: b"x"})
+    checkpoints.put("job", Epoch(1, 2), "count", 0, changes).result()
+    restored = checkpoints.restore("job", Epoch(1, 2), "count", 0, range(4, 6)).result()
+    assert restored.snapshot.plugin == 2
+    assert restored.layers == [{4: parts[4], 5: parts[5]}, {5: b"new"}]
 
 
 def test_a_missing_snapshot_is_named_and_not_retried(checkpoints):

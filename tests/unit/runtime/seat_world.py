@@ -25,7 +25,7 @@ from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.placement import place
 from peer.runtime.routing import Router, routes
 from peer.runtime.task import TaskContext, TaskRunner
-from tests.support import wait_for
+from tests.support import reported, wait_for
 
 FNS = "tests.unit.runtime.causal_fns"
 SOURCES = {"a0": 1, "b0": 2}
@@ -114,10 +114,12 @@ class SeatWorld:
             TaskContext(
                 placement=placement, peer=peer, router=Router(routes(placement, "f")),
                 send=send,
-                report=lambda what, epoch: self.reports.append((peer, what, epoch)),
+                report=lambda m: self.reports.append((peer, *reported(m))),
                 grant=lambda source, batches, rows: None, congested=lambda: False,
                 complete=lambda: None, storage=storage,
-                fetch=lambda job_id, epoch, slot: storage.fetch(job_id, epoch, "f", slot),
+                fetch=lambda job_id, epoch, slot, groups: storage.restore(
+                    job_id, epoch, "f", slot, groups
+                ),
                 recovered=lambda: self.recovered.append(peer),
                 rollback=self.rollbacks.append,
             )

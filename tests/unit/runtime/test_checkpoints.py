@@ -16,6 +16,7 @@ from peer.log.store import path_component
 from peer.log.stores.memory import MemoryLog
 from peer.runtime.checkpoints import (
     HISTORY,
+    PREFIX,
     STOPPED,
     CheckpointError,
     CheckpointStorage,
@@ -24,6 +25,7 @@ from peer.runtime.checkpoints import (
     Savepoint,
     committed_epochs,
 )
+from peer.runtime.snapshot import SnapshotError, TaskSnapshot
 from peer.storage import StorageError
 from peer.values.epoch import Epoch
 from tests.support import wait_for
@@ -186,7 +188,8 @@ def test_a_claim_keeps_what_is_committed():
     commits = Commits(MemoryLog().session(), JOB)
     commits.claim(1)
     assert commits.commit(1, Epoch(1, 3), {"in": 2})
-    assert commits.claim(2) == CommitRecord(Epoch(1, 3), 2, {"in": 2}, (Epoch(1, 3),))
+    claimed = CommitRecord(Epoch(1, 3), 2, {"in": 2}, (Epoch(1, 3),), floor=Epoch(1, 3))
+    assert commits.claim(2) == claimed
 
 
 def test_claiming_again_for_the_same_version_writes_nothing():
@@ -201,7 +204,24 @@ def test_commits_advance_the_record():
     commits.claim(1)
     assert commits.commit(1, Epoch(1, 1), {"in": 1})
     assert commits.commit(1, Epoch(1, 2), {"in": 1})
-    assert commits.read()[0] == CommitRecord(Epoch(1, 2), 1, {"in": 1}, (Epoch(1, 1), Epoch(1, 2)))
+    history = (Epoch(1, 1), Epoch(1, 2))
+    assert commits.read()[0] == CommitRecord(Epoch(1, 2), 1, {"in": 1}, history, floor=Epoch(1, 1))
+
+
+def test_the_floor_is_where_the_chains_of_the_commit_before_the_last_start():
+    """Storage keeps what a restore from either of the last two commits reads: the epochs from
+    the older's chains' start on."""
+    commits = Commits(MemoryLog().session(), JOB)
+    commits.claim(1)
+    assert commits.commit(1, Epoch(1, 1), {"in": 1}, since=1).floor == Epoch(1, 1)
+    assert commits.commit(1, Epoch(1, 2), {"in": 1}, since=1).floor == Epoch(1, 1)
+    assert commits.commit(1, Epoch(1, 5), {"in": 1}, since=4).floor == Epoch(1, 1)
+    written = commits.commit(1, Epoch(1, 6), {"in": 1}, since=4)
+    assert (written.since, written.floor) == (4, Epoch(1, 4))
+    commits.claim(2)
+    moved = commits.commit(2, Epoch(2, 1), {"in": 1}, since=1)
+    assert moved.floor == Epoch(1, 4), "the previous allocation's last chain"
+    assert [moved.retains(Epoch(1, n)) for n in (3, 4, 6)] == [False, True, True]
 
 
 def test_the_history_keeps_the_last_commits():
@@ -232,9 +252,23 @@ def test_a_requested_savepoint_is_the_next_committed_epoch():
     assert written.savepoints == {"before-upgrade": Savepoint(Epoch(1, 2), {"in": 2})}
     assert written.requested == ()
     commits.commit(1, Epoch(1, 3), {"in": 1})
+    commits.commit(1, Epoch(1, 4), {"in": 1})
     later = commits.claim(2)
     assert later.savepoints == written.savepoints
-    assert later.retained == {Epoch(1, 2)}
+    assert [later.retains(Epoch(1, n)) for n in (1, 2, 3, 4)] == [False, True, True, True]
+
+
+def test_a_savepoint_keeps_its_chains():
+    commits = Commits(MemoryLog().session(), JOB)
+    commits.claim(1)
+    commits.request_savepoint("kept")
+    commits.commit(1, Epoch(1, 7), {"in": 1}, since=5)
+    for number in (8, 9, 10):
+        written = commits.commit(1, Epoch(1, number), {"in": 1}, since=9)
+    assert written.savepoints["kept"] == Savepoint(Epoch(1, 7), {"in": 1}, since=5)
+    kept = [n for n in range(1, 11) if written.retains(Epoch(1, n))]
+    assert kept == [5, 6, 7, 9, 10]
+    assert CommitRecord.decode(written.encode()) == written
 
 
 def test_a_savepoint_asked_for_before_the_first_claim_waits_for_the_first_commit():
@@ -275,7 +309,8 @@ def test_a_newer_claim_makes_an_older_coordinator_stale():
     new.claim(2)
     assert not old.commit(1, Epoch(1, 2), {"in": 1})
     assert old.claim(1) is None
-    assert new.read()[0] == CommitRecord(Epoch(1, 1), 2, {"in": 1}, (Epoch(1, 1),))
+    claimed = CommitRecord(Epoch(1, 1), 2, {"in": 1}, (Epoch(1, 1),), floor=Epoch(1, 1))
+    assert new.read()[0] == claimed
 
 
 def test_a_claim_between_a_commit_s_read_and_its_write_wins():
@@ -297,7 +332,8 @@ def test_an_epoch_before_the_committed_one_is_refused():
     commits.commit(1, Epoch(1, 2), {"in": 1})
     with pytest.raises(ValueError, match="cannot commit epoch 1 of allocation 1, epoch 2 of"):
         commits.commit(1, Epoch(1, 1), {"in": 1})
-    assert commits.read() == (CommitRecord(Epoch(1, 2), 1, {"in": 1}, (Epoch(1, 2),)), 1)
+    record = CommitRecord(Epoch(1, 2), 1, {"in": 1}, (Epoch(1, 2),), floor=Epoch(1, 2))
+    assert commits.read() == (record, 1)
 
 
 def test_committing_the_committed_epoch_again_writes_nothing():
@@ -313,7 +349,7 @@ def test_a_write_whose_reply_was_lost_is_recognised_as_done():
     commits = Commits(LostReplies(log.session()), JOB)
     assert commits.claim(1) == CommitRecord(None, 1, {})
     assert commits.commit(1, Epoch(1, 1), {"in": 1})
-    recorded = CommitRecord(Epoch(1, 1), 1, {"in": 1}, (Epoch(1, 1),))
+    recorded = CommitRecord(Epoch(1, 1), 1, {"in": 1}, (Epoch(1, 1),), floor=Epoch(1, 1))
     assert Commits(log.session(), JOB).read() == (recorded, 1)
 
 
@@ -362,7 +398,54 @@ def test_a_snapshot_comes_back_as_it_was_put(storage):
     storage.put(JOB, Epoch(1, 1), "count", 0, blob).result()
     storage.put(JOB, Epoch(1, 1), "count", 1, b"").result()
     assert storage.get(JOB, Epoch(1, 1), "count", 0) == blob
-    assert storage.fetch(JOB, Epoch(1, 1), "count", 1).result() == b""
+    assert storage.get(JOB, Epoch(1, 1), "count", 1) == b""
+
+
+def stored(storage, number: int, parts: dict[int, bytes], chain: tuple[int, ...] = ()) -> None:
+    """Snapshot ``number`` of slot 0 of ``count`` holding ``parts``, adding to ``chain``."""
+    blob = TaskSnapshot(number, None, None, False, chain=chain).to_bytes(parts)
+    storage.put(JOB, Epoch(1, number), "count", 0, blob).result()
+
+
+def test_a_restore_reads_the_chain_oldest_first(storage):
+    stored(storage, 1, {0: b"a", 5: b"b", 9: b"c"})
+    stored(storage, 2, {5: b"d"}, chain=(1,))
+    stored(storage, 3, {9: b"e"}, chain=(1, 2))
+    restored = storage.restore(JOB, Epoch(1, 3), "count", 0).result()
+    assert restored.snapshot.plugin == 3
+    assert restored.layers == [{0: b"a", 5: b"b", 9: b"c"}, {5: b"d"}, {9: b"e"}]
+    some = storage.restore(JOB, Epoch(1, 3), "count", 0, range(4, 9)).result()
+    assert some.layers == [{5: b"b"}, {5: b"d"}, {}]
+
+
+def test_a_restore_of_some_key_groups_reads_the_header_and_their_range_alone(storage):
+    """A slot that gained key groups 40 to 59 of an old slot reads those parts, not the old
+    slot's others: its reads add up to far less than the snapshot."""
+    parts = {g: bytes([g]) * 20_000 for g in range(0, 64)}
+    stored(storage, 1, parts)
+    reads: list[int] = []
+    cat_file = storage.fs.cat_file
+
+    def counted(path, *, start=None, end=None, **kwargs):
+        data = cat_file(path, start=start, end=end, **kwargs)
+        reads.append(len(data))
+        return data
+
+    storage.fs.cat_file = counted
+    try:
+        restored = storage.restore(JOB, Epoch(1, 1), "count", 0, range(40, 60)).result()
+    finally:
+        del storage.fs.cat_file
+    assert restored.layers == [{g: parts[g] for g in range(40, 60)}]
+    assert len(reads) == 2, "the header, then one range"
+    assert sum(reads) < 20 * 20_000 + PREFIX + 1000
+
+
+def test_bytes_that_are_not_a_snapshot_fail_the_restore_naming_it(storage):
+    storage.put(JOB, Epoch(1, 1), "count", 0, b"\xc1SN2\x00").result()
+    says = r"the snapshot of job .* task 'count' slot 0 is not a task's snapshot: it ends after 5"
+    with pytest.raises(SnapshotError, match=says):
+        storage.restore(JOB, Epoch(1, 1), "count", 0).result()
 
 
 def test_snapshots_are_laid_out_by_job_epoch_task_and_slot(storage):
@@ -477,7 +560,7 @@ def test_a_missing_snapshot_names_what_is_missing_and_where(storage):
     with pytest.raises(CheckpointError, match=message):
         storage.get(JOB, Epoch(1, 2), "count", 0)
     with pytest.raises(CheckpointError, match="task 'count' slot 3 is not at"):
-        storage.fetch(JOB, Epoch(1, 1), "count", 3).result()
+        storage.restore(JOB, Epoch(1, 1), "count", 3).result()
 
 
 def test_epochs_lists_the_epochs_with_snapshots_in_order(storage):
@@ -489,27 +572,34 @@ def test_epochs_lists_the_epochs_with_snapshots_in_order(storage):
     assert storage.epochs(JOB) == [Epoch(1, 9), Epoch(1, 10), Epoch(2, 1), Epoch(10, 1)]
 
 
-def test_collect_deletes_every_epoch_before_the_one_kept(storage):
-    assert storage.collect(JOB, Epoch(1, 1)) == 0
+def floor(epoch: Epoch, **savepoints: Savepoint) -> Callable[[Epoch], bool]:
+    """What a commit record whose floor is ``epoch`` keeps."""
+    return CommitRecord(epoch, 1, {}, floor=epoch, savepoints=savepoints).retains
+
+
+def test_collect_deletes_every_epoch_before_the_floor(storage):
+    assert storage.collect(JOB, floor(Epoch(1, 1))) == 0
     for epoch in [Epoch(1, 1), Epoch(1, 2), Epoch(2, 1), Epoch(2, 2)]:
         for slot in range(2):
             storage.put(JOB, epoch, "count", slot, b"x").result()
     storage.put("other", Epoch(1, 1), "count", 0, b"x").result()
-    assert storage.collect(JOB, Epoch(2, 1)) == 2
+    assert storage.collect(JOB, floor(Epoch(2, 1))) == 2
     assert storage.epochs(JOB) == [Epoch(2, 1), Epoch(2, 2)]
-    assert storage.collect_later(JOB, Epoch(2, 2)).result() == 1
+    assert storage.collect_later(JOB, floor(Epoch(2, 2))).result() == 1
     assert storage.epochs(JOB) == [Epoch(2, 2)]
     assert storage.epochs("other") == [Epoch(1, 1)]
 
 
-def test_collect_keeps_the_epochs_savepoints_hold(storage):
-    for epoch in [Epoch(1, 1), Epoch(1, 2), Epoch(1, 3)]:
-        storage.put(JOB, epoch, "count", 0, b"x").result()
-    assert storage.collect(JOB, Epoch(1, 3), retained=frozenset({Epoch(1, 1)})) == 1
-    assert storage.epochs(JOB) == [Epoch(1, 1), Epoch(1, 3)]
-    assert storage.delete_epoch(JOB, Epoch(1, 1))
-    assert not storage.delete_epoch(JOB, Epoch(1, 1))
-    assert storage.epochs(JOB) == [Epoch(1, 3)]
+def test_collect_keeps_the_epochs_savepoints_hold_with_their_chains(storage):
+    for number in range(1, 6):
+        storage.put(JOB, Epoch(1, number), "count", 0, b"x").result()
+    kept = Savepoint(Epoch(1, 3), {"count": 1}, since=2)
+    assert storage.collect(JOB, floor(Epoch(1, 5), kept=kept)) == 2
+    assert storage.epochs(JOB) == [Epoch(1, 2), Epoch(1, 3), Epoch(1, 5)]
+    assert storage.delete_epoch(JOB, Epoch(1, 2))
+    assert storage.delete_epoch(JOB, Epoch(1, 3))
+    assert not storage.delete_epoch(JOB, Epoch(1, 3))
+    assert storage.epochs(JOB) == [Epoch(1, 5)]
 
 
 def test_collect_deletes_the_leftovers_of_an_upload_that_never_finished(storage):
@@ -518,7 +608,7 @@ def test_collect_deletes_the_leftovers_of_an_upload_that_never_finished(storage)
         f.write(b"half")
     storage.put(JOB, Epoch(1, 2), "count", 0, b"x").result()
     assert storage.epochs(JOB) == [Epoch(1, 2)]
-    assert storage.collect(JOB, Epoch(1, 2)) == 1
+    assert storage.collect(JOB, floor(Epoch(1, 2))) == 1
     assert files(storage) == [f"/{JOB}/000000000001-00000002/count/0.snap"]
 
 
@@ -532,10 +622,10 @@ def test_a_failed_collection_in_the_background_is_logged(storage, caplog, monkey
     storage.fs.rm = refuse
     try:
         with pytest.raises(CheckpointError, match=r"delete .*read-only"):
-            storage.collect_later(JOB, Epoch(1, 2)).result()
+            storage.collect_later(JOB, floor(Epoch(1, 2))).result()
     finally:
         del storage.fs.rm
-    logged = f"job {JOB}: deleting the epochs before epoch 2 of allocation 1 failed"
+    logged = f"job {JOB}: deleting its epochs no longer needed failed"
     wait_for(lambda: logged in caplog.text, 10, "the failure to be logged")  # after result()
 
 

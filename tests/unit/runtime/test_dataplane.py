@@ -30,6 +30,7 @@ from peer.runtime.checkpoints import CheckpointStorage, Commits
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig
 from peer.runtime.debloat import first_credit
 from peer.runtime.emit import WINDOW
+from peer.runtime.snapshot import read
 from tests.support import wait_for
 from tests.unit.log import local_recovery as lr
 
@@ -314,7 +315,7 @@ def until_a_commit(abs_planes, replica: Replica) -> int:
     committed = commits.read()[0].committed
     a.close()
     b.close()
-    return msgpack.unpackb(a.storage.get("j", committed, "in", 0))["plugin"]
+    return read(a.storage.get("j", committed, "in", 0))[0].plugin
 
 
 def until_complete(abs_planes, replica: Replica) -> None:

@@ -1,7 +1,7 @@
 """What a keyed task's slot fetches to restore: its own snapshot alone when the task runs on as
-many slots as took the checkpoint, with its keys in as many key groups; every old slot's after a
-change of slots, keeping the keys whose key group it now owns; and a change of key groups kills
-the task, saying so."""
+many slots as took the checkpoint, with its keys in as many key groups; after a change of
+slots, the old slots that held key groups it owns now, and of their keyed state those key
+groups alone, chains included; and a change of key groups kills the task, saying so."""
 
 from __future__ import annotations
 
@@ -61,6 +61,12 @@ def checkpoint(storage: CheckpointStorage, slots: int) -> None:
         storage.put("j", TAKEN, "count", slot, blob).result(10)
 
 
+def holding(slot: int, slots: int, before: int) -> list[int]:
+    """The old slots, of ``before``, that held key groups slot ``slot`` of ``slots`` owns."""
+    mine = set(groups_of(slot, slots, 128))
+    return [old for old in range(before) if mine & set(groups_of(old, before, 128))]
+
+
 def restored(
     storage: CheckpointStorage, slot: int, slots: int, point: RestorePoint, *,
     groups: int = 128, fn: str = "Counts", sent: list | None = None,
@@ -74,14 +80,14 @@ def restored(
     out = [] if sent is None else sent
     fetched: list[int] = []
 
-    def fetch(job_id: str, epoch: Epoch, old: int):
+    def fetch(job_id: str, epoch: Epoch, old: int, key_groups: range | None):
         fetched.append(old)
-        return storage.fetch(job_id, epoch, "count", old)
+        return storage.restore(job_id, epoch, "count", old, key_groups)
 
     runner = TaskRunner(
         TaskContext(
             placement=placement, peer=peers[slot], router=Router(routes(placement, "count")),
-            send=lambda to, item: out.append(item), report=lambda what, epoch: None,
+            send=lambda to, item: out.append(item), report=lambda m: None,
             grant=lambda source, batches, rows: None, congested=lambda: False,
             complete=lambda: None, storage=storage, fetch=fetch, key_of=lambda s: s["word"],
         )
@@ -112,16 +118,16 @@ def test_as_many_slots_and_key_groups_read_the_slots_own_snapshot_alone(storage)
 
 
 @pytest.mark.parametrize(("before", "after"), [(3, 2), (2, 3), (1, 2)])
-def test_after_a_change_of_slots_each_reads_every_old_slot_and_keeps_its_key_groups(
+def test_after_a_change_of_slots_each_reads_the_old_slots_that_held_its_key_groups(
     storage, before, after
 ):
     checkpoint(storage, before)
     for slot in range(after):
         runner, fetched = restored(storage, slot, after, point(before, {"count": 128}))
-        assert fetched == list(range(before))
+        assert fetched == holding(slot, after, before)
         mine = owned(WORDS, slot, after)
         if key_group("stray", 128) in groups_of(slot, after, 128):
-            mine["stray"] = before - 1  # every old slot's "stray": the last one read stays
+            mine["stray"] = fetched[-1]  # each old slot's "stray": the last one read stays
         assert counts(runner) == mine
 
 
@@ -145,14 +151,25 @@ def test_a_change_of_key_groups_kills_the_task_saying_so(storage):
 
 def keyed_checkpoint(storage: CheckpointStorage, slots: int) -> None:
     """The epoch TAKEN of ``count`` as ``slots`` slots of StateCounts left it, in the keyed
-    state the engine keeps: each word counted as many times as its number."""
+    state the engine keeps: each word counted as many times as its number. Its snapshots add
+    to those of the epoch before, whole, where every word counted 1000 and a word "gone" was
+    counted, since cleared."""
+    before = Epoch(TAKEN.version, TAKEN.number - 1)
     for slot in range(slots):
         state = KeyedState(128)
         count = state.value_state("count")
-        for word, n in owned(WORDS, slot, slots).items():
+        for word in [*owned(WORDS, slot, slots), "gone"]:
             state.at(word)
-            count.set(int(word[1:]) * n)
-        blob = TaskSnapshot(None, None, None, False, state=state.snapshot()).to_bytes()
+            count.set(1000)
+        blob = TaskSnapshot(None, None, None, False).to_bytes(state.snapshot(whole=True))
+        storage.put("j", before, "count", slot, blob).result(10)
+        for word in owned(WORDS, slot, slots):
+            state.at(word)
+            count.set(int(word[1:]))
+        state.at("gone")
+        count.clear()
+        changes = TaskSnapshot(None, None, None, False, chain=(before.number,))
+        blob = changes.to_bytes(state.snapshot(whole=False))
         storage.put("j", TAKEN, "count", slot, blob).result(10)
 
 
@@ -165,7 +182,8 @@ def test_keyed_state_the_engine_keeps_moves_with_its_key_groups(storage, before,
         sent: list = []
         runner, _ = restored(storage, slot, after, point(before, {"count": 128}),
                              fn="StateCounts", sent=sent)  # fmt: skip
-        runner.deliver(90, Batch([{"word": w} for w in owned(WORDS, slot, after)]))
+        words = [w for w in [*WORDS, "gone"] if key_group(w, 128) in groups_of(slot, after, 128)]
+        runner.deliver(90, Batch([{"word": w} for w in words]))
         wait_for(lambda r=runner, s=sent: r.step() or s, 10, "the counts", interval=0)
         counted.update({s["word"]: s["count"] for item in sent for s in item})
-    assert counted == {w: int(w[1:]) + 1 for w in WORDS}
+    assert counted == {"gone": 1, **{w: int(w[1:]) + 1 for w in WORDS}}

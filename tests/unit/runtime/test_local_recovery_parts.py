@@ -16,6 +16,7 @@ from peer.runtime.causal import CausalTask, LocalRecoveryError
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.placement import place
 from peer.runtime.routing import Router, routes
+from peer.runtime.snapshot import TaskSnapshot
 from peer.runtime.standby import Standbys
 from peer.runtime.task import TaskContext, TaskRunner
 from peer.values.epoch import Epoch
@@ -48,11 +49,13 @@ def test_a_standby_holds_the_latest_committed_snapshot_of_its_seat(storage):
     standbys = Standbys(storage)
     standbys.sync({"j": placement}, ["s0"])
     for number in (1, 2):
-        storage.put("j", Epoch(7, number), "f", 0, f"epoch {number}".encode()).result()
+        snapshot = TaskSnapshot(number, None, None, False, chain=(1,) if number > 1 else ())
+        storage.put("j", Epoch(7, number), "f", 0, snapshot.to_bytes({3: bytes([number])})).result()
         standbys.committed("s0", Epoch(7, number))
     held = standbys.fetch("j", Epoch(7, 2), "f", 0)
     assert held is not None
-    assert held.result() == b"epoch 2"
+    assert held.result().snapshot.plugin == 2
+    assert held.result().layers == [{3: b"\x01"}, {3: b"\x02"}], "with its chain"
     assert standbys.fetch("j", Epoch(7, 1), "f", 0) is None, "only the latest is held"
     standbys.committed("o0", Epoch(7, 3))  # not a standby here: nothing to fetch
     assert standbys.fetch("j", Epoch(7, 3), "f", 0) is None
@@ -63,12 +66,14 @@ def test_a_standby_that_took_its_seat_over_keeps_what_it_holds_until_it_restores
                    standbys={"f0": "s0"})  # fmt: skip
     standbys = Standbys(storage)
     standbys.sync({"j": before}, ["s0"])
-    storage.put("j", Epoch(7, 1), "f", 0, b"state").result()
+    storage.put(
+        "j", Epoch(7, 1), "f", 0, TaskSnapshot("state", None, None, False).to_bytes()
+    ).result()
     standbys.committed("s0", Epoch(7, 1))
     after = place(JOB, 7, {"in": ("i0",), "f": ("s0",), "out": ("o0",)}, SHORT_IDS, {},
                   takeovers={"s0": "f0"}, recovering=frozenset({"s0"}))  # fmt: skip
     standbys.sync({"j": after}, ["s0"])
-    assert standbys.fetch("j", Epoch(7, 1), "f", 0).result() == b"state"
+    assert standbys.fetch("j", Epoch(7, 1), "f", 0).result().snapshot.plugin == "state"
     done = place(JOB, 7, {"in": ("i0",), "f": ("s0",), "out": ("o0",)}, SHORT_IDS, {},
                  takeovers={"s0": "f0"})  # fmt: skip
     standbys.sync({"j": done}, ["s0"])
@@ -79,7 +84,7 @@ def context(placement: Any, sent: list, storage: Any, rollbacks: list | None = N
     """f0's context under ``placement``: what it sends goes to ``sent``."""
     return TaskContext(
         placement=placement, peer="f0", router=Router(routes(placement, "f")),
-        send=lambda to, m: sent.append((to, m)), report=lambda what, epoch: None,
+        send=lambda to, m: sent.append((to, m)), report=lambda m: None,
         grant=lambda source, n, rows: None, congested=lambda: False, complete=lambda: None,
         storage=storage, rollback=(rollbacks if rollbacks is not None else []).append,
     )  # fmt: skip

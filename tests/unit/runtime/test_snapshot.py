@@ -1,5 +1,6 @@
-"""A task's snapshot as stored: the map the engine has always written, read back into typed
-values, and bytes that are not a snapshot refused with the field named."""
+"""A task's snapshot as stored: a header and its keyed state's parts per key group, read back
+into typed values (as is the map the engine wrote before), bytes that are not a snapshot
+refused with the field named; and the chain policy, which keeps a restore's reading bounded."""
 
 from __future__ import annotations
 
@@ -8,7 +9,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from peer.runtime.snapshot import SeatState, SnapshotError, TaskSnapshot
+from peer.runtime.snapshot import (
+    HEAD,
+    MAX_CHAIN,
+    Chain,
+    SeatState,
+    SnapshotError,
+    TaskSnapshot,
+    header_end,
+    read,
+    read_header,
+)
 
 STATE = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=5),
@@ -26,25 +37,66 @@ SEAT = st.builds(
 
 
 SNAPSHOT = st.builds(TaskSnapshot, STATE, STATE, STATE, st.booleans(), st.none() | SEAT,
-                     st.lists(st.lists(STATE, min_size=1, max_size=2), max_size=2))  # fmt: skip
+                     st.lists(st.lists(STATE, min_size=1, max_size=2), max_size=2),
+                     st.lists(st.integers(1, 99), max_size=3).map(tuple))  # fmt: skip
+PARTS = st.dictionaries(st.integers(0, 127), st.binary(max_size=20), max_size=6)
 
 
-@given(SNAPSHOT)
-def test_a_snapshot_reads_back_as_it_was_taken(snapshot: TaskSnapshot) -> None:
-    assert TaskSnapshot.from_bytes(snapshot.to_bytes()) == snapshot
+@given(SNAPSHOT, PARTS)
+def test_a_snapshot_reads_back_as_it_was_taken(snapshot: TaskSnapshot, parts) -> None:
+    assert read(snapshot.to_bytes(parts)) == (snapshot, parts)
 
 
-def test_it_is_stored_as_the_map_the_engine_has_always_written() -> None:
-    """Snapshots and savepoints taken before the typed values read back."""
+@given(SNAPSHOT, PARTS, st.integers(0, 127), st.integers(0, 128))
+def test_its_header_tells_where_each_key_groups_part_lies(snapshot, parts, low, high) -> None:
+    """What a restore reading some key groups does: the header alone, then one range."""
+    blob = snapshot.to_bytes(parts)
+    end = header_end(blob[:HEAD])
+    header = read_header(blob[:end])
+    assert header.snapshot == snapshot
+    wanted = [(g, span) for g, span in header.parts.items() if low <= g < high]
+    assert {g: blob[a:b] for g, (a, b) in wanted} == {
+        g: part for g, part in parts.items() if low <= g < high
+    }
+    assert [g for g, _ in wanted] == sorted(g for g in parts if low <= g < high)
+    if wanted:
+        assert blob[wanted[0][1][0] : wanted[-1][1][1]] == b"".join(parts[g] for g, _ in wanted)
+
+
+def test_a_snapshot_stored_as_the_map_the_engine_wrote_before_reads_back() -> None:
+    """Snapshots and savepoints taken before this layout read back, keyed state included."""
     seat = {"offset": 7, "sent": {1: 3}, "received": {0: 2}, "turn": 1, "timers": [[1.5]]}
+    state = {4: {"count": [["a", 1, 9.0]]}}
     old = {"plugin": {"offset": 3}, "windows": None, "fn": {"k": 1}, "ended": False,
-           "causal": seat, "channel": [[{"n": 1}]]}  # fmt: skip
-    read = TaskSnapshot.from_bytes(msgpack.packb(old))
-    assert read == TaskSnapshot({"offset": 3}, None, {"k": 1}, False,
-                                SeatState(7, {1: 3}, {0: 2}, 1, [[1.5]]), [[{"n": 1}]])  # fmt: skip
-    assert msgpack.unpackb(read.to_bytes(), strict_map_key=False) == old
-    plain = {"plugin": None, "windows": None, "fn": None, "ended": True}
-    assert msgpack.unpackb(TaskSnapshot(None, None, None, True).to_bytes()) == plain
+           "causal": seat, "channel": [[{"n": 1}]], "state": state}  # fmt: skip
+    snapshot, parts = read(msgpack.packb(old))
+    seat_state = SeatState(7, {1: 3}, {0: 2}, 1, [[1.5]])
+    assert snapshot == TaskSnapshot({"offset": 3}, None, {"k": 1}, False, seat_state, [[{"n": 1}]])
+    assert {g: msgpack.unpackb(p) for g, p in parts.items()} == state
+
+
+def test_a_chain_is_whole_first_then_changes_until_they_outgrow_the_state() -> None:
+    chain = Chain()
+    assert chain.whole(held=100, changed=0), "the first after a start is whole"
+    assert chain.taken(1, whole=True, changed=100) == ()
+    assert not chain.whole(held=100, changed=40)
+    assert chain.taken(2, whole=False, changed=40) == (1,)
+    assert not chain.whole(held=100, changed=40)
+    assert chain.taken(3, whole=False, changed=40) == (1, 2)
+    assert chain.since == 1
+    assert chain.whole(held=100, changed=20), "a restore would read more than the state"
+    assert chain.taken(4, whole=True, changed=20) == ()
+    assert chain.since == 4
+
+
+def test_a_chain_is_never_longer_than_max_chain() -> None:
+    chain = Chain()
+    number = 1
+    chain.taken(number, whole=True, changed=0)
+    while not chain.whole(held=10**9, changed=1):
+        number += 1
+        chain.taken(number, whole=False, changed=1)
+    assert number == MAX_CHAIN
 
 
 @pytest.mark.parametrize(
@@ -67,9 +119,18 @@ def test_it_is_stored_as_the_map_the_engine_has_always_written() -> None:
 )  # fmt: skip
 def test_bytes_that_are_not_a_snapshot_are_refused_naming_the_field(doc, says) -> None:
     with pytest.raises(SnapshotError, match=says):
-        TaskSnapshot.from_bytes(msgpack.packb(doc))
+        read(msgpack.packb(doc))
 
 
-def test_bytes_that_are_not_msgpack_are_refused() -> None:
-    with pytest.raises(SnapshotError, match="does not read as msgpack"):
-        TaskSnapshot.from_bytes(b"\xc1")
+@pytest.mark.parametrize(
+    ("blob", "says"),
+    [
+        (b"\x92", "does not read as msgpack"),
+        (b"\xc1SN2\x00", "inside its header's length"),
+        (b"\xc1SN2\x00\x00\x00\x09\x80", "cut short"),
+        (TaskSnapshot(None, None, None, False).to_bytes({3: b"abc"})[:-1], "parts end at byte"),
+    ],
+)
+def test_bytes_that_are_not_a_stored_snapshot_are_refused(blob, says) -> None:
+    with pytest.raises(SnapshotError, match=says):
+        read(blob)

@@ -7,7 +7,6 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import msgpack
 import pytest
 
 from peer import code_marks
@@ -18,9 +17,10 @@ from peer.runtime.emit import WINDOW
 from peer.runtime.phases import Phase
 from peer.runtime.placement import place
 from peer.runtime.routing import Router, routes
+from peer.runtime.snapshot import read
 from peer.runtime.task import TaskContext, TaskFailed, TaskRunner
 from peer.values.epoch import Epoch
-from tests.support import wait_for
+from tests.support import reported, wait_for
 from tests.unit.runtime import runtime_fns
 
 FNS = "tests.unit.runtime.runtime_fns"
@@ -93,10 +93,12 @@ def runner(
         TaskContext(
             placement=placement, peer="p", router=Router(routes(placement, task.name)),
             send=lambda to, item: world.sent.append((to, item)),
-            report=lambda what, epoch: world.reports.append((what, epoch)),
+            report=lambda m: world.reports.append(reported(m)),
             grant=lambda source, batches, rows: world.grants.append((source, batches)),
             congested=lambda: world.congested, complete=complete, storage=storage,
-            fetch=lambda job_id, epoch, slot: storage.fetch(job_id, epoch, task.name, slot),
+            fetch=lambda job_id, epoch, slot, groups: storage.restore(
+                job_id, epoch, task.name, slot, groups
+            ),
         )
     )  # fmt: skip
 
@@ -291,8 +293,8 @@ def test_an_input_snapshots_at_a_barrier_passes_it_on_and_acks_once_stored(stora
     run_until(r, lambda: world.reports)
     assert world.reports == [("ack", 1)]
     assert [m for m in world.markers() if m[1] != END] == [("d1", Barrier(1)), ("d2", Barrier(1))]
-    stored = msgpack.unpackb(storage.get("j", Epoch(7, 1), "in", 0))
-    assert stored["plugin"] == 2 * len(world.batches()[: world.sent.index(("d1", Barrier(1)))])
+    stored, _ = read(storage.get("j", Epoch(7, 1), "in", 0))
+    assert stored.plugin == 2 * len(world.batches()[: world.sent.index(("d1", Barrier(1)))])
 
 
 def test_a_function_aligns_barriers_from_every_upstream_peer(storage):

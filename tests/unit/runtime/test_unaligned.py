@@ -21,7 +21,7 @@ from peer.runtime.placement import place
 from peer.runtime.routing import Router, routes
 from peer.runtime.task import TaskContext, TaskRunner
 from peer.runtime.unaligned import UnalignedInbox
-from tests.support import wait_for
+from tests.support import reported, wait_for
 
 
 def rows(*ns: int) -> Batch:
@@ -172,10 +172,12 @@ def output(storage: Any, version: int, reports: list[Any]) -> TaskRunner:
     return TaskRunner(
         TaskContext(
             placement=placement, peer="o0", router=Router(routes(placement, "out")),
-            send=lambda to, m: None, report=lambda what, epoch: reports.append((what, epoch)),
+            send=lambda to, m: None, report=lambda m: reports.append(reported(m)),
             grant=lambda source, n, rows: None, congested=lambda: False, complete=lambda: None,
             storage=storage,
-            fetch=lambda job_id, epoch, slot: storage.fetch(job_id, epoch, "out", slot),
+            fetch=lambda job_id, epoch, slot, groups: storage.restore(
+                job_id, epoch, "out", slot, groups
+            ),
         )
     )  # fmt: skip
 

@@ -1,6 +1,7 @@
-"""Keyed state against a plain dict model: any sequence of writes, snapshots and restores onto
-any number of slots reads back as the model does; a TTL forgets exactly the entries not written
-for that long."""
+"""Keyed state against a plain dict model: any sequence of writes, snapshots (whole, or of what
+changed) and restores onto any number of slots reads back as the model does, and a chain of
+snapshots restores what a whole one does; a TTL forgets exactly the entries not written for
+that long."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from peer.job.values import canonical
 from peer.state import KeyedState, Ttl
 from peer.state.key_groups import groups_of
 from peer.state.keyed import StateError
@@ -31,9 +33,9 @@ def opened(groups: int = GROUPS, ttl: Ttl | None = None) -> tuple[KeyedState, di
     return state, handles
 
 
-def packed(snapshot: dict[int, Any]) -> dict[int, Any]:
-    """A snapshot as storage gives it back."""
-    return msgpack.unpackb(msgpack.packb(snapshot), strict_map_key=False)
+def unpacked(parts: dict[int, bytes]) -> dict[int, Any]:
+    """A snapshot's parts, read."""
+    return {group: msgpack.unpackb(part, strict_map_key=False) for group, part in parts.items()}
 
 
 ops = st.lists(
@@ -92,7 +94,7 @@ def test_state_restored_onto_any_slots_reads_as_the_model(first, second, before,
     for op in first:
         state, handles = old[_owner(op[1], before)]
         apply(handles, state, model, op)
-    snapshots = [packed(state.snapshot()) for state, _ in old]
+    snapshots = [state.snapshot(whole=True) for state, _ in old]
     new = []
     for slot in range(after):
         state, handles = opened()
@@ -112,13 +114,85 @@ def test_a_key_groups_snapshot_holds_only_that_groups_keys(steps):
     state, handles = opened()
     for op in steps:
         apply(handles, state, {}, op)
-    for group, states in state.snapshot().items():
+    for group, states in unpacked(state.snapshot(whole=True)).items():
         for entries in states.values():
             probe = KeyedState(GROUPS)
             for key, _value, _expires in entries:
                 probe.at(key)
                 assert probe.groups == {group: {}}
                 probe.groups.clear()
+
+
+@given(st.lists(st.tuples(ops, st.booleans()), min_size=1, max_size=6), st.integers(1, 4),
+       st.integers(1, 4), ops)  # fmt: skip
+def test_a_chain_of_snapshots_restores_onto_any_slots_as_the_model_and_a_whole_one(
+    epochs, before, after, then
+):
+    """Epochs of writes on ``before`` slots, each ending in a snapshot of every slot, whole or
+    of what changed (the first whole); restored onto ``after`` slots from each old slot's chain
+    since its last whole snapshot, then written again: as the model, and each new slot holds
+    what a restore from whole snapshots gives it."""
+    model: dict = {}
+    old = [opened() for _ in range(before)]
+    chains: list[list[dict[int, bytes]]] = [[] for _ in range(before)]
+    for n, (steps, whole) in enumerate(epochs):
+        for op in steps:
+            state, handles = old[_owner(op[1], before)]
+            apply(handles, state, model, op)
+        for slot, (state, _) in enumerate(old):
+            if whole or n == 0:
+                chains[slot] = []
+            chains[slot].append(state.snapshot(whole=whole or n == 0))
+    wholes = [state.snapshot(whole=True) for state, _ in old]
+    new = []
+    for slot in range(after):
+        owned = groups_of(slot, after, GROUPS).__contains__
+        state, handles = opened()
+        state.restore([layer for chain in chains for layer in chain], owned)
+        plain, _ = opened()
+        plain.restore(wholes, owned)
+        assert state.snapshot(whole=True) == plain.snapshot(whole=True)
+        new.append((state, handles))
+    for op in then:
+        state, handles = new[_owner(op[1], after)]
+        apply(handles, state, model, op)
+    for key in ["a", "b", "c", 1, 2, [1, "x"], None]:
+        state, handles = new[_owner(key, after)]
+        assert read(handles, state, key) == model.get(repr(key), blank())
+
+
+@given(ops, ops)
+def test_a_snapshot_of_changes_names_the_keys_written_since_the_one_before(first, second):
+    """Every key whose state reads otherwise than at the last snapshot is in the next snapshot
+    of changes, and no key that was not written since."""
+    state, handles = opened()
+    for op in first:
+        apply(handles, state, {}, op)
+    state.snapshot(whole=True)
+    before = every_key(handles, state)
+    for op in second:
+        apply(handles, state, {}, op)
+    after = every_key(handles, state)
+    keys = {repr(k): canonical(k) for k in ["a", "b", "c", 1, 2, [1, "x"], None]}
+    differ = {keys[k] for k in after if after[k] != before[k]}
+    changes = unpacked(state.snapshot(whole=False))
+    entries = [e for states in changes.values() for held in states.values() for e in held]
+    named = {e[0] if len(e) == 1 else canonical(e[0]) for e in entries}
+    assert differ <= named <= {canonical(key) for _, key, *_ in second}
+    assert state.changed() == 0
+    assert state.snapshot(whole=False) == {}, "nothing written since"
+
+
+def test_a_value_that_cannot_be_stored_is_refused_naming_key_group_state_and_key():
+    state = KeyedState(GROUPS)
+    count = state.value_state("count")
+    state.at("k")
+    count.set(object())
+    with pytest.raises(StateError) as refused:
+        state.snapshot(whole=True)
+    assert str(refused.value).startswith(
+        f"key group {state.group_id}, state 'count', key 'k': its value cannot be stored"
+    )
 
 
 def _owner(key: Any, slots: int) -> int:
@@ -148,7 +222,8 @@ def test_a_ttl_forgets_exactly_what_was_not_written_for_that_long(writes, later)
         alive = at + 10 > later
         assert seen["v"] == (n if alive else 0)
         assert seen["m"] == ({"k": n} if alive else {})
-    kept = {repr(e[0]) for states in state.snapshot().values() for e in states.get("v", [])}
+    snapshot = unpacked(state.snapshot(whole=True))
+    kept = {repr(e[0]) for states in snapshot.values() for e in states.get("v", [])}
     assert kept == {k for k, (_, at) in last.items() if at + 10 > later}
 
 
@@ -188,7 +263,7 @@ def test_a_state_no_longer_asked_for_is_dropped_at_restore():
     kept.set(1)
     again = KeyedState(GROUPS)
     kept_again = again.value_state("kept")
-    again.restore([packed(state.snapshot())], lambda group: True)
+    again.restore([state.snapshot(whole=True)], lambda group: True)
     again.at("k")
     assert kept_again.get() == 1
     assert all(set(states) == {"kept"} for states in again.groups.values())
