@@ -1,7 +1,8 @@
 """Keyed state the engine keeps (peer.state.keyed) through real processes: each event with its
 user's running count, published exactly once, checked against counts made here from the
-events; in one `onyx run`, and with a group of the count task killed -9 once an epoch has
-committed, so that its key groups are restored from that commit."""
+events; in one `onyx run`, and with a group of the count task killed -9 once an epoch whose
+snapshots add to earlier ones (a chain of what changed) has committed, so that its key groups
+are restored from that chain."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from tests.support import onyx, wait_for
 
 pytestmark = pytest.mark.integration
 
-EVENTS, USERS = 3_000, 40
+EVENTS, USERS = 3_000, 400
+"""Many more users than an epoch's events: each epoch changes a few of the counts a slot holds,
+so its snapshots hold what changed."""
 
 
 def keyed_job(tmp_path: Path) -> Path:
@@ -60,6 +63,12 @@ def published(tmp_path: Path) -> list[tuple[str, int, int]]:
     return sorted((r["user"], r["ts"], r["count"]) for r in rows)
 
 
+def chained(commits: Commits) -> bool:
+    """Whether the committed epoch's snapshots add to earlier ones."""
+    record = commits.read()[0]
+    return bool(record and record.committed and 0 < record.since < record.committed.number)
+
+
 def test_running_counts_in_keyed_state_over_two_groups(tmp_path):
     result = onyx("run", str(keyed_job(tmp_path)), "--vpeers", "2", "--groups", "2", timeout=180)
     assert result.returncode == 0, result.stderr
@@ -76,7 +85,7 @@ def test_keyed_state_survives_a_group_of_the_count_task_killed_mid_job(
         wait_for(lambda: len(api.replica(store).peers) >= 6, 60, "6 peers")
         job_id = api.submit(store, keyed_job(tmp_path))
         commits = Commits(store, job_id)
-        wait_for(lambda: commits.read()[0] and commits.read()[0].committed, 60, "a commit")
+        wait_for(lambda: chained(commits), 60, "a commit of snapshots that add to earlier ones")
         before = api.replica(store)
         victim = before.group_of(before.allocations[job_id]["count"][0])
         next(g for g in groups if g.runs(victim)).signal(signal.SIGKILL)
