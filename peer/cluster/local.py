@@ -31,15 +31,17 @@ def tags_for(job: Job) -> tuple[str, ...]:
 class LocalCluster:
     """Peer groups as threads sharing one in-memory log, each with its own session. With
     ``transports`` (one per group) segments between groups travel through them; without, the
-    groups run no data plane between them, which suits a single group."""
+    groups run no data plane between them, which suits a single group. Checkpoints go to
+    memory, or to the fsspec URL ``checkpoints`` (a directory, for a run as durable as a
+    member's)."""
 
     def __init__(
         self, groups: int, vpeers: int, transports: Sequence[Transport] | None = None,
-        tags: tuple[str, ...] = (),
+        tags: tuple[str, ...] = (), checkpoints: str = "memory://onyx-checkpoints",
     ) -> None:  # fmt: skip
         self.vpeers = vpeers
         self.log = MemoryLog()
-        self.storage = CheckpointStorage("memory://onyx-checkpoints", f"local-{uuid.uuid4().hex}")
+        self.storage = CheckpointStorage(checkpoints, f"local-{uuid.uuid4().hex}")
         config = GroupConfig(vpeers=vpeers, join_back_off=0.05, poll_interval=0.1, tags=tags)
         links = list(transports) if transports is not None else [None] * groups
         self.groups = [PeerGroup(self.log.session(), config, link, self.storage) for link in links]
