@@ -459,6 +459,13 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="where the code shipped with jobs is unpacked, one directory per archive",
     )
+    start.add_argument(
+        "--state-dir",
+        type=Path,
+        default=DataPlaneConfig().state_dir,
+        metavar="DIR",
+        help="where jobs with state_backend: disk hold their keyed state, a directory per slot",
+    )
     _scheduler_args(start)
     _epidemic_args(start)
     start.add_argument(
@@ -850,7 +857,7 @@ def peer_start(args: argparse.Namespace) -> int:
         join_back_off=args.join_back_off,
         leave_timeout=args.session_timeout,
         tags=tuple(t for t in args.tags.split(",") if t),
-        dataplane=DataPlaneConfig(code_cache=args.code_cache),
+        dataplane=DataPlaneConfig(code_cache=args.code_cache, state_dir=args.state_dir),
         membership=MembershipSettings(
             heartbeat_interval=args.heartbeat_interval,
             monitors=args.monitors,

@@ -38,6 +38,8 @@ DEFAULT_MAX_PARALLELISM = 128
 """A keyed task's maximum parallelism (its number of key groups, peer.state.key_groups) when
 neither it nor its job names one: room to grow to 128 slots, and few enough groups that each
 holds a fair share of the keys."""
+STATE_BACKENDS = ("memory", "disk")
+"""Where a job's keyed state may be held (peer.state.backends)."""
 MAX_PARALLELISM_LIMIT = 32768
 """The largest maximum parallelism: each key group costs bookkeeping in every snapshot of the
 task, for slots no cluster of this engine's size runs."""
@@ -262,6 +264,8 @@ class Job:
     Keyed state: ``max_parallelism`` is every keyed task's number of key groups unless the task
     names its own (peer.state.key_groups): the most peers the task runs on, fixed for the job
     and every job resumed from it, since a key's group is its hash modulo that number.
+    ``state_backend`` is where the keyed state the engine keeps is held (peer.state.backends):
+    "memory", or "disk" for state larger than memory.
     """
 
     workflow: tuple[tuple[str, str], ...]
@@ -285,6 +289,7 @@ class Job:
     checkpoint_timeout: float | None = None
     tolerable_abandoned_epochs: int = 1
     max_parallelism: int = DEFAULT_MAX_PARALLELISM
+    state_backend: str = "memory"
     id: str | None = None
 
     def __post_init__(self) -> None:

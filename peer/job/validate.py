@@ -32,6 +32,7 @@ from peer.job.spec import (
     MAX_PARALLELISM_LIMIT,
     MIB,
     REFINEMENTS,
+    STATE_BACKENDS,
     TRIGGER_ONS,
     WINDOW_TYPES,
     FlowCondition,
@@ -90,6 +91,7 @@ def validate(job: Job, *, imports: bool = True) -> Job:
     _check_local_recovery(job, where)
     _check_debloat(job, where)
     _check_key_groups(job, where)
+    _check_state_backend(job, where)
     check_size(job, where)
     if imports:
         _check_imports(job, where)
@@ -452,6 +454,12 @@ def _check_key_groups(job: Job, where: str) -> None:
         if most > groups:
             fail(at, f"it asks for {most} peers and has {groups} key groups (max_parallelism): "
                      "a keyed task runs on at most one peer per key group")  # fmt: skip
+
+
+def _check_state_backend(job: Job, where: str) -> None:
+    if job.state_backend not in STATE_BACKENDS:
+        fail(where, f"state_backend must be one of {', '.join(STATE_BACKENDS)}, "
+                    f"got {job.state_backend!r}")  # fmt: skip
 
 
 def _max_parallelism(where: str, value: object) -> None:

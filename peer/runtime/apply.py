@@ -44,6 +44,7 @@ from peer.job.arrow_schema import BatchSchema
 from peer.job.imports import resolve
 from peer.job.spec import Task
 from peer.spark.function import SparkFunction, task_fn
+from peer.state.backends import Backend, MemoryBackend
 from peer.state.keyed import KeyedState
 from peer.values.columnar import Batch, Segment, from_table, rows
 
@@ -106,6 +107,9 @@ class Apply:
         """What the part still holds when the input ends."""
         return []
 
+    def close(self) -> None:
+        """Let go of what the part holds (the disk backend's directory)."""
+
 
 class PythonApply(Apply):
     """A Python fn applied to each segment; its state (if it keeps any) checkpointed."""
@@ -163,6 +167,9 @@ class KeyedPythonApply(PythonApply):
     def keyed_restore(self, layers: list[dict[int, bytes]], owned: Callable[[int], bool]) -> None:
         self.state.restore(layers, owned)
 
+    def close(self) -> None:
+        self.state.close()
+
 
 class ArrowApply(Apply):
     """One start of an Arrow task on a peer; holds the schema its first batch fixed."""
@@ -219,11 +226,13 @@ def _zero() -> float:
 @dataclass(frozen=True)
 class Keys:
     """What a keyed task's part needs to keep keyed state: the group key of a segment, the
-    task's number of key groups, and the task's watermark."""
+    task's number of key groups, the task's watermark, and where to hold the state."""
 
     key_of: KeyOf
     key_groups: int
     watermark: Callable[[], float | None]
+    backend: Callable[[], Backend] = MemoryBackend
+    """Makes where the state is held (peer.state.backends)."""
 
 
 def python_apply(task: Task, keys: Keys | None) -> Apply:
@@ -237,7 +246,7 @@ def python_apply(task: Task, keys: Keys | None) -> Apply:
     if keys is None:
         raise ValueError(f"task {task.name!r}: its fn keeps keyed state (its class has open), "
                          "so the task needs group_by_key or group_by_fn")  # fmt: skip
-    state = KeyedState(keys.key_groups)
+    state = KeyedState(keys.key_groups, keys.backend())
     opens(state)
     return KeyedPythonApply(fn, keys.key_of, state, keys.watermark)
 

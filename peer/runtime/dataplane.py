@@ -82,6 +82,7 @@ from peer.runtime.shipped_code import CodeShelf
 from peer.runtime.snapshot import Restored
 from peer.runtime.standby import Standbys
 from peer.runtime.task import FAILURES, TaskContext, TaskFailed, TaskRunner, describe
+from peer.state.backends import sweep
 from peer.values.epoch import Epoch
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,9 @@ class DataPlaneConfig:
     """Frames queued for one destination before this group's runners stop producing."""
     code_cache: Path = field(default_factory=lambda: Path("~/.onyx/code").expanduser())
     """Where the code archives shipped with jobs are unpacked, one directory per hash."""
+    state_dir: Path = field(default_factory=lambda: Path("~/.onyx/state").expanduser())
+    """Where the keyed state of jobs with ``state_backend: disk`` is held, one directory per
+    slot, deleted when the slot's runner closes."""
 
 
 class DataPlane:
@@ -123,6 +127,8 @@ class DataPlane:
         self.resync = False
         """Set from the pool when shipped code has arrived: the next step makes its runners."""
         self.code = CodeShelf(self.config.code_cache, storage, self.pool, self._code_arrived)
+        for swept in sweep(self.config.state_dir):
+            log.info("deleted the keyed state %s left by a process no longer running", swept)
         self.runners: dict[RunnerKey, TaskRunner] = {}
         self.coordinators: dict[tuple[str, int], Coordinator] = {}
         self.grown_at_once: set[tuple[str, int]] = set()
@@ -408,6 +414,7 @@ class DataPlane:
             imports=imports,
             storage=storage,
             fetch=fetch,
+            state_dir=self.config.state_dir,
         )
 
     def _release_waiting(self, replica: Replica) -> None:

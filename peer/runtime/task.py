@@ -55,18 +55,23 @@ call into its task's code a runner of a worker marks which job's code runs
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from peer.causal.inflight import LogLost
 from peer.code_marks import Mark, mark_for
 from peer.job.spec import Job, Task
+from peer.log.store import path_component
 from peer.messaging.messages import (
     DRAINED,
     END,
@@ -106,6 +111,7 @@ from peer.runtime.placement import Placement
 from peer.runtime.routing import Router
 from peer.runtime.snapshot import Chain, Restored, TaskSnapshot
 from peer.runtime.task_windows import UNWINDOWED, Windows, windows_for
+from peer.state.backends import Backend, backend_for
 from peer.state.key_groups import groups_of, key_group
 from peer.storage import StorageError
 from peer.values.columnar import Segment
@@ -206,6 +212,8 @@ class TaskContext:
     fetch: Callable[[str, Epoch, int, range | None], Future[Restored]] | None = None
     """Fetch the snapshot of (job, epoch, slot) of this task, with the keyed state of the key
     groups in the range (None: all of it)."""
+    state_dir: Path = field(default_factory=lambda: Path(tempfile.gettempdir(), "onyx-state"))
+    """Where a job with ``state_backend: disk`` holds its keyed state, a directory per slot."""
     imports: Callable[[], AbstractContextManager[None]] = nullcontext
     """Where the job's code imports from while the task loads it: the installed packages, or
     the archive shipped with the job (peer.job.code)."""
@@ -497,11 +505,20 @@ class TaskRunner:
         self._enter(Phase.AWAIT_RECOVERY)
         return True
 
+    def _state_backend(self) -> Backend:
+        """Where the keyed state the engine keeps for this slot is held: a disk backend's
+        directory is this runner's own, so a restarted slot never reads a stale one."""
+        c = self.ctx
+        name = f"{c.job_id}.{c.task.name}.{c.slot}.{c.version}.{uuid.uuid4().hex[:12]}"
+        where = c.state_dir / str(os.getpid()) / path_component(name)
+        return backend_for(c.job.state_backend, where)
+
     def _assemble(self) -> None:
         """The task's code and plugin, resolved from the job's paths, and the parts that use
         them."""
         c, task = self.ctx, self.ctx.task
-        keys = None if c.key_of is None else Keys(c.key_of, c.key_groups, lambda: self.watermark)
+        keys = None if c.key_of is None else Keys(c.key_of, c.key_groups, lambda: self.watermark,
+                                                  self._state_backend)  # fmt: skip
         apply = self.apply = apply_for(task, keys)
         self._take = self._submitter(apply) if isinstance(apply, AsyncApply) else self._apply_now
         assign = function(task.assign_watermark_fn)
@@ -900,6 +917,10 @@ class TaskRunner:
         except FAILURES as e:
             log.warning("task %r: closing its plugin raised %s", self.ctx.task.name, e)
         self.plugin = NO_PLUGIN
+        try:
+            self.apply.close()
+        except FAILURES as e:
+            log.warning("task %r: closing its fn raised %s", self.ctx.task.name, e)
         for _, upload in self.stored.uploads:
             upload.cancel()
         for fetch in self.fetched.snapshots:

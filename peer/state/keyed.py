@@ -43,6 +43,7 @@ from typing import Any
 import msgpack
 
 from peer.job.values import canonical
+from peer.state.backends import Backend, Entry, MemoryBackend
 from peer.state.key_groups import held_under
 
 TTL_TIMES = ("processing", "event")
@@ -78,26 +79,24 @@ class Declared:
     ttl: Ttl | None
 
 
-Entry = list[Any]
-"""``[key, value, expires]``: the group key as given, its value, and when it expires (inf:
-never). A map's value is itself ``{map key: [value, expires]}``. In a snapshot of changes,
-``[text]`` says that the entry of the key whose canonical text that is has gone."""
-
-
 class KeyedState:
-    """Every keyed state of one slot of a task, per key group: handed to the fn's ``open``."""
+    """Every keyed state of one slot of a task, per key group, held in ``backend``
+    (peer.state.backends; memory by default): handed to the fn's ``open``.
 
-    def __init__(self, key_groups: int) -> None:
+    An entry is ``[key, value, expires]``: the group key as given, its value, and when it
+    expires (inf: never); a map's value is itself ``{map key: [value, expires]}``. In a
+    snapshot of changes, ``[text]`` says that the entry of the key whose canonical text that is
+    has gone."""
+
+    def __init__(self, key_groups: int, backend: Backend | None = None) -> None:
         self.key_groups = key_groups
+        self.backend = backend or MemoryBackend()
         self.declared: dict[str, Declared] = {}
-        self.groups: dict[int, dict[str, dict[str, Entry]]] = {}
-        """Key group -> state name -> canonical key -> entry."""
         self.text = ""
         """The current key's canonical JSON."""
         self.key: Any = None
-        self.group: dict[str, dict[str, Entry]] = {}
-        """The current key's key group's states."""
         self.group_id = 0
+        """The current key's key group."""
         self.clocks = {"processing": 0.0, "event": -NEVER}
         self.changes: dict[int, dict[tuple[str, str], None]] = {}
         """Key group -> the (state, canonical key) entries written since the last snapshot, in
@@ -118,8 +117,8 @@ class KeyedState:
         return ListState(self, self._declare(name, "list", None, ttl))
 
     def _declare(self, name: str, kind: str, default: Any, ttl: Ttl | None) -> Declared:
-        if not (isinstance(name, str) and name):
-            raise StateError(f"a state's name must be a non-empty string, got {name!r}")
+        if not (isinstance(name, str) and name and "\0" not in name):
+            raise StateError(f"a state's name must be a non-empty string without NUL, got {name!r}")
         if ttl is not None and not isinstance(ttl, Ttl):
             raise StateError(f"state {name!r}: ttl must be a Ttl, got {ttl!r}")
         if name in self.declared:
@@ -135,17 +134,16 @@ class KeyedState:
 
     def at(self, key: Any) -> None:
         """Make ``key`` the current key."""
-        text, group = held_under(key, self.key_groups)
-        self.text, self.key, self.group_id = text, key, group
-        self.group = self.groups.setdefault(group, {})
+        self.text, self.group_id = held_under(key, self.key_groups)
+        self.key = key
 
     def tick(self, now: float, watermark: float) -> None:
         """The processing and event time what is written now is stamped with."""
         self.clocks["processing"], self.clocks["event"] = now, watermark
 
     def held(self) -> int:
-        """How many entries are held, live or not yet dropped."""
-        return sum(len(entries) for states in self.groups.values() for entries in states.values())
+        """About how many entries are held, live or not yet dropped."""
+        return self.backend.held()
 
     def changed(self) -> int:
         """How many entries were written since the last snapshot."""
@@ -159,26 +157,28 @@ class KeyedState:
         from."""
         changes, self.changes = self.changes, {}
         out = {}
-        for group in sorted(self.groups if whole else changes):
-            held = self.groups.get(group, {})
-            if whole:
-                states = {name: live for name in sorted(held)
-                          if (live := self._live(name, held[name]))}  # fmt: skip
-            else:
-                states = self._changed(held, changes[group])
+        for group in self.backend.groups() if whole else sorted(changes):
+            states = self._whole(group) if whole else self._changed(group, changes[group])
             if states:
                 out[group] = self._pack(group, states)
         return out
 
-    def _changed(
-        self, held: dict[str, dict[str, Entry]], changed: dict[tuple[str, str], None]
-    ) -> dict[str, list[Entry]]:
+    def _whole(self, group: int) -> dict[str, list[Entry]]:
+        """A key group's live entries of the states asked for, by state and key."""
+        states: dict[str, list[Entry]] = {}
+        for name, _text, entry in self.backend.entries(group):
+            live = self._live(name, entry)
+            if live is not None:
+                states.setdefault(name, []).append(live)
+        return states
+
+    def _changed(self, group: int, changed: dict[tuple[str, str], None]) -> dict[str, list[Entry]]:
         """The entries ``changed`` names, as they are now: live, or gone (``[text]``)."""
         states: dict[str, list[Entry]] = {}
         for name, text in sorted(changed):
-            entry = held.get(name, {}).get(text)
-            live = None if entry is None else self._live(name, {text: entry})
-            states.setdefault(name, []).append(live[0] if live else [text])
+            entry = self.backend.get(group, name, text)
+            live = None if entry is None else self._live(name, entry)
+            states.setdefault(name, []).append([text] if live is None else live)
         return states
 
     def _pack(self, group: int, states: dict[str, list[Entry]]) -> bytes:
@@ -207,35 +207,37 @@ class KeyedState:
         for layer in layers:
             for group, part in layer.items():
                 if owned(group):
-                    self._take(self.groups.setdefault(group, {}), part)
+                    self._take(group, part)
 
-    def _take(self, held: dict[str, dict[str, Entry]], part: bytes) -> None:
+    def _take(self, group: int, part: bytes) -> None:
+        backend = self.backend
         for name, entries in msgpack.unpackb(part, strict_map_key=False).items():
             if name not in self.declared:
                 continue
-            kept = held.setdefault(name, {})
             for entry in entries:
                 if len(entry) == 1:
-                    kept.pop(entry[0], None)
+                    backend.delete(group, name, entry[0])
                 else:
-                    kept[canonical(entry[0])] = entry
+                    backend.put(group, name, canonical(entry[0]), entry)
 
-    def _live(self, name: str, entries: dict[str, Entry]) -> list[Entry]:
+    def close(self) -> None:
+        """Let go of the backend (the disk backend's directory goes)."""
+        self.backend.close()
+
+    def _live(self, name: str, entry: Entry) -> Entry | None:
+        """``entry`` of state ``name`` as a snapshot holds it: None when it has expired or its
+        state is no longer asked for; a map's expired entries left out."""
         declared = self.declared.get(name)
-        if declared is None or declared.ttl is None:
-            return [entries[text] for text in sorted(entries)]
+        if declared is None:
+            return None
+        if declared.ttl is None:
+            return entry
         now = self.clocks[declared.ttl.time]
-        live = []
-        for text in sorted(entries):
-            key, value, expires = entries[text]
-            if declared.kind == "map":
-                value = {k: v for k, v in value.items() if v[1] > now}
-                if not value:
-                    continue
-            elif expires <= now:
-                continue
-            live.append([key, value, expires])
-        return live
+        key, value, expires = entry
+        if declared.kind == "map":
+            value = {k: v for k, v in value.items() if v[1] > now}
+            return [key, value, expires] if value else None
+        return entry if expires > now else None
 
     # -- what the handles use ----------------------------------------------------------------------
 
@@ -249,20 +251,21 @@ class KeyedState:
 
     def entry(self, declared: Declared) -> Entry | None:
         """The current key's live entry of ``declared``."""
-        entries = self.group.get(declared.name)
-        entry = None if entries is None else entries.get(self.text)
+        entry = self.backend.get(self.group_id, declared.name, self.text)
         if entry is None or (declared.kind != "map" and entry[2] <= self.now(declared)):
             return None
         return entry
 
     def write(self, declared: Declared, value: Any) -> None:
-        entries = self.group.setdefault(declared.name, {})
-        entries[self.text] = [self.key, value, self.expiry(declared)]
+        self.rewrite(declared, [self.key, value, self.expiry(declared)])
+
+    def rewrite(self, declared: Declared, entry: Entry) -> None:
+        """Hold ``entry`` (new, or changed in place) as the current key's of ``declared``."""
+        self.backend.put(self.group_id, declared.name, self.text, entry)
         self.touch(declared)
 
     def clear(self, declared: Declared) -> None:
-        entries = self.group.get(declared.name)
-        if entries is not None and entries.pop(self.text, None) is not None:
+        if self.backend.delete(self.group_id, declared.name, self.text):
             self.touch(declared)
 
     def touch(self, declared: Declared) -> None:
@@ -307,7 +310,7 @@ class ListState:
         else:
             entry[1].append(value)
             entry[2] = self._state.expiry(self._declared)
-            self._state.touch(self._declared)
+            self._state.rewrite(self._declared, entry)
 
     def update(self, values: list[Any]) -> None:
         self._state.write(self._declared, list(values))
@@ -339,17 +342,18 @@ class MapState:
         return self._found(key) is not None
 
     def put(self, key: Any, value: Any) -> None:
-        held = self._held()
-        if held is None:
-            held = {}
-            self._state.write(self._declared, held)
-        held[key] = [value, self._state.expiry(self._declared)]
-        self._state.touch(self._declared)
+        state, declared = self._state, self._declared
+        entry = state.entry(declared)
+        if entry is None:
+            state.write(declared, {key: [value, state.expiry(declared)]})
+            return
+        entry[1][key] = [value, state.expiry(declared)]
+        state.rewrite(declared, entry)
 
     def remove(self, key: Any) -> None:
-        held = self._held()
-        if held is not None and held.pop(key, None) is not None:
-            self._state.touch(self._declared)
+        entry = self._state.entry(self._declared)
+        if entry is not None and entry[1].pop(key, None) is not None:
+            self._state.rewrite(self._declared, entry)
 
     def items(self) -> Iterator[tuple[Any, Any]]:
         """The live entries, in the order they were first put."""

@@ -2,7 +2,9 @@
 user's running count, published exactly once, checked against counts made here from the
 events; in one `onyx run`, and with a group of the count task killed -9 once an epoch whose
 snapshots add to earlier ones (a chain of what changed) has committed, so that its key groups
-are restored from that chain."""
+are restored from that chain; each on both state backends, memory and disk. On disk, every
+slot's directory is gone once the job completes: the runners that close delete theirs, and
+the group started after the kill deletes the one the killed group left."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ EVENTS, USERS = 3_000, 400
 so its snapshots hold what changed."""
 
 
-def keyed_job(tmp_path: Path) -> Path:
+def keyed_job(tmp_path: Path, backend: str = "memory") -> Path:
     with (tmp_path / "events.jsonl").open("w") as f:
         for i in range(EVENTS):
             f.write(json.dumps({"user": f"u{(i * 7) % USERS}", "ts": i}) + "\n")
@@ -40,6 +42,7 @@ def keyed_job(tmp_path: Path) -> Path:
              "params": {"path": str(tmp_path / "out")}, "n_peers": 1},
         ],
         "barrier_period": 0.2,
+        "state_backend": backend,
     }  # fmt: skip
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(job))
@@ -69,21 +72,26 @@ def chained(commits: Commits) -> bool:
     return bool(record and record.committed and 0 < record.since < record.committed.number)
 
 
-def test_running_counts_in_keyed_state_over_two_groups(tmp_path):
-    result = onyx("run", str(keyed_job(tmp_path)), "--vpeers", "2", "--groups", "2", timeout=180)
+@pytest.mark.parametrize("backend", ["memory", "disk"])
+def test_running_counts_in_keyed_state_over_two_groups(tmp_path, backend):
+    job = keyed_job(tmp_path, backend)
+    result = onyx("run", str(job), "--vpeers", "2", "--groups", "2", timeout=180)
     assert result.returncode == 0, result.stderr
     assert published(tmp_path) == expected()
 
 
+@pytest.mark.parametrize("backend", ["memory", "disk"])
 def test_keyed_state_survives_a_group_of_the_count_task_killed_mid_job(
-    start_peer, zookeeper, tenancy, tmp_path, monkeypatch
+    start_peer, zookeeper, tenancy, tmp_path, *, monkeypatch, backend
 ):
     monkeypatch.setenv("ONYX_TEST_PACE", "0.003")
-    options = {"vpeers": 2, "extra": ["--auto-down-unreachable-after", "1"]}
+    state = tmp_path / "state"
+    extra = ["--auto-down-unreachable-after", "1", "--state-dir", str(state)]
+    options = {"vpeers": 2, "extra": extra}
     groups = [start_peer(**options) for _ in range(3)]
     with closing(api.connect(zookeeper.address, tenancy, create=True)) as store:
         wait_for(lambda: len(api.replica(store).peers) >= 6, 60, "6 peers")
-        job_id = api.submit(store, keyed_job(tmp_path))
+        job_id = api.submit(store, keyed_job(tmp_path, backend))
         commits = Commits(store, job_id)
         wait_for(lambda: chained(commits), 60, "a commit of snapshots that add to earlier ones")
         before = api.replica(store)
@@ -95,3 +103,10 @@ def test_keyed_state_survives_a_group_of_the_count_task_killed_mid_job(
     restored = f"restored task 'count' of job {job_id}"
     assert any(restored in g.output() for g in groups if not g.runs(victim)), "no restore"
     assert published(tmp_path) == expected()
+    if backend == "disk":
+        assert any(state.iterdir()), "the count task's slots held their state on disk"
+        wait_for(lambda: not slot_directories(state), 30, "every slot's state directory deleted")
+
+
+def slot_directories(state: Path) -> list[Path]:
+    return [slot for process in state.iterdir() for slot in process.iterdir()]

@@ -114,7 +114,8 @@ def test_unknown_job_key_lists_the_allowed():
         "job 'wc': unknown key 'flows' (allowed: barrier_period, catalog, causal_depth, "
         "checkpoint_timeout, code, debloat_target, flow_conditions, id, in_flight_budget, "
         "lifecycles, local_recovery, max_parallelism, metadata, name, percentage, resume_from, "
-        "standby, task_scheduler, tolerable_abandoned_epochs, triggers, windows, workflow)"
+        "standby, state_backend, task_scheduler, tolerable_abandoned_epochs, triggers, windows, "
+        "workflow)"
     )
 
 
@@ -460,4 +461,10 @@ def test_a_fn_class_keeping_keyed_state_on_a_task_without_keys():
     assert refusal(lambda d: task(d, "split").update(fn=f"{FNS}:KeepsState")) == (
         f"job 'wc': task 'split': fn '{FNS}:KeepsState' keeps keyed state (its class has open), "
         "so the task needs group_by_key or group_by_fn"
+    )
+
+
+def test_a_state_backend_not_known_is_refused():
+    assert refusal(lambda d: d.update(state_backend="tape")) == (
+        "job 'wc': state_backend must be one of memory, disk, got 'tape'"
     )

@@ -1,0 +1,200 @@
+"""Where keyed state's entries are held (peer.state.keyed): in the process's memory, the default,
+or on the machine's disk for state larger than memory, in an embedded RocksDB (rocksdict).
+A job chooses with ``state_backend``.
+
+Both hold one entry per (key group, state name, canonical key) and give a key group's entries
+in (state name, key) order: the order of their bytes in RocksDB (the key group, two bytes
+big-endian, then the name, a NUL, then the key's canonical JSON, which never holds a NUL), and
+the order the memory backend sorts by. Snapshots are therefore the same bytes whichever backend
+took them, and a job may resume from a checkpoint on the other one.
+
+What the disk backend holds is written to a directory of its own (under the member's
+``--state-dir``, in a directory named for the process's id) without a write-ahead log: the
+checkpoint is what makes state durable, and a slot restored after a failure starts from a new
+directory. ``close`` deletes it; what a killed process left is deleted by the next process
+that holds state there (``sweep``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+Entry = list[Any]
+
+
+class Backend(ABC):
+    """The entries of one slot's keyed state."""
+
+    @abstractmethod
+    def get(self, group: int, name: str, text: str) -> Entry | None:
+        """The entry held, or None."""
+
+    @abstractmethod
+    def put(self, group: int, name: str, text: str, entry: Entry) -> None:
+        """Hold ``entry`` (again, once changed in place)."""
+
+    @abstractmethod
+    def delete(self, group: int, name: str, text: str) -> bool:
+        """Drop the entry; whether one was held."""
+
+    @abstractmethod
+    def held(self) -> int:
+        """About how many entries are held (exact in memory, RocksDB's estimate on disk)."""
+
+    @abstractmethod
+    def groups(self) -> list[int]:
+        """The key groups that may hold entries, in order."""
+
+    @abstractmethod
+    def entries(self, group: int) -> Iterator[tuple[str, str, Entry]]:
+        """A key group's entries, as (state name, canonical key, entry), in that order."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Let go of what the backend holds."""
+
+
+class MemoryBackend(Backend):
+    """Dicts: key group -> state name -> canonical key -> entry."""
+
+    def __init__(self) -> None:
+        self.held_groups: dict[int, dict[str, dict[str, Entry]]] = {}
+
+    def get(self, group: int, name: str, text: str) -> Entry | None:
+        states = self.held_groups.get(group)
+        entries = None if states is None else states.get(name)
+        return None if entries is None else entries.get(text)
+
+    def put(self, group: int, name: str, text: str, entry: Entry) -> None:
+        states = self.held_groups.get(group)
+        if states is None:
+            states = self.held_groups[group] = {}
+        entries = states.get(name)
+        if entries is None:
+            entries = states[name] = {}
+        entries[text] = entry
+
+    def delete(self, group: int, name: str, text: str) -> bool:
+        entries = self.held_groups.get(group, {}).get(name)
+        return entries is not None and entries.pop(text, None) is not None
+
+    def held(self) -> int:
+        return sum(len(e) for states in self.held_groups.values() for e in states.values())
+
+    def groups(self) -> list[int]:
+        return sorted(self.held_groups)
+
+    def entries(self, group: int) -> Iterator[tuple[str, str, Entry]]:
+        states = self.held_groups.get(group, {})
+        for name in sorted(states):
+            entries = states[name]
+            for text in sorted(entries):
+                yield name, text, entries[text]
+
+    def close(self) -> None:
+        self.held_groups.clear()
+
+
+class DiskBackend(Backend):
+    """An embedded RocksDB in ``path``: each entry under its key group (two bytes, big-endian),
+    state name, NUL and canonical key, its value msgpack."""
+
+    def __init__(self, path: Path) -> None:
+        from rocksdict import Options, Rdict, WriteOptions  # noqa: PLC0415
+
+        options = Options(raw_mode=True)
+        options.create_if_missing(True)
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = Rdict(str(path), options)
+        unlogged = WriteOptions()
+        unlogged.disable_wal = True  # type: ignore[method-assign, assignment]  # a property
+        self.db.set_write_options(unlogged)
+        self.seen: set[int] = set()
+        """Every key group written: ``groups`` gives these, some perhaps emptied since."""
+
+    @staticmethod
+    def _key(group: int, name: str, text: str) -> bytes:
+        return b"".join((struct.pack(">H", group), name.encode(), b"\0", text.encode()))
+
+    def get(self, group: int, name: str, text: str) -> Entry | None:
+        raw = self.db.get(self._key(group, name, text))
+        return None if raw is None else msgpack.unpackb(raw, strict_map_key=False)
+
+    def put(self, group: int, name: str, text: str, entry: Entry) -> None:
+        self.db[self._key(group, name, text)] = msgpack.packb(entry)
+        self.seen.add(group)
+
+    def delete(self, group: int, name: str, text: str) -> bool:
+        key = self._key(group, name, text)
+        if self.db.get(key) is None:
+            return False
+        del self.db[key]
+        return True
+
+    def held(self) -> int:
+        return int(self.db.property_int_value("rocksdb.estimate-num-keys") or 0)
+
+    def groups(self) -> list[int]:
+        return sorted(self.seen)
+
+    def entries(self, group: int) -> Iterator[tuple[str, str, Entry]]:
+        prefix = struct.pack(">H", group)
+        cursor = self.db.iter()
+        cursor.seek(prefix)
+        while cursor.valid():
+            key = cursor.key()
+            if not key.startswith(prefix):
+                break
+            name, _, text = key[2:].partition(b"\0")
+            yield (
+                name.decode(),
+                text.decode(),
+                msgpack.unpackb(cursor.value(), strict_map_key=False),
+            )
+            cursor.next()
+        del cursor
+
+    def close(self) -> None:
+        self.db.close()
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def sweep(state_dir: Path) -> list[Path]:
+    """Delete what processes no longer running left under ``state_dir`` (a directory per
+    process, named for its id); the directories deleted."""
+    swept = []
+    for child in sorted(state_dir.iterdir()) if state_dir.is_dir() else []:
+        if child.name.isdigit() and not _running(int(child.name)):
+            shutil.rmtree(child, ignore_errors=True)
+            swept.append(child)
+    return swept
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` runs: it exists and is not a zombie (killed, not yet reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def backend_for(kind: str, path: Path) -> Backend:
+    """The backend a job's ``state_backend`` names; ``path`` is the disk backend's own
+    directory."""
+    return DiskBackend(path) if kind == "disk" else MemoryBackend()
