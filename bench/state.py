@@ -7,8 +7,9 @@ the key and the count; the output sums the counts, and the bench checks the sum 
 Every input makes its events as it is read, inside the clock.
 
 - The engine: one peer group in this process (input, keyed fn, output: one peer each), the fn's
-  count in the keyed state the engine keeps (the memory backend), checkpoints every
-  --barrier-period seconds into a directory, against the same job with no checkpoints.
+  count in the keyed state the engine keeps, on each of --backends (memory; disk, an embedded
+  RocksDB in a directory), checkpoints every --barrier-period seconds into a directory, against
+  the same job with no checkpoints.
   Figures: throughput (events per second from the first read to the last write), the ratio on
   over off (medians), the bytes of the keyed task's snapshot per checkpoint (mean of the
   ``onyx_checkpoint_size_bytes`` histogram) next to the events per checkpoint (each changes one
@@ -18,11 +19,12 @@ Every input makes its events as it is read, inside the clock.
   (with a million keys a run of 3 M events did not finish in 9 minutes when measured before).
 
 Each contender runs --repeat times, taking turns; every run's figure is printed, so each side's
-spread shows. Not covered here: the disk backend, restores and rescaling (their keys in the JSON
-are null), and the peak memory of each run (the process is shared by all runs).
+spread shows. Not covered here: restores and rescaling (their keys in the JSON are null), and
+the peak memory of each run (the process is shared by all runs; bench/state_backends.py
+measures the disk backend's store alone in processes of its own).
 
 Run: .venv-bench/bin/python bench/state.py [--keys 100000 1000000] [--events 3000000]
-     [--repeat 3] [--barrier-period 1] [--bytewax-keys 100000]
+     [--repeat 3] [--barrier-period 1] [--bytewax-keys 100000] [--backends memory disk]
 The last line of output is one JSON document holding every figure.
 """
 
@@ -38,6 +40,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -69,10 +72,11 @@ class Run:
     rate: float
     bytes_per_checkpoint: float | None = None
     checkpoint_s: float | None = None
-    checkpoints: int = 0
 
 
-def engine_job(events: int, keys: int, period: float | None, marks: Path) -> dict[str, Any]:
+def engine_job(
+    events: int, keys: int, period: float | None, marks: Path, backend: str
+) -> dict[str, Any]:
     noted = {"marks": str(marks)}
     return {
         "workflow": [["read", "count"], ["count", "write"]],
@@ -86,6 +90,7 @@ def engine_job(events: int, keys: int, period: float | None, marks: Path) -> dic
         ],
         "barrier_period": period,
         "checkpoint_timeout": 600,
+        "state_backend": backend,
     }  # fmt: skip
 
 
@@ -103,7 +108,7 @@ def histogram(name: str, labels: dict[str, str]) -> tuple[float, float]:
     return total, count
 
 
-def engine_run(events: int, keys: int, period: float | None) -> Run:
+def engine_run(events: int, keys: int, period: float | None, backend: str) -> Run:
     """One run on a fresh local cluster checkpointing into a fresh directory."""
     total = keys + events
     with tempfile.TemporaryDirectory(prefix="state-bench-") as directory:
@@ -113,7 +118,7 @@ def engine_run(events: int, keys: int, period: float | None) -> Run:
         cluster.start()
         try:
             cluster.await_ring(30)
-            job_id = api.submit(cluster.reader, engine_job(total, keys, period, marks))
+            job_id = api.submit(cluster.reader, engine_job(total, keys, period, marks, backend))
             final = api.wait(cluster.reader, job_id, timeout=1800)
             if final.state != "completed":
                 raise RuntimeError(f"the benchmark job ended {final.state}")
@@ -132,7 +137,6 @@ def engine_run(events: int, keys: int, period: float | None) -> Run:
         total / seen.seconds(),
         snapshot_bytes / snapshots if snapshots else None,
         took / commits if commits else None,
-        int(snapshots),
     )
 
 
@@ -233,64 +237,64 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     period = args.barrier_period
     for keys in args.keys:
         name = label(keys)
-        contenders: dict[str, Callable[[], Run]] = {
-            "engine_on": lambda k=keys: engine_run(args.events, k, period),
-            "engine_off": lambda k=keys: engine_run(args.events, k, None),
-        }
+        contenders: dict[str, Callable[[], Run]] = {}
+        for backend in args.backends:
+            contenders[f"{backend}_on"] = partial(engine_run, args.events, keys, period, backend)
+            contenders[f"{backend}_off"] = partial(engine_run, args.events, keys, None, backend)
         if bytewax_available() and keys <= args.bytewax_keys:
             contenders["bytewax_on"] = lambda k=keys: bytewax_run(args.events, k, period)
             contenders["bytewax_off"] = lambda k=keys: bytewax_run(args.events, k, None)
         runs = taking_turns(args.repeat, contenders)
         rates = {side: spread(r) for side, r in runs.items()}
-        on = runs["engine_on"]
-        figures[name] = {"keys": keys, "rates": rates,
-                         "runs": {side: [round(r.rate) for r in r_] for side, r_ in runs.items()},
-                         "checkpoints": [r.checkpoints for r in on]}  # fmt: skip
-        figures[f"checkpoint_ratio_on_vs_off_memory_{name}"] = (
-            rates["engine_on"]["median"] / rates["engine_off"]["median"]
-        )
-        figures[f"bytes_per_checkpoint_memory_{name}"] = statistics.median(
-            r.bytes_per_checkpoint for r in on if r.bytes_per_checkpoint is not None
-        )
-        figures[f"checkpoint_s_memory_{name}"] = statistics.median(
-            r.checkpoint_s for r in on if r.checkpoint_s is not None
-        )
-        figures[f"events_per_checkpoint_{name}"] = (
-            rates["engine_on"]["median"] * period if period else None
-        )
+        each = {side: [round(r.rate) for r in made] for side, made in runs.items()}
+        figures[name] = {"keys": keys, "rates": rates, "runs": each}
+        for backend in args.backends:
+            on, at = runs[f"{backend}_on"], f"{backend}_{name}"
+            figures[f"checkpoint_ratio_on_vs_off_{at}"] = (
+                rates[f"{backend}_on"]["median"] / rates[f"{backend}_off"]["median"]
+            )
+            figures[f"bytes_per_checkpoint_{at}"] = statistics.median(
+                r.bytes_per_checkpoint for r in on if r.bytes_per_checkpoint is not None
+            )
+            figures[f"checkpoint_s_{at}"] = statistics.median(
+                r.checkpoint_s for r in on if r.checkpoint_s is not None
+            )
+            figures[f"events_per_checkpoint_{at}"] = rates[f"{backend}_on"]["median"] * period
         if "bytewax_on" in rates:
             figures[f"bytewax_ratio_on_vs_off_{name}"] = (
                 rates["bytewax_on"]["median"] / rates["bytewax_off"]["median"]
             )
-            figures[f"engine_on_to_bytewax_on_{name}"] = (
-                rates["engine_on"]["median"] / rates["bytewax_on"]["median"]
+            figures[f"memory_on_to_bytewax_on_{name}"] = (
+                rates["memory_on"]["median"] / rates["bytewax_on"]["median"]
             )
-        report(name, figures)
+        report(name, args.backends, figures)
     for missing in ("restore_after_detection_s", "global_restore_after_detection_s",
                     "rescale_resume_s", "disk_state_to_rss_ratio"):  # fmt: skip
         figures[missing] = None
     return figures
 
 
-def report(name: str, figures: dict[str, Any]) -> None:
+def report(name: str, backends: list[str], figures: dict[str, Any]) -> None:
     at = figures[name]
-    ratio = figures[f"checkpoint_ratio_on_vs_off_memory_{name}"]
-    mib = figures[f"bytes_per_checkpoint_memory_{name}"] / 2**20
-    changed = figures[f"events_per_checkpoint_{name}"]
-    took = figures[f"checkpoint_s_memory_{name}"]
     print(f"\n{at['keys']:,} keys, {figures['events']:,} events after the fill:")
     for side, runs in at["runs"].items():
         rate, each = at["rates"][side], ", ".join(f"{r:,}" for r in runs)
         print(f"  {side:12} median {rate['median']:>10,.0f} events/s (runs: {each})")
-    print(f"  engine checkpoints on / off: {ratio:.3f}")
-    print(
-        f"  engine keyed snapshot per checkpoint: {mib:.2f} MiB for ~{changed:,.0f} events "
-        f"(keys changed); checkpoint {took:.3f} s from barrier to commit"
-    )
+    for backend in backends:
+        key = f"{backend}_{name}"
+        ratio = figures[f"checkpoint_ratio_on_vs_off_{key}"]
+        mib = figures[f"bytes_per_checkpoint_{key}"] / 2**20
+        changed = figures[f"events_per_checkpoint_{key}"]
+        took = figures[f"checkpoint_s_{key}"]
+        print(
+            f"  {backend}: checkpoints on / off {ratio:.3f}; keyed snapshot {mib:.2f} MiB per "
+            f"checkpoint for ~{changed:,.0f} events; checkpoint {took:.3f} s "
+            "from barrier to commit"
+        )
     if f"bytewax_ratio_on_vs_off_{name}" in figures:
         bytewax = figures[f"bytewax_ratio_on_vs_off_{name}"]
-        versus = figures[f"engine_on_to_bytewax_on_{name}"]
-        print(f"  Bytewax recovery on / off: {bytewax:.3f}; engine on / Bytewax on: {versus:.2f}")
+        versus = figures[f"memory_on_to_bytewax_on_{name}"]
+        print(f"  Bytewax recovery on / off: {bytewax:.3f}; memory on / Bytewax on: {versus:.2f}")
 
 
 def main() -> None:
@@ -301,6 +305,8 @@ def main() -> None:
     parser.add_argument("--barrier-period", type=float, default=1.0)
     parser.add_argument("--bytewax-keys", type=int, default=100_000,
                         help="the most keys Bytewax is run with")  # fmt: skip
+    parser.add_argument("--backends", nargs="+", choices=("memory", "disk"),
+                        default=["memory", "disk"])  # fmt: skip
     args = parser.parse_args()
     figures = measure(args)
     print(json.dumps(figures))
