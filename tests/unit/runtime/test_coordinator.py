@@ -114,6 +114,26 @@ def test_a_commit_names_each_keyed_tasks_key_groups_and_so_does_the_next_restore
     assert (point.slots, point.groups) == (record.slots, {"f": 16})
 
 
+def test_a_commit_records_where_its_snapshots_chains_start_and_storage_keeps_them():
+    """Each ack says where its snapshot's chain starts: the commit keeps the least, and the
+    collection after it keeps the epochs from the previous commit's chains on."""
+    w = World(barrier_period=1.0)
+    for epoch, sinces in [(1, (1, 1, 1, 1)), (2, (1, 2, 1, 2)), (3, (3, 2, 3, 3))]:
+        w.run(epoch - 0.5)
+        for peer, since in zip(("i1", "f1", "f2", "o1"), sinces, strict=True):
+            w.coordinator.on_ack(peer, epoch, since)
+        w.run(epoch)
+    record = w.commits.read()[0]
+    assert (record.committed, record.since, record.floor) == (Epoch(5, 3), 2, Epoch(5, 1))
+    assert not record.retains(Epoch(4, 9))
+    assert record.retains(Epoch(5, 1))
+    w.run(3.5)
+    w.coordinator.on_ack("i1", 4)  # an ack from a peer of the layout before: its snapshot whole
+    w.ack(4, ("f1", "f2", "o1"))
+    w.run(4.0)
+    assert w.commits.read()[0].since == 4
+
+
 def test_an_epoch_not_acknowledged_in_time_is_abandoned_and_the_next_starts_at_once(caplog):
     w = World(barrier_period=1.0, checkpoint_timeout=3.0, tolerable_abandoned_epochs=1)
     w.ack(1, ("i1", "f1", "o1"))
