@@ -55,6 +55,17 @@ class StateError(ValueError):
     """A state asked for or used wrongly; the message names the state."""
 
 
+UNSTORABLE = (TypeError, ValueError, OverflowError)
+"""What msgpack raises for a value it cannot encode."""
+
+
+def unstorable(group: int, name: str, key: Any, error: Exception) -> StateError:
+    return StateError(
+        f"key group {group}, state {name!r}, key {key!r}: its value cannot be stored (values "
+        f"are numbers, strings, bytes, lists, maps and None): {error}"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Ttl:
     """How long an entry lives after its last write, in seconds of processing or event time."""
@@ -186,18 +197,14 @@ class KeyedState:
         group, the state and the key."""
         try:
             return msgpack.packb(states)
-        except (TypeError, ValueError, OverflowError):
+        except UNSTORABLE:
             pass
         for name, entries in states.items():
             for entry in entries:
                 try:
                     msgpack.packb(entry)
-                except (TypeError, ValueError, OverflowError) as e:
-                    raise StateError(
-                        f"key group {group}, state {name!r}, key {entry[0]!r}: its value "
-                        f"cannot be stored (values are numbers, strings, bytes, lists, maps "
-                        f"and None): {e}"
-                    ) from None
+                except UNSTORABLE as e:
+                    raise unstorable(group, name, entry[0], e) from None
         raise StateError(f"key group {group}: its state cannot be stored")
 
     def restore(self, layers: Iterable[Mapping[int, bytes]], owned: Callable[[int], bool]) -> None:
@@ -260,8 +267,12 @@ class KeyedState:
         self.rewrite(declared, [self.key, value, self.expiry(declared)])
 
     def rewrite(self, declared: Declared, entry: Entry) -> None:
-        """Hold ``entry`` (new, or changed in place) as the current key's of ``declared``."""
-        self.backend.put(self.group_id, declared.name, self.text, entry)
+        """Hold ``entry`` (new, or changed in place) as the current key's of ``declared``; a
+        value the disk backend cannot encode is a StateError at once, naming it."""
+        try:
+            self.backend.put(self.group_id, declared.name, self.text, entry)
+        except UNSTORABLE as e:
+            raise unstorable(self.group_id, declared.name, self.key, e) from None
         self.touch(declared)
 
     def clear(self, declared: Declared) -> None:

@@ -187,13 +187,20 @@ def test_a_snapshot_of_changes_names_the_keys_written_since_the_one_before(first
     assert state.snapshot(whole=False) == {}, "nothing written since"
 
 
-def test_a_value_that_cannot_be_stored_is_refused_naming_key_group_state_and_key():
-    state = KeyedState(GROUPS)
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_a_value_that_cannot_be_stored_is_refused_naming_key_group_state_and_key(tmp_path, on_disk):
+    """In memory at the next snapshot; on disk at once, as it is encoded when written."""
+    state = KeyedState(GROUPS, DiskBackend(tmp_path / "state") if on_disk else None)
     count = state.value_state("count")
     state.at("k")
-    count.set(object())
-    with pytest.raises(StateError) as refused:
+
+    def write_and_snapshot() -> None:
+        count.set(object())
         state.snapshot(whole=True)
+
+    with pytest.raises(StateError) as refused:
+        write_and_snapshot()
+    state.close()
     assert str(refused.value).startswith(
         f"key group {state.group_id}, state 'count', key 'k': its value cannot be stored"
     )
