@@ -43,6 +43,7 @@ from pathlib import Path
 import pyaeron
 
 from peer import metrics
+from peer.processes import running
 
 TERM_LENGTH = 16 * 1024 * 1024
 MAX_FRAME_LENGTH = TERM_LENGTH // 8
@@ -254,19 +255,9 @@ def _remove_dead_embedded_drivers() -> None:
     when both its process and its driver are gone, so a driver still starting is left alone."""
     for path in Path(EMBEDDED_DRIVER_PARENT).glob("onyx-aeron-*-*"):
         pid = path.name.split("-")[2]
-        if (pid.isdigit() and not _process_alive(int(pid))
+        if (pid.isdigit() and not running(int(pid))
                 and not pyaeron.is_driver_active(str(path), DRIVER_LIVENESS_MS)):  # fmt: skip
             shutil.rmtree(path, ignore_errors=True)
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's
-        return True
-    return True
 
 
 def _attach(directory: str) -> pyaeron.Aeron:

@@ -17,7 +17,6 @@ that holds state there (``sweep``).
 
 from __future__ import annotations
 
-import os
 import shutil
 import struct
 from abc import ABC, abstractmethod
@@ -26,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
+
+from peer.processes import running
 
 Entry = list[Any]
 
@@ -173,25 +174,10 @@ def sweep(state_dir: Path) -> list[Path]:
     process, named for its id); the directories deleted."""
     swept = []
     for child in sorted(state_dir.iterdir()) if state_dir.is_dir() else []:
-        if child.name.isdigit() and not _running(int(child.name)):
+        if child.name.isdigit() and not running(int(child.name)):
             shutil.rmtree(child, ignore_errors=True)
             swept.append(child)
     return swept
-
-
-def _running(pid: int) -> bool:
-    """Whether process ``pid`` runs: it exists and is not a zombie (killed, not yet reaped)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def backend_for(kind: str, path: Path) -> Backend:

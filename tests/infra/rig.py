@@ -44,6 +44,8 @@ from pathlib import Path
 
 import yaml
 
+from peer.processes import running
+
 REPO = Path(__file__).resolve().parents[2]
 PREFIX = "onyxth"
 SUITE = "trixie"
@@ -294,20 +296,9 @@ def _process_group(pid: int) -> int | None:
         return None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    state = Path(f"/proc/{pid}/stat")
-    with contextlib.suppress(OSError):
-        return state.read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    return False
-
-
 def _wait_gone(pids: Sequence[int], timeout: float) -> list[int]:
     deadline = time.monotonic() + timeout
-    while (alive := [p for p in pids if _alive(p)]) and time.monotonic() < deadline:
+    while (alive := [p for p in pids if running(p)]) and time.monotonic() < deadline:
         time.sleep(0.1)
     return alive
 
