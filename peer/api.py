@@ -151,7 +151,7 @@ def submit(
     current = replica(store)
     if _already(current, chosen, digest):
         return chosen
-    _check_savepoint(store, chosen, job)
+    _check_resume(store, chosen, job)
     doc = {k: v for k, v in job.to_dict().items() if k != "id"}
     entry = SUBMIT_JOB.entry(id=chosen, job=doc, hash=digest, at=time.time())
     size = len(entry.encode())
@@ -186,18 +186,31 @@ def _checked_with(job: Job | Mapping[str, Any] | os.PathLike[str], code: CodeArc
     return replace(checked, code=code.reference())
 
 
-def _check_savepoint(store: LogStore, job_id: str, job: Job) -> None:
-    """A savepoint that ``resume_from`` names must exist when the job is submitted (its
-    coordinator checks again when it restores)."""
+def _check_resume(store: LogStore, job_id: str, job: Job) -> None:
+    """What ``resume_from`` names must be there to restore from when the job is submitted, and
+    must split each keyed task's keys as the job does (its coordinator checks again when it
+    restores): a savepoint that exists, and key groups (max_parallelism) unchanged."""
     source = job.resume_source()
-    if source is None or source[1] is None:
+    if source is None:
         return
     record, _ = Commits(store, source[0]).read()
-    if record is None or source[1] not in record.savepoints:
+    if source[1] is None:
+        taken = record.groups if record is not None else {}
+    elif record is None or source[1] not in record.savepoints:
         raise JobError(
             f"job {job_id!r}: resume_from names savepoint {source[1]!r} of job "
             f"{source[0]!r}, which does not exist"
         )
+    else:
+        taken = record.savepoints[source[1]].groups
+    for task in job.catalog:
+        groups = job.key_groups(task.name)
+        if task.keyed and task.name in taken and taken[task.name] != groups:
+            raise JobError(
+                f"job {job_id!r}, task {task.name!r}: max_parallelism is {groups} and the state "
+                f"it resumes from (job {source[0]!r}) has {taken[task.name]} key groups; a keyed "
+                "task keeps its max_parallelism for the life of its state"
+            )
 
 
 def _already(current: Replica, job_id: str, digest: str) -> bool:

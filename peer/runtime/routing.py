@@ -32,7 +32,7 @@ from peer.job.imports import resolve
 from peer.job.spec import ALL, DEFAULT_MAX_PARALLELISM
 from peer.runtime.placement import Placement
 from peer.state.key_groups import key_group, owner
-from peer.values.columnar import Batch, FieldKey, Segment, rows, take
+from peer.values.columnar import Batch, FieldKey, SchemaViolation, Segment, rows, take
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +49,13 @@ class Route:
     """The task's key groups (its maximum parallelism), which grouped segments go by."""
 
     def slot_of(self, key: Any) -> int:
-        """The index, among the peers, of the one whose slot owns ``key``'s key group."""
-        return owner(key_group(key, self.groups), self.groups, len(self.peers))
+        """The index, among the peers, of the one whose slot owns ``key``'s key group; a key
+        with none is a SchemaViolation naming the task it was meant for."""
+        try:
+            group = key_group(key, self.groups)
+        except SchemaViolation as e:
+            raise SchemaViolation(f"task {self.task!r}: {e}") from None
+        return owner(group, self.groups, len(self.peers))
 
     def in_turn(self, turn: int) -> str:
         """The peer that the sender's ``turn``-th ungrouped batch goes to."""

@@ -16,16 +16,18 @@ text window state holds the key under, so it is the same on every peer and acros
 
 from __future__ import annotations
 
+import reprlib
 import zlib
 from typing import Any
 
 from peer.job.values import canonical
+from peer.values.columnar import SchemaViolation
 
 
 def key_hash(key: Any) -> int:
     """crc32 of the key's canonical text: the same on every peer, and the text window state
     holds the key under."""
-    return _crc(canonical(key))
+    return _crc(_text(key))
 
 
 def key_group(key: Any, max_parallelism: int) -> int:
@@ -36,8 +38,20 @@ def key_group(key: Any, max_parallelism: int) -> int:
 def held_under(key: Any, max_parallelism: int) -> tuple[str, int]:
     """The canonical text state holds ``key`` under, and its key group: both from one
     encoding of the key."""
-    text = canonical(key)
+    text = _text(key)
     return text, _crc(text) % max_parallelism
+
+
+def _text(key: Any) -> str:
+    """The key's canonical text; a SchemaViolation naming the key for one JSON cannot hold,
+    which therefore has no key group."""
+    try:
+        return canonical(key)
+    except (TypeError, ValueError) as e:
+        raise SchemaViolation(
+            f"group key {reprlib.repr(key)} has no key group: a group key is a JSON value (a "
+            f"number, string, boolean or null, or a list or map of them): {e}"
+        ) from None
 
 
 def _crc(text: str) -> int:

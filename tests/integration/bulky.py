@@ -26,3 +26,8 @@ def paced(segment: dict[str, Any]) -> dict[str, Any]:
     away; the test waits on the output, not on time."""
     time.sleep(0.003)
     return inflate(segment)
+
+
+def set_key(segment: dict[str, Any]) -> frozenset[int]:
+    """A group key no JSON holds, so it has no key group."""
+    return frozenset([segment["n"]])

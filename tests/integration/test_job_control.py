@@ -17,6 +17,7 @@ import yaml
 
 from peer import api
 from peer.plugins.jsonl import published_epoch
+from peer.runtime.checkpoints import Commits
 from peer.values.epoch import Epoch
 from tests.support import REPO, assert_one_line_error, free_port, onyx, wait_for
 
@@ -214,6 +215,32 @@ def test_resuming_from_a_savepoint_nobody_took_is_refused_at_submit(empty_cluste
     result = onyx("job", "submit", str(tmp_path / "job.yaml"), "--id", "hopeful", *empty_cluster)
     assert_one_line_error(result, 1, "job 'hopeful'", "savepoint 'never' of job 'ghost'",
                           "does not exist")  # fmt: skip
+
+
+@pytest.mark.parametrize("resume", [{"job": "counted", "savepoint": "kept"}, "counted"],
+                         ids=["savepoint", "last-commit"])  # fmt: skip
+def test_resuming_keyed_state_under_other_key_groups_is_refused_at_submit(
+    zookeeper, tenancy, empty_cluster, tmp_path, resume
+):
+    """State kept in 128 key groups cannot be read by a job that splits its keys into 64: the
+    submit says so, naming the job, the task and both numbers."""
+    with closing(api.connect(zookeeper.address, tenancy)) as store:
+        commits = Commits(store, "counted")
+        assert commits.claim(1) is not None
+        commits.request_savepoint("kept")
+        slots = {"numbers": 1, "pass": 2, "write": 1}
+        assert commits.commit(1, Epoch(1, 3), slots, groups={"pass": 128}) is not None
+    job = paced_job(tmp_path / "out", 10, resume)
+    job["catalog"][1]["group_by_key"] = "n"
+    job["max_parallelism"] = 64
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
+    result = onyx("job", "submit", str(tmp_path / "job.yaml"), "--id", "regrouped", *empty_cluster)
+    assert_one_line_error(result, 1, "job 'regrouped', task 'pass'", "max_parallelism is 64",
+                          "has 128 key groups")  # fmt: skip
+    job["max_parallelism"] = 128
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
+    same = onyx("job", "submit", str(tmp_path / "job.yaml"), "--id", "regrouped", *empty_cluster)
+    assert same.returncode == 0, same.stderr
 
 
 def test_stop_with_a_savepoint_then_resume_equals_an_uninterrupted_run(

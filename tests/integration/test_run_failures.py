@@ -18,12 +18,13 @@ pytestmark = pytest.mark.integration
 
 
 def job(tmp_path: Path, *, source: Path, sink: Path, fn: str | None = None,
-        windows: list | None = None, group_by_key: str | None = None) -> Path:  # fmt: skip
+        windows: list | None = None, group_by_key: str | None = None,
+        group_by_fn: str | None = None) -> Path:  # fmt: skip
     catalog = [
         {"name": "read", "kind": "input", "plugin": "peer.plugins.jsonl:input",
          "params": {"path": str(source)}, "n_peers": 1},
         {"name": "step", "kind": "function", "fn": fn or "tests.integration.pacing:pass_slowly",
-         "group_by_key": group_by_key},
+         "group_by_key": group_by_key, "group_by_fn": group_by_fn},
         {"name": "write", "kind": "output", "plugin": "peer.plugins.jsonl:output",
          "params": {"path": str(sink)}, "n_peers": 1},
     ]  # fmt: skip
@@ -88,6 +89,14 @@ def test_segments_without_the_field_a_task_groups_by_are_named(tmp_path):
     line = killed(result, "task 'step' groups by 'user', which segment {'n': 0} lacks")
     job_id = line.split()[1].rstrip(":")
     assert f"killed: job {job_id!r}: " in line
+
+
+def test_a_group_key_that_has_no_key_group_is_named(tmp_path):
+    """A key its canonical JSON cannot hold hashes to no key group: the job is killed naming
+    the task, the key and why, before the segment goes anywhere."""
+    result = onyx("run", str(job(tmp_path, source=lines(tmp_path), sink=tmp_path / "out.jsonl",
+                                 group_by_fn="tests.integration.bulky:set_key")))  # fmt: skip
+    killed(result, "task 'step'", "frozenset({0})", "group key")
 
 
 @pytest.mark.parametrize(

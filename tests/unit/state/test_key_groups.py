@@ -3,13 +3,17 @@ nearly equal size."""
 
 from __future__ import annotations
 
+import re
+import reprlib
 import zlib
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from peer.job.values import canonical
 from peer.state.key_groups import groups_of, held_under, key_group, key_hash, owner
+from peer.values.columnar import SchemaViolation
 
 PARALLELISMS = st.integers(1, 300)
 
@@ -44,3 +48,11 @@ def test_a_key_falls_in_one_key_group(key, groups):
     assert key_group(key, groups) == key_hash(key) % groups
     assert 0 <= key_group(key, groups) < groups
     assert held_under(key, groups) == (canonical(key), key_group(key, groups))
+
+
+@pytest.mark.parametrize("key", [{1, 2}, b"raw", object(), {1: "a", "b": 2}])
+def test_a_key_json_cannot_hold_has_no_key_group_and_is_named(key):
+    with pytest.raises(SchemaViolation, match="has no key group: a group key is a JSON value"):
+        held_under(key, 128)
+    with pytest.raises(SchemaViolation, match=re.escape(reprlib.repr(key))):
+        key_group(key, 128)
