@@ -55,8 +55,8 @@ class Backend(ABC):
         """The key groups that may hold entries, in order."""
 
     @abstractmethod
-    def entries(self, group: int) -> Iterator[tuple[str, str, Entry]]:
-        """A key group's entries, as (state name, canonical key, entry), in that order."""
+    def states(self, group: int) -> Iterator[tuple[str, list[Entry]]]:
+        """A key group's states in name order, each with its entries in canonical key order."""
 
     @abstractmethod
     def close(self) -> None:
@@ -93,12 +93,11 @@ class MemoryBackend(Backend):
     def groups(self) -> list[int]:
         return sorted(self.held_groups)
 
-    def entries(self, group: int) -> Iterator[tuple[str, str, Entry]]:
+    def states(self, group: int) -> Iterator[tuple[str, list[Entry]]]:
         states = self.held_groups.get(group, {})
         for name in sorted(states):
             entries = states[name]
-            for text in sorted(entries):
-                yield name, text, entries[text]
+            yield name, [entries[text] for text in sorted(entries)]
 
     def close(self) -> None:
         self.held_groups.clear()
@@ -147,22 +146,21 @@ class DiskBackend(Backend):
     def groups(self) -> list[int]:
         return sorted(self.seen)
 
-    def entries(self, group: int) -> Iterator[tuple[str, str, Entry]]:
-        prefix = struct.pack(">H", group)
-        cursor = self.db.iter()
-        cursor.seek(prefix)
-        while cursor.valid():
-            key = cursor.key()
-            if not key.startswith(prefix):
-                break
-            name, _, text = key[2:].partition(b"\0")
-            yield (
-                name.decode(),
-                text.decode(),
-                msgpack.unpackb(cursor.value(), strict_map_key=False),
-            )
-            cursor.next()
-        del cursor
+    def states(self, group: int) -> Iterator[tuple[str, list[Entry]]]:
+        from rocksdict import ReadOptions  # noqa: PLC0415
+
+        within = ReadOptions()
+        within.set_iterate_upper_bound(struct.pack(">H", group + 1))
+        name, entries = b"", []
+        for key, value in self.db.items(from_key=struct.pack(">H", group), read_opt=within):
+            held = key[2 : key.index(b"\0", 2)]
+            if held != name:
+                if entries:
+                    yield name.decode(), entries
+                name, entries = held, []
+            entries.append(msgpack.unpackb(value, strict_map_key=False))
+        if entries:
+            yield name.decode(), entries
 
     def close(self) -> None:
         self.db.close()

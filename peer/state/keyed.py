@@ -109,9 +109,10 @@ class KeyedState:
         self.group_id = 0
         """The current key's key group."""
         self.clocks = {"processing": 0.0, "event": -NEVER}
-        self.changes: dict[int, dict[tuple[str, str], None]] = {}
-        """Key group -> the (state, canonical key) entries written since the last snapshot, in
-        the order first written."""
+        self.changes: dict[int, dict[str, dict[str, Entry | None]]] = {}
+        """Key group -> state -> canonical key -> the entry as last written since the last
+        snapshot (None: gone), in the order first written: what the next snapshot of changes
+        holds, found without asking the backend again."""
 
     # -- what open asks for ----------------------------------------------------------------------
 
@@ -158,18 +159,18 @@ class KeyedState:
 
     def changed(self) -> int:
         """How many entries were written since the last snapshot."""
-        return sum(map(len, self.changes.values()))
+        return sum(len(texts) for states in self.changes.values() for texts in states.values())
 
     def snapshot(self, whole: bool) -> dict[int, bytes]:
-        """Each key group's part, msgpack; ``whole``: its live entries, by state and key in
-        canonical order (key groups that hold none are left out); else the entries written
-        since the last snapshot, each as it is now (``[text]`` once gone), in the same order.
-        Either way what was written until now is what the next snapshot of changes starts
-        from."""
+        """Each key group's part, msgpack: its states in name order; ``whole``: each state's
+        live entries in canonical key order (key groups that hold none are left out); else
+        the entries written since the last snapshot, each as it is now (``[text]`` once gone),
+        in the order first written. Either way what was written until now is what the next
+        snapshot of changes starts from."""
         changes, self.changes = self.changes, {}
         out = {}
         for group in self.backend.groups() if whole else sorted(changes):
-            states = self._whole(group) if whole else self._changed(group, changes[group])
+            states = self._whole(group) if whole else self._changed(changes[group])
             if states:
                 out[group] = self._pack(group, states)
         return out
@@ -177,19 +178,26 @@ class KeyedState:
     def _whole(self, group: int) -> dict[str, list[Entry]]:
         """A key group's live entries of the states asked for, by state and key."""
         states: dict[str, list[Entry]] = {}
-        for name, _text, entry in self.backend.entries(group):
-            live = self._live(name, entry)
-            if live is not None:
-                states.setdefault(name, []).append(live)
+        for name, held in self.backend.states(group):
+            declared = self.declared.get(name)
+            if declared is None:
+                continue
+            live = held if declared.ttl is None else self._live(declared, held)
+            if live:
+                states[name] = live
         return states
 
-    def _changed(self, group: int, changed: dict[tuple[str, str], None]) -> dict[str, list[Entry]]:
+    def _changed(self, changed: dict[str, dict[str, Entry | None]]) -> dict[str, list[Entry]]:
         """The entries ``changed`` names, as they are now: live, or gone (``[text]``)."""
         states: dict[str, list[Entry]] = {}
-        for name, text in sorted(changed):
-            entry = self.backend.get(group, name, text)
-            live = None if entry is None else self._live(name, entry)
-            states.setdefault(name, []).append([text] if live is None else live)
+        for name in sorted(changed):
+            declared, texts = self.declared.get(name), changed[name]
+            if declared is None:
+                continue
+            if declared.ttl is not None:
+                live = self._expiring(declared)
+                texts = {text: None if e is None else live(e) for text, e in texts.items()}
+            states[name] = [[text] if e is None else e for text, e in texts.items()]
         return states
 
     def _pack(self, group: int, states: dict[str, list[Entry]]) -> bytes:
@@ -231,20 +239,25 @@ class KeyedState:
         """Let go of the backend (the disk backend's directory goes)."""
         self.backend.close()
 
-    def _live(self, name: str, entry: Entry) -> Entry | None:
-        """``entry`` of state ``name`` as a snapshot holds it: None when it has expired or its
-        state is no longer asked for; a map's expired entries left out."""
-        declared = self.declared.get(name)
-        if declared is None:
-            return None
-        if declared.ttl is None:
-            return entry
+    def _live(self, declared: Declared, entries: list[Entry]) -> list[Entry]:
+        """Of ``entries`` of ``declared`` (which has a TTL), what a snapshot holds."""
+        live = self._expiring(declared)
+        return [e for e in map(live, entries) if e is not None]
+
+    def _expiring(self, declared: Declared) -> Callable[[Entry], Entry | None]:
+        """What a snapshot holds of an entry of ``declared`` (which has a TTL): the entry,
+        None once it has expired, a map's expired entries left out."""
+        assert declared.ttl is not None
         now = self.clocks[declared.ttl.time]
-        key, value, expires = entry
-        if declared.kind == "map":
+        if declared.kind != "map":
+            return lambda entry: entry if entry[2] > now else None
+
+        def live(entry: Entry) -> Entry | None:
+            key, value, expires = entry
             value = {k: v for k, v in value.items() if v[1] > now}
             return [key, value, expires] if value else None
-        return entry if expires > now else None
+
+        return live
 
     # -- what the handles use ----------------------------------------------------------------------
 
@@ -273,18 +286,22 @@ class KeyedState:
             self.backend.put(self.group_id, declared.name, self.text, entry)
         except UNSTORABLE as e:
             raise unstorable(self.group_id, declared.name, self.key, e) from None
-        self.touch(declared)
+        self.touch(declared, entry)
 
     def clear(self, declared: Declared) -> None:
         if self.backend.delete(self.group_id, declared.name, self.text):
-            self.touch(declared)
+            self.touch(declared, None)
 
-    def touch(self, declared: Declared) -> None:
-        """The current key's entry of ``declared`` changed: the next snapshot holds it."""
-        changed = self.changes.get(self.group_id)
-        if changed is None:
-            changed = self.changes[self.group_id] = {}
-        changed[declared.name, self.text] = None
+    def touch(self, declared: Declared, entry: Entry | None) -> None:
+        """The current key's entry of ``declared`` is now ``entry`` (None: gone): the next
+        snapshot holds it."""
+        states = self.changes.get(self.group_id)
+        if states is None:
+            states = self.changes[self.group_id] = {}
+        texts = states.get(declared.name)
+        if texts is None:
+            texts = states[declared.name] = {}
+        texts[self.text] = entry
 
 
 class ValueState:

@@ -38,7 +38,10 @@ def _disk() -> Iterator[DiskBackend]:
 
 
 def every(backend: Backend) -> list[tuple[int, str, str, list]]:
-    return [(g, n, t, e) for g in backend.groups() for n, t, e in backend.entries(g)]
+    """(key group, state, key, entry) of every entry, as ``states`` gives them."""
+    return [
+        (g, n, e[0], e) for g in backend.groups() for n, held in backend.states(g) for e in held
+    ]
 
 
 @given(WRITES)

@@ -279,7 +279,7 @@ def test_a_state_no_longer_asked_for_is_dropped_at_restore():
     again.restore([state.snapshot(whole=True)], lambda group: True)
     again.at("k")
     assert kept_again.get() == 1
-    assert {name for g in range(GROUPS) for name, *_ in again.backend.entries(g)} == {"kept"}
+    assert {name for g in range(GROUPS) for name, _ in again.backend.states(g)} == {"kept"}
 
 
 def test_the_times_a_state_expires_in_are_known_once_it_is_asked_for():
