@@ -22,7 +22,7 @@ import struct
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 
@@ -151,8 +151,9 @@ class DiskBackend(Backend):
 
         within = ReadOptions()
         within.set_iterate_upper_bound(struct.pack(">H", group + 1))
-        name, entries = b"", []
-        for key, value in self.db.items(from_key=struct.pack(">H", group), read_opt=within):
+        name, entries = b"", list[Entry]()
+        held_items = self.db.items(from_key=struct.pack(">H", group), read_opt=within)
+        for key, value in cast(Iterator[tuple[bytes, bytes]], held_items):  # raw mode
             held = key[2 : key.index(b"\0", 2)]
             if held != name:
                 if entries:
