@@ -459,13 +459,7 @@ def _peer_parser(commands: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="where the code shipped with jobs is unpacked, one directory per archive",
     )
-    start.add_argument(
-        "--state-dir",
-        type=Path,
-        default=DataPlaneConfig().state_dir,
-        metavar="DIR",
-        help="where jobs with state_backend: disk hold their keyed state, a directory per slot",
-    )
+    _state_dir_arg(start)
     _scheduler_args(start)
     _epidemic_args(start)
     start.add_argument(
@@ -754,6 +748,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="kill the job and stop after this long, exit 3; none runs until the job ends or "
         "Ctrl-C, which kills the job, lets the groups leave and exits 130",
     )
+    _state_dir_arg(run)
     _spark_args(run)
     _log_args(run, "warning")
     run.set_defaults(handler=run_local)
@@ -771,6 +766,16 @@ def build_parser() -> argparse.ArgumentParser:
     inventory.set_defaults(handler=ansible_inventory)
     config.configurable(parser)
     return parser
+
+
+def _state_dir_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=DataPlaneConfig().state_dir,
+        metavar="DIR",
+        help="where jobs with state_backend: disk hold their keyed state, a directory per slot",
+    )
 
 
 def _config_parser(commands: argparse._SubParsersAction) -> None:
@@ -1239,7 +1244,8 @@ def run_local(args: argparse.Namespace) -> int:
             transports = [AeronTransport(mtu=LOOPBACK_MTU) for _ in range(groups)]
             for transport in transports:
                 stack.callback(transport.close)
-        cluster = LocalCluster(groups, vpeers, transports, tags_for(job) if job else ())
+        cluster = LocalCluster(groups, vpeers, transports, tags_for(job) if job else (),
+                               state_dir=args.state_dir)  # fmt: skip
         cluster.start()
         try:
             formed = cluster.await_ring(args.timeout or RING_TIMEOUT)

@@ -151,6 +151,12 @@ STORAGE_FAILURES = Counter(
     "try counts; an object store's are retried): upload, read, publish or delete",
     ["operation"],
 )
+STATE_DISK_FAILURES = Counter(
+    "onyx_state_disk_failures",
+    "Operations of the disk state backend (an embedded RocksDB under --state-dir) that failed, "
+    "each failing its job: open, read, write or close (a full disk, above all)",
+    ["operation"],
+)
 RESTORES = Counter(
     "onyx_task_restores",
     "Times a task's peer restored its state from a committed snapshot: scope global when its "

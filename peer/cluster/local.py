@@ -6,6 +6,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 
 from peer.cluster.group import GroupConfig, PeerGroup
 from peer.job.spec import Job
@@ -14,6 +15,7 @@ from peer.log.replica import Replica, ring_settled
 from peer.log.stores.memory import MemoryLog
 from peer.messaging.transport import Transport
 from peer.runtime.checkpoints import CheckpointStorage
+from peer.runtime.dataplane import DataPlaneConfig
 
 
 def peers_for(job: Job, groups: int) -> int:
@@ -33,16 +35,20 @@ class LocalCluster:
     ``transports`` (one per group) segments between groups travel through them; without, the
     groups run no data plane between them, which suits a single group. Checkpoints go to
     memory, or to the fsspec URL ``checkpoints`` (a directory, for a run as durable as a
-    member's)."""
+    member's). A job with ``state_backend: disk`` holds its keyed state under ``state_dir``
+    (none: the default, as for a member)."""
 
     def __init__(
         self, groups: int, vpeers: int, transports: Sequence[Transport] | None = None,
         tags: tuple[str, ...] = (), checkpoints: str = "memory://onyx-checkpoints",
+        *, state_dir: Path | None = None,
     ) -> None:  # fmt: skip
         self.vpeers = vpeers
         self.log = MemoryLog()
         self.storage = CheckpointStorage(checkpoints, f"local-{uuid.uuid4().hex}")
-        config = GroupConfig(vpeers=vpeers, join_back_off=0.05, poll_interval=0.1, tags=tags)
+        dataplane = DataPlaneConfig() if state_dir is None else DataPlaneConfig(state_dir=state_dir)
+        config = GroupConfig(vpeers=vpeers, join_back_off=0.05, poll_interval=0.1, tags=tags,
+                             dataplane=dataplane)  # fmt: skip
         links = list(transports) if transports is not None else [None] * groups
         self.groups = [PeerGroup(self.log.session(), config, link, self.storage) for link in links]
         self.threads = [threading.Thread(target=g.run, daemon=True) for g in self.groups]

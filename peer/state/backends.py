@@ -17,6 +17,7 @@ that holds state there (``sweep``).
 
 from __future__ import annotations
 
+import logging
 import shutil
 import struct
 from abc import ABC, abstractmethod
@@ -26,9 +27,17 @@ from typing import Any, cast
 
 import msgpack
 
+from peer.metrics import STATE_DISK_FAILURES
 from peer.processes import running
 
 Entry = list[Any]
+
+log = logging.getLogger(__name__)
+
+
+class StateStoreError(RuntimeError):
+    """The disk backend's store failed (a full disk, above all): the job cannot keep its state
+    and is killed with this message; the process and its other jobs go on."""
 
 
 class Backend(ABC):
@@ -113,35 +122,57 @@ class DiskBackend(Backend):
         options = Options(raw_mode=True)
         options.create_if_missing(True)
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = Rdict(str(path), options)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = Rdict(str(path), options)
+        except Exception as e:
+            raise self._failed("open", e) from None
         unlogged = WriteOptions()
         unlogged.disable_wal = True  # type: ignore[method-assign, assignment]  # a property
         self.db.set_write_options(unlogged)
         self.seen: set[int] = set()
         """Every key group written: ``groups`` gives these, some perhaps emptied since."""
 
+    def _failed(self, operation: str, error: Exception) -> StateStoreError:
+        """What a failed ``operation`` raises, counted: RocksDB's own errors (a full disk, an
+        unwritable directory) are plain Exceptions that name the file, not the state."""
+        STATE_DISK_FAILURES.labels(operation).inc()
+        return StateStoreError(f"keyed state on disk in {self.path} could not {operation}: {error}")
+
     @staticmethod
     def _key(group: int, name: str, text: str) -> bytes:
         return b"".join((struct.pack(">H", group), name.encode(), b"\0", text.encode()))
 
     def get(self, group: int, name: str, text: str) -> Entry | None:
-        raw = self.db.get(self._key(group, name, text))
+        try:
+            raw = self.db.get(self._key(group, name, text))
+        except Exception as e:
+            raise self._failed("read", e) from None
         return None if raw is None else msgpack.unpackb(raw, strict_map_key=False)
 
     def put(self, group: int, name: str, text: str, entry: Entry) -> None:
-        self.db[self._key(group, name, text)] = msgpack.packb(entry)
+        value = msgpack.packb(entry)
+        try:
+            self.db[self._key(group, name, text)] = value
+        except Exception as e:
+            raise self._failed("write", e) from None
         self.seen.add(group)
 
     def delete(self, group: int, name: str, text: str) -> bool:
         key = self._key(group, name, text)
-        if self.db.get(key) is None:
-            return False
-        del self.db[key]
+        try:
+            if self.db.get(key) is None:
+                return False
+            del self.db[key]
+        except Exception as e:
+            raise self._failed("write", e) from None
         return True
 
     def held(self) -> int:
-        return int(self.db.property_int_value("rocksdb.estimate-num-keys") or 0)
+        try:
+            return int(self.db.property_int_value("rocksdb.estimate-num-keys") or 0)
+        except Exception as e:
+            raise self._failed("read", e) from None
 
     def groups(self) -> list[int]:
         return sorted(self.seen)
@@ -152,19 +183,27 @@ class DiskBackend(Backend):
         within = ReadOptions()
         within.set_iterate_upper_bound(struct.pack(">H", group + 1))
         name, entries = b"", list[Entry]()
-        held_items = self.db.items(from_key=struct.pack(">H", group), read_opt=within)
-        for key, value in cast(Iterator[tuple[bytes, bytes]], held_items):  # raw mode
-            held = key[2 : key.index(b"\0", 2)]
-            if held != name:
-                if entries:
-                    yield name.decode(), entries
-                name, entries = held, []
-            entries.append(msgpack.unpackb(value, strict_map_key=False))
+        try:
+            held_items = self.db.items(from_key=struct.pack(">H", group), read_opt=within)
+            for key, value in cast(Iterator[tuple[bytes, bytes]], held_items):  # raw mode
+                held = key[2 : key.index(b"\0", 2)]
+                if held != name:
+                    if entries:
+                        yield name.decode(), entries
+                    name, entries = held, []
+                entries.append(msgpack.unpackb(value, strict_map_key=False))
+        except Exception as e:
+            raise self._failed("read", e) from None
         if entries:
             yield name.decode(), entries
 
     def close(self) -> None:
-        self.db.close()
+        """Close the database and delete its directory; a database that failed may fail to
+        close too, and its directory goes all the same."""
+        try:
+            self.db.close()
+        except Exception as e:
+            log.warning("%s", self._failed("close", e))
         shutil.rmtree(self.path, ignore_errors=True)
 
 

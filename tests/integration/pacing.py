@@ -43,3 +43,15 @@ class RunningCount:
         n = self.count.get() + 1
         self.count.set(n)
         return {**segment, "count": n}
+
+
+class KeepsEverything:
+    """32 KiB more of its user's list state per event: state that grows fast, to fill a
+    disk."""
+
+    def open(self, state: Any) -> None:
+        self.kept = state.list_state("kept")
+
+    def __call__(self, segment: dict[str, Any]) -> dict[str, Any]:
+        self.kept.add("x" * 32_768)
+        return segment

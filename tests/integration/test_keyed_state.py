@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 
@@ -17,6 +19,8 @@ import pytest
 import yaml
 
 from peer import api
+from peer.cluster.local import LocalCluster
+from peer.metrics import STATE_DISK_FAILURES
 from peer.runtime.checkpoints import Commits
 from tests.support import onyx, wait_for
 
@@ -27,7 +31,7 @@ EVENTS, USERS = 3_000, 400
 so its snapshots hold what changed."""
 
 
-def keyed_job(tmp_path: Path, backend: str = "memory") -> Path:
+def keyed_job(tmp_path: Path, backend: str = "memory", fn: str = "RunningCount") -> Path:
     with (tmp_path / "events.jsonl").open("w") as f:
         for i in range(EVENTS):
             f.write(json.dumps({"user": f"u{(i * 7) % USERS}", "ts": i}) + "\n")
@@ -36,7 +40,7 @@ def keyed_job(tmp_path: Path, backend: str = "memory") -> Path:
         "catalog": [
             {"name": "read", "kind": "input", "plugin": "peer.plugins.jsonl:input",
              "params": {"path": str(tmp_path / "events.jsonl")}, "n_peers": 1, "batch_size": 10},
-            {"name": "count", "kind": "function", "fn": "tests.integration.pacing:RunningCount",
+            {"name": "count", "kind": "function", "fn": f"tests.integration.pacing:{fn}",
              "group_by_key": "user", "n_peers": 2, "max_parallelism": 16},
             {"name": "write", "kind": "output", "plugin": "peer.plugins.jsonl:exactly_once_output",
              "params": {"path": str(tmp_path / "out")}, "n_peers": 1},
@@ -106,6 +110,51 @@ def test_keyed_state_survives_a_group_of_the_count_task_killed_mid_job(
     if backend == "disk":
         assert any(state.iterdir()), "the count task's slots held their state on disk"
         wait_for(lambda: not slot_directories(state), 30, "every slot's state directory deleted")
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB filesystem of its own (a tmpfs), unmounted at the end."""
+    where = tmp_path / "small"
+    where.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)], check=True)
+    yield where
+    subprocess.run(["umount", "--lazy", str(where)], check=True)
+
+
+ENDLESS = {
+    "workflow": [["numbers", "drop"]],
+    "catalog": [
+        {"name": "numbers", "kind": "input", "plugin": "peer.plugins.memory:input",
+         "params": {"count": 10**12}, "n_peers": 1, "batch_size": 100},
+        {"name": "drop", "kind": "output", "plugin": "peer.plugins.null:output", "n_peers": 1},
+    ],
+    "barrier_period": 0.2,
+}  # fmt: skip
+
+
+def test_a_full_state_disk_kills_its_job_and_the_group_s_other_job_goes_on(tmp_path, small_disk):
+    """A job whose slots' state on disk fills their filesystem is killed, its reason naming the
+    task and the full disk; the group and its other job go on, and every slot's directory is
+    deleted."""
+    cluster = LocalCluster(groups=1, vpeers=6, state_dir=small_disk)
+    cluster.start()
+    try:
+        cluster.await_ring(30)
+        other = api.submit(cluster.reader, ENDLESS)
+        wait_for(lambda: api.status(cluster.replica(), other).state == "running", 30, "running")
+        filling = api.submit(cluster.reader, keyed_job(tmp_path, "disk", fn="KeepsEverything"))
+        final = api.wait(cluster.reader, filling, 120)
+        assert final.state == "killed"
+        for words in ("task 'count'", "StateStoreError: keyed state on disk in", str(small_disk),
+                      "No space left on device"):  # fmt: skip
+            assert words in final.reason, final.reason
+        assert api.status(cluster.replica(), other).state == "running"
+        wait_for(lambda: not slot_directories(small_disk), 30, "every slot's directory deleted")
+        assert STATE_DISK_FAILURES.labels("write")._value.get() > 0
+        api.kill(cluster.reader, other)
+    finally:
+        cluster.stop()
 
 
 def slot_directories(state: Path) -> list[Path]:

@@ -13,10 +13,11 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from peer.state.backends import Backend, DiskBackend, MemoryBackend, sweep
+from peer.state.backends import Backend, DiskBackend, MemoryBackend, StateStoreError, sweep
 from tests.support import wait_for
 
 NAMES = st.sampled_from(["a", "ab", "b", "é", "count"])
@@ -70,6 +71,15 @@ def test_closing_a_disk_backend_deletes_its_directory(tmp_path: Path) -> None:
     assert (tmp_path / "slot").is_dir()
     backend.close()
     assert not (tmp_path / "slot").exists()
+
+
+def test_a_disk_backend_that_cannot_open_names_its_directory(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(
+        StateStoreError, match=f"keyed state on disk in {blocker}/slot could not open"
+    ):
+        DiskBackend(blocker / "slot")
 
 
 def test_a_sweep_deletes_what_processes_no_longer_running_left(tmp_path: Path) -> None:
