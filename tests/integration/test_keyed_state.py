@@ -9,6 +9,7 @@ the group started after the kill deletes the one the killed group left."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -31,7 +32,8 @@ EVENTS, USERS = 3_000, 400
 so its snapshots hold what changed."""
 
 
-def keyed_job(tmp_path: Path, backend: str = "memory", fn: str = "RunningCount") -> Path:
+def keyed_job(tmp_path: Path, backend: str = "memory", fn: str = "RunningCount",
+              peers: dict | None = None) -> Path:  # fmt: skip
     with (tmp_path / "events.jsonl").open("w") as f:
         for i in range(EVENTS):
             f.write(json.dumps({"user": f"u{(i * 7) % USERS}", "ts": i}) + "\n")
@@ -41,7 +43,7 @@ def keyed_job(tmp_path: Path, backend: str = "memory", fn: str = "RunningCount")
             {"name": "read", "kind": "input", "plugin": "peer.plugins.jsonl:input",
              "params": {"path": str(tmp_path / "events.jsonl")}, "n_peers": 1, "batch_size": 10},
             {"name": "count", "kind": "function", "fn": f"tests.integration.pacing:{fn}",
-             "group_by_key": "user", "n_peers": 2, "max_parallelism": 16},
+             "group_by_key": "user", "max_parallelism": 16, **(peers or {"n_peers": 2})},
             {"name": "write", "kind": "output", "plugin": "peer.plugins.jsonl:exactly_once_output",
              "params": {"path": str(tmp_path / "out")}, "n_peers": 1},
         ],
@@ -110,6 +112,42 @@ def test_keyed_state_survives_a_group_of_the_count_task_killed_mid_job(
     if backend == "disk":
         assert any(state.iterdir()), "the count task's slots held their state on disk"
         wait_for(lambda: not slot_directories(state), 30, "every slot's state directory deleted")
+
+
+@pytest.mark.parametrize("backend", ["memory", "disk"])
+def test_keyed_state_rescales_from_2_to_3_to_2_members_exactly(
+    start_peer, zookeeper, tenancy, tmp_path, *, monkeypatch, backend
+):
+    """The count task runs on as many peers as the members have to spare (2 to 4): a third
+    member makes the job grow at a pause, and one of the first two stopping (SIGTERM, a
+    graceful leave) makes it shrink at another. Each time the count task's key groups are
+    redistributed among its new slots, each reading the key groups it gained, and the output is
+    exactly what one run without either would give."""
+    monkeypatch.setenv("ONYX_TEST_PACE", "0.01")
+    options = {"vpeers": 2, "extra": ["--state-dir", str(tmp_path / "state")]}
+    first = [start_peer(**options) for _ in range(2)]
+    with closing(api.connect(zookeeper.address, tenancy, create=True)) as store:
+        wait_for(lambda: len(api.replica(store).peers) >= 4, 60, "4 peers")
+        job = keyed_job(tmp_path, backend, peers={"min_peers": 1, "max_peers": 4})
+        job_id = api.submit(store, job)
+
+        def count_peers() -> int:
+            return len(api.replica(store).allocations.get(job_id, {}).get("count", []))
+
+        commits = Commits(store, job_id)
+        wait_for(lambda: count_peers() == 2 and chained(commits), 60, "2 count peers, chained")
+        third = start_peer(**options)
+        wait_for(lambda: count_peers() == 4, 60, "the job grown to 4 count peers")
+        first[0].signal(signal.SIGTERM)
+        wait_for(lambda: count_peers() == 2 or api.status(api.replica(store), job_id).state
+                 != "running", 60, "the job shrunk back to 2 count peers")  # fmt: skip
+        final = api.wait(store, job_id, 180)
+    assert final.state == "completed", final.reason
+    logs = "".join(p.output() for p in [*first, third])
+    restores = re.findall(rf"restored task 'count' of job {job_id} from .*, scope (\w+)", logs)
+    assert restores.count("handover") >= 4 + 2, restores  # grown to 4 slots, then shrunk to 2
+    assert "global" not in restores, "the job rolled back"
+    assert published(tmp_path) == expected()
 
 
 @pytest.fixture
