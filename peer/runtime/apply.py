@@ -32,7 +32,6 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from types import NoneType
 from typing import Any
 
@@ -90,25 +89,9 @@ class Apply:
     def restore(self, snapshots: list[Any], mine: Callable[[Any], bool]) -> None:
         """Take back the state of every slot's snapshot, keeping the keys ``mine`` holds."""
 
-    def keyed_counts(self) -> tuple[int, int]:
-        """The entries of keyed state held, and those written since the last snapshot."""
-        return 0, 0
-
-    def keyed_snapshot(self, whole: bool) -> dict[int, bytes]:
-        """The keyed state the engine keeps for the part, per key group: ``whole``, or what
-        changed since the last snapshot (none: empty)."""
-        return {}
-
-    def keyed_restore(self, layers: list[dict[int, bytes]], owned: Callable[[int], bool]) -> None:
-        """Take back the key groups ``owned`` accepts of each snapshot's keyed state, in
-        order (peer.state.keyed)."""
-
     def flush(self) -> list[Segment]:
         """What the part still holds when the input ends."""
         return []
-
-    def close(self) -> None:
-        """Let go of what the part holds (the disk backend's directory)."""
 
 
 class PythonApply(Apply):
@@ -157,18 +140,6 @@ class KeyedPythonApply(PythonApply):
             at(key_of(segment))
             out.append(fn(segment))
         return collect(out)
-
-    def keyed_counts(self) -> tuple[int, int]:
-        return self.state.held(), self.state.changed()
-
-    def keyed_snapshot(self, whole: bool) -> dict[int, bytes]:
-        return self.state.snapshot(whole)
-
-    def keyed_restore(self, layers: list[dict[int, bytes]], owned: Callable[[int], bool]) -> None:
-        self.state.restore(layers, owned)
-
-    def close(self) -> None:
-        self.state.close()
 
 
 class ArrowApply(Apply):
@@ -223,16 +194,29 @@ def _zero() -> float:
     return 0.0
 
 
-@dataclass(frozen=True)
 class Keys:
-    """What a keyed task's part needs to keep keyed state: the group key of a segment, the
-    task's number of key groups, the task's watermark, and where to hold the state."""
+    """What a keyed task's parts need to keep keyed state: the group key of a segment, the
+    task's number of key groups, the task's watermark, and the slot's keyed state, which the
+    fn and the windows share, made on ``backend`` (peer.state.backends) once one asks."""
 
-    key_of: KeyOf
-    key_groups: int
-    watermark: Callable[[], float | None]
-    backend: Callable[[], Backend] = MemoryBackend
-    """Makes where the state is held (peer.state.backends)."""
+    def __init__(
+        self, key_of: KeyOf, key_groups: int, watermark: Callable[[], float | None],
+        backend: Callable[[], Backend] = MemoryBackend,
+    ) -> None:  # fmt: skip
+        self.key_of, self.key_groups, self.watermark = key_of, key_groups, watermark
+        self.backend = backend
+        self._state: KeyedState | None = None
+
+    def state(self) -> KeyedState:
+        """The slot's keyed state, made on the backend the first time a part asks."""
+        if self._state is None:
+            self._state = KeyedState(self.key_groups, self.backend())
+        return self._state
+
+    def made(self) -> KeyedState:
+        """The keyed state a part asked for, or one in memory that holds nothing: snapshots,
+        restores and closes go the same way whether or not a part keeps any."""
+        return self._state if self._state is not None else KeyedState(self.key_groups)
 
 
 def python_apply(task: Task, keys: Keys | None) -> Apply:
@@ -246,7 +230,7 @@ def python_apply(task: Task, keys: Keys | None) -> Apply:
     if keys is None:
         raise ValueError(f"task {task.name!r}: its fn keeps keyed state (its class has open), "
                          "so the task needs group_by_key or group_by_fn")  # fmt: skip
-    state = KeyedState(keys.key_groups, keys.backend())
+    state = keys.state()
     opens(state)
     return KeyedPythonApply(fn, keys.key_of, state, keys.watermark)
 

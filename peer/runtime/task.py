@@ -113,6 +113,7 @@ from peer.runtime.snapshot import Chain, Restored, TaskSnapshot
 from peer.runtime.task_windows import UNWINDOWED, Windows, windows_for
 from peer.state.backends import Backend, backend_for
 from peer.state.key_groups import groups_of, key_group
+from peer.state.keyed import KeyedState
 from peer.storage import StorageError
 from peer.values.columnar import Segment
 from peer.values.epoch import Epoch
@@ -308,10 +309,7 @@ class TaskRunner:
         taken up when the log's takeover reaches it."""
         self.replay_epoch = 0
         self.watchdog = Watchdog()
-        self.apply: Apply = Apply()
-        self.plugin: Any = NO_PLUGIN
-        self.windows: Windows = UNWINDOWED
-        self.hooks = Hooks()
+        self._unassembled()
         self.event = {"job": ctx.job.id, "task": task.name, "peer": ctx.peer}
         """What every hook is told, besides the batch."""
         self.output = task.kind == "output"
@@ -337,6 +335,16 @@ class TaskRunner:
         self.phase = Phase.LOAD
         self._steps = self._phase_table()
         self._step = self._load
+
+    def _unassembled(self) -> None:
+        """The parts LOAD assembles from the task's code (``_assemble``), none until then."""
+        self.apply: Apply = Apply()
+        self.plugin: Any = NO_PLUGIN
+        self.windows: Windows = UNWINDOWED
+        self.keyed = KeyedState(self.ctx.key_groups)
+        """The slot's keyed state: the fn's and the windows' (one that holds nothing when the
+        task keeps none), snapshotted by key group at each barrier."""
+        self.hooks = Hooks()
 
     def _phase_table(self) -> Mapping[Phase, Callable[[], bool]]:
         """What each phase's step is, fixed once built: only ``_enter`` changes the step."""
@@ -523,7 +531,8 @@ class TaskRunner:
         self._take = self._submitter(apply) if isinstance(apply, AsyncApply) else self._apply_now
         assign = function(task.assign_watermark_fn)
         self.hooks = hooks_for(c.job, task.name)
-        self.windows = windows_for(c.job, task, c.key_of)
+        self.windows = windows_for(c.job, task, keys)
+        self.keyed = KeyedState(c.key_groups) if keys is None else keys.made()
         if task.kind != "function":
             self.plugin = load(task, c.slot, c.slots)
         if isinstance(self.intake, PluginIntake):
@@ -706,7 +715,7 @@ class TaskRunner:
             self.windows.restore([r.snapshot.windows for r in live], keep)
             self.apply.restore([r.snapshot.fn for r in live], keep)
             layers = [layer for r in live for layer in r.layers]
-            self.apply.keyed_restore(layers, self.fetched.owned)
+            self.keyed.restore(layers, self.fetched.owned)
 
     def _channel(self, restored: list[Restored]) -> list[Segment]:
         """The rows of the restored snapshots' channel state that are this slot's to take
@@ -839,11 +848,11 @@ class TaskRunner:
         self.emitter.broadcast(barrier)
         epoch = Epoch(c.version, barrier.epoch)
         plugin, durable = position(self.plugin.checkpoint(epoch))
-        windows, apply = self.windows, self.apply
-        held, changed = apply.keyed_counts()
+        windows, apply, keyed = self.windows, self.apply, self.keyed
+        held, changed = keyed.held(), keyed.changed()
         chain = self.stored.chain
         whole = chain.whole(held, changed)
-        parts = apply.keyed_snapshot(whole)
+        parts = keyed.snapshot(whole)
         snapshot = TaskSnapshot(plugin, windows.snapshot(), apply.snapshot(),
                                 self.phase in INPUT_OVER, self.local.kept(windows),
                                 chain=chain.taken(barrier.epoch, whole, changed))  # fmt: skip
@@ -918,9 +927,9 @@ class TaskRunner:
             log.warning("task %r: closing its plugin raised %s", self.ctx.task.name, e)
         self.plugin = NO_PLUGIN
         try:
-            self.apply.close()
+            self.keyed.close()
         except FAILURES as e:
-            log.warning("task %r: closing its fn raised %s", self.ctx.task.name, e)
+            log.warning("task %r: closing its keyed state raised %s", self.ctx.task.name, e)
         for _, upload in self.stored.uploads:
             upload.cancel()
         for fetch in self.fetched.snapshots:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from peer.job.spec import Job, Task
+from peer.runtime.apply import Keys
 from peer.state import TaskState
 
 
@@ -105,7 +106,10 @@ class Unwindowed:
 UNWINDOWED = Unwindowed()
 
 
-def windows_for(job: Job, task: Task, key_of: Any) -> Windows:
-    if any(w.task == task.name for w in job.windows):
-        return Windowed(TaskState(job, task.name, key_of))
-    return UNWINDOWED
+def windows_for(job: Job, task: Task, keys: Keys | None) -> Windows:
+    """The task's windows; a keyed task's keep their state in the slot's keyed state."""
+    if not any(w.task == task.name for w in job.windows):
+        return UNWINDOWED
+    if keys is None:
+        return Windowed(TaskState(job, task.name, None))
+    return Windowed(TaskState(job, task.name, keys.key_of, keys.state()))

@@ -68,6 +68,10 @@ class Backend(ABC):
         """A key group's states in name order, each with its entries in canonical key order."""
 
     @abstractmethod
+    def state(self, group: int, name: str) -> list[tuple[str, Entry]]:
+        """A key group's entries of state ``name``, with their canonical keys, in key order."""
+
+    @abstractmethod
     def close(self) -> None:
         """Let go of what the backend holds."""
 
@@ -107,6 +111,10 @@ class MemoryBackend(Backend):
         for name in sorted(states):
             entries = states[name]
             yield name, [entries[text] for text in sorted(entries)]
+
+    def state(self, group: int, name: str) -> list[tuple[str, Entry]]:
+        entries = self.held_groups.get(group, {}).get(name, {})
+        return [(text, entries[text]) for text in sorted(entries)]
 
     def close(self) -> None:
         self.held_groups.clear()
@@ -196,6 +204,19 @@ class DiskBackend(Backend):
             raise self._failed("read", e) from None
         if entries:
             yield name.decode(), entries
+
+    def state(self, group: int, name: str) -> list[tuple[str, Entry]]:
+        from rocksdict import ReadOptions  # noqa: PLC0415
+
+        prefix = struct.pack(">H", group) + name.encode() + b"\0"
+        within = ReadOptions()
+        within.set_iterate_upper_bound(prefix[:-1] + b"\1")
+        try:
+            held_items = self.db.items(from_key=prefix, read_opt=within)
+            return [(key[len(prefix) :].decode(), msgpack.unpackb(value, strict_map_key=False))
+                    for key, value in cast(Iterator[tuple[bytes, bytes]], held_items)]  # fmt: skip
+        except Exception as e:
+            raise self._failed("read", e) from None
 
     def close(self) -> None:
         """Close the database and delete its directory; a database that failed may fail to

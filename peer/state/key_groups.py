@@ -39,7 +39,12 @@ def held_under(key: Any, max_parallelism: int) -> tuple[str, int]:
     """The canonical text state holds ``key`` under, and its key group: both from one
     encoding of the key."""
     text = _text(key)
-    return text, _crc(text) % max_parallelism
+    return text, key_group_of(text, max_parallelism)
+
+
+def key_group_of(text: str, max_parallelism: int) -> int:
+    """The key group of the key whose canonical text is ``text``."""
+    return _crc(text) % max_parallelism
 
 
 def _text(key: Any) -> str:

@@ -44,11 +44,14 @@ import msgpack
 
 from peer.job.values import canonical
 from peer.state.backends import Backend, Entry, MemoryBackend
-from peer.state.key_groups import held_under
+from peer.state.key_groups import held_under, key_group_of
 
 TTL_TIMES = ("processing", "event")
 
 NEVER = math.inf
+
+ENGINE = "@"
+"""What the names of the states the engine keeps for its own parts start with."""
 
 
 class StateError(ValueError):
@@ -128,9 +131,20 @@ class KeyedState:
         """A list per key, expiring as a whole."""
         return ListState(self, self._declare(name, "list", None, ttl))
 
+    def engine_state(self, name: str) -> Declared:
+        """A state the engine keeps for its own parts (a window's extents per key): ``@`` and
+        ``name``, which no fn's state is called. Its value is whatever plain data the part
+        keeps, and it reads and writes it through ``entry``, ``rewrite`` and ``clear``."""
+        return self._declare_named(ENGINE + name, "engine", None, None)
+
     def _declare(self, name: str, kind: str, default: Any, ttl: Ttl | None) -> Declared:
         if not (isinstance(name, str) and name and "\0" not in name):
             raise StateError(f"a state's name must be a non-empty string without NUL, got {name!r}")
+        if name.startswith(ENGINE):
+            raise StateError(f"state {name!r}: names starting with {ENGINE!r} are the engine's")
+        return self._declare_named(name, kind, default, ttl)
+
+    def _declare_named(self, name: str, kind: str, default: Any, ttl: Ttl | None) -> Declared:
         if ttl is not None and not isinstance(ttl, Ttl):
             raise StateError(f"state {name!r}: ttl must be a Ttl, got {ttl!r}")
         if name in self.declared:
@@ -148,6 +162,18 @@ class KeyedState:
         """Make ``key`` the current key."""
         self.text, self.group_id = held_under(key, self.key_groups)
         self.key = key
+
+    def at_held(self, key: Any, text: str) -> None:
+        """Make ``key``, whose canonical text is ``text``, the current key."""
+        if text != self.text:
+            self.text, self.group_id, self.key = text, key_group_of(text, self.key_groups), key
+
+    def each(self, declared: Declared) -> list[tuple[str, Entry]]:
+        """Every entry of ``declared``, with its key's canonical text, in that text's order."""
+        backend, name = self.backend, declared.name
+        held = [pair for group in backend.groups() for pair in backend.state(group, name)]
+        held.sort(key=_text_of)
+        return held
 
     def tick(self, now: float, watermark: float) -> None:
         """The processing and event time what is written now is stamped with."""
@@ -302,6 +328,10 @@ class KeyedState:
         if texts is None:
             texts = states[declared.name] = {}
         texts[self.text] = entry
+
+
+def _text_of(pair: tuple[str, Entry]) -> str:
+    return pair[0]
 
 
 class ValueState:

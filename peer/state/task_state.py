@@ -13,7 +13,9 @@ aggregation that takes whole segments, such as collect, or for a punctuation tri
 
 Keys are held under their canonical JSON, the text ``peer.runtime.routing`` hashes, so a key made
 of several fields (a list) works, and a key reads the same after a snapshot has turned its tuples
-into lists.
+into lists. A key's extents are plain data, a list of slots: a keyed task's windows keep them in
+the slot's keyed state (``KeyedExtents``), per key group on the job's backend; a task that does
+not group keeps them in a dict of its own (``HeapExtents``), whole in every snapshot.
 
 Event time. A watermark W says no segment with an event time below W is still to come, so every
 extent ending at or before W is complete: its watermark triggers fire it, then every window
@@ -33,45 +35,131 @@ from __future__ import annotations
 
 import functools
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from peer.job.spec import Job, Trigger, Window
 from peer.job.values import canonical
 from peer.state.aggregations import aggregation, fields_read
+from peer.state.backends import Entry
+from peer.state.keyed import KeyedState
 from peer.state.triggers import Armed, arm
 from peer.state.windows import Extent, absorb, extents
 from peer.values.columnar import Batch, FieldKey, rows, select
 from peer.values.limits import cut
 
+Slot = list[Any]
+"""One extent's state: ``[start, end, state, counts]``, ``counts`` holding, per trigger of its
+window, how many segments the extent has taken since that trigger last fired it."""
 
-@dataclass(slots=True)
-class ExtentState:
-    """One extent's state, and per trigger of its window how many segments the extent has
-    taken since that trigger last fired it."""
-
-    state: Any
-    counts: list[int]
+Slots = dict[float, Slot]
+"""A key's slots by their extents' start (no two of a key's extents start alike): plain data, as
+a snapshot and the disk backend hold them."""
 
 
-@dataclass(slots=True)
-class Held:
-    """One group key, as the key function gave it, and its extents."""
+class Extents(ABC):
+    """Where one window keeps its slots per key (its canonical text ``name``)."""
 
-    key: Any
-    extents: dict[Extent, ExtentState]
+    @abstractmethod
+    def get(self, name: str, key: Any) -> Slots | None:
+        """The key's slots (change them, then ``put`` them back), None for none."""
+
+    @abstractmethod
+    def put(self, name: str, key: Any, held: Slots) -> None:
+        """Keep ``held`` as the key's slots."""
+
+    @abstractmethod
+    def drop(self, name: str, key: Any) -> None:
+        """The key has no slot left."""
+
+    @abstractmethod
+    def everything(self) -> list[tuple[str, Any, Slots]]:
+        """Every key held, as (name, key, slots), by name."""
+
+    @abstractmethod
+    def saved(self) -> list[Any]:
+        """What a snapshot's header keeps of the window: ``[[key, [slot, ...]], ...]``, keys by
+        name and each key's slots by start."""
+
+
+class HeapExtents(Extents):
+    """A window's slots in a dict of the task's own, whole in every snapshot's header: how a
+    task that does not group keeps its windows, one state (for the key None) per slot, which
+    a restore onto fewer slots merges."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, tuple[Any, Slots]] = {}
+
+    def get(self, name: str, key: Any) -> Slots | None:
+        entry = self.held.get(name)
+        return None if entry is None else entry[1]
+
+    def put(self, name: str, key: Any, held: Slots) -> None:
+        if name not in self.held:
+            self.held[name] = (key, held)
+
+    def drop(self, name: str, key: Any) -> None:
+        del self.held[name]
+
+    def everything(self) -> list[tuple[str, Any, Slots]]:
+        return [(name, key, held) for name, (key, held) in sorted(self.held.items())]
+
+    def saved(self) -> list[Any]:
+        return [[key, [held[start] for start in sorted(held)]]
+                for _, (key, held) in sorted(self.held.items())]  # fmt: skip
+
+
+class KeyedExtents(Extents):
+    """A keyed task's window's slots in the slot's keyed state (peer.state.keyed), as the
+    engine's state ``@window ID``: kept per key group on the job's state backend, snapshotted
+    with what changed, restored by key group; nothing of it in the header."""
+
+    def __init__(self, keyed: KeyedState, window: str) -> None:
+        self.keyed = keyed
+        self.declared = keyed.engine_state(f"window {window}")
+        self.last: Entry | None = None
+        """The entry ``get`` found last: ``put`` of the same slots writes it again."""
+
+    def get(self, name: str, key: Any) -> Slots | None:
+        keyed = self.keyed
+        keyed.at_held(key, name)
+        entry = self.last = keyed.entry(self.declared)
+        return None if entry is None else entry[1]
+
+    def put(self, name: str, key: Any, held: Slots) -> None:
+        keyed, last = self.keyed, self.last
+        keyed.at_held(key, name)
+        if last is not None and last[1] is held:
+            keyed.rewrite(self.declared, last)
+        else:
+            keyed.write(self.declared, held)
+
+    def drop(self, name: str, key: Any) -> None:
+        self.keyed.at_held(key, name)
+        self.keyed.clear(self.declared)
+
+    def everything(self) -> list[tuple[str, Any, Slots]]:
+        return [(name, entry[0], entry[1]) for name, entry in self.keyed.each(self.declared)]
+
+    def saved(self) -> list[Any]:
+        return []
+
+
+Due = tuple[str, Any, Slots, Slot]
+"""A slot a trigger is to fire: its key's name, the key, the key's slots, the slot."""
 
 
 class WindowState:
-    """One window of the task: its state per key and extent, and its triggers."""
+    """One window of the task: its slots per key, in ``held``, and its triggers. A firing works
+    on the slots it was handed, and puts them back when it changed them."""
 
-    def __init__(self, window: Window, triggers: list[Trigger], task: str) -> None:
+    def __init__(self, window: Window, triggers: list[Trigger], task: str, held: Extents) -> None:
         self.window = window
         self.aggregation = aggregation(window)
         self.triggers = [arm(trigger) for trigger in triggers]
         self.task = task
-        self.held: dict[str, Held] = {}
+        self.held = held
         self.due: dict[int, float] = {}
         """When each timer trigger, by index, fires next."""
         self.per_segment = any(t.spec.on in ("segment", "punctuation") for t in self.triggers)
@@ -92,35 +180,30 @@ class WindowState:
 
     def add(self, segment: Any, t: Any, key: Any, name: str) -> list[Any]:
         """Take ``segment``, at event time ``t``, into its extents for ``key``."""
-        held = self.held.get(name)
+        held = self.held.get(name, key)
         if held is None:
-            held = self.held[name] = Held(key, {})
+            held = {}
         window, agg = self.window, self.aggregation
         targets = [self._place(held, extent) for extent in extents(window, t)]
-        for extent in targets:
-            slot = held.extents[extent]
-            update = agg.create_state_update(window, slot.state, segment)
-            slot.state = agg.apply_state_update(window, slot.state, update)
-            counts = slot.counts
+        for slot in targets:
+            update = agg.create_state_update(window, slot[2], segment)
+            slot[2] = agg.apply_state_update(window, slot[2], update)
+            counts = slot[3]
             for index in range(len(counts)):
                 counts[index] += 1
-        return self._on_segment(segment, name, targets) if self.per_segment else []
+        self.held.put(name, key, held)
+        return self._on_segment(segment, name, key, held, targets) if self.per_segment else []
 
     def close(self, watermark: float) -> list[Any]:
         """Fire the extents ending at or before ``watermark`` and forget them."""
         out: list[Any] = []
-        ended = sorted(
-            (name, extent)
-            for name, held in self.held.items()
-            for extent in held.extents
-            if extent[1] <= watermark
-        )  # in the order of _everything, without sorting what stays open
+        ended = [due for due in self._everything() if due[3][1] <= watermark]
         for index, trigger in enumerate(self.triggers):
             if trigger.spec.on == "watermark":
                 out += self._fire_each(trigger, index, ended)
-        for name, extent in ended:
-            if self._slot(name, extent) is not None:
-                self._forget(name, extent)
+        for name, key, held, slot in ended:
+            if held.get(slot[0]) is slot:
+                self._forget(name, key, held, slot)
         return out
 
     def tick(self, now: float) -> list[Any]:
@@ -146,118 +229,118 @@ class WindowState:
         return due
 
     def snapshot(self) -> list[Any]:
-        """``[[key, [[start, end, state, counts], ...]], ...]``, in the order triggers fire."""
-        return [[self.held[name].key, self._saved(name)] for name in sorted(self.held)]
-
-    def _saved(self, name: str) -> list[Any]:
-        slots = self.held[name].extents
-        return [[*extent, slots[extent].state, slots[extent].counts] for extent in sorted(slots)]
+        """``[[key, [[start, end, state, counts], ...]], ...]``, in the order triggers fire
+        (empty when the slot's keyed state keeps the window)."""
+        return self.held.saved()
 
     def restore(self, snapshot: list[Any], keep: Callable[[Any], bool]) -> None:
         """Merge in a snapshot's keys that ``keep`` accepts: where an extent is held already
         (or, for sessions, overlaps one held) the states are merged."""
-        for key, held_extents in snapshot:
+        for key, saved in snapshot:
             if not keep(key):
                 continue
-            held = self.held.setdefault(canonical(key), Held(key, {}))
-            for start, end, state, counts in held_extents:
-                extent = self._place(held, (start, end))
-                held.extents[extent] = self._combine(
-                    [held.extents[extent], ExtentState(state, counts)]
-                )
+            name = canonical(key)
+            held = self.held.get(name, key)
+            if held is None:
+                held = {}
+            for start, end, state, counts in saved:
+                slot = self._place(held, (start, end))
+                slot[2:] = self._combine([slot, [start, end, state, counts]])[2:]
+            self.held.put(name, key, held)
 
     # -- state ----------------------------------------------------------------------------------
 
-    def _place(self, held: Held, extent: Extent) -> Extent:
-        """The extent that state for ``extent`` goes to, made if need be: for a session, the
+    def _place(self, held: Slots, extent: Extent) -> Slot:
+        """The slot that state for ``extent`` goes to, made if need be: for a session, the
         session it joins, with every session it overlaps merged in."""
-        if self.window.type == "session":
-            merge = absorb(held.extents, extent)
-            parts = [held.extents.pop(old) for old in merge.merged]
-            extent = merge.extent
-            if len(parts) == 1:  # the one session it falls in or extends: its slot as it is
-                held.extents[extent] = parts[0]
-            else:
-                held.extents[extent] = self._combine(parts) if parts else self._new()
-        elif extent not in held.extents:
-            held.extents[extent] = self._new()
-        return extent
+        if self.window.type != "session":
+            slot = held.get(extent[0])
+            if slot is None:
+                slot = held[extent[0]] = self._new(extent)
+            return slot
+        merge = absorb([(s[0], s[1]) for s in held.values()], extent)
+        parts = [held.pop(start) for start, _ in merge.merged]
+        if not parts:
+            slot = self._new(merge.extent)
+        else:  # the one session it falls in or extends, as it is, or those it bridges merged
+            slot = parts[0] if len(parts) == 1 else self._combine(parts)
+            slot[0], slot[1] = merge.extent
+        held[slot[0]] = slot
+        return slot
 
-    def _new(self) -> ExtentState:
-        return ExtentState(self.aggregation.init(self.window), [0] * len(self.triggers))
+    def _new(self, extent: Extent) -> Slot:
+        return [extent[0], extent[1], self.aggregation.init(self.window), [0] * len(self.triggers)]
 
-    def _combine(self, slots: list[ExtentState]) -> ExtentState:
+    def _combine(self, slots: list[Slot]) -> Slot:
         merge = functools.partial(self.aggregation.merge, self.window)
-        state = functools.reduce(merge, (slot.state for slot in slots))
-        return ExtentState(
-            state, [sum(counts) for counts in zip(*(s.counts for s in slots), strict=True)]
-        )
+        state = functools.reduce(merge, (slot[2] for slot in slots))
+        counts = [sum(counts) for counts in zip(*(s[3] for s in slots), strict=True)]
+        return [slots[0][0], slots[0][1], state, counts]
 
-    def _slot(self, name: str, extent: Extent) -> ExtentState | None:
-        held = self.held.get(name)
-        return None if held is None else held.extents.get(extent)
+    def _forget(self, name: str, key: Any, held: Slots, slot: Slot) -> None:
+        del held[slot[0]]
+        if held:
+            self.held.put(name, key, held)
+        else:
+            self.held.drop(name, key)
 
-    def _forget(self, name: str, extent: Extent) -> None:
-        held = self.held[name]
-        del held.extents[extent]
-        if not held.extents:
-            del self.held[name]
-
-    def _everything(self) -> list[tuple[str, Extent]]:
-        """Every (key, extent) held, keys in canonical order, extents earliest first."""
-        return [(name, extent) for name in sorted(self.held) for extent in self._extents(name)]
-
-    def _extents(self, name: str) -> list[Extent]:
-        return sorted(self.held[name].extents)
+    def _everything(self) -> list[Due]:
+        """Every slot held, keys in canonical order, each key's extents earliest first."""
+        return [(name, key, held, held[start]) for name, key, held in self.held.everything()
+                for start in sorted(held)]  # fmt: skip
 
     # -- firing ---------------------------------------------------------------------------------
 
-    def _on_segment(self, segment: Any, name: str, targets: list[Extent]) -> list[Any]:
+    def _on_segment(
+        self, segment: Any, name: str, key: Any, held: Slots, targets: list[Slot]
+    ) -> list[Any]:
         """Segment and punctuation triggers, after ``segment`` went into ``targets``."""
         out: list[Any] = []
         for index, trigger in enumerate(self.triggers):
             on = trigger.spec.on
             if on == "segment":
                 threshold: int = trigger.spec.threshold  # type: ignore[assignment]
-                due = [e for e in targets if self._count(name, e, index) >= threshold]
+                due = [s for s in targets if held.get(s[0]) is s and s[3][index] >= threshold]
             elif on == "punctuation" and trigger.predicate(segment):  # type: ignore[misc]
                 due = targets
             else:
                 continue
-            out += self._fire_each(trigger, index, [(name, extent) for extent in due])
+            out += self._fire_each(trigger, index, [(name, key, held, slot) for slot in due])
         return out
 
-    def _count(self, name: str, extent: Extent, index: int) -> int:
-        """Segments the extent took since the trigger at ``index`` last fired it."""
-        slot = self._slot(name, extent)
-        return 0 if slot is None else slot.counts[index]
-
-    def _fire_each(self, trigger: Armed, index: int, due: list[tuple[str, Extent]]) -> list[Any]:
-        """Fire each (key, extent) still held; a discarding trigger then forgets it."""
+    def _fire_each(self, trigger: Armed, index: int, due: list[Due]) -> list[Any]:
+        """Fire each slot still held; a discarding trigger then forgets it."""
         out: list[Any] = []
-        for name, extent in due:
-            slot = self._slot(name, extent)
-            if slot is None:
-                continue
-            slot.counts[index] = 0
-            value = self.aggregation.value(slot.state)
-            out += trigger.fire(self.task, self.held[name].key, extent, value)
+        for name, key, held, slot in due:
+            if held.get(slot[0]) is not slot:
+                continue  # a discarding trigger forgot it
+            slot[3][index] = 0
+            value = self.aggregation.value(slot[2])
+            out += trigger.fire(self.task, key, (slot[0], slot[1]), value)
             if trigger.spec.refinement == "discarding":
-                self._forget(name, extent)
+                self._forget(name, key, held, slot)
+            else:
+                self.held.put(name, key, held)
         return out
 
 
 class TaskState:
     """Every window of ``task``. ``key_of`` gives a segment's group key (None for a task that
-    does not group: every segment then has the key None)."""
+    does not group: every segment then has the key None). A keyed task's windows keep their
+    slots in ``keyed``, the slot's keyed state, when given; otherwise in dicts of their own,
+    whole in every snapshot."""
 
-    def __init__(self, job: Job, task: str, key_of: Callable[[Any], Any] | None) -> None:
+    def __init__(
+        self, job: Job, task: str, key_of: Callable[[Any], Any] | None,
+        keyed: KeyedState | None = None,
+    ) -> None:  # fmt: skip
         self.key_of = key_of
         self.windows = [
-            WindowState(window, [t for t in job.triggers if t.window == window.id], task)
+            WindowState(window, [t for t in job.triggers if t.window == window.id], task,
+                        HeapExtents() if keyed is None else KeyedExtents(keyed, window.id))
             for window in job.windows
             if window.task == task
-        ]
+        ]  # fmt: skip
         self.mark = -math.inf
         """The highest watermark seen: event times below it are late."""
         self.late = 0

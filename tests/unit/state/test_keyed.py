@@ -256,6 +256,10 @@ def test_event_time_ttl_follows_the_watermark():
             lambda s: s.value_state(""),
             "a state's name must be a non-empty string without NUL, got ''",
         ),
+        (
+            lambda s: s.map_state("@window w"),
+            "state '@window w': names starting with '@' are the engine's",
+        ),
         (lambda s: s.value_state("x", ttl=5), "state 'x': ttl must be a Ttl, got 5"),
         (lambda s: (s.value_state("x"), s.map_state("x")), "state 'x' is asked for twice"),
         (lambda s: Ttl(0), "ttl seconds must be a number > 0, got 0"),
