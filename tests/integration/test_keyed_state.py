@@ -150,6 +150,29 @@ def test_keyed_state_rescales_from_2_to_3_to_2_members_exactly(
     assert published(tmp_path) == expected()
 
 
+def test_a_savepoint_in_memory_resumes_on_disk_on_more_peers_exactly(
+    start_peer, zookeeper, tenancy, tmp_path, *, monkeypatch
+):
+    """Savepoints hold keyed state in one form whatever the backend: a job stopped with a
+    savepoint while counting in memory on 2 peers resumes on the disk backend on 3, each of
+    those reading the key groups it owns now, and the output is exactly one run's."""
+    monkeypatch.setenv("ONYX_TEST_PACE", "0.005")
+    options = {"vpeers": 3, "extra": ["--state-dir", str(tmp_path / "state")]}
+    for _ in range(2):
+        start_peer(**options)
+    with closing(api.connect(zookeeper.address, tenancy, create=True)) as store:
+        wait_for(lambda: len(api.replica(store).peers) >= 6, 60, "6 peers")
+        first = api.submit(store, keyed_job(tmp_path, "memory"), job_id="first")
+        wait_for(lambda: chained(Commits(store, first)), 60, "a chained commit")
+        kept = api.stop(store, first, "moved", 60)
+        resumed = yaml.safe_load(keyed_job(tmp_path, "disk", peers={"n_peers": 3}).read_text())
+        resumed["resume_from"] = {"job": first, "savepoint": "moved"}
+        final = api.wait(store, api.submit(store, resumed, job_id="second"), 180)
+    assert final.state == "completed", final.reason
+    assert kept.slots["count"] == 2
+    assert published(tmp_path) == expected()
+
+
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 4 MiB filesystem of its own (a tmpfs), unmounted at the end."""
