@@ -19,9 +19,11 @@ Every input makes its events as it is read, inside the clock.
   (with a million keys a run of 3 M events did not finish in 9 minutes when measured before).
 
 Each contender runs --repeat times, taking turns; every run's figure is printed, so each side's
-spread shows. Not covered here: restores and rescaling (their keys in the JSON are null), and
-the peak memory of each run (the process is shared by all runs; bench/state_backends.py
-measures the disk backend's store alone in processes of its own).
+spread shows. Each run's peak resident memory is the process's (VmHWM, reset before the run):
+it includes what the process held before (the interpreter, its libraries, what earlier runs
+left allocated), so it compares sides of one K rather than measuring state alone
+(bench/state_backends.py measures the stores alone in processes of their own). Not covered
+here: restores and rescaling (their keys in the JSON are null).
 
 Run: .venv-bench/bin/python bench/state.py [--keys 100000 1000000] [--events 3000000]
      [--repeat 3] [--barrier-period 1] [--bytewax-keys 100000] [--backends memory disk]
@@ -66,12 +68,27 @@ def label(keys: int) -> str:
 
 @dataclass(frozen=True)
 class Run:
-    """One run: events per second (first read to last write), and, checkpointed, the keyed
-    task's mean snapshot bytes per checkpoint and the mean checkpoint duration."""
+    """One run: events per second (first read to last write), the process's peak resident
+    memory during it, and, checkpointed, the keyed task's mean snapshot bytes per checkpoint
+    and the mean checkpoint duration."""
 
     rate: float
+    peak_rss: int
     bytes_per_checkpoint: float | None = None
     checkpoint_s: float | None = None
+
+
+def peak_reset() -> None:
+    """Start this process's peak resident memory (VmHWM) again from what it holds now."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def peak_rss() -> int:
+    """This process's peak resident memory since ``peak_reset``, in bytes."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("/proc/self/status has no VmHWM")
 
 
 def engine_job(
@@ -111,10 +128,11 @@ def histogram(name: str, labels: dict[str, str]) -> tuple[float, float]:
 def engine_run(events: int, keys: int, period: float | None, backend: str) -> Run:
     """One run on a fresh local cluster checkpointing into a fresh directory."""
     total = keys + events
+    peak_reset()
     with tempfile.TemporaryDirectory(prefix="state-bench-") as directory:
         marks, stored = Path(directory, "marks"), Path(directory, "checkpoints")
         marks.mkdir()
-        cluster = LocalCluster(1, 3, checkpoints=str(stored))
+        cluster = LocalCluster(1, 3, checkpoints=str(stored), state_dir=Path(directory, "state"))
         cluster.start()
         try:
             cluster.await_ring(30)
@@ -135,6 +153,7 @@ def engine_run(events: int, keys: int, period: float | None, backend: str) -> Ru
     took, commits = histogram("onyx_checkpoint_duration_seconds", {"onyx_job": job_id})
     return Run(
         total / seen.seconds(),
+        peak_rss(),
         snapshot_bytes / snapshots if snapshots else None,
         took / commits if commits else None,
     )
@@ -160,6 +179,7 @@ def bytewax_run(events: int, keys: int, period: float | None) -> Run:
     from bytewax.testing import run_main  # noqa: PLC0415
 
     total, tally = keys + events, Tally()
+    peak_reset()
 
     class Partition(StatefulSourcePartition):
         def __init__(self, resume: int) -> None:
@@ -216,7 +236,7 @@ def bytewax_run(events: int, keys: int, period: float | None) -> Run:
         shutil.rmtree(directory, ignore_errors=True)
     if tally.rows != total or tally.total != expected_sum(total, keys):
         raise RuntimeError(f"Bytewax wrote {tally.rows} events summing to {tally.total}")
-    return Run(total / (tally.last - tally.reads[0]))
+    return Run(total / (tally.last - tally.reads[0]), peak_rss())
 
 
 def bytewax_available() -> bool:
@@ -248,6 +268,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         rates = {side: spread(r) for side, r in runs.items()}
         each = {side: [round(r.rate) for r in made] for side, made in runs.items()}
         figures[name] = {"keys": keys, "rates": rates, "runs": each}
+        for side, made in runs.items():
+            figures[f"peak_rss_mib_{side}_{name}"] = max(r.peak_rss for r in made) / 2**20
         for backend in args.backends:
             on, at = runs[f"{backend}_on"], f"{backend}_{name}"
             figures[f"checkpoint_ratio_on_vs_off_{at}"] = (
@@ -291,6 +313,9 @@ def report(name: str, backends: list[str], figures: dict[str, Any]) -> None:
             f"checkpoint for ~{changed:,.0f} events; checkpoint {took:.3f} s "
             "from barrier to commit"
         )
+    peaks = ", ".join(f"{side} {figures[f'peak_rss_mib_{side}_{name}']:,.0f}"
+                      for side in at["runs"])  # fmt: skip
+    print(f"  peak resident memory of the process, MiB (most of any run): {peaks}")
     if f"bytewax_ratio_on_vs_off_{name}" in figures:
         bytewax = figures[f"bytewax_ratio_on_vs_off_{name}"]
         versus = figures[f"memory_on_to_bytewax_on_{name}"]
