@@ -12,8 +12,10 @@ leader's auto-down after --auto-down s. The job code is bench/recovery_fns.py.
    bench/dataplane.py), best of --repeat runs each, the two taking turns after a warm-up run of
    each. ``throughput_ratio_causal_on_vs_off`` is on over off, ``..._medians`` the same of the
    medians (a shared machine's lucky run moves a best more than a median).
-2. Recovery: input -> ``Hold`` (keyed, --slots slots, each holding --state-mb MB in its
-   snapshot besides its counts) -> an output noting when each record arrives; the input paced at
+2. Recovery: input -> ``KeyedHold`` (keyed, --slots slots, each holding --state-mb MB in the
+   keyed state the engine keeps besides its counts, restored by key group; with --state fn,
+   ``Hold``, the same in the fn's own snapshot, which every restoring slot reads whole) -> an
+   output noting when each record arrives; the input paced at
    --rate records per second, so that per-second throughputs mean something. Each slot, the
    input and the output are on a member of their own, and one member is free. Three runs, each
    killing (SIGKILL) the member of one slot once the job has committed twice and run --before s
@@ -48,7 +50,7 @@ leader's auto-down after --auto-down s. The job code is bench/recovery_fns.py.
 Run: .venv/bin/python bench/recovery.py [--segments 1000000] [--batch-size 1000] [--repeat 5]
      [--throughput-slots 2] [--slots 8] [--state-mb 32] [--rate 4000] [--keys 4096]
      [--barrier-period 3] [--before 8] [--window 5] [--after 3] [--heartbeat-interval 0.1]
-     [--auto-down 1] [--quick] [--logs DIR]
+     [--auto-down 1] [--state keyed] [--quick] [--logs DIR]
 ``--quick`` is --segments 50000 --repeat 1 --state-mb 4 --before 4 --window 3 --after 2.
 The last line of output is one JSON document holding every figure.
 """
@@ -232,7 +234,8 @@ def throughput(c: Cluster, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def holding_job(args: argparse.Namespace, local: bool, out: Path) -> dict[str, Any]:
-    keyed = {"name": KEYED, "kind": "function", "fn": "bench.recovery_fns:Hold",
+    holder = "KeyedHold" if args.state == "keyed" else "Hold"
+    keyed = {"name": KEYED, "kind": "function", "fn": f"bench.recovery_fns:{holder}",
              "group_by_key": "key", "n_peers": args.slots}  # fmt: skip
     if local:
         keyed["standby"] = True
@@ -522,6 +525,11 @@ def main() -> None:
     parser.add_argument("--after", type=float, default=3.0)
     parser.add_argument("--heartbeat-interval", type=float, default=0.1)
     parser.add_argument("--auto-down", type=float, default=1.0)
+    parser.add_argument(
+        "--state", choices=("keyed", "fn"), default="keyed",
+        help="where Hold keeps its state: keyed state the engine keeps, restored by key group "
+        "(KeyedHold), or the fn's own snapshot, which every slot reads whole (Hold)",
+    )  # fmt: skip
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(
         "--logs",
@@ -535,12 +543,15 @@ def main() -> None:
         args.before, args.window, args.after = 4.0, 3.0, 2.0
     logging.basicConfig(level=logging.ERROR)
     os.environ["BENCH_RECOVERY_STATE_BYTES"] = str(int(args.state_mb * 2**20))
+    os.environ["BENCH_RECOVERY_KEY_BYTES"] = str(
+        int(args.state_mb * 2**20 * args.slots / args.keys)
+    )
     started = time.monotonic()
     figures: dict[str, Any] = {
         "deployment": f"cluster: {args.slots + 3} `onyx peer start` members of 1 peer, "
                       "--workers 0, ZooKeeper, Aeron",
         "segments": args.segments, "throughput_slots": args.throughput_slots,
-        "slots": args.slots, "state_mb_per_slot": args.state_mb,
+        "slots": args.slots, "state": args.state, "state_mb_per_slot": args.state_mb,
         "state_mb_total": args.state_mb * args.slots, "rate_records_per_s": args.rate,
         "barrier_period_s": args.barrier_period, "heartbeat_interval_s": args.heartbeat_interval,
         "auto_down_s": args.auto_down,

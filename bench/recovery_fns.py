@@ -10,6 +10,8 @@ and an output that notes when each record arrives.
   BENCH_RECOVERY_STATE_BYTES, 32 MiB by default) of deterministic, incompressible bytes, kept in
   every snapshot: the state a slot restores. Each record it emits says which process made it
   (``pid``) and when (``at``, the wall clock read directly: a note for the bench, not state).
+- ``KeyedHold``: the same in keyed state the engine keeps: a count and a block per key, the
+  blocks of a slot's keys adding up to about STATE_BYTES.
 - ``stamped_output``: appends one line per record, ``arrival seq key pid at``, to a file of its
   own in ``params.dir``, the arrival being the wall time of the write.
 
@@ -38,6 +40,7 @@ Segment = dict[str, Any]
 TICK = 0.05
 """Seconds between the paced input's hand-outs: batches of rate * TICK records, not of one."""
 STATE_BYTES = int(os.environ.get("BENCH_RECOVERY_STATE_BYTES", str(32 * 1024 * 1024)))
+KEY_BYTES = int(os.environ.get("BENCH_RECOVERY_KEY_BYTES", "0"))
 PID = os.getpid()
 
 
@@ -123,6 +126,25 @@ class Hold(Count):
             probe = snapshot.get("probe")
             if probe is not None and mine(probe):
                 self.block, self.probe = snapshot["block"], probe
+
+
+class KeyedHold:
+    """``Hold`` in keyed state the engine keeps (peer.state.keyed): each key's count, and a
+    block of KEY_BYTES (the environment's BENCH_RECOVERY_KEY_BYTES: a slot's share of the state
+    spread over its keys), incompressible, made when the key is first seen. A restore reads the
+    key groups a slot owns and nothing else."""
+
+    def open(self, state: Any) -> None:
+        self.count = state.value_state("count", default=0)
+        self.block = state.value_state("block")
+
+    def __call__(self, segment: Segment) -> Segment:
+        key = segment["key"]
+        n = self.count.get() + 1
+        self.count.set(n)
+        if n == 1:
+            self.block.set(random.Random(key).randbytes(KEY_BYTES))
+        return {**segment, "n": n, "pid": PID, "at": time.time()}
 
 
 class StampedOutput:

@@ -193,30 +193,32 @@ class Restored:
 class Chain:
     """Which of a slot's snapshots its next one's keyed state adds to. The first after a start
     or a restore is whole; after it, each holds what changed since the one before, until the
-    changes written since the whole one are as many entries as the state holds (a restore
-    would read more than a whole snapshot) or the chain is MAX_CHAIN long. A checkpoint then
-    costs what changed, and a restore reads at most twice the state."""
+    bytes of the chain's snapshots of changes reach the whole one's (a restore would read more
+    than twice the state) or the chain is MAX_CHAIN long. A checkpoint then costs what changed,
+    in bytes, whatever the sizes of the entries that did not change, and a restore reads at
+    most twice the whole snapshot and the last epoch's changes."""
 
     def __init__(self) -> None:
         self.numbers: list[int] = []
         """The chain so far: the whole snapshot's epoch number, then each one's after it."""
+        self.base = 0
+        """The bytes of the chain's whole snapshot's keyed state."""
         self.written = 0
-        """The entries the snapshots of changes in the chain hold."""
+        """The bytes of the keyed state of the chain's snapshots of changes."""
 
-    def whole(self, held: int, changed: int) -> bool:
-        """Whether the next snapshot is whole, given the entries held and changed since."""
-        return (not self.numbers or len(self.numbers) >= MAX_CHAIN
-                or self.written + changed >= held)  # fmt: skip
+    def whole(self) -> bool:
+        """Whether the next snapshot is whole."""
+        return not self.numbers or len(self.numbers) >= MAX_CHAIN or self.written >= self.base
 
-    def taken(self, number: int, whole: bool, changed: int) -> tuple[int, ...]:
-        """Snapshot ``number`` was taken (``whole`` or not, holding ``changed`` entries): the
-        earlier ones it adds to."""
+    def taken(self, number: int, whole: bool, size: int) -> tuple[int, ...]:
+        """Snapshot ``number`` was taken (``whole`` or not, its keyed state ``size`` bytes):
+        the earlier ones it adds to."""
         if whole:
-            self.numbers, self.written = [number], 0
+            self.numbers, self.base, self.written = [number], size, 0
             return ()
         chain = tuple(self.numbers)
         self.numbers.append(number)
-        self.written += changed
+        self.written += size
         return chain
 
     @property

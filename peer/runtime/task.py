@@ -848,14 +848,13 @@ class TaskRunner:
         self.emitter.broadcast(barrier)
         epoch = Epoch(c.version, barrier.epoch)
         plugin, durable = position(self.plugin.checkpoint(epoch))
-        windows, apply, keyed = self.windows, self.apply, self.keyed
-        held, changed = keyed.held(), keyed.changed()
-        chain = self.stored.chain
-        whole = chain.whole(held, changed)
-        parts = keyed.snapshot(whole)
+        windows, apply, chain = self.windows, self.apply, self.stored.chain
+        whole = chain.whole()
+        parts = self.keyed.snapshot(whole)
+        size = sum(map(len, parts.values()))
         snapshot = TaskSnapshot(plugin, windows.snapshot(), apply.snapshot(),
                                 self.phase in INPUT_OVER, self.local.kept(windows),
-                                chain=chain.taken(barrier.epoch, whole, changed))  # fmt: skip
+                                chain=chain.taken(barrier.epoch, whole, size))  # fmt: skip
         self.sealing = sealing = (epoch, snapshot, parts, durable)
         self._seal(sealing)
         if barrier.final and self.output:

@@ -56,10 +56,6 @@ class Backend(ABC):
         """Drop the entry; whether one was held."""
 
     @abstractmethod
-    def held(self) -> int:
-        """About how many entries are held (exact in memory, RocksDB's estimate on disk)."""
-
-    @abstractmethod
     def groups(self) -> list[int]:
         """The key groups that may hold entries, in order."""
 
@@ -99,9 +95,6 @@ class MemoryBackend(Backend):
     def delete(self, group: int, name: str, text: str) -> bool:
         entries = self.held_groups.get(group, {}).get(name)
         return entries is not None and entries.pop(text, None) is not None
-
-    def held(self) -> int:
-        return sum(len(e) for states in self.held_groups.values() for e in states.values())
 
     def groups(self) -> list[int]:
         return sorted(self.held_groups)
@@ -175,12 +168,6 @@ class DiskBackend(Backend):
         except Exception as e:
             raise self._failed("write", e) from None
         return True
-
-    def held(self) -> int:
-        try:
-            return int(self.db.property_int_value("rocksdb.estimate-num-keys") or 0)
-        except Exception as e:
-            raise self._failed("read", e) from None
 
     def groups(self) -> list[int]:
         return sorted(self.seen)

@@ -179,14 +179,6 @@ class KeyedState:
         """The processing and event time what is written now is stamped with."""
         self.clocks["processing"], self.clocks["event"] = now, watermark
 
-    def held(self) -> int:
-        """About how many entries are held, live or not yet dropped."""
-        return self.backend.held()
-
-    def changed(self) -> int:
-        """How many entries were written since the last snapshot."""
-        return sum(len(texts) for states in self.changes.values() for texts in states.values())
-
     def snapshot(self, whole: bool) -> dict[int, bytes]:
         """Each key group's part, msgpack: its states in name order; ``whole``: each state's
         live entries in canonical key order (key groups that hold none are left out); else

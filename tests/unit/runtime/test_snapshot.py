@@ -75,27 +75,29 @@ def test_a_snapshot_stored_as_the_map_the_engine_wrote_before_reads_back() -> No
     assert {g: msgpack.unpackb(p) for g, p in parts.items()} == state
 
 
-def test_a_chain_is_whole_first_then_changes_until_they_outgrow_the_state() -> None:
+def test_a_chain_is_whole_first_then_changes_until_their_bytes_reach_the_whole_one_s() -> None:
     chain = Chain()
-    assert chain.whole(held=100, changed=0), "the first after a start is whole"
-    assert chain.taken(1, whole=True, changed=100) == ()
-    assert not chain.whole(held=100, changed=40)
-    assert chain.taken(2, whole=False, changed=40) == (1,)
-    assert not chain.whole(held=100, changed=40)
-    assert chain.taken(3, whole=False, changed=40) == (1, 2)
+    assert chain.whole(), "the first after a start is whole"
+    assert chain.taken(1, whole=True, size=100) == ()
+    assert not chain.whole()
+    assert chain.taken(2, whole=False, size=40) == (1,)
+    assert not chain.whole()
+    assert chain.taken(3, whole=False, size=40) == (1, 2)
     assert chain.since == 1
-    assert chain.whole(held=100, changed=20), "a restore would read more than the state"
-    assert chain.taken(4, whole=True, changed=20) == ()
-    assert chain.since == 4
+    assert not chain.whole(), "80 bytes of changes, less than the whole 100"
+    assert chain.taken(4, whole=False, size=20) == (1, 2, 3)
+    assert chain.whole(), "a restore would read more than twice the whole"
+    assert chain.taken(5, whole=True, size=120) == ()
+    assert chain.since == 5
 
 
 def test_a_chain_is_never_longer_than_max_chain() -> None:
     chain = Chain()
     number = 1
-    chain.taken(number, whole=True, changed=0)
-    while not chain.whole(held=10**9, changed=1):
+    chain.taken(number, whole=True, size=10**9)
+    while not chain.whole():
         number += 1
-        chain.taken(number, whole=False, changed=1)
+        chain.taken(number, whole=False, size=1)
     assert number == MAX_CHAIN
 
 
