@@ -328,7 +328,7 @@ def victim(c: Cluster, job_id: str, local: bool, index: int | None) -> tuple[str
 
 def restores(c: Cluster, job_id: str) -> dict[str, int]:
     """onyx_task_restores_total of the job by scope, summed over the live members."""
-    totals = {"local": 0.0, "global": 0.0}
+    totals = {"local": 0.0, "global": 0.0, "handover": 0.0}
     for member in c.live():
         url = f"http://127.0.0.1:{member.metrics}/metrics"
         with urllib.request.urlopen(url, timeout=5) as reply:
