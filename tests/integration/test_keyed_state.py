@@ -123,7 +123,7 @@ def test_keyed_state_rescales_from_2_to_3_to_2_members_exactly(
     graceful leave) makes it shrink at another. Each time the count task's key groups are
     redistributed among its new slots, each reading the key groups it gained, and the output is
     exactly what one run without either would give."""
-    monkeypatch.setenv("ONYX_TEST_PACE", "0.01")
+    monkeypatch.setenv("ONYX_TEST_PACE", "0.02")
     options = {"vpeers": 2, "extra": ["--state-dir", str(tmp_path / "state")]}
     first = [start_peer(**options) for _ in range(2)]
     with closing(api.connect(zookeeper.address, tenancy, create=True)) as store:
@@ -156,7 +156,7 @@ def test_a_savepoint_in_memory_resumes_on_disk_on_more_peers_exactly(
     """Savepoints hold keyed state in one form whatever the backend: a job stopped with a
     savepoint while counting in memory on 2 peers resumes on the disk backend on 3, each of
     those reading the key groups it owns now, and the output is exactly one run's."""
-    monkeypatch.setenv("ONYX_TEST_PACE", "0.005")
+    monkeypatch.setenv("ONYX_TEST_PACE", "0.01")
     options = {"vpeers": 3, "extra": ["--state-dir", str(tmp_path / "state")]}
     for _ in range(2):
         start_peer(**options)
