@@ -173,35 +173,32 @@ class DiskBackend(Backend):
         return sorted(self.seen)
 
     def states(self, group: int) -> Iterator[tuple[str, list[Entry]]]:
-        from rocksdict import ReadOptions  # noqa: PLC0415
-
-        within = ReadOptions()
-        within.set_iterate_upper_bound(struct.pack(">H", group + 1))
         name, entries = b"", list[Entry]()
-        try:
-            held_items = self.db.items(from_key=struct.pack(">H", group), read_opt=within)
-            for key, value in cast(Iterator[tuple[bytes, bytes]], held_items):  # raw mode
-                held = key[2 : key.index(b"\0", 2)]
-                if held != name:
-                    if entries:
-                        yield name.decode(), entries
-                    name, entries = held, []
-                entries.append(msgpack.unpackb(value, strict_map_key=False))
-        except Exception as e:
-            raise self._failed("read", e) from None
+        for key, value in self._range(struct.pack(">H", group), struct.pack(">H", group + 1)):
+            held = key[2 : key.index(b"\0", 2)]
+            if held != name:
+                if entries:
+                    yield name.decode(), entries
+                name, entries = held, []
+            entries.append(msgpack.unpackb(value, strict_map_key=False))
         if entries:
             yield name.decode(), entries
 
     def state(self, group: int, name: str) -> list[tuple[str, Entry]]:
+        prefix = struct.pack(">H", group) + name.encode()
+        return [(key[len(prefix) + 1 :].decode(), msgpack.unpackb(value, strict_map_key=False))
+                for key, value in self._range(prefix + b"\0", prefix + b"\1")]  # fmt: skip
+
+    def _range(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """The raw keys and values from ``start`` up to ``stop``, in key order; a failed read
+        is a StateStoreError."""
         from rocksdict import ReadOptions  # noqa: PLC0415
 
-        prefix = struct.pack(">H", group) + name.encode() + b"\0"
         within = ReadOptions()
-        within.set_iterate_upper_bound(prefix[:-1] + b"\1")
+        within.set_iterate_upper_bound(stop)
         try:
-            held_items = self.db.items(from_key=prefix, read_opt=within)
-            return [(key[len(prefix) :].decode(), msgpack.unpackb(value, strict_map_key=False))
-                    for key, value in cast(Iterator[tuple[bytes, bytes]], held_items)]  # fmt: skip
+            yield from cast(Iterator[tuple[bytes, bytes]],  # raw mode
+                            self.db.items(from_key=start, read_opt=within))  # fmt: skip
         except Exception as e:
             raise self._failed("read", e) from None
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import msgpack
@@ -172,7 +173,7 @@ class KeyedState:
         """Every entry of ``declared``, with its key's canonical text, in that text's order."""
         backend, name = self.backend, declared.name
         held = [pair for group in backend.groups() for pair in backend.state(group, name)]
-        held.sort(key=_text_of)
+        held.sort(key=itemgetter(0))
         return held
 
     def tick(self, now: float, watermark: float) -> None:
@@ -320,10 +321,6 @@ class KeyedState:
         if texts is None:
             texts = states[declared.name] = {}
         texts[self.text] = entry
-
-
-def _text_of(pair: tuple[str, Entry]) -> str:
-    return pair[0]
 
 
 class ValueState:

@@ -13,9 +13,9 @@ aggregation that takes whole segments, such as collect, or for a punctuation tri
 
 Keys are held under their canonical JSON, the text ``peer.runtime.routing`` hashes, so a key made
 of several fields (a list) works, and a key reads the same after a snapshot has turned its tuples
-into lists. A key's extents are plain data, a list of slots: a keyed task's windows keep them in
-the slot's keyed state (``KeyedExtents``), per key group on the job's backend; a task that does
-not group keeps them in a dict of its own (``HeapExtents``), whole in every snapshot.
+into lists. A key's extents are plain data, its slots by start: a keyed task's windows keep them
+in the slot's keyed state (``KeyedExtents``), per key group on the job's backend; a task that
+does not group keeps them in a dict of its own (``HeapExtents``), whole in every snapshot.
 
 Event time. A watermark W says no segment with an event time below W is still to come, so every
 extent ending at or before W is complete: its watermark triggers fire it, then every window

@@ -31,9 +31,10 @@ _SHOWN = reprlib.Repr(maxlevel=2, maxstring=40, maxother=40, maxdict=8, maxlist=
 
 
 class SchemaViolation(ValueError):
-    """A segment that lacks a field its receiving task groups by: grouped under no key it would
-    reach a peer that does not own its group, so the job cannot go on. The message names the
-    task, the field and the segment; the runner that meets it adds the job."""
+    """A segment that lacks a field its receiving task groups by, or whose group key has no key
+    group (JSON cannot hold it): grouped under no key it would reach a peer that does not own
+    its group, so the job cannot go on. The message names the task, the field or the key, and
+    the segment where it can; the runner that meets it adds the job."""
 
 
 def rows(batch: Batch) -> list[Any]:
