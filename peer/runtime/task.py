@@ -532,7 +532,8 @@ class TaskRunner:
         assign = function(task.assign_watermark_fn)
         self.hooks = hooks_for(c.job, task.name)
         self.windows = windows_for(c.job, task, keys)
-        self.keyed = KeyedState(c.key_groups) if keys is None else keys.made()
+        if keys is not None:
+            self.keyed = keys.made()
         if task.kind != "function":
             self.plugin = load(task, c.slot, c.slots)
         if isinstance(self.intake, PluginIntake):
