@@ -1275,7 +1275,9 @@ def _run_job(cluster: LocalCluster, job: api.Job, timeout: float | None) -> int:
             f"job {job_id!r} needs at least {started.needs} virtual peers and this local "
             f"cluster has {len(current.peers)}: raise --vpeers or --groups"
         )
-    print(describe_job(started), flush=True)
+    if not started.finished:
+        # One that ended before this read is described once, below, as every finished job is.
+        print(describe_job(started), flush=True)
     try:
         with _progress(cluster, job_id, job), _interrupts() as interrupted:
             final = api.wait(cluster.reader, job_id, timeout, stop=interrupted)

@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 import yaml
 
-from tests.support import onyx
+from peer import api
+from peer.cli import _run_job
+from peer.cluster.local import LocalCluster
+from peer.log.replica import Replica
+from tests.support import onyx, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -107,3 +112,31 @@ def test_a_fn_that_raises_to_end_the_process_fails_its_job_not_the_run(tmp_path,
     result = onyx("run", str(job(tmp_path, source=lines(tmp_path), sink=tmp_path / "out.jsonl",
                                  fn=f"tests.integration.failing_fns:{fn}")))  # fmt: skip
     killed(result, "task 'step'", raised, "a task's code may not end its process")
+
+
+class SlowToLook(LocalCluster):
+    """A local cluster whose first look at the log, once armed, comes only when every job has
+    finished: as when a job fails at once and the run's first read loses the race to it."""
+
+    armed = False
+
+    def replica(self) -> Replica:
+        if self.armed:
+            self.armed = False
+            wait_for(lambda: all(s.finished for s in api.jobs(super(SlowToLook, self).replica())),
+                     30, "every job finished")  # fmt: skip
+        return super().replica()
+
+
+def test_a_job_killed_before_the_run_first_looks_is_described_once(tmp_path, capsys):
+    cluster = SlowToLook(groups=1, vpeers=3)
+    cluster.start()
+    try:
+        cluster.await_ring(30)
+        cluster.armed = True
+        missing = tmp_path / "no-such.jsonl"
+        loaded = api.load(job(tmp_path, source=missing, sink=tmp_path / "out.jsonl"))
+        assert _run_job(cluster, loaded, 60) == 1
+    finally:
+        cluster.stop()
+    killed(CompletedProcess([], 1, capsys.readouterr().out, ""), "task 'read'", str(missing))
