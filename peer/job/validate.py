@@ -85,6 +85,7 @@ def validate(job: Job, *, imports: bool = True) -> Job:
     for condition in job.flow_conditions:
         _check_flow_condition(job, condition, where)
     _check_windows(job, where)
+    _check_fns(job, where)
     for index, trigger in enumerate(job.triggers):
         _check_trigger(job, trigger, index, where)
     _check_checkpoints(job, where)
@@ -345,8 +346,6 @@ def _check_engine(task: Task, where: str) -> None:
 def _check_kind(task: Task, where: str) -> None:
     _one_of(where, "kind", task.kind, KINDS)
     if task.kind == "function":
-        if task.fn is None:
-            fail(where, "fn is required for a function task")
         if task.plugin is not None:
             fail(where, "plugin is only for input and output tasks, not a function task")
     elif task.plugin is None:
@@ -591,6 +590,20 @@ def _check_windows(job: Job, outer: str) -> None:
         _check_extents(window, where)
         _check_aggregation(window, where)
         _check_window_fields(job.task(window.task), window, where)
+
+
+def _check_fns(job: Job, outer: str) -> None:
+    """A function task runs its fn, except one whose windows make what it sends: without an fn
+    its windows take the segments it receives as they come (a count per key needs no code)."""
+    windowed = {window.task for window in job.windows}
+    for task in job.catalog:
+        if task.kind != "function" or task.fn is not None:
+            continue
+        where = f"{outer}: task {task.name!r}"
+        if task.name not in windowed:
+            fail(where, "fn is required for a function task without windows")
+        if task.engine != "python":
+            fail(where, f"fn is required for a function task on engine {task.engine!r}")
 
 
 def _check_window_task(job: Job, task: object, where: str) -> None:

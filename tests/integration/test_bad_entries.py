@@ -14,6 +14,7 @@ import yaml
 from kazoo.client import KazooClient
 
 from peer import api
+from peer.job.load import YamlLoader
 from peer.log.entries.jobs import SUBMIT_JOB
 from peer.log.entry import Entry
 from peer.log.store import StoreError
@@ -37,7 +38,7 @@ def nested(depth: int) -> dict:
 
 def wordcount(tmp_path: Path, file: str = "job.yaml", **changes) -> tuple[Path, dict]:
     """The example word count with its paths in ``tmp_path``; ``changes`` go into its document."""
-    job = yaml.safe_load((REPO / "examples/wordcount/job.yaml").read_text())
+    job = yaml.load((REPO / "examples/wordcount/job.yaml").read_text(), Loader=YamlLoader)
     (tmp_path / "lines.jsonl").write_text("".join(
         json.dumps({"line": f"alpha beta gamma {i}"}) + "\n" for i in range(50)
     ))  # fmt: skip

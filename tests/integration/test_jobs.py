@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from peer import api
+from peer.job.load import YamlLoader
 from peer.log.entry import Transition
 from peer.log.replica import Replica
 from peer.values.epoch import Epoch
@@ -46,7 +47,7 @@ def write_lines(path: Path, count: int) -> collections.Counter[str]:
 
 def wordcount_job(tmp_path: Path, lines: int, split: str = "examples.wordcount.words:split"):
     expected = write_lines(tmp_path / "lines.jsonl", lines)
-    job = yaml.safe_load((REPO / "examples/wordcount/job.yaml").read_text())
+    job = yaml.load((REPO / "examples/wordcount/job.yaml").read_text(), Loader=YamlLoader)
     job["catalog"][0]["params"]["path"] = str(tmp_path / "lines.jsonl")
     job["catalog"][1]["fn"] = split
     job["catalog"][3]["params"]["path"] = str(tmp_path / "out" / "counts.jsonl")
@@ -225,7 +226,7 @@ def test_status_of_a_job_nobody_submitted(zookeeper, tenancy, start_peer):
 
 
 def broken(tmp_path: Path, change) -> Path:
-    job = yaml.safe_load((REPO / "examples/wordcount/job.yaml").read_text())
+    job = yaml.load((REPO / "examples/wordcount/job.yaml").read_text(), Loader=YamlLoader)
     change(job)
     path = tmp_path / "broken.yaml"
     path.write_text(yaml.safe_dump(job))

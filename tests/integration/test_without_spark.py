@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from peer.job.load import YamlLoader
 from peer.job.validate import SPARK_EXTRA
 from tests.support import REPO, assert_one_line_error
 
@@ -67,7 +68,7 @@ def wordcount(tmp_path: Path) -> tuple[Path, Path]:
     (tmp_path / "lines.jsonl").write_text(
         "".join(json.dumps({"line": "to be or not to be"}) + "\n" for _ in range(50))
     )
-    job = yaml.safe_load((REPO / "examples/wordcount/job.yaml").read_text())
+    job = yaml.load((REPO / "examples/wordcount/job.yaml").read_text(), Loader=YamlLoader)
     job["catalog"][0]["params"]["path"] = str(tmp_path / "lines.jsonl")
     out = tmp_path / "out" / "counts.jsonl"
     job["catalog"][3]["params"]["path"] = str(out)

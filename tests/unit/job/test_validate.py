@@ -152,7 +152,7 @@ def test_missing_required_keys():
 
 def test_function_task_needs_fn_and_io_tasks_need_plugin():
     assert refusal(lambda d: task(d, "split").pop("fn")) == (
-        "job 'wc': task 'split': fn is required for a function task"
+        "job 'wc': task 'split': fn is required for a function task without windows"
     )
     assert refusal(lambda d: task(d, "read").pop("plugin")) == (
         "job 'wc': task 'read': plugin is required for an input task"
@@ -467,4 +467,23 @@ def test_a_fn_class_keeping_keyed_state_on_a_task_without_keys():
 def test_a_state_backend_not_known_is_refused():
     assert refusal(lambda d: d.update(state_backend="tape")) == (
         "job 'wc': state_backend must be one of memory, disk, got 'tape'"
+    )
+
+
+def count_window(doc: Doc, **extra: Any) -> None:
+    """The count task's fn left to a window of its own, which counts per word."""
+    task(doc, "count").pop("fn")
+    task(doc, "count").update(extra)
+    doc["windows"] = [{"id": "words", "task": "count", "type": "global", "aggregation": "count"}]
+
+
+def test_a_function_task_whose_windows_make_what_it_sends_needs_no_fn():
+    doc = wordcount.document()
+    count_window(doc)
+    assert from_dict(doc).task("count").fn is None
+
+
+def test_a_task_on_another_engine_needs_its_fn_even_with_windows():
+    assert refusal(lambda d: count_window(d, engine="arrow")) == (
+        "job 'wc': task 'count': fn is required for a function task on engine 'arrow'"
     )
