@@ -166,6 +166,12 @@ RESTORES = Counter(
     [*JOB_TASK, "scope"],
 )
 RESTORE_SCOPES = ("global", "local", "handover")
+RESTORE_READ_BYTES = Counter(
+    "onyx_restore_read_bytes",
+    "Bytes a task's peers read from checkpoint storage to restore its snapshots: with keyed "
+    "state, the key groups each slot owns now, so a rescale reads what moves",
+    JOB_TASK,
+)
 LOCAL_RECOVERIES = Counter(
     "onyx_task_local_recoveries",
     "Seats a task's peer took over and replayed to where the failed peer was, without the job "

@@ -39,6 +39,7 @@ from typing import Any
 
 from peer.job.values import is_int
 from peer.log.store import CommitRecords, path_component
+from peer.metrics import RESTORE_READ_BYTES
 from peer.runtime.snapshot import (
     HEAD,
     Restored,
@@ -534,32 +535,41 @@ class CheckpointStorage:
         self, job: str, epoch: Epoch, task: str, slot: int, groups: range | None
     ) -> tuple[TaskSnapshot, dict[int, bytes]]:
         path, what = self._path(job, epoch, task, slot), _snapshot(job, epoch, task, slot)
+        meter = RESTORE_READ_BYTES.labels(job, task)
+
+        def fetched(start: int | None = None, end: int | None = None) -> bytes:
+            data = self._read(path, what, start, end)
+            meter.inc(len(data))
+            return data
+
         try:
             if groups is None:
-                return read(self._read(path, what))
-            return self._groups(path, what, groups)
+                return read(fetched())
+            return self._groups(path, what, groups, fetched)
         except SnapshotError as e:
             raise SnapshotError(f"{what} is not a task's snapshot: {e}") from None
 
-    def _groups(self, path: str, what: str, groups: range) -> tuple[TaskSnapshot, dict[int, bytes]]:
-        """The snapshot at ``path`` and its parts of ``groups``: its header, then the one range
-        of bytes those parts lie in (key groups are stored in order, and a slot owns a
-        contiguous range of them)."""
+    def _groups(
+        self, path: str, what: str, groups: range, fetched: Callable[..., bytes]
+    ) -> tuple[TaskSnapshot, dict[int, bytes]]:
+        """The snapshot at ``path`` and its parts of ``groups``, read through ``fetched``: its
+        header, then the one range of bytes those parts lie in (key groups are stored in order,
+        and a slot owns a contiguous range of them)."""
         size = self._size(path, what)
-        prefix = self._read(path, what, 0, min(size, PREFIX))
+        prefix = fetched(0, min(size, PREFIX))
         end = header_end(prefix[:HEAD])
         if size <= PREFIX or end is None:  # small, or of the layout before: read whole
-            whole = prefix if size <= PREFIX else self._read(path, what)
+            whole = prefix if size <= PREFIX else fetched()
             snapshot, parts = read(whole)
             return snapshot, {g: part for g, part in parts.items() if g in groups}
         if end > len(prefix):
-            prefix = self._read(path, what, 0, end)
+            prefix = fetched(0, end)
         header = read_header(prefix, size)
         wanted = [(g, span) for g, span in header.parts.items() if g in groups]
         if not wanted:
             return header.snapshot, {}
         low, high = wanted[0][1][0], wanted[-1][1][1]
-        held = prefix[low:high] if high <= len(prefix) else self._read(path, what, low, high)
+        held = prefix[low:high] if high <= len(prefix) else fetched(low, high)
         if len(held) != high - low:
             raise SnapshotError(f"its parts end at byte {low + len(held)}, not {high}")
         return header.snapshot, {g: held[a - low : b - low] for g, (a, b) in wanted}

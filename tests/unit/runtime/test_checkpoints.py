@@ -441,6 +441,19 @@ def test_a_restore_of_some_key_groups_reads_the_header_and_their_range_alone(sto
     assert sum(reads) < 20 * 20_000 + PREFIX + 1000
 
 
+def test_the_bytes_a_restore_reads_are_counted_for_its_job_and_task(storage):
+    parts = {g: bytes([g]) * 20_000 for g in range(0, 64)}
+    stored(storage, 1, parts)
+    meter = metrics.RESTORE_READ_BYTES.labels(JOB, "count")
+    before = meter._value.get()
+    storage.restore(JOB, Epoch(1, 1), "count", 0, range(40, 60)).result()
+    ranged = meter._value.get() - before
+    storage.restore(JOB, Epoch(1, 1), "count", 0).result()
+    whole = meter._value.get() - before - ranged
+    assert whole == storage.fs.size(storage._path(JOB, Epoch(1, 1), "count", 0))
+    assert 20 * 20_000 <= ranged < 20 * 20_000 + PREFIX + 1000
+
+
 def test_bytes_that_are_not_a_snapshot_fail_the_restore_naming_it(storage):
     storage.put(JOB, Epoch(1, 1), "count", 0, b"\xc1SN2\x00").result()
     says = r"the snapshot of job .* task 'count' slot 0 is not a task's snapshot: it ends after 5"
