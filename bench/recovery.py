@@ -113,6 +113,7 @@ class Cluster:
     flags: list[str]
     members: list[Member] = field(default_factory=list)
     store: LogStore | None = None
+    vpeers: int = 1
 
     def add(self) -> Member:
         used = {m.metrics for m in self.members}
@@ -120,7 +121,7 @@ class Cluster:
         while port in used:
             port = free_port()
         extra = [*self.flags, "--metrics-port", str(port), "--metrics-address", "127.0.0.1"]
-        member = Member(PeerProcess(self.server.address, TENANCY, self.logs, vpeers=1,
+        member = Member(PeerProcess(self.server.address, TENANCY, self.logs, vpeers=self.vpeers,
                                     extra=extra), port)  # fmt: skip
         self.members.append(member)
         return member
@@ -146,15 +147,18 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def cluster(logs: Path, members: int, args: argparse.Namespace) -> Iterator[Cluster]:
+def cluster(
+    logs: Path, members: int, args: argparse.Namespace, vpeers: int = 1
+) -> Iterator[Cluster]:
+    """ZooKeeper and ``members`` members of ``vpeers`` virtual peers each."""
     flags = ["--mtu", "8192", "--heartbeat-interval", str(args.heartbeat_interval),
              "--auto-down-unreachable-after", str(args.auto_down)]  # fmt: skip
-    c = Cluster(ZooKeeperServer().start(), logs, flags)
+    c = Cluster(ZooKeeperServer().start(), logs, flags, vpeers=vpeers)
     try:
         for _ in range(members):
             c.add()
         c.store = api.connect(c.server.address, TENANCY, create=True)
-        c.wait_peers(members)
+        c.wait_peers(members * vpeers)
         yield c
     finally:
         if c.store is not None:
@@ -326,18 +330,24 @@ def victim(c: Cluster, job_id: str, local: bool, index: int | None) -> tuple[str
     return peers[index or 0], index or 0
 
 
-def restores(c: Cluster, job_id: str) -> dict[str, int]:
-    """onyx_task_restores_total of the job by scope, summed over the live members."""
-    totals = {"local": 0.0, "global": 0.0, "handover": 0.0}
+def samples(c: Cluster, name: str, job_id: str) -> Iterator[tuple[dict[str, str], float]]:
+    """The labels and value of every sample of metric ``name`` of the job, over the live
+    members."""
     for member in c.live():
         url = f"http://127.0.0.1:{member.metrics}/metrics"
         with urllib.request.urlopen(url, timeout=5) as reply:
             text = reply.read().decode()
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                labels = sample.labels
-                if sample.name == "onyx_task_restores_total" and labels.get("onyx_job") == job_id:
-                    totals[labels["scope"]] += sample.value
+                if sample.name == name and sample.labels.get("onyx_job") == job_id:
+                    yield sample.labels, sample.value
+
+
+def restores(c: Cluster, job_id: str) -> dict[str, int]:
+    """onyx_task_restores_total of the job by scope, summed over the live members."""
+    totals = {"local": 0.0, "global": 0.0, "handover": 0.0}
+    for labels, value in samples(c, "onyx_task_restores_total", job_id):
+        totals[labels["scope"]] += value
     return {kind: int(n) for kind, n in totals.items()}
 
 

@@ -22,25 +22,33 @@ Each contender runs --repeat times, taking turns; every run's figure is printed,
 spread shows. Each run's peak resident memory is the process's (VmHWM, reset before the run):
 it includes what the process held before (the interpreter, its libraries, what earlier runs
 left allocated), so it compares sides of one K rather than measuring state alone
-(bench/state_backends.py measures the stores alone in processes of their own). Not covered
-here: restores and rescaling (their keys in the JSON are null).
+(bench/state_backends.py measures the stores alone in processes of their own).
+
+Then the state held against memory (``held``): --held-keys keys of --pad-bytes each, on each
+backend, each run in a process of its own; ``{memory,disk}_state_to_rss_ratio`` is the pad
+bytes over the run's peak resident memory. Not covered here: restores and rescaling
+(bench/recovery.py and bench/rescale.py; their keys in the JSON are null).
 
 Run: .venv-bench/bin/python bench/state.py [--keys 100000 1000000] [--events 3000000]
      [--repeat 3] [--barrier-period 1] [--bytewax-keys 100000] [--backends memory disk]
-The last line of output is one JSON document holding every figure.
+     [--held-keys 2000000] [--pad-bytes 1024]
+``--keys`` with no value leaves the keyed count out, ``--held-keys 0`` the state held. The last
+line of output is one JSON document holding every figure.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -92,7 +100,7 @@ def peak_rss() -> int:
 
 
 def engine_job(
-    events: int, keys: int, period: float | None, marks: Path, backend: str
+    events: int, keys: int, period: float | None, marks: Path, backend: str, *, fn: str
 ) -> dict[str, Any]:
     noted = {"marks": str(marks)}
     return {
@@ -100,7 +108,7 @@ def engine_job(
         "catalog": [
             {"name": "read", "kind": "input", "plugin": "bench.state_fns:keyed_input",
              "params": {"count": events, "keys": keys, **noted}, "batch_size": BATCH, "n_peers": 1},
-            {"name": "count", "kind": "function", "fn": "bench.state_fns:KeyedCount",
+            {"name": "count", "kind": "function", "fn": f"bench.state_fns:{fn}",
              "group_by_key": "key", "batch_size": BATCH, "n_peers": 1},
             {"name": "write", "kind": "output", "plugin": "bench.state_fns:summing_output",
              "params": noted, "batch_size": BATCH, "n_peers": 1},
@@ -125,7 +133,9 @@ def histogram(name: str, labels: dict[str, str]) -> tuple[float, float]:
     return total, count
 
 
-def engine_run(events: int, keys: int, period: float | None, backend: str) -> Run:
+def engine_run(
+    events: int, keys: int, period: float | None, backend: str, fn: str = "KeyedCount"
+) -> Run:
     """One run on a fresh local cluster checkpointing into a fresh directory."""
     total = keys + events
     peak_reset()
@@ -136,7 +146,8 @@ def engine_run(events: int, keys: int, period: float | None, backend: str) -> Ru
         cluster.start()
         try:
             cluster.await_ring(30)
-            job_id = api.submit(cluster.reader, engine_job(total, keys, period, marks, backend))
+            job = engine_job(total, keys, period, marks, backend, fn=fn)
+            job_id = api.submit(cluster.reader, job)
             final = api.wait(cluster.reader, job_id, timeout=1800)
             if final.state != "completed":
                 raise RuntimeError(f"the benchmark job ended {final.state}")
@@ -290,9 +301,59 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 rates["memory_on"]["median"] / rates["bytewax_on"]["median"]
             )
         report(name, args.backends, figures)
-    for missing in ("restore_after_detection_s", "global_restore_after_detection_s",
-                    "rescale_resume_s", "disk_state_to_rss_ratio"):  # fmt: skip
-        figures[missing] = None
+    if args.held_keys:
+        figures.update(held(args))
+    for elsewhere in ("restore_after_detection_s", "global_restore_after_detection_s",
+                      "rescale_resume_s"):  # fmt: skip
+        figures[elsewhere] = None  # bench/recovery.py and bench/rescale.py measure these
+    return figures
+
+
+def held_run(args: argparse.Namespace, backend: str) -> Run:
+    """One run of ``held`` in a process of its own, so that its peak memory is its own and not
+    what an earlier run left allocated in this one."""
+    command = [
+        sys.executable,
+        __file__,
+        "--held-run",
+        backend,
+        "--held-keys",
+        str(args.held_keys),
+        "--pad-bytes",
+        str(args.pad_bytes),
+        "--barrier-period",
+        str(args.barrier_period),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"the {backend} run of the held state failed: {done.stderr[-2000:]}")
+    return Run(**json.loads(done.stdout.splitlines()[-1]))
+
+
+def held(args: argparse.Namespace) -> dict[str, Any]:
+    """State held against the process's memory: --held-keys keys of a count and --pad-bytes
+    of incompressible bytes each (``PaddedCount``), filled and then each changed once, with
+    checkpoints, on each backend. The state is taken as its incompressible bytes alone (keys
+    times pad bytes: less than either backend holds), the memory as the peak resident memory of
+    the run's process."""
+    keys = args.held_keys
+    contenders = {backend: partial(held_run, args, backend) for backend in args.backends}
+    runs = taking_turns(args.repeat, contenders)
+    figures: dict[str, Any] = {"held_keys": keys, "held_pad_bytes": args.pad_bytes}
+    state = keys * args.pad_bytes
+    print(f"\n{keys:,} keys of {args.pad_bytes:,} bytes each, state held over peak memory:")
+    for backend, made in runs.items():
+        ratios = [state / r.peak_rss for r in made]
+        figures[f"{backend}_state_to_rss_ratio"] = round(statistics.median(ratios), 2)
+        figures[f"{backend}_state_to_rss_ratio_spread"] = [round(min(ratios), 2),
+                                                            round(max(ratios), 2)]  # fmt: skip
+        state_mib = state / 2**20
+        rss_mib = statistics.median(r.peak_rss for r in made) / 2**20
+        figures[f"{backend}_held_state_mib"] = round(state_mib)
+        figures[f"{backend}_held_peak_rss_mib"] = round(rss_mib)
+        print(f"  {backend:6} state {state_mib:,.0f} MiB, peak resident {rss_mib:,.0f} MiB: "
+              f"ratio {figures[f'{backend}_state_to_rss_ratio']} (runs: "
+              f"{', '.join(f'{r:.2f}' for r in ratios)})")  # fmt: skip
     return figures
 
 
@@ -324,7 +385,7 @@ def report(name: str, backends: list[str], figures: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keys", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--keys", type=int, nargs="*", default=[100_000, 1_000_000])
     parser.add_argument("--events", type=int, default=3_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--barrier-period", type=float, default=1.0)
@@ -332,7 +393,22 @@ def main() -> None:
                         help="the most keys Bytewax is run with")  # fmt: skip
     parser.add_argument("--backends", nargs="+", choices=("memory", "disk"),
                         default=["memory", "disk"])  # fmt: skip
+    parser.add_argument(
+        "--held-keys",
+        type=int,
+        default=2_000_000,
+        help="keys of the state held against memory (0: not measured)",
+    )
+    parser.add_argument("--pad-bytes", type=int, default=1024,
+                        help="bytes each of those keys holds besides its count")  # fmt: skip
+    parser.add_argument("--held-run", choices=("memory", "disk"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.held_run:
+        os.environ["BENCH_STATE_PAD_BYTES"] = str(args.pad_bytes)
+        keys, period = args.held_keys, args.barrier_period
+        run = engine_run(keys, keys, period, args.held_run, "PaddedCount")
+        print(json.dumps(asdict(run)))
+        return
     figures = measure(args)
     print(json.dumps(figures))
 

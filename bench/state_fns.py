@@ -11,6 +11,7 @@ checks the sum.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from peer.values.epoch import Epoch
 
 STRIDE = 7919
+PAD_BYTES = int(os.environ.get("BENCH_STATE_PAD_BYTES", "1024"))
 
 
 def key_of(i: int, keys: int) -> int:
@@ -44,6 +46,22 @@ class KeyedCount:
         n = self.count.get() + 1
         self.count.set(n)
         return {"key": segment["key"], "count": n}
+
+
+class PaddedCount(KeyedCount):
+    """``KeyedCount`` holding PAD_BYTES (the environment's BENCH_STATE_PAD_BYTES) of
+    incompressible bytes per key besides, written when the key is first seen: a state many
+    times larger than its counts, for the state held against the process's memory."""
+
+    def open(self, state: Any) -> None:
+        super().open(state)
+        self.pad = state.value_state("pad")
+
+    def __call__(self, segment: dict[str, Any]) -> dict[str, Any]:
+        out = super().__call__(segment)
+        if out["count"] == 1:
+            self.pad.set(os.urandom(PAD_BYTES))
+        return out
 
 
 class KeyedInput(StridedInput):
