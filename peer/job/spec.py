@@ -194,7 +194,9 @@ class Window:
     time; ``range`` and ``slide`` shape fixed and sliding extents, ``gap`` closes a session;
     ``field`` is what sum, min, max and average aggregate and what collect_by_key groups by.
     ``aggregation`` is a built-in name or a dotted path to an object with the methods of
-    ``AGGREGATION_METHODS`` (see ``peer.state.aggregations``)."""
+    ``AGGREGATION_METHODS`` (see ``peer.state.aggregations``). With ``ttl`` (a task that groups
+    only), a key whose extents took no segment for that many seconds of processing time is
+    forgotten, unfired."""
 
     id: str
     task: str
@@ -205,6 +207,7 @@ class Window:
     slide: float | None = None
     gap: float | None = None
     field: str | None = None
+    ttl: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _non_defaults(self)

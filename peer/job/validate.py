@@ -590,6 +590,7 @@ def _check_windows(job: Job, outer: str) -> None:
         _check_extents(window, where)
         _check_aggregation(window, where)
         _check_window_fields(job.task(window.task), window, where)
+        _check_window_ttl(job.task(window.task), window, where)
 
 
 def _check_fns(job: Job, outer: str) -> None:
@@ -643,6 +644,18 @@ def _check_extents(window: Window, where: str) -> None:
             fail(where, f"{name} must be a number > 0, got {value!r}")
     if window.type == "sliding" and window.slide > window.range:  # type: ignore[operator]
         fail(where, f"slide {window.slide!r} is more than range {window.range!r}")
+
+
+def _check_window_ttl(task: Task, window: Window, where: str) -> None:
+    """A time to live is kept per key, in the keyed state of a task that groups. It counts
+    processing time: at the end of the input event time jumps to infinity, and every key
+    would expire before the windows that close there fire."""
+    if window.ttl is not None:
+        if not (_is_number(window.ttl) and window.ttl > 0):
+            fail(where, f"ttl must be a number of seconds > 0, got {window.ttl!r}")
+        if not task.keyed:
+            fail(where, f"ttl is for the windows of a task that groups (group_by_key or "
+                        f"group_by_fn), and task {task.name!r} does not")  # fmt: skip
 
 
 def _field_name(where: str, name: str, value: object, optional: bool = False) -> None:

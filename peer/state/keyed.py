@@ -132,11 +132,11 @@ class KeyedState:
         """A list per key, expiring as a whole."""
         return ListState(self, self._declare(name, "list", None, ttl))
 
-    def engine_state(self, name: str) -> Declared:
+    def engine_state(self, name: str, ttl: Ttl | None = None) -> Declared:
         """A state the engine keeps for its own parts (a window's extents per key): ``@`` and
         ``name``, which no fn's state is called. Its value is whatever plain data the part
         keeps, and it reads and writes it through ``entry``, ``rewrite`` and ``clear``."""
-        return self._declare_named(ENGINE + name, "engine", None, None)
+        return self._declare_named(ENGINE + name, "engine", None, ttl)
 
     def _declare(self, name: str, kind: str, default: Any, ttl: Ttl | None) -> Declared:
         if not (isinstance(name, str) and name and "\0" not in name):

@@ -43,7 +43,7 @@ from peer.job.spec import Job, Trigger, Window
 from peer.job.values import canonical
 from peer.state.aggregations import aggregation, fields_read
 from peer.state.backends import Entry
-from peer.state.keyed import KeyedState
+from peer.state.keyed import KeyedState, Ttl
 from peer.state.triggers import Armed, arm
 from peer.state.windows import Extent, absorb, extents
 from peer.values.columnar import Batch, FieldKey, rows, select
@@ -115,9 +115,10 @@ class KeyedExtents(Extents):
     engine's state ``@window ID``: kept per key group on the job's state backend, snapshotted
     with what changed, restored by key group; nothing of it in the header."""
 
-    def __init__(self, keyed: KeyedState, window: str) -> None:
+    def __init__(self, keyed: KeyedState, window: Window) -> None:
         self.keyed = keyed
-        self.declared = keyed.engine_state(f"window {window}")
+        ttl = None if window.ttl is None else Ttl(window.ttl)
+        self.declared = keyed.engine_state(f"window {window.id}", ttl)
         self.last: Entry | None = None
         """The entry ``get`` found last: ``put`` of the same slots writes it again."""
 
@@ -131,6 +132,7 @@ class KeyedExtents(Extents):
         keyed, last = self.keyed, self.last
         keyed.at_held(key, name)
         if last is not None and last[1] is held:
+            last[2] = keyed.expiry(self.declared)  # written now: it lives its ttl from now
             keyed.rewrite(self.declared, last)
         else:
             keyed.write(self.declared, held)
@@ -140,7 +142,10 @@ class KeyedExtents(Extents):
         self.keyed.clear(self.declared)
 
     def everything(self) -> list[tuple[str, Any, Slots]]:
-        return [(name, entry[0], entry[1]) for name, entry in self.keyed.each(self.declared)]
+        """Every key's slots, but those whose ttl has run out."""
+        now = self.keyed.now(self.declared)
+        return [(name, entry[0], entry[1]) for name, entry in self.keyed.each(self.declared)
+                if entry[2] > now]  # fmt: skip
 
     def saved(self) -> list[Any]:
         return []
@@ -337,12 +342,18 @@ class TaskState:
         self.key_of = key_of
         self.windows = [
             WindowState(window, [t for t in job.triggers if t.window == window.id], task,
-                        HeapExtents() if keyed is None else KeyedExtents(keyed, window.id))
+                        HeapExtents() if keyed is None else KeyedExtents(keyed, window))
             for window in job.windows
             if window.task == task
         ]  # fmt: skip
         self.mark = -math.inf
         """The highest watermark seen: event times below it are late."""
+        self.now = -math.inf
+        """The processing time of the latest batch or timer."""
+        expiring = keyed is not None and any(w.window.ttl is not None for w in self.windows)
+        self._clock = keyed.tick if keyed is not None and expiring else _unclocked
+        """Stamps the keyed state's clocks where a window's keys expire: what a write now
+        lives from, and what an expiry is read against."""
         self.late = 0
         """Segments dropped as late, once per window they missed."""
         self.reads = _fields_read(key_of, self.windows)
@@ -355,6 +366,8 @@ class TaskState:
             segments = rows(segments if self.reads is None else select(segments, self.reads))
         out: list[Any] = []
         names = _Names()
+        self.now = now
+        self._clock(now, self.mark)
         for segment in segments:
             key = None if self.key_of is None else self.key_of(segment)
             name = names.of(key)
@@ -371,9 +384,12 @@ class TaskState:
         if watermark <= self.mark:
             return []
         self.mark = watermark
+        self._clock(self.now, watermark)
         return [segment for window in self.windows for segment in window.close(watermark)]
 
     def tick(self, now: float) -> list[Any]:
+        self.now = now
+        self._clock(now, self.mark)
         return [segment for window in self.windows for segment in window.tick(now)]
 
     def timers(self) -> list[list[float]]:
@@ -411,6 +427,10 @@ class TaskState:
             self.mark = max(self.mark, snapshot["watermark"])
             for window in self.windows:
                 window.restore(snapshot["windows"][window.window.id], keep)
+
+
+def _unclocked(now: float, watermark: float) -> None:
+    """No window of the task expires its keys: no clock to stamp."""
 
 
 class _Names:

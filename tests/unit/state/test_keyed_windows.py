@@ -9,17 +9,21 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import msgpack
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from peer.job.spec import Job, JobError, Task, Trigger, Window
+from peer.job.validate import validate
 from peer.state import KeyedState, TaskState
 from peer.state.backends import DiskBackend, MemoryBackend
 from peer.state.key_groups import groups_of
 from tests.unit.state.test_state_snapshots import TRIGGERS, WINDOWS, ops, run
-from tests.unit.state.windowed import by_user, job, state
+from tests.unit.state.windowed import FNS, by_user, job, seg, state
 
 GROUPS = 16
 
@@ -74,3 +78,50 @@ def test_keyed_windows_restored_by_key_group_into_slots_emit_what_the_original_d
             part_held.restore([parts], owned.__contains__)
             emitted += part.finish()
     assert sorted(map(repr, emitted)) == sorted(map(repr, expected))
+
+
+COUNTED = Window("n", "agg", "global", "count", ttl=50)
+AT_END = Trigger("n", "watermark")
+
+
+def counts(emitted: list) -> dict:
+    return {e["key"]: e["value"] for e in emitted}
+
+
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_a_key_whose_window_took_nothing_for_its_ttl_is_forgotten_unfired(on_disk):
+    """ttl counts processing time from a key's last segment: a takes segments at 0 and 40, b
+    at 0 only, c at 100; at 100, b's last write is 100 s old (past its 50 s), a's 60 (past
+    too), and at 80 a's was 40 (within)."""
+    with tempfile.TemporaryDirectory(prefix="windows-") as directory:
+        backend = DiskBackend(Path(directory, "state")) if on_disk else MemoryBackend()
+        held = KeyedState(GROUPS, backend)
+        windows = TaskState(job((COUNTED,), (AT_END,)), "agg", by_user, held)
+        try:
+            windows.apply([seg("a", 0), seg("b", 0)], now=0.0)
+            windows.apply([seg("a", 0)], now=40.0)
+            windows.apply([seg("c", 0)], now=80.0)
+            parts = held.snapshot(whole=True)
+            windows.apply([seg("c", 0)], now=100.0)
+            assert counts(windows.finish()) == {"c": 2}
+        finally:
+            held.close()
+    again = KeyedState(GROUPS)
+    restored = TaskState(job((COUNTED,), (AT_END,)), "agg", by_user, again)
+    again.restore([parts], lambda group: True)
+    restored.tick(80.0)
+    assert counts(restored.finish()) == {"a": 2, "c": 1}, "the snapshot at 80 had b expired"
+
+
+def test_a_window_ttl_is_refused_for_a_task_that_does_not_group_or_when_not_positive():
+    ungrouped = Job(
+        id="j", workflow=(("read", "agg"), ("agg", "write")),
+        catalog=(Task("read", "input", plugin=f"{FNS}:read", n_peers=1),
+                 Task("agg", "function", fn=f"{FNS}:identity"),
+                 Task("write", "output", plugin=f"{FNS}:read")),
+        windows=(COUNTED,), triggers=(AT_END,),
+    )  # fmt: skip
+    with pytest.raises(JobError, match="window 'n': ttl is for the windows of a task that groups"):
+        validate(ungrouped)
+    with pytest.raises(JobError, match="window 'n': ttl must be a number of seconds > 0, got 0"):
+        job((replace(COUNTED, ttl=0),), (AT_END,))
