@@ -168,8 +168,8 @@ RESTORES = Counter(
 RESTORE_SCOPES = ("global", "local", "handover")
 RESTORE_READ_BYTES = Counter(
     "onyx_restore_read_bytes",
-    "Bytes a task's peers read from checkpoint storage to restore its snapshots: with keyed "
-    "state, the key groups each slot owns now, so a rescale reads what moves",
+    "Bytes a task's peers read from checkpoint storage to restore its snapshots: of keyed "
+    "state, only the key groups each slot owns now",
     JOB_TASK,
 )
 LOCAL_RECOVERIES = Counter(
