@@ -348,12 +348,12 @@ class TaskState:
         ]  # fmt: skip
         self.mark = -math.inf
         """The highest watermark seen: event times below it are late."""
-        self.now = -math.inf
-        """The processing time of the latest batch or timer."""
-        expiring = keyed is not None and any(w.window.ttl is not None for w in self.windows)
-        self._clock = keyed.tick if keyed is not None and expiring else _unclocked
-        """Stamps the keyed state's clocks where a window's keys expire: what a write now
-        lives from, and what an expiry is read against."""
+        self._clock: Callable[[float, float], None] = _unclocked
+        """Stamps the keyed state's clocks where a window's keys expire (in processing time,
+        so a watermark stamps nothing): what a write now lives from, and what an expiry is read
+        against."""
+        if keyed is not None and any(w.window.ttl is not None for w in self.windows):
+            self._clock = keyed.tick
         self.late = 0
         """Segments dropped as late, once per window they missed."""
         self.reads = _fields_read(key_of, self.windows)
@@ -366,7 +366,6 @@ class TaskState:
             segments = rows(segments if self.reads is None else select(segments, self.reads))
         out: list[Any] = []
         names = _Names()
-        self.now = now
         self._clock(now, self.mark)
         for segment in segments:
             key = None if self.key_of is None else self.key_of(segment)
@@ -384,11 +383,9 @@ class TaskState:
         if watermark <= self.mark:
             return []
         self.mark = watermark
-        self._clock(self.now, watermark)
         return [segment for window in self.windows for segment in window.close(watermark)]
 
     def tick(self, now: float) -> list[Any]:
-        self.now = now
         self._clock(now, self.mark)
         return [segment for window in self.windows for segment in window.tick(now)]
 
