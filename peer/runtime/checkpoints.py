@@ -515,21 +515,25 @@ class CheckpointStorage:
             raise CheckpointError(f"cannot read {what} at {where}: {describe(e)}") from e
 
     def restore(
-        self, job: str, epoch: Epoch, task: str, slot: int, groups: range | None = None
-    ) -> Future[Restored]:
+        self, job: str, epoch: Epoch, task: str, slot: int, groups: range | None = None,
+        *, held: tuple[Epoch, Restored] | None = None,
+    ) -> Future[Restored]:  # fmt: skip
         """In the background: the snapshot of ``slot`` of ``task`` at ``epoch``, with the keyed
         parts of its chain and its own, of the key groups in ``groups`` (None: all it has).
-        The future fails with a CheckpointError, or a SnapshotError naming the snapshot that is
-        not one."""
-        return self.pool.submit(self._restored, job, epoch, task, slot, groups)
+        ``held``, the same slot's whole restore of an earlier epoch, lends the layers of the
+        chain the two share, which are then not read again. The future fails with a
+        CheckpointError, or a SnapshotError naming the snapshot that is not one."""
+        return self.pool.submit(self._restored, job, epoch, task, slot, groups, held=held)
 
     def _restored(
-        self, job: str, epoch: Epoch, task: str, slot: int, groups: range | None
-    ) -> Restored:
+        self, job: str, epoch: Epoch, task: str, slot: int, groups: range | None,
+        *, held: tuple[Epoch, Restored] | None,
+    ) -> Restored:  # fmt: skip
         snapshot, parts = self._parts(job, epoch, task, slot, groups)
+        known = _shared(held, epoch, snapshot.chain) if groups is None else []
         chain = [self._parts(job, Epoch(epoch.version, number), task, slot, groups)[1]
-                 for number in snapshot.chain]  # fmt: skip
-        return Restored(snapshot, [*chain, parts])
+                 for number in snapshot.chain[len(known):]]  # fmt: skip
+        return Restored(snapshot, [*known, *chain, parts])
 
     def _parts(
         self, job: str, epoch: Epoch, task: str, slot: int, groups: range | None
@@ -647,6 +651,21 @@ class CheckpointStorage:
     def close(self) -> None:
         """Drop the work still queued, finish what is running (so no upload is cut short)."""
         self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _shared(
+    held: tuple[Epoch, Restored] | None, epoch: Epoch, chain: tuple[int, ...]
+) -> list[dict[int, bytes]]:
+    """The layers of ``held`` (an earlier epoch's whole restore of the slot) that the chain of
+    the snapshot at ``epoch`` starts with: its chain and its own snapshot, when the new chain
+    goes on from them (the same allocation, the same base)."""
+    if held is None:
+        return []
+    at, restored = held
+    prefix = (*restored.snapshot.chain, at.number)
+    if at.version != epoch.version or chain[: len(prefix)] != prefix:
+        return []
+    return restored.layers
 
 
 def _snapshot(job: str, epoch: Epoch, task: str, slot: int) -> str:

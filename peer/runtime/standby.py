@@ -5,7 +5,8 @@ from memory, not from storage.
 The log names a standby for each seat of a task that asks for one (the placement's
 ``standbys``, on another member than the seat's peer). The job's coordinator tells standbys of
 every commit as it tells the job's peers, and each fetches its seat's snapshot of that epoch in
-the background, dropping the one before. When the seat's peer fails and the standby takes it
+the background, dropping the one before: of its keyed state, only the snapshots the one before
+did not already hold (a chain's new links). When the seat's peer fails and the standby takes it
 over, the runner it becomes asks here first (``fetch``): the snapshot of the epoch it restores
 is usually here already.
 """
@@ -65,7 +66,11 @@ class Standbys:
         previous = self.held.get(watch)
         if previous is not None and previous[0] == epoch:
             return
-        self.held[watch] = (epoch, self.storage.restore(watch.job, epoch, watch.task, watch.slot))
+        held = None
+        if previous is not None and previous[1].done() and previous[1].exception() is None:
+            held = (previous[0], previous[1].result())  # its chain is not read again
+        restore = self.storage.restore(watch.job, epoch, watch.task, watch.slot, held=held)
+        self.held[watch] = (epoch, restore)
 
     def fetch(self, job: str, epoch: Epoch, task: str, slot: int) -> Future[Restored] | None:
         """The snapshot held of that seat at that epoch, if it is the one held."""

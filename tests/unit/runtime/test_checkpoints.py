@@ -25,7 +25,7 @@ from peer.runtime.checkpoints import (
     Savepoint,
     committed_epochs,
 )
-from peer.runtime.snapshot import SnapshotError, TaskSnapshot
+from peer.runtime.snapshot import Restored, SnapshotError, TaskSnapshot
 from peer.storage import StorageError
 from peer.values.epoch import Epoch
 from tests.support import wait_for
@@ -416,6 +416,26 @@ def test_a_restore_reads_the_chain_oldest_first(storage):
     assert restored.layers == [{0: b"a", 5: b"b", 9: b"c"}, {5: b"d"}, {9: b"e"}]
     some = storage.restore(JOB, Epoch(1, 3), "count", 0, range(4, 9)).result()
     assert some.layers == [{5: b"b"}, {5: b"d"}, {}]
+
+
+def test_a_restore_lent_an_earlier_one_of_its_chain_reads_only_the_new_links(storage):
+    """A standby that holds epoch 2 (whole 1, then 2) reads only 3 for epoch 3, whose chain
+    goes on from 2, and everything again for 4, which starts a chain of its own."""
+    stored(storage, 1, {0: b"a" * 5000, 5: b"b"})
+    stored(storage, 2, {5: b"d"}, chain=(1,))
+    stored(storage, 3, {9: b"e"}, chain=(1, 2))
+    stored(storage, 4, {0: b"f"})
+    two = storage.restore(JOB, Epoch(1, 2), "count", 0).result()
+    meter = metrics.RESTORE_READ_BYTES.labels(JOB, "count")
+    before = meter._value.get()
+    three = storage.restore(JOB, Epoch(1, 3), "count", 0, held=(Epoch(1, 2), two)).result()
+    assert 0 < meter._value.get() - before < 5000, "snapshot 1 was not read again"
+    assert three.layers == storage.restore(JOB, Epoch(1, 3), "count", 0).result().layers
+    four = storage.restore(JOB, Epoch(1, 4), "count", 0, held=(Epoch(1, 3), three)).result()
+    assert four.layers == [{0: b"f"}]
+    other = (Epoch(2, 2), Restored(two.snapshot, [{0: b"x"}, {5: b"y"}]))
+    elsewhere = storage.restore(JOB, Epoch(1, 3), "count", 0, held=other).result()
+    assert elsewhere.layers == three.layers, "another allocation's epoch 2 lends nothing"
 
 
 def test_a_restore_of_some_key_groups_reads_the_header_and_their_range_alone(storage):
