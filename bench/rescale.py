@@ -1,5 +1,6 @@
 """Rescaling a running stateful job from 2 to 3 members: keyed state the engine keeps, restored
-by key group, against a fn's own snapshot, which every new slot reads whole.
+by key group, against a fn's own snapshot, which a new slot reads whole from each old slot whose
+key groups it gains.
 
 Each run starts ZooKeeper and 2 `onyx peer start` members of 2 virtual peers each, running
 their peers in their own process (``--workers 0``), and submits input -> ``hold`` -> output:
@@ -8,7 +9,7 @@ keyed by the record's key with between 1 and 4 peers, holding --state-mb MB per 
 starts on (``KeyedHold``: a count and a block per key in keyed state; with fn state, ``Hold``:
 the counts and one block in its snapshot), the output noting when each record arrives. Once the
 job has committed twice and run --before s more, a third member starts: the job is held back at
-its size, pauses at its next barrier, and once that commits grows to 4 ``hold`` slots, each
+its size, pauses at a barrier sent at once, and once that commits grows to 4 ``hold`` slots, each
 restoring from the pause's commit (a ``handover`` restore: nothing is done again).
 
 Figures per run, each the median of --repeat runs with the spread (lowest to highest):
