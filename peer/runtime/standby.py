@@ -67,7 +67,7 @@ class Standbys:
         if previous is not None and previous[0] == epoch:
             return
         held = None
-        if previous is not None and previous[1].done() and previous[1].exception() is None:
+        if previous is not None and previous[1].done() and not _failed(previous[1]):
             held = (previous[0], previous[1].result())  # its chain is not read again
         restore = self.storage.restore(watch.job, epoch, watch.task, watch.slot, held=held)
         self.held[watch] = (epoch, restore)
@@ -78,6 +78,12 @@ class Standbys:
         if held is None or held[0] != epoch:
             return None
         future = held[1]
-        if future.done() and future.exception() is not None:
+        if _failed(future):
             return None  # storage is asked again, and says what is wrong
         return future
+
+
+def _failed(future: Future[Restored]) -> bool:
+    """Whether ``future`` ended without a snapshot: its read failed, or it was cancelled (a
+    runner that closes before its restore came cancels the fetch it was lent)."""
+    return future.done() and (future.cancelled() or future.exception() is not None)

@@ -6,6 +6,7 @@ had, rolls the job back instead of failing it."""
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -16,8 +17,8 @@ from peer.runtime.causal import CausalTask, LocalRecoveryError
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.placement import place
 from peer.runtime.routing import Router, routes
-from peer.runtime.snapshot import TaskSnapshot
-from peer.runtime.standby import Standbys
+from peer.runtime.snapshot import Restored, TaskSnapshot
+from peer.runtime.standby import Standbys, Watch
 from peer.runtime.task import TaskContext, TaskRunner
 from peer.values.epoch import Epoch
 from tests.support import wait_for
@@ -59,6 +60,26 @@ def test_a_standby_holds_the_latest_committed_snapshot_of_its_seat(storage):
     assert standbys.fetch("j", Epoch(7, 1), "f", 0) is None, "only the latest is held"
     standbys.committed("o0", Epoch(7, 3))  # not a standby here: nothing to fetch
     assert standbys.fetch("j", Epoch(7, 3), "f", 0) is None
+
+
+def test_a_standby_whose_held_fetch_was_cancelled_asks_storage_again(storage):
+    """A runner that closes before the restore it was lent came cancels it: the standby then
+    neither lends it nor builds the next epoch's restore on it."""
+    placement = place(JOB, 7, {"in": ("i0",), "f": ("f0",), "out": ("o0",)}, SHORT_IDS, {},
+                      standbys={"f0": "s0"})  # fmt: skip
+    standbys = Standbys(storage)
+    standbys.sync({"j": placement}, ["s0"])
+    for number in (1, 2):
+        snapshot = TaskSnapshot(number, None, None, False, chain=(1,) if number > 1 else ())
+        storage.put("j", Epoch(7, number), "f", 0, snapshot.to_bytes({3: bytes([number])})).result()
+    cancelled: Future[Restored] = Future()
+    cancelled.cancel()
+    standbys.held[Watch("j", "f", 0)] = (Epoch(7, 1), cancelled)
+    assert standbys.fetch("j", Epoch(7, 1), "f", 0) is None
+    standbys.committed("s0", Epoch(7, 2))
+    held = standbys.fetch("j", Epoch(7, 2), "f", 0)
+    assert held is not None
+    assert held.result().layers == [{3: b"\x01"}, {3: b"\x02"}]
 
 
 def test_a_standby_that_took_its_seat_over_keeps_what_it_holds_until_it_restores(storage):
