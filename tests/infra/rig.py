@@ -337,10 +337,20 @@ def _cgroup_roots() -> list[Path]:
     return roots
 
 
-def _remove_cgroup(directory: Path) -> str | None:
+def _remove_cgroup(directory: Path, timeout: float = 10.0) -> str | None:
     """Removes a cgroup directory and its children, bottom up, killing what is still in each
     first (a host's processes can outlive its systemd-nspawn, killed -9 when the host would not
-    power off); what is still busy, if any."""
+    power off); what is still busy after ``timeout`` s, if any. A host's systemd dying as it is
+    killed may still make a child cgroup after the children were listed: each try lists them
+    again."""
+    deadline = time.monotonic() + timeout
+    while (busy := _remove_cgroup_once(directory)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return busy
+
+
+def _remove_cgroup_once(directory: Path) -> str | None:
+    """One try of ``_remove_cgroup``: what was busy, if anything."""
     children = sorted(
         (p for p in directory.rglob("*") if p.is_dir()),
         key=lambda p: len(p.parts),
