@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -19,11 +20,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import msgpack
 import s3fs
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
 from peer.messaging.messages import Ack
+from peer.runtime.snapshot import EARLIER, TaskSnapshot
 
 ZOOKEEPER_CLASSPATH = "/usr/share/java/zookeeper.jar:/etc/zookeeper/conf"
 REPO = Path(__file__).resolve().parent.parent
@@ -303,3 +306,14 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int, *
     assert lines[0].startswith("onyx: error: ")
     for word in words:
         assert word in lines[0], lines[0]
+
+
+def header_first(snapshot: TaskSnapshot, parts: dict[int, bytes]) -> bytes:
+    """A snapshot as the engine stored it before its header came last."""
+    groups = sorted(parts)
+    doc = {"plugin": snapshot.plugin, "windows": snapshot.windows, "fn": snapshot.fn,
+           "ended": snapshot.ended, "parts": [[g, len(parts[g])] for g in groups]}  # fmt: skip
+    if snapshot.chain:
+        doc["chain"] = list(snapshot.chain)
+    header = msgpack.packb(doc)
+    return b"".join([EARLIER, struct.pack(">I", len(header)), header, *(parts[g] for g in groups)])

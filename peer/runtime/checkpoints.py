@@ -31,8 +31,9 @@ import json
 import logging
 import posixpath
 import re
+import tempfile
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -42,11 +43,14 @@ from peer.log.store import CommitRecords, path_component
 from peer.metrics import RESTORE_READ_BYTES
 from peer.runtime.snapshot import (
     HEAD,
+    TAIL,
     Restored,
     SnapshotError,
     TaskSnapshot,
     header_end,
+    header_start,
     read,
+    read_footer,
     read_header,
 )
 from peer.storage import (
@@ -63,7 +67,13 @@ log = logging.getLogger(__name__)
 
 SUFFIX = ".snap"
 PREFIX = 64 * 1024
-"""What a restore reading some key groups of a snapshot reads first: its header, usually."""
+"""What a restore reading some key groups of a snapshot reads first, from its end: its header,
+usually."""
+SPOOL = 64 * 1024 * 1024
+"""The most bytes of a snapshot on its way to an object store held in memory: a larger one is
+gathered in a temporary file, then sent from there, as one PUT needs all of it."""
+Chunks = Callable[[], Iterable[bytes]]
+"""What is stored, in pieces, given again for each try."""
 EPOCH_NAME = re.compile(r"^(\d{12,})-(\d{8,})$")
 FIELDS = ("committed", "owner", "slots")
 
@@ -414,7 +424,9 @@ class CheckpointStorage:
         self._attempt = attempts(self.fs)
         local = is_local(self.fs)
         self._store = self._renamed if local else self._whole
-        self._write = self._write_in_directory if local else self._write_object
+        self._write: Callable[[str, Iterable[bytes]], int] = (
+            self._write_in_directory if local else self._write_object
+        )
 
     def check_writable(self) -> None:
         """Write and remove a small file under the tenancy's root, once, so that storage where
@@ -422,7 +434,7 @@ class CheckpointStorage:
         refuses a group at its start, not every job at its first checkpoint."""
         probe = f"{self.root}/.probe-{uuid.uuid4().hex}"
         try:
-            self._write(probe, b"probe")
+            self._write(probe, [b"probe"])
             self.fs.rm(probe)
         except Exception as e:
             raise CheckpointError(
@@ -440,53 +452,84 @@ class CheckpointStorage:
     def _where(self, path: str) -> str:
         return self.fs.unstrip_protocol(path)
 
-    def put(self, job: str, epoch: Epoch, task: str, slot: int, blob: bytes) -> Future[None]:
-        """Store a snapshot in the background; the future fails with a CheckpointError (a
-        StorageError if the store is out of reach)."""
-        return self.pool.submit(self._put, job, epoch, task, slot, blob)
+    def put(
+        self, job: str, epoch: Epoch, task: str, slot: int, data: bytes | Chunks
+    ) -> Future[int]:
+        """Store a snapshot in the background: bytes, or its chunks (packed as they are
+        written, so a large snapshot is never held whole). The future gives the bytes stored,
+        or fails with a CheckpointError (a StorageError if the store is out of reach)."""
+        chunks = (lambda: (data,)) if isinstance(data, bytes) else data
+        path = self._path(job, epoch, task, slot)
+        return self.pool.submit(self._store, path, chunks, _snapshot(job, epoch, task, slot))
 
-    def _put(self, job: str, epoch: Epoch, task: str, slot: int, blob: bytes) -> None:
-        self._store(self._path(job, epoch, task, slot), blob, _snapshot(job, epoch, task, slot))
+    def _whole(self, path: str, chunks: Chunks, what: str) -> int:
+        """Write ``chunks`` at ``path`` on an object store, whose writes are whole."""
+        return self._stored(path, what, lambda: self._write(path, chunks()))
 
-    def _whole(self, path: str, blob: bytes, what: str) -> None:
-        """Write ``blob`` at ``path`` on an object store, whose writes are whole."""
-        self._stored(path, what, lambda: self._write(path, blob))
-
-    def _renamed(self, path: str, blob: bytes, what: str) -> None:
-        """Write ``blob`` whole at ``path`` in a directory, by way of a temporary name."""
+    def _renamed(self, path: str, chunks: Chunks, what: str) -> int:
+        """Write ``chunks`` whole at ``path`` in a directory, by way of a temporary name."""
         temporary = f"{path}.{uuid.uuid4().hex}.tmp"
 
-        def write() -> None:
+        def write() -> int:
             try:
-                self._write(temporary, blob)
+                size = self._write(temporary, chunks())
                 self.fs.mv(temporary, path)
-            except OSError:
+            except BaseException:
                 with contextlib.suppress(OSError):
                     self.fs.rm(temporary)
                 raise
+            return size
 
-        self._stored(path, what, write)
+        return self._stored(path, what, write)
 
-    def _stored(self, path: str, what: str, write: Callable[[], None]) -> None:
+    def _stored(self, path: str, what: str, write: Callable[[], int]) -> int:
         where = self._where(path)
         try:
-            self._attempt("upload", where, write)
+            return self._attempt("upload", where, write)
         except StorageError as e:
             raise StorageError(f"cannot store {what}: {e}") from e
         except Exception as e:
             raise CheckpointError(f"cannot store {what} at {where}: {describe(e)}") from e
 
-    def _write_object(self, path: str, blob: bytes) -> None:
-        self.fs.pipe_file(path, blob)
+    def _write_object(self, path: str, chunks: Iterable[bytes]) -> int:
+        """One PUT of every chunk: from memory, or, past SPOOL bytes, from a temporary file."""
+        held: list[bytes] = []
+        size, spool = 0, None
+        try:
+            for chunk in chunks:
+                size += len(chunk)
+                if spool is not None:
+                    spool.write(chunk)
+                    continue
+                held.append(chunk)
+                if size > SPOOL:
+                    spool = tempfile.NamedTemporaryFile(prefix="onyx-snapshot-")  # noqa: SIM115
+                    spool.writelines(held)
+                    held = []
+            if spool is None:
+                self.fs.pipe_file(path, b"".join(held))
+            else:
+                spool.flush()
+                self.fs.put_file(spool.name, path)
+        finally:
+            if spool is not None:
+                spool.close()
+        return size
 
-    def _write_in_directory(self, path: str, blob: bytes) -> None:
+    def _write_in_directory(self, path: str, chunks: Iterable[bytes]) -> int:
         """Directories are made where the write needs one. Not on an object store: it has
         none, and a client may take making one at a bucket's place to mean making the bucket."""
         try:
-            self.fs.pipe_file(path, blob)
+            file = self.fs.open(path, "wb")
         except FileNotFoundError:
             self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
-            self.fs.pipe_file(path, blob)
+            file = self.fs.open(path, "wb")
+        size = 0
+        with file:
+            for chunk in chunks:
+                file.write(chunk)
+                size += len(chunk)
+        return size
 
     def get(self, job: str, epoch: Epoch, task: str, slot: int) -> bytes:
         return self._read(self._path(job, epoch, task, slot), _snapshot(job, epoch, task, slot))
@@ -557,26 +600,54 @@ class CheckpointStorage:
         self, path: str, what: str, groups: range, fetched: Callable[..., bytes]
     ) -> tuple[TaskSnapshot, dict[int, bytes]]:
         """The snapshot at ``path`` and its parts of ``groups``, read through ``fetched``: its
-        header, then the one range of bytes those parts lie in (key groups are stored in order,
-        and a slot owns a contiguous range of them)."""
+        tail, which holds its header, then the one range of bytes those parts lie in (key
+        groups are stored in order, and a slot owns a contiguous range of them)."""
         size = self._size(path, what)
-        prefix = fetched(0, min(size, PREFIX))
+        if size <= PREFIX:
+            snapshot, parts = read(fetched())
+            return snapshot, {g: part for g, part in parts.items() if g in groups}
+        at = size - PREFIX
+        held = fetched(at, size)
+        start = header_start(held, size)
+        if start is None:
+            return self._groups_header_first(path, what, groups, fetched, size)
+        if start < at:
+            held, at = fetched(start, size), start
+        header = read_footer(held[start - at : len(held) - TAIL], start)
+        return header.snapshot, self._ranged(header.parts, groups, held, at, fetched)
+
+    def _groups_header_first(
+        self, path: str, what: str, groups: range, fetched: Callable[..., bytes], size: int
+    ) -> tuple[TaskSnapshot, dict[int, bytes]]:
+        """``_groups`` of a snapshot stored with its header first, or of one msgpack map."""
+        prefix = fetched(0, PREFIX)
         end = header_end(prefix[:HEAD])
-        if size <= PREFIX or end is None:  # small, or of the layout before: read whole
-            whole = prefix if size <= PREFIX else fetched()
-            snapshot, parts = read(whole)
+        if end is None:
+            snapshot, parts = read(fetched())
             return snapshot, {g: part for g, part in parts.items() if g in groups}
         if end > len(prefix):
             prefix = fetched(0, end)
         header = read_header(prefix, size)
-        wanted = [(g, span) for g, span in header.parts.items() if g in groups]
+        return header.snapshot, self._ranged(header.parts, groups, prefix, 0, fetched)
+
+    @staticmethod
+    def _ranged(
+        spans: dict[int, tuple[int, int]], groups: range, held: bytes, at: int,
+        fetched: Callable[..., bytes],
+    ) -> dict[int, bytes]:  # fmt: skip
+        """The parts of ``groups`` where ``spans`` say they lie: from ``held``, the bytes
+        read already from ``at`` on, where it holds them, else read in one range."""
+        wanted = [(g, span) for g, span in spans.items() if g in groups]
         if not wanted:
-            return header.snapshot, {}
+            return {}
         low, high = wanted[0][1][0], wanted[-1][1][1]
-        held = prefix[low:high] if high <= len(prefix) else fetched(low, high)
-        if len(held) != high - low:
-            raise SnapshotError(f"its parts end at byte {low + len(held)}, not {high}")
-        return header.snapshot, {g: held[a - low : b - low] for g, (a, b) in wanted}
+        if at <= low and high <= at + len(held):
+            data = held[low - at : high - at]
+        else:
+            data = fetched(low, high)
+        if len(data) != high - low:
+            raise SnapshotError(f"its parts end at byte {low + len(data)}, not {high}")
+        return {g: data[a - low : b - low] for g, (a, b) in wanted}
 
     def epochs(self, job: str) -> list[Epoch]:
         """The epochs of ``job`` with at least one snapshot stored, in order."""
@@ -638,7 +709,7 @@ class CheckpointStorage:
     def put_code(self, job: str, sha256: str, data: bytes) -> str:
         """Upload the code archive shipped with ``job``; where it went."""
         path = self._code_path(job, sha256)
-        self._store(path, data, f"the code of job {job!r}")
+        self._store(path, lambda: (data,), f"the code of job {job!r}")
         return self._where(path)
 
     def get_code(self, job: str, sha256: str) -> bytes:

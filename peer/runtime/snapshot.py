@@ -2,14 +2,15 @@
 when its job recovers locally, and the keyed state the engine keeps for it, one part per key
 group (peer.state.keyed).
 
-Stored, it is laid out so that a slot reads only the key groups it owns (``to_bytes``): MAGIC,
-the header's length (4 bytes, big-endian), the header (a msgpack map: the snapshot's fields and
-each key group's part's length, in ascending key group order), then the parts in that order. A
-slot restoring on as many slots as took the checkpoint reads its own snapshot whole; one whose
-key groups came from other slots reads each one's header and the one range of parts it owns.
-MAGIC starts with a byte msgpack never writes first, so a snapshot stored before this layout
-(one msgpack map) reads back too (``read``). Reading checks every field: one that is not a
-snapshot fails its restore with the field named, never with a KeyError deep in a restore.
+Stored, it is laid out so that it can be written as its keyed state is packed, one key group
+at a time, and so that a slot reads only the key groups it owns (``chunks``): MAGIC, the parts
+in ascending key group order, the header (a msgpack map: the snapshot's fields and each part's
+key group and length, in that order), the header's length (4 bytes, big-endian) and MAGIC
+again. A slot restoring on as many slots as took the checkpoint reads its own snapshot whole;
+one whose key groups came from other slots reads each one's tail, holding the header, and the
+one range of parts it owns. Snapshots stored before read back too (``read``): those with the
+header first (EARLIER), and those of one msgpack map. Reading checks every field: one that is
+not a snapshot fails its restore with the field named, never with a KeyError deep in a restore.
 
 The keyed state of one snapshot may hold only what changed since the slot's snapshot before
 (``chain`` names those it adds to, back to a whole one): ``Chain`` decides, at each barrier,
@@ -22,17 +23,22 @@ windows' state and the fn's state are whatever each returned (peer.plugins, peer
 
 from __future__ import annotations
 
+import math
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
 
-MAGIC = b"\xc1SN2"
+MAGIC = b"\xc1SN3"
 """0xc1 is the one byte msgpack never writes: no snapshot stored as one msgpack map starts so."""
-HEAD = len(MAGIC) + 4
-"""The magic and the header's length."""
+TAIL = 4 + len(MAGIC)
+"""The header's length and the magic that end a stored snapshot."""
+EARLIER = b"\xc1SN2"
+"""What a snapshot stored with its header first starts with."""
+HEAD = len(EARLIER) + 4
+"""The magic and the header's length that start a snapshot stored with its header first."""
 MAX_CHAIN = 32
 """The most snapshots a restore reads for one slot: a whole one and those of changes after it."""
 
@@ -76,9 +82,22 @@ class TaskSnapshot:
     """The numbers of this slot's earlier snapshots, of the same allocation, that its keyed
     state adds to, oldest (a whole one) first; empty when its keyed state is whole."""
 
+    def chunks(self, parts: Iterable[tuple[int, bytes]]) -> Iterator[bytes]:
+        """The snapshot laid out for storage, with its keyed state's ``parts`` (key group and
+        part, ascending), in pieces: each part as it comes, then the header."""
+        yield MAGIC
+        listed = []
+        for group, part in parts:
+            listed.append([group, len(part)])
+            yield part
+        header = msgpack.packb({**self._doc(), "parts": listed})
+        yield b"".join([header, struct.pack(">I", len(header)), MAGIC])
+
     def to_bytes(self, parts: Mapping[int, bytes] | None = None) -> bytes:
-        """The snapshot laid out for storage, with its keyed state's ``parts`` (per key
-        group)."""
+        """The snapshot laid out for storage, whole."""
+        return b"".join(self.chunks(sorted((parts or {}).items())))
+
+    def _doc(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"plugin": self.plugin, "windows": self.windows, "fn": self.fn,
                                "ended": self.ended}  # fmt: skip
         if self.causal is not None:
@@ -89,11 +108,7 @@ class TaskSnapshot:
             doc["channel"] = self.channel
         if self.chain:
             doc["chain"] = list(self.chain)
-        groups = sorted(parts or {})
-        held = [(parts or {})[g] for g in groups]
-        doc["parts"] = [[g, len(part)] for g, part in zip(groups, held, strict=True)]
-        header = msgpack.packb(doc)
-        return b"".join([MAGIC, struct.pack(">I", len(header)), header, *held])
+        return doc
 
     @classmethod
     def from_doc(cls, doc: Any) -> TaskSnapshot:
@@ -123,46 +138,82 @@ class StoredHeader:
     parts: dict[int, tuple[int, int]]
 
 
+def header_start(tail: bytes, size: int) -> int | None:
+    """Where the header of the stored snapshot of ``size`` bytes ending with ``tail`` (TAIL
+    bytes at least, or all of it) starts; None for a snapshot stored before this layout."""
+    if not tail.endswith(MAGIC):
+        return None
+    if size < len(MAGIC) + TAIL:
+        raise SnapshotError(f"it ends after {size} bytes, inside its header's length")
+    start = size - TAIL - struct.unpack_from(">I", tail, len(tail) - TAIL)[0]
+    if start < len(MAGIC):
+        raise SnapshotError(f"its header's length reaches past its start, in {size} bytes")
+    return start
+
+
+def read_footer(header: bytes, start: int) -> StoredHeader:
+    """The header of a stored snapshot, from its bytes, which start at byte ``start``: its
+    parts must end there."""
+    stored = _stored_header(_unpack(header), len(MAGIC))
+    end = max((b for _, b in stored.parts.values()), default=len(MAGIC))
+    if end != start:
+        raise SnapshotError(f"its parts end at byte {end}, and its header starts at {start}")
+    return stored
+
+
 def header_end(prefix: bytes) -> int | None:
-    """Where the header of the stored snapshot starting with ``prefix`` (HEAD bytes at least)
-    ends; None for a snapshot of the layout before, which is read whole."""
-    if not prefix.startswith(MAGIC):
+    """Where the header of a snapshot stored with its header first, starting with ``prefix``
+    (HEAD bytes at least), ends; None for one of another layout."""
+    if not prefix.startswith(EARLIER):
         return None
     if len(prefix) < HEAD:
         raise SnapshotError(f"it ends after {len(prefix)} bytes, inside its header's length")
-    return HEAD + struct.unpack_from(">I", prefix, len(MAGIC))[0]
+    return HEAD + struct.unpack_from(">I", prefix, len(EARLIER))[0]
 
 
 def read_header(prefix: bytes, size: int | None = None) -> StoredHeader:
-    """The header of a stored snapshot from bytes holding it whole (``header_end``);
-    ``size``, when known, is the stored snapshot's length, which its parts must fit."""
+    """The header of a snapshot stored with its header first, from bytes holding it whole
+    (``header_end``); ``size``, when known, is the stored snapshot's length, which its parts
+    must fit."""
     end = header_end(prefix)
     if end is None or len(prefix) < end:
         raise SnapshotError("its header is cut short or missing")
-    doc = _unpack(prefix[HEAD:end])
+    stored = _stored_header(_unpack(prefix[HEAD:end]), end)
+    at = max((b for _, b in stored.parts.values()), default=end)
+    if size is not None and at != size:
+        raise SnapshotError(f"its parts end at byte {at}, and it has {size}")
+    return stored
+
+
+def _stored_header(doc: Any, at: int) -> StoredHeader:
+    """The snapshot a header holds, and where its parts lie, the first at byte ``at``."""
     snapshot = TaskSnapshot.from_doc(doc)
     listed = doc.get("parts", [])
     if not (isinstance(listed, list) and all(_is_part(p) for p in listed)):
         raise SnapshotError("its parts are not a list of [key group, length]")
-    parts, at = {}, end
+    parts = {}
     for group, length in listed:
         parts[group] = (at, at + length)
         at += length
-    if size is not None and at != size:
-        raise SnapshotError(f"its parts end at byte {at}, and it has {size}")
     return StoredHeader(snapshot, parts)
 
 
 def read(blob: bytes) -> tuple[TaskSnapshot, dict[int, bytes]]:
-    """A whole stored snapshot: the snapshot and its keyed state's parts, of either layout."""
-    if header_end(blob[:HEAD]) is None:
+    """A whole stored snapshot: the snapshot and its keyed state's parts, of any layout."""
+    if blob.startswith(MAGIC):
+        start = header_start(blob, len(blob))
+        if start is None:
+            raise SnapshotError("it is cut short: it does not end as a snapshot does")
+        header = read_footer(blob[start : len(blob) - TAIL], start)
+    elif header_end(blob[:HEAD]) is not None:
+        header = read_header(blob, len(blob))
+    else:
         doc = _unpack(blob)
         snapshot = TaskSnapshot.from_doc(doc)
         state = doc.get("state", {})
         if not (isinstance(state, Mapping) and all(isinstance(g, int) for g in state)):
             raise SnapshotError("its keyed state is not a map of key groups")
         return snapshot, {group: msgpack.packb(part) for group, part in state.items()}
-    header = read_header(blob, len(blob))
     return header.snapshot, {g: blob[start:end] for g, (start, end) in header.parts.items()}
 
 
@@ -196,13 +247,14 @@ class Chain:
     bytes of the chain's snapshots of changes reach the whole one's (a restore would read more
     than twice the state) or the chain is MAX_CHAIN long. A checkpoint then costs what changed,
     in bytes, whatever the sizes of the entries that did not change, and a restore reads at
-    most twice the whole snapshot and the last epoch's changes."""
+    most twice the whole snapshot and the last epoch's changes. A whole snapshot packed as it
+    is stored has its size only once stored (``measured``); until then the chain goes on."""
 
     def __init__(self) -> None:
         self.numbers: list[int] = []
         """The chain so far: the whole snapshot's epoch number, then each one's after it."""
-        self.base = 0
-        """The bytes of the chain's whole snapshot's keyed state."""
+        self.base: float = 0
+        """The bytes of the chain's whole snapshot's keyed state (inf until measured)."""
         self.written = 0
         """The bytes of the keyed state of the chain's snapshots of changes."""
 
@@ -210,16 +262,21 @@ class Chain:
         """Whether the next snapshot is whole."""
         return not self.numbers or len(self.numbers) >= MAX_CHAIN or self.written >= self.base
 
-    def taken(self, number: int, whole: bool, size: int) -> tuple[int, ...]:
-        """Snapshot ``number`` was taken (``whole`` or not, its keyed state ``size`` bytes):
-        the earlier ones it adds to."""
+    def taken(self, number: int, whole: bool, size: int | None) -> tuple[int, ...]:
+        """Snapshot ``number`` was taken (``whole`` or not, its keyed state ``size`` bytes, None
+        for a whole one not yet measured): the earlier ones it adds to."""
         if whole:
-            self.numbers, self.base, self.written = [number], size, 0
+            self.numbers, self.base, self.written = [number], math.inf if size is None else size, 0
             return ()
         chain = tuple(self.numbers)
         self.numbers.append(number)
-        self.written += size
+        self.written += size or 0
         return chain
+
+    def measured(self, number: int, size: int) -> None:
+        """Whole snapshot ``number``'s keyed state, now stored, has ``size`` bytes."""
+        if self.numbers[:1] == [number]:
+            self.base = size
 
     @property
     def since(self) -> int:

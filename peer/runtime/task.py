@@ -113,7 +113,7 @@ from peer.runtime.snapshot import Chain, Restored, TaskSnapshot
 from peer.runtime.task_windows import UNWINDOWED, Windows, windows_for
 from peer.state.backends import Backend, backend_for
 from peer.state.key_groups import groups_of, key_group
-from peer.state.keyed import KeyedState
+from peer.state.keyed import KeyedState, Parts
 from peer.storage import StorageError
 from peer.values.columnar import Segment
 from peer.values.epoch import Epoch
@@ -143,9 +143,9 @@ KeyboardInterrupt; a pool hands whatever its call raised back through ``result()
 FAILURES = (Exception, *CODE_EXITS)
 """Whatever fails a task when its step (or a message it takes) raises it."""
 
-PendingSnapshot = tuple[Epoch, TaskSnapshot, dict[int, bytes], Future[Any] | None]
-"""A snapshot being taken: its epoch, the snapshot, and the plugin's durability of the epoch
-(None: durable at once)."""
+PendingSnapshot = tuple[Epoch, TaskSnapshot, Parts, Future[Any] | None]
+"""A snapshot being taken: its epoch, the snapshot, its keyed state's parts, and the plugin's
+durability of the epoch (None: durable at once)."""
 
 
 def describe(error: BaseException) -> str:
@@ -174,13 +174,23 @@ class Fetched:
     """Which key groups of their keyed state it keeps."""
 
 
+@dataclass(frozen=True)
+class Upload:
+    """A snapshot on its way to storage: its acknowledgement, the upload (joined with the
+    plugin's durability of the epoch), and its keyed state's parts, measured once stored."""
+
+    ack: Ack
+    done: Future[Any]
+    parts: Parts
+
+
 class Stored:
     """A slot's snapshots on their way to storage: the uploads not yet acknowledged, oldest
-    first, each with its acknowledgement, and the chain the next one's keyed state adds to (a
-    runner starts it anew, as its first snapshot follows a start or a restore)."""
+    first, and the chain the next one's keyed state adds to (a runner starts it anew, as its
+    first snapshot follows a start or a restore)."""
 
     def __init__(self) -> None:
-        self.uploads: deque[tuple[Ack, Future[Any]]] = deque()
+        self.uploads: deque[Upload] = deque()
         self.chain = Chain()
 
 
@@ -851,11 +861,10 @@ class TaskRunner:
         plugin, durable = position(self.plugin.checkpoint(epoch))
         windows, apply, chain = self.windows, self.apply, self.stored.chain
         whole = chain.whole()
-        parts = self.keyed.snapshot(whole)
-        size = sum(map(len, parts.values()))
+        parts = self.keyed.parts(whole)
         snapshot = TaskSnapshot(plugin, windows.snapshot(), apply.snapshot(),
                                 self.phase in INPUT_OVER, self.local.kept(windows),
-                                chain=chain.taken(barrier.epoch, whole, size))  # fmt: skip
+                                chain=chain.taken(barrier.epoch, whole, parts.size))  # fmt: skip
         self.sealing = sealing = (epoch, snapshot, parts, durable)
         self._seal(sealing)
         if barrier.final and self.output:
@@ -876,20 +885,24 @@ class TaskRunner:
         self.sealing = None
         if channel:
             snapshot = replace(snapshot, channel=channel)
-        blob = snapshot.to_bytes(parts)
-        self.meters.snapshot_bytes.observe(len(blob))
-        upload = storage.put(c.job_id, epoch, c.task.name, c.slot, blob)
+        stored = snapshot  # the snapshot as stored, channel included
+        upload = storage.put(c.job_id, epoch, c.task.name, c.slot,
+                             lambda: stored.chunks(parts.read()))  # fmt: skip
+        upload.add_done_callback(lambda _: parts.release())
         since = snapshot.chain[0] if snapshot.chain else epoch.number
-        self.stored.uploads.append((Ack(epoch.number, since), joined(upload, durable)))
+        ack = Ack(epoch.number, since)
+        self.stored.uploads.append(Upload(ack, joined(upload, durable), parts))
         return True
 
     def _acknowledge(self) -> bool:
         acked = False
-        uploads = self.stored.uploads
-        while uploads and uploads[0][1].done():
-            ack, upload = uploads.popleft()
-            upload.result()
-            self.ctx.report(ack)
+        uploads, chain = self.stored.uploads, self.stored.chain
+        while uploads and uploads[0].done.done():
+            upload = uploads.popleft()
+            self.meters.snapshot_bytes.observe(upload.done.result())
+            if upload.parts.size is not None:
+                chain.measured(upload.ack.epoch, upload.parts.size)
+            self.ctx.report(upload.ack)
             acked = True
         return acked
 
@@ -930,8 +943,10 @@ class TaskRunner:
             self.keyed.close()
         except FAILURES as e:
             log.warning("task %r: closing its keyed state raised %s", self.ctx.task.name, e)
-        for _, upload in self.stored.uploads:
-            upload.cancel()
+        for upload in self.stored.uploads:
+            upload.done.cancel()
+        if self.sealing is not None:
+            self.sealing[2].release()
         for fetch in self.fetched.snapshots:
             fetch.cancel()
         for future, *_ in self.in_flight:

@@ -13,6 +13,12 @@ What the disk backend holds is written to a directory of its own (under the memb
 checkpoint is what makes state durable, and a slot restored after a failure starts from a new
 directory. ``close`` deletes it; what a killed process left is deleted by the next process
 that holds state there (``sweep``).
+
+A whole snapshot of the disk backend reads a frozen copy (``frozen``): a RocksDB checkpoint, its
+memtable flushed and its files hard-linked into a directory beside the live one, opened read
+only. Taking it costs the flush; reading it, off the task's thread while the task writes on, sees
+the state as it was at the barrier. Until it is closed its files stay on disk, even those the
+live database has compacted away since.
 """
 
 from __future__ import annotations
@@ -71,6 +77,12 @@ class Backend(ABC):
     def close(self) -> None:
         """Let go of what the backend holds."""
 
+    def frozen(self) -> Backend | None:
+        """A copy of what is held now, which later writes do not change, to be read while they
+        go on and then closed; None where no copy is cheaper than reading at once (in memory,
+        where entries change in place)."""
+        return None
+
 
 class MemoryBackend(Backend):
     """Dicts: key group -> state name -> canonical key -> entry."""
@@ -115,24 +127,29 @@ class MemoryBackend(Backend):
 
 class DiskBackend(Backend):
     """An embedded RocksDB in ``path``: each entry under its key group (two bytes, big-endian),
-    state name, NUL and canonical key, its value msgpack."""
+    state name, NUL and canonical key, its value msgpack. ``seen``, given, opens a frozen copy
+    (read only) that holds those key groups."""
 
-    def __init__(self, path: Path) -> None:
-        from rocksdict import Options, Rdict, WriteOptions  # noqa: PLC0415
+    def __init__(self, path: Path, seen: set[int] | None = None) -> None:
+        from rocksdict import AccessType, Options, Rdict, WriteOptions  # noqa: PLC0415
 
         options = Options(raw_mode=True)
         options.create_if_missing(True)
         self.path = path
+        frozen = seen is not None
+        access = AccessType.read_only(False) if frozen else AccessType.read_write()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = Rdict(str(path), options)
+            self.db = Rdict(str(path), options, access_type=access)
         except Exception as e:
             raise self._failed("open", e) from None
         unlogged = WriteOptions()
         unlogged.disable_wal = True  # type: ignore[method-assign, assignment]  # a property
         self.db.set_write_options(unlogged)
-        self.seen: set[int] = set()
+        self.seen: set[int] = set() if seen is None else seen
         """Every key group written: ``groups`` gives these, some perhaps emptied since."""
+        self.copies = 0
+        """The frozen copies made so far, which name the next one's directory."""
 
     def _failed(self, operation: str, error: Exception) -> StateStoreError:
         """What a failed ``operation`` raises, counted: RocksDB's own errors (a full disk, an
@@ -201,6 +218,20 @@ class DiskBackend(Backend):
                             self.db.items(from_key=start, read_opt=within))  # fmt: skip
         except Exception as e:
             raise self._failed("read", e) from None
+
+    def frozen(self) -> DiskBackend:
+        """A RocksDB checkpoint of what is held now, in a directory beside this one's (so its
+        files are hard links), opened read only."""
+        from rocksdict import Checkpoint  # noqa: PLC0415
+
+        self.copies += 1
+        copy = self.path.with_name(f"{self.path.name}.frozen-{self.copies}")
+        try:
+            Checkpoint(self.db).create_checkpoint(str(copy))
+        except Exception as e:
+            shutil.rmtree(copy, ignore_errors=True)
+            raise self._failed("freeze a copy", e) from None
+        return DiskBackend(copy, set(self.seen))
 
     def close(self) -> None:
         """Close the database and delete its directory; a database that failed may fail to

@@ -94,6 +94,35 @@ class Declared:
     ttl: Ttl | None
 
 
+class Parts:
+    """A snapshot of keyed state as a barrier stores it: one part per key group, ascending,
+    given by ``read`` (again for each try of an upload that failed), then let go by
+    ``release``. ``size`` is their bytes, once known: at once for parts packed already,
+    after the first whole read for parts packed as they are read."""
+
+    def __init__(
+        self, read: Callable[[], Iterator[tuple[int, bytes]]], size: int | None,
+        release: Callable[[], None],
+    ) -> None:  # fmt: skip
+        self._read, self.size, self.release = read, size, release
+
+    @classmethod
+    def held(cls, parts: Mapping[int, bytes]) -> Parts:
+        ordered = sorted(parts.items())
+        return cls(lambda: iter(ordered), sum(len(part) for _, part in ordered), _kept)
+
+    def read(self) -> Iterator[tuple[int, bytes]]:
+        size = 0
+        for group, part in self._read():
+            size += len(part)
+            yield group, part
+        self.size = size
+
+
+def _kept() -> None:
+    """Parts packed already hold nothing to let go of but themselves."""
+
+
 class KeyedState:
     """Every keyed state of one slot of a task, per key group, held in ``backend``
     (peer.state.backends; memory by default): handed to the fn's ``open``.
@@ -187,21 +216,44 @@ class KeyedState:
         in the order first written. Either way what was written until now is what the next
         snapshot of changes starts from."""
         changes, self.changes = self.changes, {}
+        if whole:
+            return dict(self._wholes(self.backend, dict(self.clocks)))
         out = {}
-        for group in self.backend.groups() if whole else sorted(changes):
-            states = self._whole(group) if whole else self._changed(changes[group])
+        for group in sorted(changes):
+            states = self._changed(changes[group])
             if states:
                 out[group] = self._pack(group, states)
         return out
 
-    def _whole(self, group: int) -> dict[str, list[Entry]]:
+    def parts(self, whole: bool) -> Parts:
+        """The snapshot a barrier stores: ``snapshot``'s parts, or, for a whole one of a backend
+        that freezes a copy of what it holds, the parts packed from that copy as they are read
+        (off the task's thread, one key group at a time, while the task writes on)."""
+        frozen = self.backend.frozen() if whole else None
+        if frozen is None:
+            return Parts.held(self.snapshot(whole))
+        self.changes = {}
+        clocks = dict(self.clocks)
+        return Parts(lambda: self._wholes(frozen, clocks), None, frozen.close)
+
+    def _wholes(self, source: Backend, clocks: dict[str, float]) -> Iterator[tuple[int, bytes]]:
+        """The part of each key group ``source`` holds live entries of, in order, entries
+        expiring against ``clocks``."""
+        for group in source.groups():
+            states = self._whole(source, group, clocks)
+            if states:
+                yield group, self._pack(group, states)
+
+    def _whole(
+        self, source: Backend, group: int, clocks: dict[str, float]
+    ) -> dict[str, list[Entry]]:
         """A key group's live entries of the states asked for, by state and key."""
         states: dict[str, list[Entry]] = {}
-        for name, held in self.backend.states(group):
+        for name, held in source.states(group):
             declared = self.declared.get(name)
             if declared is None:
                 continue
-            live = held if declared.ttl is None else self._live(declared, held)
+            live = held if declared.ttl is None else self._live(declared, held, clocks)
             if live:
                 states[name] = live
         return states
@@ -214,7 +266,7 @@ class KeyedState:
             if declared is None:
                 continue
             if declared.ttl is not None:
-                live = self._expiring(declared)
+                live = self._expiring(declared, self.clocks)
                 texts = {text: None if e is None else live(e) for text, e in texts.items()}
             states[name] = [[text] if e is None else e for text, e in texts.items()]
         return states
@@ -258,16 +310,20 @@ class KeyedState:
         """Let go of the backend (the disk backend's directory goes)."""
         self.backend.close()
 
-    def _live(self, declared: Declared, entries: list[Entry]) -> list[Entry]:
+    def _live(
+        self, declared: Declared, entries: list[Entry], clocks: dict[str, float]
+    ) -> list[Entry]:
         """Of ``entries`` of ``declared`` (which has a TTL), what a snapshot holds."""
-        live = self._expiring(declared)
+        live = self._expiring(declared, clocks)
         return [e for e in map(live, entries) if e is not None]
 
-    def _expiring(self, declared: Declared) -> Callable[[Entry], Entry | None]:
-        """What a snapshot holds of an entry of ``declared`` (which has a TTL): the entry,
-        None once it has expired, a map's expired entries left out."""
+    def _expiring(
+        self, declared: Declared, clocks: dict[str, float]
+    ) -> Callable[[Entry], Entry | None]:
+        """What a snapshot holds of an entry of ``declared`` (which has a TTL) at ``clocks``:
+        the entry, None once it has expired, a map's expired entries left out."""
         assert declared.ttl is not None
-        now = self.clocks[declared.ttl.time]
+        now = clocks[declared.ttl.time]
         if declared.kind != "map":
             return lambda entry: entry if entry[2] > now else None
 

@@ -14,6 +14,7 @@ from peer import metrics
 from peer import storage as storage_module
 from peer.log.store import path_component
 from peer.log.stores.memory import MemoryLog
+from peer.runtime import checkpoints as checkpoints_module
 from peer.runtime.checkpoints import (
     HISTORY,
     PREFIX,
@@ -28,7 +29,7 @@ from peer.runtime.checkpoints import (
 from peer.runtime.snapshot import Restored, SnapshotError, TaskSnapshot
 from peer.storage import StorageError
 from peer.values.epoch import Epoch
-from tests.support import wait_for
+from tests.support import header_first, wait_for
 
 JOB = "job-1"
 
@@ -438,11 +439,17 @@ def test_a_restore_lent_an_earlier_one_of_its_chain_reads_only_the_new_links(sto
     assert elsewhere.layers == three.layers, "another allocation's epoch 2 lends nothing"
 
 
-def test_a_restore_of_some_key_groups_reads_the_header_and_their_range_alone(storage):
+@pytest.mark.parametrize("layout", ["header last", "header first"])
+def test_a_restore_of_some_key_groups_reads_the_header_and_their_range_alone(storage, layout):
     """A slot that gained key groups 40 to 59 of an old slot reads those parts, not the old
-    slot's others: its reads add up to far less than the snapshot."""
+    slot's others: its reads add up to far less than the snapshot, of today's layout or the
+    one before."""
     parts = {g: bytes([g]) * 20_000 for g in range(0, 64)}
-    stored(storage, 1, parts)
+    if layout == "header last":
+        stored(storage, 1, parts)
+    else:
+        blob = header_first(TaskSnapshot(1, None, None, False), parts)
+        storage.put(JOB, Epoch(1, 1), "count", 0, blob).result()
     reads: list[int] = []
     cat_file = storage.fs.cat_file
 
@@ -457,8 +464,9 @@ def test_a_restore_of_some_key_groups_reads_the_header_and_their_range_alone(sto
     finally:
         del storage.fs.cat_file
     assert restored.layers == [{g: parts[g] for g in range(40, 60)}]
-    assert len(reads) == 2, "the header, then one range"
-    assert sum(reads) < 20 * 20_000 + PREFIX + 1000
+    tails = 1 if layout == "header last" else 2  # the tail, then (header first) the head
+    assert len(reads) == tails + 1, "the header, then one range"
+    assert sum(reads) < 20 * 20_000 + tails * PREFIX + 1000
 
 
 def test_the_bytes_a_restore_reads_are_counted_for_its_job_and_task(storage):
@@ -534,20 +542,49 @@ def test_on_a_store_a_snapshot_is_one_whole_write_and_nothing_is_moved(storage):
 
 @pytest.mark.parametrize("storage", ["local"], indirect=True)
 def test_an_upload_cut_short_leaves_nothing_behind(storage):
-    def half_written(path, value, **kwargs):
-        with storage.fs.open(path, "wb") as f:
-            f.write(value[: len(value) // 2])
+    """A snapshot written as it is packed that fails half-way (a full disk) leaves nothing
+    under either name."""
+
+    def chunks():
+        yield b"snapshot" * 500
         raise OSError("the disk is full")
 
     storage.put(JOB, Epoch(1, 1), "count", 0, b"first").result()
-    storage.fs.pipe_file = half_written
-    try:
-        upload = storage.put(JOB, Epoch(1, 1), "count", 1, b"snapshot" * 1000)
-        with pytest.raises(CheckpointError, match=r"cannot store the snapshot .* disk is full"):
-            upload.result()
-    finally:
-        del storage.fs.pipe_file
+    upload = storage.put(JOB, Epoch(1, 1), "count", 1, chunks)
+    with pytest.raises(CheckpointError, match=r"cannot store the snapshot .* disk is full"):
+        upload.result()
     assert files(storage) == [f"/{JOB}/000000000001-00000001/count/0.snap"]
+
+
+def test_a_large_snapshot_goes_to_a_store_from_a_temporary_file_packed_again_on_each_try(
+    tenancy, monkeypatch
+):
+    """Past SPOOL bytes a snapshot's chunks are gathered on disk, not in memory, for one PUT;
+    a try that failed packs them again."""
+    monkeypatch.setattr(checkpoints_module, "SPOOL", 10)
+    monkeypatch.setattr(storage_module, "FIRST_PAUSE", 0.01)
+    fs = fsspec.filesystem("memory")
+    packed, sent = [], []
+
+    def chunks():
+        packed.append(True)
+        yield from (b"0123456789", b"abcdef", b"!")
+
+    def put_file(local, path, **kwargs):
+        sent.append(path)
+        if len(sent) == 1:
+            raise ConnectionError("the store is restarting")
+        fs.__class__.put_file(fs, local, path)
+
+    monkeypatch.setattr(fs, "put_file", put_file)
+    s = CheckpointStorage("memory://spooled", tenancy)
+    try:
+        assert s.put(JOB, Epoch(1, 1), "count", 0, chunks).result() == 17
+        assert s.get(JOB, Epoch(1, 1), "count", 0) == b"0123456789abcdef!"
+        assert len(packed) == len(sent) == 2
+    finally:
+        s.close()
+        fs.rm("/spooled", recursive=True)
 
 
 def test_a_store_that_fails_for_a_while_is_retried_then_a_storage_error(tenancy, monkeypatch):

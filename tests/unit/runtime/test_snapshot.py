@@ -1,8 +1,11 @@
-"""A task's snapshot as stored: a header and its keyed state's parts per key group, read back
-into typed values (as is the map the engine wrote before), bytes that are not a snapshot
-refused with the field named; and the chain policy, which keeps a restore's reading bounded."""
+"""A task's snapshot as stored: its keyed state's parts per key group and a header after them,
+read back into typed values (as are the layouts the engine wrote before), bytes that are not a
+snapshot refused with the field named; and the chain policy, which keeps a restore's reading
+bounded."""
 
 from __future__ import annotations
+
+import struct
 
 import msgpack
 import pytest
@@ -12,14 +15,18 @@ from hypothesis import strategies as st
 from peer.runtime.snapshot import (
     HEAD,
     MAX_CHAIN,
+    TAIL,
     Chain,
     SeatState,
     SnapshotError,
     TaskSnapshot,
     header_end,
+    header_start,
     read,
+    read_footer,
     read_header,
 )
+from tests.support import header_first
 
 STATE = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=5),
@@ -47,12 +54,14 @@ def test_a_snapshot_reads_back_as_it_was_taken(snapshot: TaskSnapshot, parts) ->
     assert read(snapshot.to_bytes(parts)) == (snapshot, parts)
 
 
-@given(SNAPSHOT, PARTS, st.integers(0, 127), st.integers(0, 128))
-def test_its_header_tells_where_each_key_groups_part_lies(snapshot, parts, low, high) -> None:
-    """What a restore reading some key groups does: the header alone, then one range."""
+@given(SNAPSHOT, PARTS, st.integers(0, 127), st.integers(0, 128), st.integers(TAIL, 200))
+def test_its_tail_tells_where_each_key_groups_part_lies(snapshot, parts, low, high, tail) -> None:
+    """What a restore reading some key groups does: the tail, holding the header, then one
+    range."""
     blob = snapshot.to_bytes(parts)
-    end = header_end(blob[:HEAD])
-    header = read_header(blob[:end])
+    start = header_start(blob[-tail:], len(blob))
+    assert start is not None
+    header = read_footer(blob[start:-TAIL], start)
     assert header.snapshot == snapshot
     wanted = [(g, span) for g, span in header.parts.items() if low <= g < high]
     assert {g: blob[a:b] for g, (a, b) in wanted} == {
@@ -61,6 +70,25 @@ def test_its_header_tells_where_each_key_groups_part_lies(snapshot, parts, low, 
     assert [g for g, _ in wanted] == sorted(g for g in parts if low <= g < high)
     if wanted:
         assert blob[wanted[0][1][0] : wanted[-1][1][1]] == b"".join(parts[g] for g, _ in wanted)
+
+
+@given(SNAPSHOT, PARTS)
+def test_its_chunks_are_its_parts_as_they_come_then_its_header(snapshot, parts) -> None:
+    """What lets a snapshot be written as its keyed state is packed: each part is a chunk of
+    its own, written before anything that depends on all of them."""
+    ordered = sorted(parts.items())
+    chunks = list(snapshot.chunks(iter(ordered)))
+    assert chunks[1:-1] == [part for _, part in ordered]
+    assert b"".join(chunks) == snapshot.to_bytes(parts)
+
+
+@given(SNAPSHOT.map(lambda s: TaskSnapshot(s.plugin, s.windows, s.fn, s.ended, chain=s.chain)),
+       PARTS)  # fmt: skip
+def test_a_snapshot_stored_with_its_header_first_reads_back(snapshot, parts) -> None:
+    blob = header_first(snapshot, parts)
+    assert read(blob) == (snapshot, parts)
+    header = read_header(blob[: header_end(blob[:HEAD])], len(blob))
+    assert {g: blob[a:b] for g, (a, b) in header.parts.items()} == parts
 
 
 def test_a_snapshot_stored_as_the_map_the_engine_wrote_before_reads_back() -> None:
@@ -124,15 +152,39 @@ def test_bytes_that_are_not_a_snapshot_are_refused_naming_the_field(doc, says) -
         read(msgpack.packb(doc))
 
 
+LISTS_2 = msgpack.packb({"plugin": None, "windows": None, "fn": None, "parts": [[3, 2]]})
+"""A header listing a part of 2 bytes, where 3 lie before it."""
+
+
 @pytest.mark.parametrize(
     ("blob", "says"),
     [
         (b"\x92", "does not read as msgpack"),
         (b"\xc1SN2\x00", "inside its header's length"),
         (b"\xc1SN2\x00\x00\x00\x09\x80", "cut short"),
-        (TaskSnapshot(None, None, None, False).to_bytes({3: b"abc"})[:-1], "parts end at byte"),
+        (header_first(TaskSnapshot(None, None, None, False), {3: b"abc"})[:-1], "parts end at"),
+        (TaskSnapshot(None, None, None, False).to_bytes({3: b"abc"})[:-1], "cut short"),
+        (b"\xc1SN3\x00\x00\x00\x09\xc1SN3", "reaches past its start"),
+        (b"\xc1SN3\xc1SN3", "inside its header's length"),
+        (
+            b"\xc1SN3abc" + LISTS_2 + struct.pack(">I", len(LISTS_2)) + b"\xc1SN3",
+            "parts end at byte 6, and its header starts at 7",
+        ),
     ],
 )
 def test_bytes_that_are_not_a_stored_snapshot_are_refused(blob, says) -> None:
     with pytest.raises(SnapshotError, match=says):
         read(blob)
+
+
+def test_a_whole_snapshot_measured_once_stored_bounds_its_chain_from_then_on() -> None:
+    """A whole snapshot packed as it is stored has no size when taken: its chain goes on until
+    it is measured, and is then bounded by it as any other."""
+    chain = Chain()
+    assert chain.taken(1, whole=True, size=None) == ()
+    assert chain.taken(2, whole=False, size=500) == (1,)
+    assert not chain.whole(), "not measured yet"
+    chain.measured(2, 10)
+    assert not chain.whole(), "only the chain's whole snapshot measures it"
+    chain.measured(1, 400)
+    assert chain.whole(), "500 bytes of changes, more than the whole 400"

@@ -318,3 +318,40 @@ def test_snapshots_are_the_same_bytes_in_memory_and_on_disk(epochs):
         finally:
             on_disk.close()
         assert not Path(directory, "state").exists(), "closing deletes the backend's directory"
+
+
+@given(ops, ops, st.sampled_from([None, Ttl(5)]))
+def test_a_whole_snapshot_on_disk_is_packed_from_a_frozen_copy_that_later_writes_leave_alone(
+    before, after, ttl
+):
+    """What lets a barrier's whole snapshot be packed off the task's thread: the parts read
+    from the copy frozen at the barrier are that moment's snapshot, whatever is written or
+    expires after it, read as often as an upload is tried; letting them go deletes the copy.
+    In memory the parts are packed at once."""
+    with tempfile.TemporaryDirectory(prefix="keyed-frozen-") as directory:
+        on_disk, handles = opened(ttl=ttl, backend=DiskBackend(Path(directory, "state")))
+        memory, in_memory = opened(ttl=ttl)
+        try:
+            for state, held in ((on_disk, handles), (memory, in_memory)):
+                state.tick(10.0, 0.0)
+                for op in before:
+                    apply(held, state, {}, op)
+                state.tick(12.0, 0.0)
+            expected = memory.snapshot(whole=True)
+            frozen, packed = on_disk.parts(whole=True), memory.parts(whole=True)
+            assert packed.size == sum(map(len, expected.values()))
+            assert frozen.size is None, "measured only once read"
+            for state, held in ((on_disk, handles), (memory, in_memory)):
+                state.tick(16.0, 0.0)
+                for op in after:
+                    apply(held, state, {}, op)
+            assert dict(frozen.read()) == dict(frozen.read()) == expected
+            assert dict(packed.read()) == expected
+            assert frozen.size == packed.size
+            assert on_disk.snapshot(whole=False) == memory.snapshot(whole=False), (
+                "what the next snapshot holds starts at the barrier"
+            )
+            frozen.release()
+            assert sorted(p.name for p in Path(directory).iterdir()) == ["state"]
+        finally:
+            on_disk.close()
