@@ -46,6 +46,7 @@ from peer.runtime.snapshot import (
     TAIL,
     Restored,
     SnapshotError,
+    StoredParts,
     TaskSnapshot,
     header_end,
     header_start,
@@ -69,6 +70,9 @@ SUFFIX = ".snap"
 PREFIX = 64 * 1024
 """What a restore reading some key groups of a snapshot reads first, from its end: its header,
 usually."""
+HOLD = 64 * 1024 * 1024
+"""The most bytes of one snapshot's keyed parts a restore reads before it takes them: a larger
+range of parts is read as it is taken (StoredParts), one run at a time."""
 SPOOL = 64 * 1024 * 1024
 """The most bytes of a snapshot on its way to an object store held in memory: a larger one is
 gathered in a temporary file, then sent from there, as one PUT needs all of it."""
@@ -76,6 +80,8 @@ Chunks = Callable[[], Iterable[bytes]]
 """What is stored, in pieces, given again for each try."""
 EPOCH_NAME = re.compile(r"^(\d{12,})-(\d{8,})$")
 FIELDS = ("committed", "owner", "slots")
+EVERY = range(1 << 16)
+"""Every key group there can be (two bytes): a restore of a slot's snapshot whole."""
 
 
 HISTORY = 10
@@ -580,7 +586,7 @@ class CheckpointStorage:
 
     def _parts(
         self, job: str, epoch: Epoch, task: str, slot: int, groups: range | None
-    ) -> tuple[TaskSnapshot, dict[int, bytes]]:
+    ) -> tuple[TaskSnapshot, Mapping[int, bytes]]:
         path, what = self._path(job, epoch, task, slot), _snapshot(job, epoch, task, slot)
         meter = RESTORE_READ_BYTES.labels(job, task)
 
@@ -590,20 +596,19 @@ class CheckpointStorage:
             return data
 
         try:
-            if groups is None:
-                return read(fetched())
-            return self._groups(path, what, groups, fetched)
+            return self._groups(path, what, EVERY if groups is None else groups, fetched)
         except SnapshotError as e:
             raise SnapshotError(f"{what} is not a task's snapshot: {e}") from None
 
     def _groups(
         self, path: str, what: str, groups: range, fetched: Callable[..., bytes]
-    ) -> tuple[TaskSnapshot, dict[int, bytes]]:
+    ) -> tuple[TaskSnapshot, Mapping[int, bytes]]:
         """The snapshot at ``path`` and its parts of ``groups``, read through ``fetched``: its
         tail, which holds its header, then the one range of bytes those parts lie in (key
-        groups are stored in order, and a slot owns a contiguous range of them)."""
+        groups are stored in order, and a slot owns a contiguous range of them). A small
+        snapshot, or one asked for whole that can be held, is read at once."""
         size = self._size(path, what)
-        if size <= PREFIX:
+        if size <= PREFIX or (groups is EVERY and size <= HOLD):
             snapshot, parts = read(fetched())
             return snapshot, {g: part for g, part in parts.items() if g in groups}
         at = size - PREFIX
@@ -618,7 +623,7 @@ class CheckpointStorage:
 
     def _groups_header_first(
         self, path: str, what: str, groups: range, fetched: Callable[..., bytes], size: int
-    ) -> tuple[TaskSnapshot, dict[int, bytes]]:
+    ) -> tuple[TaskSnapshot, Mapping[int, bytes]]:
         """``_groups`` of a snapshot stored with its header first, or of one msgpack map."""
         prefix = fetched(0, PREFIX)
         end = header_end(prefix[:HEAD])
@@ -634,15 +639,18 @@ class CheckpointStorage:
     def _ranged(
         spans: dict[int, tuple[int, int]], groups: range, held: bytes, at: int,
         fetched: Callable[..., bytes],
-    ) -> dict[int, bytes]:  # fmt: skip
+    ) -> Mapping[int, bytes]:  # fmt: skip
         """The parts of ``groups`` where ``spans`` say they lie: from ``held``, the bytes
-        read already from ``at`` on, where it holds them, else read in one range."""
+        read already from ``at`` on, where it holds them, else read in one range, or, past
+        HOLD bytes, as they are taken."""
         wanted = [(g, span) for g, span in spans.items() if g in groups]
         if not wanted:
             return {}
         low, high = wanted[0][1][0], wanted[-1][1][1]
         if at <= low and high <= at + len(held):
             data = held[low - at : high - at]
+        elif high - low > HOLD:
+            return StoredParts(dict(wanted), fetched)
         else:
             data = fetched(low, high)
         if len(data) != high - low:
@@ -726,7 +734,7 @@ class CheckpointStorage:
 
 def _shared(
     held: tuple[Epoch, Restored] | None, epoch: Epoch, chain: tuple[int, ...]
-) -> list[dict[int, bytes]]:
+) -> list[Mapping[int, bytes]]:
     """The layers of ``held`` (an earlier epoch's whole restore of the slot) that the chain of
     the snapshot at ``epoch`` starts with: its chain and its own snapshot, when the new chain
     goes on from them (the same allocation, the same base)."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, ItemsView, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -232,13 +232,68 @@ def _is_part(value: object) -> bool:
     return isinstance(value, list) and len(value) == 2 and all(map(_is_number, value))
 
 
+class StoredParts(Mapping[int, bytes]):
+    """Key groups' parts of a stored snapshot that are read only as a restore takes them (a
+    snapshot too large to hold in memory): ``spans`` says where each lies, in ascending key
+    group order, and ``fetch(start, end)`` reads a range. Going through ``items()`` reads
+    runs of consecutive parts of up to RUN bytes, so a restore holds one run at a time."""
+
+    RUN = 16 * 1024 * 1024
+
+    def __init__(self, spans: dict[int, tuple[int, int]], fetch: Callable[[int, int], bytes]):
+        self.spans, self._fetch = spans, fetch
+
+    def __getitem__(self, group: int) -> bytes:
+        start, end = self.spans[group]
+        return self._read(start, end)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.spans)
+
+    def __len__(self) -> int:
+        return len(self.spans)
+
+    def items(self) -> ItemsView[int, bytes]:
+        return _Runs(self)
+
+    def runs(self) -> Iterator[tuple[int, bytes]]:
+        """Each part, in order, read a run at a time."""
+        spans = list(self.spans.items())
+        first = 0
+        while first < len(spans):
+            last = first
+            low = spans[first][1][0]
+            while last + 1 < len(spans) and spans[last + 1][1][1] - low <= self.RUN:
+                last += 1
+            data = self._read(low, spans[last][1][1])
+            for group, (start, end) in spans[first : last + 1]:
+                yield group, data[start - low : end - low]
+            first = last + 1
+
+    def _read(self, start: int, end: int) -> bytes:
+        data = self._fetch(start, end)
+        if len(data) != end - start:
+            raise SnapshotError(f"its parts end at byte {start + len(data)}, not {end}")
+        return data
+
+
+class _Runs(ItemsView[int, bytes]):
+    """A StoredParts' items, read a run at a time."""
+
+    _mapping: StoredParts
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        return self._mapping.runs()
+
+
 @dataclass(frozen=True, slots=True)
 class Restored:
     """What a restore reads of one old slot: its snapshot, and the keyed state's parts of each
-    snapshot of its chain and then its own, oldest first, of the key groups asked for."""
+    snapshot of its chain and then its own, oldest first, of the key groups asked for: held,
+    or, for a snapshot too large to hold, read as they are taken (StoredParts)."""
 
     snapshot: TaskSnapshot
-    layers: list[dict[int, bytes]]
+    layers: list[Mapping[int, bytes]]
 
 
 class Chain:

@@ -26,7 +26,7 @@ from peer.runtime.checkpoints import (
     Savepoint,
     committed_epochs,
 )
-from peer.runtime.snapshot import Restored, SnapshotError, TaskSnapshot
+from peer.runtime.snapshot import Restored, SnapshotError, StoredParts, TaskSnapshot
 from peer.storage import StorageError
 from peer.values.epoch import Epoch
 from tests.support import header_first, wait_for
@@ -467,6 +467,37 @@ def test_a_restore_of_some_key_groups_reads_the_header_and_their_range_alone(sto
     tails = 1 if layout == "header last" else 2  # the tail, then (header first) the head
     assert len(reads) == tails + 1, "the header, then one range"
     assert sum(reads) < 20 * 20_000 + tails * PREFIX + 1000
+
+
+@pytest.mark.parametrize("groups", [None, range(10, 60)])
+def test_a_snapshot_too_large_to_hold_is_read_as_its_parts_are_taken(storage, monkeypatch, groups):
+    """Past HOLD bytes of parts a restore reads the header alone, then each run of parts as
+    the keyed state takes them, so that it never holds the snapshot whole."""
+    monkeypatch.setattr(checkpoints_module, "HOLD", 50_000)
+    monkeypatch.setattr(StoredParts, "RUN", 45_000)
+    parts = {g: bytes([g]) * 20_000 for g in range(0, 64)}
+    stored(storage, 1, parts)
+    reads: list[int] = []
+    cat_file = storage.fs.cat_file
+
+    def counted(path, *, start=None, end=None, **kwargs):
+        data = cat_file(path, start=start, end=end, **kwargs)
+        reads.append(len(data))
+        return data
+
+    storage.fs.cat_file = counted
+    try:
+        restored = storage.restore(JOB, Epoch(1, 1), "count", 0, groups).result()
+        assert len(reads) == 1, "only the tail, with the header, before the parts are taken"
+        (layer,) = restored.layers
+        wanted = [g for g in parts if groups is None or g in groups]
+        taken = list(layer.items())
+    finally:
+        del storage.fs.cat_file
+    assert taken == [(g, parts[g]) for g in wanted]
+    assert max(reads[1:]) <= 45_000, "a run at a time"
+    assert len(reads) == 1 + len(wanted) // 2, "two parts of 20,000 bytes to a run"
+    assert layer == {g: parts[g] for g in wanted}
 
 
 def test_the_bytes_a_restore_reads_are_counted_for_its_job_and_task(storage):
