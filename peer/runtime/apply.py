@@ -201,16 +201,19 @@ class Keys:
 
     def __init__(
         self, key_of: KeyOf, key_groups: int, watermark: Callable[[], float | None],
-        backend: Callable[[], Backend] = MemoryBackend,
+        backend: Callable[[], Backend] = MemoryBackend, snapshotted: bool = True,
     ) -> None:  # fmt: skip
         self.key_of, self.key_groups, self.watermark = key_of, key_groups, watermark
         self.backend = backend
+        self.snapshotted = snapshotted
+        """Whether the job takes snapshots: a state that is never snapshotted notes no
+        changes."""
         self._state: KeyedState | None = None
 
     def state(self) -> KeyedState:
         """The slot's keyed state, made on the backend the first time a part asks."""
         if self._state is None:
-            self._state = KeyedState(self.key_groups, self.backend())
+            self._state = KeyedState(self.key_groups, self.backend(), self.snapshotted)
         return self._state
 
     def made(self) -> KeyedState:

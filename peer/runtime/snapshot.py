@@ -311,7 +311,9 @@ class Chain:
         self.base: float = 0
         """The bytes of the chain's whole snapshot's keyed state (inf until measured)."""
         self.written = 0
-        """The bytes of the keyed state of the chain's snapshots of changes."""
+        """The bytes of the keyed state of the chain's snapshots of changes measured so far."""
+        self.unmeasured: set[int] = set()
+        """The chain's snapshots whose size comes once they are stored."""
 
     def whole(self) -> bool:
         """Whether the next snapshot is whole."""
@@ -319,9 +321,12 @@ class Chain:
 
     def taken(self, number: int, whole: bool, size: int | None) -> tuple[int, ...]:
         """Snapshot ``number`` was taken (``whole`` or not, its keyed state ``size`` bytes, None
-        for a whole one not yet measured): the earlier ones it adds to."""
+        when it is measured once stored): the earlier ones it adds to."""
+        if size is None:
+            self.unmeasured.add(number)
         if whole:
             self.numbers, self.base, self.written = [number], math.inf if size is None else size, 0
+            self.unmeasured &= {number}
             return ()
         chain = tuple(self.numbers)
         self.numbers.append(number)
@@ -329,9 +334,15 @@ class Chain:
         return chain
 
     def measured(self, number: int, size: int) -> None:
-        """Whole snapshot ``number``'s keyed state, now stored, has ``size`` bytes."""
-        if self.numbers[:1] == [number]:
+        """Snapshot ``number``'s keyed state, taken unmeasured and now stored, has ``size``
+        bytes (nothing, for one no longer of the chain)."""
+        if number not in self.unmeasured:
+            return
+        self.unmeasured.discard(number)
+        if self.numbers[0] == number:
             self.base = size
+        else:
+            self.written += size
 
     @property
     def since(self) -> int:

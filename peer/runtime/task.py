@@ -536,7 +536,7 @@ class TaskRunner:
         them."""
         c, task = self.ctx, self.ctx.task
         keys = None if c.key_of is None else Keys(c.key_of, c.key_groups, lambda: self.watermark,
-                                                  self._state_backend)  # fmt: skip
+                                                  self._state_backend, c.checkpointed)  # fmt: skip
         apply = self.apply = apply_for(task, keys)
         self._take = self._submitter(apply) if isinstance(apply, AsyncApply) else self._apply_now
         assign = function(task.assign_watermark_fn)
@@ -900,7 +900,7 @@ class TaskRunner:
         while uploads and uploads[0].done.done():
             upload = uploads.popleft()
             self.meters.snapshot_bytes.observe(upload.done.result())
-            if upload.parts.size is not None:
+            if upload.parts.size is not None:  # read whole at least once, as it was stored
                 chain.measured(upload.ack.epoch, upload.parts.size)
             self.ctx.report(upload.ack)
             acked = True

@@ -27,7 +27,7 @@ import logging
 import shutil
 import struct
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -37,6 +37,9 @@ from peer.metrics import STATE_DISK_FAILURES
 from peer.processes import running
 
 Entry = list[Any]
+
+NOT_FOUND = "key not found"
+"""What rocksdict's snapshot raises (a plain Exception) for a key it does not hold."""
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,10 @@ class StateStoreError(RuntimeError):
 
 class Backend(ABC):
     """The entries of one slot's keyed state."""
+
+    copies = False
+    """Whether what it holds is a copy of what was written (encoded, on disk): the entries a
+    snapshot of changes holds are then read back (``pinned``), not kept as they were written."""
 
     @abstractmethod
     def get(self, group: int, name: str, text: str) -> Entry | None:
@@ -76,6 +83,10 @@ class Backend(ABC):
     @abstractmethod
     def close(self) -> None:
         """Let go of what the backend holds."""
+
+    def pinned(self) -> Callable[[int, str, str], Entry | None]:
+        """Reads of entries (as ``get``) as they are held now, whatever is written after."""
+        return self.get
 
     def frozen(self) -> Backend | None:
         """A copy of what is held now, which later writes do not change, to be read while they
@@ -130,6 +141,8 @@ class DiskBackend(Backend):
     state name, NUL and canonical key, its value msgpack. ``seen``, given, opens a frozen copy
     (read only) that holds those key groups."""
 
+    copies = True
+
     def __init__(self, path: Path, seen: set[int] | None = None) -> None:
         from rocksdict import AccessType, Options, Rdict, WriteOptions  # noqa: PLC0415
 
@@ -148,7 +161,7 @@ class DiskBackend(Backend):
         self.db.set_write_options(unlogged)
         self.seen: set[int] = set() if seen is None else seen
         """Every key group written: ``groups`` gives these, some perhaps emptied since."""
-        self.copies = 0
+        self.freezes = 0
         """The frozen copies made so far, which name the next one's directory."""
 
     def _failed(self, operation: str, error: Exception) -> StateStoreError:
@@ -219,13 +232,29 @@ class DiskBackend(Backend):
         except Exception as e:
             raise self._failed("read", e) from None
 
+    def pinned(self) -> Callable[[int, str, str], Entry | None]:
+        """Reads through a RocksDB snapshot taken now (its point reads see that moment; its
+        iterators, in rocksdict, do not, which is why whole snapshots freeze a copy)."""
+        view = self.db.snapshot()
+
+        def get(group: int, name: str, text: str) -> Entry | None:
+            try:
+                raw = view[self._key(group, name, text)]
+            except Exception as e:
+                if str(e) == NOT_FOUND:
+                    return None
+                raise self._failed("read", e) from None
+            return msgpack.unpackb(raw, strict_map_key=False)
+
+        return get
+
     def frozen(self) -> DiskBackend:
         """A RocksDB checkpoint of what is held now, in a directory beside this one's (so its
         files are hard links), opened read only."""
         from rocksdict import Checkpoint  # noqa: PLC0415
 
-        self.copies += 1
-        copy = self.path.with_name(f"{self.path.name}.frozen-{self.copies}")
+        self.freezes += 1
+        copy = self.path.with_name(f"{self.path.name}.frozen-{self.freezes}")
         try:
             Checkpoint(self.db).create_checkpoint(str(copy))
         except Exception as e:

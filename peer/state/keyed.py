@@ -132,7 +132,9 @@ class KeyedState:
     snapshot of changes, ``[text]`` says that the entry of the key whose canonical text that is
     has gone."""
 
-    def __init__(self, key_groups: int, backend: Backend | None = None) -> None:
+    def __init__(
+        self, key_groups: int, backend: Backend | None = None, snapshotted: bool = True
+    ) -> None:
         self.key_groups = key_groups
         self.backend = backend or MemoryBackend()
         self.declared: dict[str, Declared] = {}
@@ -145,7 +147,15 @@ class KeyedState:
         self.changes: dict[int, dict[str, dict[str, Entry | None]]] = {}
         """Key group -> state -> canonical key -> the entry as last written since the last
         snapshot (None: gone), in the order first written: what the next snapshot of changes
-        holds, found without asking the backend again."""
+        holds, found without asking the backend again. A backend that holds copies (on disk)
+        has its keys noted alone (None), and a snapshot reads their entries back, so that
+        what changed is held on disk, not twice in memory, however long an epoch lasts."""
+        self.copies = self.backend.copies
+        self._note: Callable[[Declared, Entry | None], None] = self._note_entry
+        if not snapshotted:
+            self._note = _unnoted
+        elif self.copies:
+            self._note = self._note_key
 
     # -- what open asks for ----------------------------------------------------------------------
 
@@ -216,25 +226,38 @@ class KeyedState:
         in the order first written. Either way what was written until now is what the next
         snapshot of changes starts from."""
         changes, self.changes = self.changes, {}
+        clocks = dict(self.clocks)
         if whole:
-            return dict(self._wholes(self.backend, dict(self.clocks)))
-        out = {}
-        for group in sorted(changes):
-            states = self._changed(changes[group])
-            if states:
-                out[group] = self._pack(group, states)
-        return out
+            return dict(self._wholes(self.backend, clocks))
+        return dict(self._changes(changes, clocks, self.backend.get if self.copies else None))
 
     def parts(self, whole: bool) -> Parts:
-        """The snapshot a barrier stores: ``snapshot``'s parts, or, for a whole one of a backend
-        that freezes a copy of what it holds, the parts packed from that copy as they are read
-        (off the task's thread, one key group at a time, while the task writes on)."""
-        frozen = self.backend.frozen() if whole else None
-        if frozen is None:
+        """The snapshot a barrier stores: ``snapshot``'s parts, packed at once, or, on a
+        backend that holds copies, packed as they are read (off the task's thread, one key
+        group at a time, while the task writes on): a whole one from a frozen copy of the
+        backend, one of changes from entries read as they were at the barrier."""
+        if not self.copies:
             return Parts.held(self.snapshot(whole))
-        self.changes = {}
+        changes, self.changes = self.changes, {}
         clocks = dict(self.clocks)
+        if not whole:
+            read = self.backend.pinned()
+            return Parts(lambda: self._changes(changes, clocks, read), None, _kept)
+        frozen = self.backend.frozen()
+        if frozen is None:
+            return Parts.held(dict(self._wholes(self.backend, clocks)))
         return Parts(lambda: self._wholes(frozen, clocks), None, frozen.close)
+
+    def _changes(
+        self, changes: dict[int, dict[str, dict[str, Entry | None]]], clocks: dict[str, float],
+        read: Callable[[int, str, str], Entry | None] | None,
+    ) -> Iterator[tuple[int, bytes]]:  # fmt: skip
+        """The part of each key group in ``changes`` that still holds some, in order, each
+        key noted alone read through ``read``, entries expiring against ``clocks``."""
+        for group in sorted(changes):
+            states = self._changed(group, changes[group], clocks, read)
+            if states:
+                yield group, self._pack(group, states)
 
     def _wholes(self, source: Backend, clocks: dict[str, float]) -> Iterator[tuple[int, bytes]]:
         """The part of each key group ``source`` holds live entries of, in order, entries
@@ -258,15 +281,21 @@ class KeyedState:
                 states[name] = live
         return states
 
-    def _changed(self, changed: dict[str, dict[str, Entry | None]]) -> dict[str, list[Entry]]:
-        """The entries ``changed`` names, as they are now: live, or gone (``[text]``)."""
+    def _changed(
+        self, group: int, changed: dict[str, dict[str, Entry | None]], clocks: dict[str, float],
+        read: Callable[[int, str, str], Entry | None] | None,
+    ) -> dict[str, list[Entry]]:  # fmt: skip
+        """The entries ``changed`` names, as they are now (read through ``read``, where only
+        their keys were noted): live, or gone (``[text]``)."""
         states: dict[str, list[Entry]] = {}
         for name in sorted(changed):
             declared, texts = self.declared.get(name), changed[name]
             if declared is None:
                 continue
+            if read is not None:
+                texts = {text: read(group, name, text) for text in texts}
             if declared.ttl is not None:
-                live = self._expiring(declared, self.clocks)
+                live = self._expiring(declared, clocks)
                 texts = {text: None if e is None else live(e) for text, e in texts.items()}
             states[name] = [[text] if e is None else e for text, e in texts.items()]
         return states
@@ -370,13 +399,27 @@ class KeyedState:
     def touch(self, declared: Declared, entry: Entry | None) -> None:
         """The current key's entry of ``declared`` is now ``entry`` (None: gone): the next
         snapshot holds it."""
+        self._note(declared, entry)
+
+    def _note_entry(self, declared: Declared, entry: Entry | None) -> None:
+        self._noted(declared)[self.text] = entry
+
+    def _note_key(self, declared: Declared, entry: Entry | None) -> None:
+        self._noted(declared)[self.text] = None
+
+    def _noted(self, declared: Declared) -> dict[str, Entry | None]:
+        """The current key group's changes of ``declared``."""
         states = self.changes.get(self.group_id)
         if states is None:
             states = self.changes[self.group_id] = {}
         texts = states.get(declared.name)
         if texts is None:
             texts = states[declared.name] = {}
-        texts[self.text] = entry
+        return texts
+
+
+def _unnoted(declared: Declared, entry: Entry | None) -> None:
+    """A slot that takes no snapshot notes no change."""
 
 
 class ValueState:

@@ -19,7 +19,7 @@ from peer.job.values import canonical
 from peer.state import KeyedState, Ttl
 from peer.state.backends import Backend, DiskBackend
 from peer.state.key_groups import groups_of
-from peer.state.keyed import StateError
+from peer.state.keyed import Parts, StateError
 
 GROUPS = 16
 KEYS = st.sampled_from(["a", "b", "c", 1, 2, [1, "x"], None])
@@ -320,14 +320,15 @@ def test_snapshots_are_the_same_bytes_in_memory_and_on_disk(epochs):
         assert not Path(directory, "state").exists(), "closing deletes the backend's directory"
 
 
-@given(ops, ops, st.sampled_from([None, Ttl(5)]))
-def test_a_whole_snapshot_on_disk_is_packed_from_a_frozen_copy_that_later_writes_leave_alone(
-    before, after, ttl
+@given(ops, ops, st.sampled_from([None, Ttl(5)]), st.booleans())
+def test_a_snapshot_on_disk_is_packed_as_it_is_read_as_the_state_was_at_the_barrier(
+    before, after, ttl, whole
 ):
-    """What lets a barrier's whole snapshot be packed off the task's thread: the parts read
-    from the copy frozen at the barrier are that moment's snapshot, whatever is written or
-    expires after it, read as often as an upload is tried; letting them go deletes the copy.
-    In memory the parts are packed at once."""
+    """What lets a barrier's snapshot be packed off the task's thread, and what changed be held
+    on disk rather than in memory: the parts read after the barrier are that moment's snapshot
+    (whole, from a frozen copy; of changes, from entries read as they were then), whatever is
+    written or expires after it, read as often as an upload is tried; letting them go deletes
+    the copy. In memory the parts are packed at once."""
     with tempfile.TemporaryDirectory(prefix="keyed-frozen-") as directory:
         on_disk, handles = opened(ttl=ttl, backend=DiskBackend(Path(directory, "state")))
         memory, in_memory = opened(ttl=ttl)
@@ -337,21 +338,31 @@ def test_a_whole_snapshot_on_disk_is_packed_from_a_frozen_copy_that_later_writes
                 for op in before:
                     apply(held, state, {}, op)
                 state.tick(12.0, 0.0)
-            expected = memory.snapshot(whole=True)
-            frozen, packed = on_disk.parts(whole=True), memory.parts(whole=True)
-            assert packed.size == sum(map(len, expected.values()))
-            assert frozen.size is None, "measured only once read"
+            expected = memory.snapshot(whole=whole)
+            later, packed = on_disk.parts(whole=whole), Parts.held(expected)
+            assert later.size is None, "measured only once read"
             for state, held in ((on_disk, handles), (memory, in_memory)):
                 state.tick(16.0, 0.0)
                 for op in after:
                     apply(held, state, {}, op)
-            assert dict(frozen.read()) == dict(frozen.read()) == expected
-            assert dict(packed.read()) == expected
-            assert frozen.size == packed.size
+            assert dict(later.read()) == dict(later.read()) == expected
+            assert later.size == packed.size
             assert on_disk.snapshot(whole=False) == memory.snapshot(whole=False), (
                 "what the next snapshot holds starts at the barrier"
             )
-            frozen.release()
+            later.release()
             assert sorted(p.name for p in Path(directory).iterdir()) == ["state"]
         finally:
             on_disk.close()
+
+
+def test_a_state_never_snapshotted_notes_no_changes():
+    """A job without checkpoints keeps no record of what changed: it would only grow."""
+    state = KeyedState(GROUPS, snapshotted=False)
+    count = state.value_state("count", default=0)
+    for key in range(100):
+        state.at(key)
+        count.set(key)
+    assert state.changes == {}
+    state.at(7)
+    assert count.get() == 7
