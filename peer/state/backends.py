@@ -88,11 +88,28 @@ class Backend(ABC):
         """Reads of entries (as ``get``) as they are held now, whatever is written after."""
         return self.get
 
-    def frozen(self) -> Backend | None:
+    def frozen(self) -> Frozen | None:
         """A copy of what is held now, which later writes do not change, to be read while they
         go on and then closed; None where no copy is cheaper than reading at once (in memory,
         where entries change in place)."""
         return None
+
+
+class Frozen(ABC):
+    """A copy of a backend's entries as they were when it was frozen."""
+
+    @abstractmethod
+    def groups(self) -> list[int]:
+        """The key groups that may hold entries, in order."""
+
+    @abstractmethod
+    def encoded(self, group: int) -> Iterator[tuple[str, list[bytes]]]:
+        """A key group's states in name order, each with its entries as stored (msgpack), in
+        canonical key order: a snapshot is packed from them without decoding them."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Let go of the copy (its directory goes)."""
 
 
 class MemoryBackend(Backend):
@@ -136,7 +153,7 @@ class MemoryBackend(Backend):
         self.held_groups.clear()
 
 
-class DiskBackend(Backend):
+class DiskBackend(Backend, Frozen):
     """An embedded RocksDB in ``path``: each entry under its key group (two bytes, big-endian),
     state name, NUL and canonical key, its value msgpack. ``seen``, given, opens a frozen copy
     (read only) that holds those key groups."""
@@ -203,16 +220,20 @@ class DiskBackend(Backend):
         return sorted(self.seen)
 
     def states(self, group: int) -> Iterator[tuple[str, list[Entry]]]:
-        name, entries = b"", list[Entry]()
+        for name, values in self.encoded(group):
+            yield name, [msgpack.unpackb(value, strict_map_key=False) for value in values]
+
+    def encoded(self, group: int) -> Iterator[tuple[str, list[bytes]]]:
+        name, values = b"", list[bytes]()
         for key, value in self._range(struct.pack(">H", group), struct.pack(">H", group + 1)):
             held = key[2 : key.index(b"\0", 2)]
             if held != name:
-                if entries:
-                    yield name.decode(), entries
-                name, entries = held, []
-            entries.append(msgpack.unpackb(value, strict_map_key=False))
-        if entries:
-            yield name.decode(), entries
+                if values:
+                    yield name.decode(), values
+                name, values = held, []
+            values.append(value)
+        if values:
+            yield name.decode(), values
 
     def state(self, group: int, name: str) -> list[tuple[str, Entry]]:
         prefix = struct.pack(">H", group) + name.encode()

@@ -44,12 +44,15 @@ from typing import Any
 import msgpack
 
 from peer.job.values import canonical
-from peer.state.backends import Backend, Entry, MemoryBackend
+from peer.state.backends import Backend, Entry, Frozen, MemoryBackend
 from peer.state.key_groups import held_under, key_group_of
 
 TTL_TIMES = ("processing", "event")
 
 NEVER = math.inf
+
+HEADERS = msgpack.Packer()
+"""Packs the map and array headers of a part put together from entries encoded already."""
 
 ENGINE = "@"
 """What the names of the states the engine keeps for its own parts start with."""
@@ -246,7 +249,7 @@ class KeyedState:
         frozen = self.backend.frozen()
         if frozen is None:
             return Parts.held(dict(self._wholes(self.backend, clocks)))
-        return Parts(lambda: self._wholes(frozen, clocks), None, frozen.close)
+        return Parts(lambda: self._stored_wholes(frozen, clocks), None, frozen.close)
 
     def _changes(
         self, changes: dict[int, dict[str, dict[str, Entry | None]]], clocks: dict[str, float],
@@ -266,6 +269,28 @@ class KeyedState:
             states = self._whole(source, group, clocks)
             if states:
                 yield group, self._pack(group, states)
+
+    def _stored_wholes(
+        self, frozen: Frozen, clocks: dict[str, float]
+    ) -> Iterator[tuple[int, bytes]]:
+        """``_wholes`` of a frozen copy, each part put together from the entries as stored
+        (the same bytes): only a state with a TTL is decoded, to leave its expired entries
+        out."""
+        for group in frozen.groups():
+            pieces, states = [], 0
+            for name, stored in frozen.encoded(group):
+                declared = self.declared.get(name)
+                if declared is None:
+                    continue
+                values = stored
+                if declared.ttl is not None:
+                    held = [msgpack.unpackb(v, strict_map_key=False) for v in stored]
+                    values = [msgpack.packb(e) for e in self._live(declared, held, clocks)]
+                if values:
+                    pieces += [msgpack.packb(name), HEADERS.pack_array_header(len(values)), *values]
+                    states += 1
+            if states:
+                yield group, b"".join([HEADERS.pack_map_header(states), *pieces])
 
     def _whole(
         self, source: Backend, group: int, clocks: dict[str, float]
