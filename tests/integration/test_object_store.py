@@ -23,13 +23,14 @@ from peer.plugins.jsonl import input as jsonl_input
 from peer.plugins.parquet import output as parquet_output
 from peer.plugins.places import STAGING, StorePlace
 from peer.plugins.staged import StagedEpochs, staged_epochs, stem
+from peer.runtime import checkpoints as checkpoints_module
 from peer.runtime.checkpoints import (
     CheckpointError,
     CheckpointStorage,
     CommitRecord,
     Savepoint,
 )
-from peer.runtime.snapshot import TaskSnapshot
+from peer.runtime.snapshot import StoredParts, TaskSnapshot
 from peer.storage import StorageError, open_url
 from peer.values.epoch import Epoch
 from tests.support import ObjectStore, assert_one_line_error, onyx, wait_for
@@ -94,6 +95,31 @@ def test_a_restore_reads_a_chain_and_a_range_of_key_groups_from_the_store(checkp
     restored = checkpoints.restore("job", Epoch(1, 2), "count", 0, range(4, 6)).result()
     assert restored.snapshot.plugin == 2
     assert restored.layers == [{4: parts[4], 5: parts[5]}, {5: b"new"}]
+
+
+def test_a_snapshot_written_as_it_is_packed_reaches_the_store_whole_and_reads_as_it_goes(
+    checkpoints, monkeypatch
+):
+    """A snapshot larger than what is gathered in memory goes to the store from a temporary
+    file, in one object; a restore of more parts than it holds reads them a run at a time."""
+    monkeypatch.setattr(checkpoints_module, "SPOOL", 100_000)
+    monkeypatch.setattr(checkpoints_module, "HOLD", 100_000)
+    parts = {g: bytes([g]) * 30_000 for g in range(16)}
+    snapshot = TaskSnapshot(1, None, None, False)
+    packed = []
+
+    def chunks():
+        packed.append(True)
+        return snapshot.chunks(sorted(parts.items()))
+
+    size = checkpoints.put("job", Epoch(1, 1), "count", 0, chunks).result()
+    assert size == len(snapshot.to_bytes(parts)) > 100_000
+    assert packed == [True]
+    assert checkpoints.get("job", Epoch(1, 1), "count", 0) == snapshot.to_bytes(parts)
+    restored = checkpoints.restore("job", Epoch(1, 1), "count", 0, range(2, 12)).result()
+    (layer,) = restored.layers
+    assert isinstance(layer, StoredParts), "past HOLD bytes, read as taken"
+    assert list(layer.items()) == [(g, parts[g]) for g in range(2, 12)]
 
 
 def test_a_missing_snapshot_is_named_and_not_retried(checkpoints):
