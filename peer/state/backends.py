@@ -286,7 +286,7 @@ class DiskBackend(Backend, Frozen):
             Checkpoint(self.db).create_checkpoint(str(copy))
         except Exception as e:
             shutil.rmtree(copy, ignore_errors=True)
-            raise self._failed("freeze a copy", e) from None
+            raise self._failed("snapshot", e) from None
         return DiskBackend(copy, set(self.seen))
 
     def close(self) -> None:
