@@ -4,6 +4,7 @@ at will to play out the races between coordinators."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator
 
@@ -439,6 +440,24 @@ def test_a_restore_lent_an_earlier_one_of_its_chain_reads_only_the_new_links(sto
     assert elsewhere.layers == three.layers, "another allocation's epoch 2 lends nothing"
 
 
+@contextlib.contextmanager
+def counted_reads(storage) -> Iterator[list[int]]:
+    """The length of each read of storage made meanwhile."""
+    reads: list[int] = []
+    cat_file = storage.fs.cat_file
+
+    def counted(path, *, start=None, end=None, **kwargs):
+        data = cat_file(path, start=start, end=end, **kwargs)
+        reads.append(len(data))
+        return data
+
+    storage.fs.cat_file = counted
+    try:
+        yield reads
+    finally:
+        del storage.fs.cat_file
+
+
 @pytest.mark.parametrize("layout", ["header last", "header first"])
 def test_a_restore_of_some_key_groups_reads_the_header_and_their_range_alone(storage, layout):
     """A slot that gained key groups 40 to 59 of an old slot reads those parts, not the old
@@ -450,19 +469,8 @@ def test_a_restore_of_some_key_groups_reads_the_header_and_their_range_alone(sto
     else:
         blob = header_first(TaskSnapshot(1, None, None, False), parts)
         storage.put(JOB, Epoch(1, 1), "count", 0, blob).result()
-    reads: list[int] = []
-    cat_file = storage.fs.cat_file
-
-    def counted(path, *, start=None, end=None, **kwargs):
-        data = cat_file(path, start=start, end=end, **kwargs)
-        reads.append(len(data))
-        return data
-
-    storage.fs.cat_file = counted
-    try:
+    with counted_reads(storage) as reads:
         restored = storage.restore(JOB, Epoch(1, 1), "count", 0, range(40, 60)).result()
-    finally:
-        del storage.fs.cat_file
     assert restored.layers == [{g: parts[g] for g in range(40, 60)}]
     tails = 1 if layout == "header last" else 2  # the tail, then (header first) the head
     assert len(reads) == tails + 1, "the header, then one range"
@@ -477,23 +485,12 @@ def test_a_snapshot_too_large_to_hold_is_read_as_its_parts_are_taken(storage, mo
     monkeypatch.setattr(StoredParts, "RUN", 45_000)
     parts = {g: bytes([g]) * 20_000 for g in range(0, 64)}
     stored(storage, 1, parts)
-    reads: list[int] = []
-    cat_file = storage.fs.cat_file
-
-    def counted(path, *, start=None, end=None, **kwargs):
-        data = cat_file(path, start=start, end=end, **kwargs)
-        reads.append(len(data))
-        return data
-
-    storage.fs.cat_file = counted
-    try:
+    with counted_reads(storage) as reads:
         restored = storage.restore(JOB, Epoch(1, 1), "count", 0, groups).result()
         assert len(reads) == 1, "only the tail, with the header, before the parts are taken"
         (layer,) = restored.layers
         wanted = [g for g in parts if groups is None or g in groups]
         taken = list(layer.items())
-    finally:
-        del storage.fs.cat_file
     assert taken == [(g, parts[g]) for g in wanted]
     assert max(reads[1:]) <= 45_000, "a run at a time"
     assert len(reads) == 1 + len(wanted) // 2, "two parts of 20,000 bytes to a run"
