@@ -619,7 +619,7 @@ class CheckpointStorage:
         if start < at:
             held, at = fetched(start, size), start
         header = read_footer(held[start - at : len(held) - TAIL], start)
-        return header.snapshot, self._ranged(header.parts, groups, held, at, fetched)
+        return header.snapshot, self._ranged(header.parts, groups, held, at, fetched, what=what)
 
     def _groups_header_first(
         self, path: str, what: str, groups: range, fetched: Callable[..., bytes], size: int
@@ -633,16 +633,16 @@ class CheckpointStorage:
         if end > len(prefix):
             prefix = fetched(0, end)
         header = read_header(prefix, size)
-        return header.snapshot, self._ranged(header.parts, groups, prefix, 0, fetched)
+        return header.snapshot, self._ranged(header.parts, groups, prefix, 0, fetched, what=what)
 
     @staticmethod
     def _ranged(
         spans: dict[int, tuple[int, int]], groups: range, held: bytes, at: int,
-        fetched: Callable[..., bytes],
+        fetched: Callable[..., bytes], *, what: str,
     ) -> Mapping[int, bytes]:  # fmt: skip
-        """The parts of ``groups`` where ``spans`` say they lie: from ``held``, the bytes
-        read already from ``at`` on, where it holds them, else read in one range, or, past
-        HOLD bytes, as they are taken."""
+        """The parts of ``groups`` of ``what`` where ``spans`` say they lie: from ``held``, the
+        bytes read already from ``at`` on, where it holds them, else read in one range, or,
+        past HOLD bytes, as they are taken."""
         wanted = [(g, span) for g, span in spans.items() if g in groups]
         if not wanted:
             return {}
@@ -650,7 +650,7 @@ class CheckpointStorage:
         if at <= low and high <= at + len(held):
             data = held[low - at : high - at]
         elif high - low > HOLD:
-            return StoredParts(dict(wanted), fetched)
+            return StoredParts(dict(wanted), fetched, what)
         else:
             data = fetched(low, high)
         if len(data) != high - low:

@@ -235,13 +235,16 @@ def _is_part(value: object) -> bool:
 class StoredParts(Mapping[int, bytes]):
     """Key groups' parts of a stored snapshot that are read only as a restore takes them (a
     snapshot too large to hold in memory): ``spans`` says where each lies, in ascending key
-    group order, and ``fetch(start, end)`` reads a range. Going through ``items()`` reads
-    runs of consecutive parts of up to RUN bytes, so a restore holds one run at a time."""
+    group order, and ``fetch(start, end)`` reads a range of the snapshot ``what`` names.
+    Going through ``items()`` reads runs of consecutive parts of up to RUN bytes, so a restore
+    holds one run at a time."""
 
     RUN = 16 * 1024 * 1024
 
-    def __init__(self, spans: dict[int, tuple[int, int]], fetch: Callable[[int, int], bytes]):
-        self.spans, self._fetch = spans, fetch
+    def __init__(
+        self, spans: dict[int, tuple[int, int]], fetch: Callable[[int, int], bytes], what: str
+    ) -> None:
+        self.spans, self._fetch, self.what = spans, fetch, what
 
     def __getitem__(self, group: int) -> bytes:
         start, end = self.spans[group]
@@ -273,7 +276,8 @@ class StoredParts(Mapping[int, bytes]):
     def _read(self, start: int, end: int) -> bytes:
         data = self._fetch(start, end)
         if len(data) != end - start:
-            raise SnapshotError(f"its parts end at byte {start + len(data)}, not {end}")
+            raise SnapshotError(f"{self.what} is not a task's snapshot: its parts end at byte "
+                                f"{start + len(data)}, not {end}")  # fmt: skip
         return data
 
 

@@ -497,6 +497,22 @@ def test_a_snapshot_too_large_to_hold_is_read_as_its_parts_are_taken(storage, mo
     assert layer == {g: parts[g] for g in wanted}
 
 
+def test_a_snapshot_cut_short_after_its_restore_began_fails_it_naming_the_snapshot(
+    storage, monkeypatch
+):
+    """Parts read as they are taken come from a file that may have changed since its header
+    was read: a short read names the snapshot, as a fetch's errors do."""
+    monkeypatch.setattr(checkpoints_module, "HOLD", 50_000)
+    parts = {g: bytes([g]) * 20_000 for g in range(0, 8)}
+    stored(storage, 1, parts)
+    (layer,) = storage.restore(JOB, Epoch(1, 1), "count", 0).result().layers
+    path = storage._path(JOB, Epoch(1, 1), "count", 0)
+    storage.fs.pipe_file(path, storage.fs.cat_file(path)[:100_000])
+    says = r"the snapshot of job .* slot 0 is not a task's snapshot: its parts end at byte"
+    with pytest.raises(SnapshotError, match=says):
+        list(layer.items())
+
+
 def test_the_bytes_a_restore_reads_are_counted_for_its_job_and_task(storage):
     parts = {g: bytes([g]) * 20_000 for g in range(0, 64)}
     stored(storage, 1, parts)
