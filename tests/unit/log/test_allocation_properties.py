@@ -10,6 +10,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from peer.log.allocation import active_peers
 from peer.log.apply import apply_entry
 from peer.log.entries.group_leave import GROUP_LEAVE
 from peer.log.entries.jobs import COMPLETE_JOB, KILL_JOB, SUBMIT_JOB
@@ -148,8 +149,8 @@ def as_sets(tasks) -> dict[str, frozenset[str]]:
 
 def check_versions(old: Replica, new: Replica, job_id: str) -> None:
     """A new version exactly when the job's peers changed other than by takeovers, which end
-    with it; a takeover puts its peer in the failed peer's seat and remembers the seat's
-    first peer."""
+    with it; a takeover puts its peer in the seat of a peer no longer active (failed, or of a
+    member exiting, whose seats standbys take over) and remembers the seat's first peer."""
     job, tasks = new.jobs[job_id], new.allocations[job_id]
     takeovers = new.takeovers.get(job_id, {})
     recovering = new.recovering.get(job_id, frozenset())
@@ -162,7 +163,7 @@ def check_versions(old: Replica, new: Replica, job_id: str) -> None:
         return
     before = old.allocations[job_id]
     assert set(before) == set(tasks)
-    active = set(new.peers)
+    active = {peer.id for peer in active_peers(new)}  # an exiting member's peers are not
     for task, peers in tasks.items():
         assert len(peers) == len(before[task])
         for was, now in zip(before[task], peers, strict=True):
