@@ -411,14 +411,17 @@ class Workers:
                 state.process.join()
 
     def close(self) -> None:
-        """Stop every worker; kill any that has not stopped in time."""
+        """Stop every worker; kill any that has not stopped in time. The workers stop side by
+        side, so they share one deadline: a member never takes longer than STOP_TIMEOUT for them
+        however many it has."""
         self.closing = True
         for slot in range(self.count):
             self.send(slot, Stop())
+        deadline = time.monotonic() + STOP_TIMEOUT
         for slot, state in enumerate(self.slots):
             if state.process is None:
                 continue
-            state.process.join(STOP_TIMEOUT)
+            state.process.join(max(0.0, deadline - time.monotonic()))
             if state.process.is_alive():
                 log.warning("worker %d did not stop in time; killing it", slot)
                 state.process.kill()

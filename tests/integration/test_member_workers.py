@@ -16,6 +16,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import urllib.error
 import urllib.request
 from contextlib import closing
@@ -124,7 +125,11 @@ def test_each_member_holds_the_one_session_of_its_machine(members, zookeeper):
             assert zookeeper_connections(pid, zookeeper.port) == 0
     pids = list(workers_of(two).values())
     two.signal(signal.SIGTERM)
-    assert two.process.wait(30) == 0
+    try:
+        code = two.process.wait(30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the member did not exit within 30 s of SIGTERM:\n{two.output()[-4000:]}")
+    assert code == 0
     assert not [pid for pid in pids if alive(pid)]
     assert sorted(re.findall(r"worker (\d) stopped", two.output())) == ["0", "1"]
     assert "did not stop in time" not in two.output()
