@@ -188,8 +188,8 @@ def _checked_with(job: Job | Mapping[str, Any] | os.PathLike[str], code: CodeArc
 
 def _check_resume(store: LogStore, job_id: str, job: Job) -> None:
     """What ``resume_from`` names must be there to restore from when the job is submitted, and
-    must split each keyed task's keys as the job does (its coordinator checks again when it
-    restores): a savepoint that exists, and key groups (max_parallelism) unchanged."""
+    must split each grouped task's work as the job does (its coordinator checks again when it
+    restores): a savepoint that exists, and key groups or splits (max_parallelism) unchanged."""
     source = job.resume_source()
     if source is None:
         return
@@ -205,11 +205,12 @@ def _check_resume(store: LogStore, job_id: str, job: Job) -> None:
         taken = record.savepoints[source[1]].groups
     for task in job.catalog:
         groups = job.key_groups(task.name)
-        if task.keyed and task.name in taken and taken[task.name] != groups:
+        if task.name in taken and taken[task.name] != groups:
+            parts = "key groups" if task.keyed else "splits"
             raise JobError(
                 f"job {job_id!r}, task {task.name!r}: max_parallelism is {groups} and the state "
-                f"it resumes from (job {source[0]!r}) has {taken[task.name]} key groups; a keyed "
-                "task keeps its max_parallelism for the life of its state"
+                f"it resumes from (job {source[0]!r}) has {taken[task.name]} {parts}; a task "
+                "keeps its max_parallelism for the life of its state"
             )
 
 

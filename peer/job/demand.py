@@ -3,7 +3,8 @@
 The flux policy ``continue`` lets a task that has started go on with fewer peers than its
 minimum, down to one, so for a started job it lowers the minimum the schedulers hold it to;
 ``kill`` and ``recover`` keep the minimum, and the log decides what happens to a started job
-that falls below it. A keyed task never asks for more peers than it has key groups.
+that falls below it. A keyed task never asks for more peers than it has key groups, nor an input
+whose share is split (peer.job.spec.Job.grouped) for more than it has splits.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def job_demand(job: Job, *, started: bool = False) -> JobDemand:
 def _task_demand(job: Job, task: Task, started: bool) -> TaskDemand:
     relaxed = started and task.flux_policy == "continue"
     most = task.max_peers
-    if task.keyed:
+    if job.grouped(task.name):
         groups = job.key_groups(task.name)
         most = groups if most is None else min(most, groups)
     return TaskDemand(

@@ -9,6 +9,7 @@ attribute and everything before it as the module.
 from __future__ import annotations
 
 import importlib
+import inspect
 from types import ModuleType
 from typing import Any
 
@@ -48,3 +49,13 @@ def resolve(path: str) -> Any:
 
 def _describe(target: Any) -> str:
     return "module" if isinstance(target, ModuleType) else "object"
+
+
+def takes_splits(factory: object) -> bool:
+    """Whether a plugin factory takes ``splits`` as a keyword: its input splits its share, so
+    that it can run on another number of peers (peer.plugins.splits)."""
+    try:
+        parameter = inspect.signature(factory).parameters.get("splits")  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return parameter is not None and parameter.kind is inspect.Parameter.KEYWORD_ONLY

@@ -337,6 +337,15 @@ class Job:
         own = self.task(task_name).max_parallelism
         return self.max_parallelism if own is None else own
 
+    def grouped(self, task_name: str) -> bool:
+        """Whether ``task_name``'s work is split into its max_parallelism parts that move
+        between its peers as their number changes, so that it runs on at most that many: a
+        keyed task's key groups, or the splits of a checkpointed job's input whose peers may
+        vary (an input whose plugin splits its share, checked at submit)."""
+        task = self.task(task_name)
+        varies = task.min_peers != task.max_peers and self.barrier_period is not None
+        return task.keyed or (task.kind == "input" and varies)
+
     def has_standby(self, task_name: str) -> bool:
         """Whether ``task_name`` keeps a standby peer: its own flag, else the job's, for a task
         that can be taken over (``Task.replayable``)."""

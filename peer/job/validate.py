@@ -18,7 +18,7 @@ from pyrsistent import thaw
 
 from peer.job.code import check_reference
 from peer.job.graph import topological_order
-from peer.job.imports import ImportPathError, resolve, split
+from peer.job.imports import ImportPathError, resolve, split, takes_splits
 from peer.job.limits import check_depth, check_size
 from peer.job.schema import SchemaError, parse
 from peer.job.spec import (
@@ -224,6 +224,25 @@ def _check_imports(job: Job, outer: str) -> None:
             fail(where, f"{name} {path!r} is not callable")
     _check_keyed_state(job, outer)
     _check_aggregation_imports(job, outer)
+    _check_input_peers(job, outer)
+
+
+def _check_input_peers(job: Job, outer: str) -> None:
+    """An input's checkpoint is a position in its share of the data, and the share depends on
+    how many peers read: in a checkpointed job, an input may run on a number of peers that
+    varies only if its plugin splits its share (peer.plugins.splits), so that the positions
+    can be handed on to another number of slots. The log cannot import plugins; a job that
+    got past this check fails at its restore, saying so."""
+    for task in job.catalog:
+        if task.kind != "input" or task.plugin is None or not job.grouped(task.name):
+            continue
+        if not takes_splits(resolve(task.plugin)):
+            fail(
+                f"{outer}: task {task.name!r}",
+                f"plugin {task.plugin!r} does not split its share (its factory takes no "
+                "splits), so as an input of a checkpointed job it needs a fixed number of "
+                "peers (set n_peers, or barrier_period: null to run without checkpoints)",
+            )
 
 
 def _check_keyed_state(job: Job, outer: str) -> None:
@@ -381,8 +400,6 @@ def _resume_source(value: object) -> bool:
 
 
 def _check_checkpoints(job: Job, where: str) -> None:
-    """An input's checkpoint is a position in its share of the data, and the share depends on
-    how many peers read: a checkpointed job must keep that number fixed to restore it."""
     period = job.barrier_period
     if period is not None and not (_is_number(period) and period > 0):
         fail(where, f"barrier_period must be a number of seconds > 0 or null, got {period!r}")
@@ -398,15 +415,6 @@ def _check_checkpoints(job: Job, where: str) -> None:
     tolerable = job.tolerable_abandoned_epochs
     if not (is_int(tolerable) and tolerable >= 0):
         fail(where, f"tolerable_abandoned_epochs must be an int >= 0, got {tolerable!r}")
-    if period is None:
-        return
-    for task in job.catalog:
-        if task.kind == "input" and task.min_peers != task.max_peers:
-            fail(
-                f"{where}: task {task.name!r}",
-                "an input of a checkpointed job needs a fixed number of peers (set n_peers, "
-                "or barrier_period: null to run without checkpoints)",
-            )
 
 
 def _check_local_recovery(job: Job, where: str) -> None:
@@ -444,15 +452,21 @@ def _check_key_groups(job: Job, where: str) -> None:
         at = f"{where}: task {task.name!r}"
         if task.max_parallelism is not None:
             _max_parallelism(at, task.max_parallelism)
-            if not task.keyed:
-                fail(at, "max_parallelism is for keyed tasks (group_by_key or group_by_fn)")
-        if not task.keyed:
+            if not (task.keyed or task.kind == "input"):
+                fail(at, "max_parallelism is for keyed tasks (group_by_key or group_by_fn) "
+                         "and inputs (the splits of their share)")  # fmt: skip
+        if not job.grouped(task.name):
             continue
         groups = job.key_groups(task.name)
         most = max(task.min_peers, task.max_peers or 0)
         if most > groups:
-            fail(at, f"it asks for {most} peers and has {groups} key groups (max_parallelism): "
-                     "a keyed task runs on at most one peer per key group")  # fmt: skip
+            parts, runs = (
+                ("key groups", "a keyed task runs on at most one peer per key group")
+                if task.keyed
+                else ("splits", "an input runs on at most one peer per split")
+            )
+            fail(at, f"it asks for {most} peers and has {groups} {parts} (max_parallelism): "
+                     f"{runs}")  # fmt: skip
 
 
 def _check_state_backend(job: Job, where: str) -> None:

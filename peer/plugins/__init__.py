@@ -30,11 +30,13 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
-from peer.job.imports import ImportPathError, resolve
-from peer.job.spec import Task
+from peer.job.imports import ImportPathError, resolve, takes_splits
+from peer.job.spec import DEFAULT_MAX_PARALLELISM, Task
 from peer.job.values import is_int
+from peer.plugins.splits import Splits
 from peer.values.columnar import Batch
 from peer.values.epoch import Epoch
 
@@ -207,15 +209,21 @@ def natural(value: object) -> bool:
     return is_int(value) and value >= 0  # type: ignore[operator]
 
 
-def load(task: Task, slot: int, slots: int) -> Input | Output:
+def load(task: Task, slot: int, slots: int, max_parallelism: int | None = None) -> Input | Output:
     """The plugin for slot ``slot`` of ``slots`` peers running ``task``, checked against the
-    protocol for the task's kind."""
+    protocol for the task's kind. A factory that takes ``splits`` (peer.plugins.splits) gets the
+    splits this slot owns, of the task's ``max_parallelism`` (None: the task's own, else the
+    default)."""
     protocol = PROTOCOLS.get(task.kind)
     if protocol is None:
         raise error(task, f"a {task.kind!r} task has no plugin")
     if not 0 <= slot < slots:
         raise error(task, f"slot {slot} is not in 0..{slots - 1}")
-    plugin = _call(_factory(task), task, slot, slots)
+    factory = _factory(task)
+    if takes_splits(factory):
+        total = max_parallelism or task.max_parallelism or DEFAULT_MAX_PARALLELISM
+        factory = partial(factory, splits=Splits.of(slot, slots, total))
+    plugin = _call(factory, task, slot, slots)
     missing = [name for name in _methods(protocol) if not callable(getattr(plugin, name, None))]
     if missing:
         raise error(
@@ -224,6 +232,11 @@ def load(task: Task, slot: int, slots: int) -> Input | Output:
             f"{protocol.__name__}: it lacks {', '.join(missing)}",
         )
     return plugin
+
+
+def splits_share(task: Task) -> bool:
+    """Whether ``task`` is an input whose plugin splits its share (peer.plugins.splits)."""
+    return task.kind == "input" and takes_splits(_factory(task))
 
 
 def _factory(task: Task) -> Callable[..., Any]:

@@ -2,11 +2,13 @@
 one that appends (at least once) and one that publishes whole committed epochs (exactly once).
 
 The input treats its file as bounded: it reads what the file held when the task started on this
-peer. Line i (0-based, blank lines counted but never emitted) belongs to slot ``i % slots``, so
-every peer scans the file and parses only its own lines. It reads a line at a time, never the
-whole file, and its checkpoint is ``[byte offset, lines read]`` so that recovery seeks straight
-back to where it was instead of reading everything again. The file is not consumed, so a commit
-has nothing to acknowledge.
+peer. It splits its share (peer.plugins.splits): line i (0-based, blank lines counted but never
+emitted) is in split ``i % S``, and each peer scans the file and parses only the lines of the
+splits it owns, so a checkpointed job's input may run on another number of peers after a
+restore. It reads a line at a time, never the whole file, and its checkpoint holds, for each
+split it owns, ``[lines read, byte offset]``, so that recovery seeks straight back to where it
+was instead of reading everything again. The file is not consumed, so a commit has nothing to
+acknowledge.
 
 ``output`` appends compact JSON, one value per line. With ``{slot}`` in ``params.path`` each peer
 has its own file; without, the peers share one, and each staged batch goes out in a single
@@ -41,6 +43,7 @@ from typing import Any, BinaryIO
 from peer.job.spec import Task
 from peer.plugins import PluginError, Recovery, Sealing, error, natural, param, where
 from peer.plugins.files import fsync, is_path
+from peer.plugins.splits import Cursor, Splits
 from peer.plugins.staged import StagedEpochs, epoch_of, staged_epochs, stem
 from peer.storage import StorageError, is_local, open_url, retried
 from peer.values.columnar import Batch, rows
@@ -50,11 +53,12 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan
 SUFFIX = ".jsonl"
 
 
-def input(task: Task, slot: int, slots: int) -> JsonlInput:
+def input(task: Task, slot: int, slots: int, *, splits: Splits) -> JsonlInput:
     """The factory named ``peer.plugins.jsonl:input``: a local file, or an object store's
-    (through fsspec), whose read failures roll the job back rather than kill it."""
+    (through fsspec), whose read failures roll the job back rather than kill it. ``splits`` are
+    the splits of the file's lines this slot owns, of the task's max_parallelism."""
     path = param(task, "path", "a file path string or an fsspec URL", is_path)
-    return JsonlInput(task, path, opened(task, path), slot, slots)
+    return JsonlInput(task, path, opened(task, path), splits)
 
 
 def opened(task: Task, path: str) -> Opened:
@@ -118,35 +122,51 @@ def published_epoch(name: str) -> Epoch | None:
     return epoch_of(name, SUFFIX)
 
 
+def _one_position(checkpoint: Any) -> tuple[int, int] | None:
+    """``checkpoint`` as ``(byte offset, lines read)`` if it is what the one reader of a file
+    checkpointed before its lines were split: it still reads, where that reader owns every
+    split."""
+    if (isinstance(checkpoint, list | tuple) and len(checkpoint) == 2
+            and all(natural(n) for n in checkpoint)):  # fmt: skip
+        return checkpoint[0], checkpoint[1]
+    return None
+
+
 class JsonlInput:
-    def __init__(self, task: Task, path: str, opened: Opened, slot: int, slots: int) -> None:
+    def __init__(self, task: Task, path: str, opened: Opened, splits: Splits) -> None:
         self._task = task
         self._path = path
         self._file = opened.file
-        self._slot = slot
-        self._slots = slots
+        self._splits = splits
         self._size = opened.size
         self._unreadable = opened.unreadable
-        self._offset = 0
-        self._lines = 0
+        self._cursor = Cursor(splits, None, self._error)
+        self._scan = -(-splits.total // max(len(splits.owned), 1))
+        """Lines scanned per segment asked for: a poll's work is bounded however lines fall."""
 
     def recover(self, recovery: Recovery) -> None:
         checkpoint = recovery.checkpoint
-        self._offset, self._lines = (0, 0) if checkpoint is None else self._position(checkpoint)
+        if self._splits.whole and (one := _one_position(checkpoint)) is not None:
+            checkpoint = [[one[1], one[0]] for _ in self._splits.owned]
+        self._cursor = Cursor(self._splits, checkpoint, self._error)
+        if self._cursor.at[1] > self._size:
+            end = f"the end of {self._path!r} ({self._size} bytes)"
+            raise self._error(f"checkpoint offset {self._cursor.at[1]} is past {end}")
 
     def poll(self, limit: int) -> list[Any]:
-        """Scans at most ``limit * slots`` lines, so a poll's work is bounded however the lines
-        fall. Nothing moves unless the whole poll succeeds: a bad line fails every retry alike."""
-        self._seek(self._offset)
-        offset, lines, segments = self._offset, self._lines, []
-        for _ in range(max(limit, 0) * self._slots):
+        """Nothing moves unless the whole poll succeeds: a bad line fails every retry alike."""
+        cursor = self._cursor
+        lines, offset = cursor.at
+        self._seek(offset)
+        segments = []
+        for _ in range(max(limit, 0) * self._scan):
             if offset >= self._size:
                 break
             line = self._readline()
+            if cursor.takes(lines) and (text := line.rstrip()):
+                segments.append(self._parse(text, lines + 1))
             offset, lines = offset + len(line), lines + 1
-            if (lines - 1) % self._slots == self._slot and (text := line.rstrip()):
-                segments.append(self._parse(text, lines))
-        self._offset, self._lines = offset, lines
+        cursor.moved(lines, offset)
         return segments
 
     def _seek(self, offset: int) -> None:
@@ -163,11 +183,11 @@ class JsonlInput:
         except OSError as e:
             raise self._unreadable(f"{where(self._task)}: cannot read {self._path!r}: {e}") from e
 
-    def checkpoint(self, epoch: Epoch) -> list[int]:
-        return [self._offset, self._lines]
+    def checkpoint(self, epoch: Epoch) -> list[list[int]]:
+        return self._cursor.checkpoint()
 
     def completed(self) -> bool:
-        return self._offset >= self._size
+        return not self._splits.owned or self._cursor.at[1] >= self._size
 
     def synced(self) -> bool:
         return True
@@ -177,18 +197,6 @@ class JsonlInput:
 
     def close(self) -> None:
         self._file.close()
-
-    def _position(self, checkpoint: Any) -> tuple[int, int]:
-        if not (
-            isinstance(checkpoint, list | tuple)
-            and len(checkpoint) == 2
-            and all(natural(n) for n in checkpoint)
-        ):
-            raise self._error(f"checkpoint must be [byte offset, lines read], got {checkpoint!r}")
-        if checkpoint[0] > self._size:
-            end = f"the end of {self._path!r} ({self._size} bytes)"
-            raise self._error(f"checkpoint offset {checkpoint[0]} is past {end}")
-        return checkpoint[0], checkpoint[1]
 
     def _error(self, message: str) -> PluginError:
         return error(self._task, message)

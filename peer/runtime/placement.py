@@ -90,10 +90,10 @@ class Placement:
         return {task: len(peers) for task, peers in sorted(self.peers.items())}
 
     def task_groups(self) -> dict[str, int]:
-        """Each keyed task's number of key groups: what a commit records beside the slots, so
-        a restore knows how the keys were split among them."""
+        """Each grouped task's number of key groups (or splits, for an input): what a commit
+        records beside the slots, so a restore knows how the work was split among them."""
         job = self.job
-        return {t: job.key_groups(t) for t in sorted(self.peers) if job.task(t).keyed}
+        return {t: job.key_groups(t) for t in sorted(self.peers) if job.grouped(t)}
 
 
 _EMPTY: Mapping[str, str] = pmap()

@@ -87,7 +87,8 @@ from peer.messaging.messages import (
     Watermark,
 )
 from peer.metrics import task_meters
-from peer.plugins import NO_PLUGIN, Recovery, joined, load, position
+from peer.plugins import NO_PLUGIN, Recovery, joined, load, position, splits_share
+from peer.plugins.splits import gather
 from peer.runtime.apply import Apply, AsyncApply, Keys, apply_for, function
 from peer.runtime.causal import (
     NO_LOCAL_RECOVERY,
@@ -350,6 +351,9 @@ class TaskRunner:
         """The parts LOAD assembles from the task's code (``_assemble``), none until then."""
         self.apply: Apply = Apply()
         self.plugin: Any = NO_PLUGIN
+        self.splits = False
+        """Whether the plugin is an input that splits its share (peer.plugins.splits): its
+        positions go on to another number of slots."""
         self.windows: Windows = UNWINDOWED
         self.keyed = KeyedState(self.ctx.key_groups)
         """The slot's keyed state: the fn's and the windows' (one that holds nothing when the
@@ -545,7 +549,8 @@ class TaskRunner:
         if keys is not None:
             self.keyed = keys.made()
         if task.kind != "function":
-            self.plugin = load(task, c.slot, c.slots)
+            self.plugin = load(task, c.slot, c.slots, c.key_groups)
+            self.splits = splits_share(task)
         if isinstance(self.intake, PluginIntake):
             self.intake.attach(self.plugin, assign)
         if isinstance(self.emitter, PluginEmitter):
@@ -566,10 +571,11 @@ class TaskRunner:
                 return self._take_over(fresh, [], None, None)
             return self._begin(fresh, [])
         old = point.slots.get(c.task.name, 0)
-        if c.task.kind == "input" and old != c.slots:
+        if c.task.kind == "input" and old != c.slots and not self.splits:
             raise ValueError(
-                f"its checkpoint was taken by {old} peers and it now runs on {c.slots}: "
-                "an input task needs n_peers for its positions to be restored"
+                f"its checkpoint was taken by {old} peers and it now runs on {c.slots}: an "
+                "input whose plugin does not split its share needs n_peers for its positions "
+                "to be restored"
             )
         fetch = c.fetch
         if fetch is None:
@@ -601,7 +607,7 @@ class TaskRunner:
             )
         if c.task.keyed and taken is None:
             return range(old)  # keys split by hash modulo slots
-        if old != c.slots and c.task.keyed:
+        if old != c.slots and (c.task.keyed or self.splits):
             return _holding(c.owned, old, c.key_groups)
         if old != c.slots:
             return range(old)
@@ -615,12 +621,18 @@ class TaskRunner:
         restored = [f.result() for f in self.fetched.snapshots]
         c, fetched = self.ctx, self.fetched.slots
         own = restored[c.slot - fetched.start].snapshot if c.slot in fetched else None
-        adopted = tuple(restored[old - fetched.start].snapshot.plugin
-                        for old in range(c.slots + c.slot, fetched.stop, c.slots))  # fmt: skip
-        recovery = Recovery(
-            own.plugin if own is not None else None, committed, Epoch(c.version, 1),
-            adopted=() if c.takes_over else adopted,
-        )  # fmt: skip
+        if self.splits:
+            held = {old: r.snapshot.plugin for old, r in zip(fetched, restored, strict=True)}
+            slots = point.slots.get(c.task.name, 0)
+            recovery = Recovery(gather(held, slots, c.owned, c.key_groups), committed,
+                                Epoch(c.version, 1))  # fmt: skip
+        else:
+            adopted = tuple(restored[old - fetched.start].snapshot.plugin
+                            for old in range(c.slots + c.slot, fetched.stop, c.slots))  # fmt: skip
+            recovery = Recovery(
+                own.plugin if own is not None else None, committed, Epoch(c.version, 1),
+                adopted=() if c.takes_over else adopted,
+            )  # fmt: skip
         if c.takes_over:
             return self._take_over(recovery, restored, own, committed)
         return self._begin(recovery, restored, scope=point.scope)

@@ -22,7 +22,9 @@ import yaml
 from peer import api
 from peer.cluster.local import LocalCluster
 from peer.metrics import STATE_DISK_FAILURES
-from peer.runtime.checkpoints import Commits
+from peer.runtime.checkpoints import CheckpointStorage, Commits
+from peer.runtime.snapshot import read as read_snapshot
+from peer.values.epoch import Epoch
 from tests.support import onyx, wait_for
 
 pytestmark = pytest.mark.integration
@@ -33,7 +35,7 @@ so its snapshots hold what changed."""
 
 
 def keyed_job(tmp_path: Path, backend: str = "memory", fn: str = "RunningCount",
-              peers: dict | None = None) -> Path:  # fmt: skip
+              peers: dict | None = None, read_peers: dict | None = None) -> Path:  # fmt: skip
     with (tmp_path / "events.jsonl").open("w") as f:
         for i in range(EVENTS):
             f.write(json.dumps({"user": f"u{(i * 7) % USERS}", "ts": i}) + "\n")
@@ -41,7 +43,8 @@ def keyed_job(tmp_path: Path, backend: str = "memory", fn: str = "RunningCount",
         "workflow": [["read", "count"], ["count", "write"]],
         "catalog": [
             {"name": "read", "kind": "input", "plugin": "peer.plugins.jsonl:input",
-             "params": {"path": str(tmp_path / "events.jsonl")}, "n_peers": 1, "batch_size": 10},
+             "params": {"path": str(tmp_path / "events.jsonl")}, **(read_peers or {"n_peers": 1}),
+             "batch_size": 10},
             {"name": "count", "kind": "function", "fn": f"tests.integration.pacing:{fn}",
              "group_by_key": "user", "max_parallelism": 16, **(peers or {"n_peers": 2})},
             {"name": "write", "kind": "output", "plugin": "peer.plugins.jsonl:exactly_once_output",
@@ -221,3 +224,70 @@ def test_a_full_state_disk_kills_its_job_and_the_group_s_other_job_goes_on(tmp_p
 
 def slot_directories(state: Path) -> list[Path]:
     return [slot for process in state.iterdir() for slot in process.iterdir()]
+
+
+def test_an_input_that_splits_its_share_rescales_from_2_to_3_to_2_members_exactly(
+    start_peer, zookeeper, tenancy, tmp_path, *, monkeypatch
+):
+    """The file input runs on as many peers as the members have to spare (1 to 3): a third
+    member gives it more at a pause, and one of the first two stopping gives it fewer at
+    another. Each time its new slots take the positions of the splits they own now from the
+    old slots that held them, and every event is counted once. Several readers hand a user's
+    events to the count in another order than one reader would, so the check is each event
+    once, with each user's counts 1 to n."""
+    monkeypatch.setenv("ONYX_TEST_PACE", "0.02")
+    # A leave hands over within half the session timeout: the pause's barrier waits behind the
+    # events the count has queued, seconds of them at this pace.
+    options = {"vpeers": 2, "session_timeout": 20.0}
+    first = [start_peer(**options) for _ in range(2)]
+    with closing(api.connect(zookeeper.address, tenancy, create=True)) as store:
+        wait_for(lambda: len(api.replica(store).peers) >= 4, 60, "4 peers")
+        job = keyed_job(tmp_path, read_peers={"min_peers": 1, "max_peers": 3})
+        size = (tmp_path / "events.jsonl").stat().st_size
+        job_id = api.submit(store, job)
+
+        def readers() -> int:
+            return len(api.replica(store).allocations.get(job_id, {}).get("read", []))
+
+        def running() -> bool:
+            return api.status(api.replica(store), job_id).state == "running"
+
+        wait_for(lambda: readers() == 1 and chained(Commits(store, job_id)), 60, "a commit")
+        third = start_peer(**options)
+        wait_for(lambda: readers() == 3, 60, "the input grown to 3 peers")
+        grown = wait_for(lambda: committed_on(Commits(store, job_id), "read", 3), 60,
+                         "a commit of 3 readers")  # fmt: skip
+        assert any(offset < size for slot in range(3)
+                   for _, offset in reader_positions(tmp_path, tenancy, job_id, grown, slot)), \
+            "the input had read its whole file before it grew"  # fmt: skip
+        first[0].signal(signal.SIGTERM)
+        wait_for(lambda: readers() == 1 or not running(), 60, "the input shrunk to 1 peer")
+        final = api.wait(store, job_id, 180)
+    assert final.state == "completed", final.reason
+    logs = "".join(p.output() for p in [*first, third])
+    restores = re.findall(rf"restored task 'read' of job {job_id} from .*, scope (\w+)", logs)
+    assert restores.count("handover") >= 3 + 1, restores  # grown to 3 slots, then shrunk to 1
+    assert "global" not in restores, "the job rolled back"
+    rows = published(tmp_path)
+    assert sorted(ts for _, ts, _ in rows) == list(range(EVENTS))
+    counts: dict[str, list[int]] = {}
+    for user, _, count in rows:
+        counts.setdefault(user, []).append(count)
+    assert all(sorted(c) == list(range(1, len(c) + 1)) for c in counts.values())
+
+
+def committed_on(commits: Commits, task: str, slots: int) -> Epoch | None:
+    """The committed epoch, if ``task`` ran on ``slots`` slots in it."""
+    record = commits.read()[0]
+    if record is None or record.committed is None or record.slots.get(task) != slots:
+        return None
+    return record.committed
+
+
+def reader_positions(tmp_path: Path, tenancy: str, job_id: str, epoch: Epoch, slot: int):
+    """The [lines read, byte offset] of each split that slot of the input owned at ``epoch``."""
+    storage = CheckpointStorage(str(tmp_path / "checkpoints"), tenancy)
+    try:
+        return read_snapshot(storage.get(job_id, epoch, "read", slot))[0].plugin
+    finally:
+        storage.close()

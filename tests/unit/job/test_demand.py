@@ -19,3 +19,15 @@ def test_a_keyed_task_asks_for_at_most_its_key_groups():
     assert asked(doc) == {"read": 1, "split": 2, "count": 8, "write": None}
     count["max_peers"] = 5
     assert asked(doc)["count"] == 5
+
+
+def test_an_input_whose_peers_may_vary_asks_for_at_most_its_splits():
+    """In a checkpointed job, such an input splits its share (its plugin does: checked at
+    submit), into max_parallelism splits."""
+    doc = wordcount.document()
+    read = next(t for t in doc["catalog"] if t["name"] == "read")
+    read.update(plugin="peer.plugins.jsonl:input", params={"path": "in.jsonl"}, max_parallelism=6)
+    del read["n_peers"]
+    assert asked(doc)["read"] == 6
+    doc["barrier_period"] = None  # no checkpoints: its share is never handed on
+    assert asked(doc)["read"] is None

@@ -392,8 +392,10 @@ def test_the_python_built_job_is_valid():
     [
         (
             lambda d: d["catalog"][0].pop("n_peers"),
-            "job 'wc': task 'read': an input of a checkpointed job needs a fixed number of peers "
-            "(set n_peers, or barrier_period: null to run without checkpoints)",
+            "job 'wc': task 'read': plugin 'tests.unit.job.fixtures_fns:read_lines' does not "
+            "split its share (its factory takes no splits), so as an input of a checkpointed "
+            "job it needs a fixed number of peers (set n_peers, or barrier_period: null to run "
+            "without checkpoints)",
         ),
         (
             lambda d: d.update(barrier_period=0),
@@ -431,9 +433,26 @@ def test_max_parallelism_out_of_range(value):
     )
 
 
+def splitting_input(doc: Doc, **peers: int) -> None:
+    read = task(doc, "read")
+    read.update(plugin="peer.plugins.jsonl:input", params={"path": "in.jsonl"}, **peers)
+    del read["n_peers"]
+
+
+def test_an_input_that_splits_its_share_may_run_on_peers_that_vary():
+    doc = wordcount.document()
+    splitting_input(doc, min_peers=1, max_peers=4)
+    assert from_dict(doc).task("read").max_peers == 4
+    assert refusal(lambda d: splitting_input(d, max_peers=200)) == (
+        "job 'wc': task 'read': it asks for 200 peers and has 128 splits (max_parallelism): "
+        "an input runs on at most one peer per split"
+    )
+
+
 def test_max_parallelism_on_a_task_without_keys():
     assert refusal(lambda d: task(d, "split").update(max_parallelism=8)) == (
-        "job 'wc': task 'split': max_parallelism is for keyed tasks (group_by_key or group_by_fn)"
+        "job 'wc': task 'split': max_parallelism is for keyed tasks (group_by_key or group_by_fn) "
+        "and inputs (the splits of their share)"
     )
 
 

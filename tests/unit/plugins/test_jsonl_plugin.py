@@ -13,14 +13,19 @@ import pytest
 from peer.plugins import PluginError
 from peer.plugins.jsonl import input as jsonl_input
 from peer.plugins.jsonl import output as jsonl_output
+from peer.plugins.splits import Splits
 from tests.unit.plugins.plugin_fixtures import EPOCH, append_lines, recovery, task
 
 READ = "task 'read', plugin 'peer.plugins.jsonl:input'"
 WRITE = "task 'write', plugin 'peer.plugins.jsonl:output'"
 
 
-def reader(path, slot=0, slots=1, checkpoint=None):
-    plugin = jsonl_input(task("peer.plugins.jsonl:input", name="read", path=str(path)), slot, slots)
+def reader(path, slot=0, slots=1, checkpoint=None, total=None):
+    """Slot ``slot`` of ``slots`` of an input whose lines are in ``total`` splits (as many as
+    slots unless said: then line i is slot i % slots's)."""
+    splits = Splits.of(slot, slots, total or slots)
+    spec = task("peer.plugins.jsonl:input", name="read", path=str(path))
+    plugin = jsonl_input(spec, slot, slots, splits=splits)
     plugin.recover(recovery(checkpoint))
     return plugin
 
@@ -71,13 +76,13 @@ def test_completed_as_soon_as_the_last_line_is_read(numbers):
     plugin = reader(numbers)
     plugin.poll(10)
     assert plugin.completed()
-    assert plugin.checkpoint(EPOCH) == [numbers.stat().st_size, 10]
+    assert plugin.checkpoint(EPOCH) == [[10, numbers.stat().st_size]]
 
 
 def test_a_poll_scans_at_most_limit_times_slots_lines(numbers):
     plugin = reader(numbers, 1, 3)
     assert plugin.poll(1) == [{"n": 1}]
-    assert plugin.checkpoint(EPOCH)[1] == 3
+    assert plugin.checkpoint(EPOCH)[0][0] == 3
 
 
 def test_an_empty_file_is_completed_at_once(tmp_path):
@@ -92,11 +97,28 @@ def test_recover_seeks_without_reading_again(numbers):
     assert first.poll(2) == [{"n": 1}, {"n": 3}]
     checkpoint = json.loads(json.dumps(first.checkpoint(EPOCH)))
     first.close()
-    offset, lines = checkpoint
+    [[lines, offset]] = checkpoint
     assert lines == 4
     with numbers.open("r+b") as f:  # what was already read is now garbage: it must not be read
         f.write(b"#" * offset)
     assert drain(reader(numbers, 1, 2, checkpoint)) == [{"n": 5}, {"n": 7}, {"n": 9}]
+
+
+def test_slots_own_contiguous_ranges_of_splits(numbers):
+    """Lines 0..9 in 4 splits, on 3 slots owning splits 0-1, 2 and 3."""
+    shares = [drain(reader(numbers, slot, 3, total=4)) for slot in range(3)]
+    assert shares == [[{"n": i} for i in range(10) if i % 4 in owned]
+                      for owned in ({0, 1}, {2}, {3})]  # fmt: skip
+
+
+def test_a_checkpoint_of_one_reader_from_before_lines_were_split_still_reads(numbers):
+    """[byte offset, lines read], as the one reader of a file checkpointed it before."""
+    first = reader(numbers, total=4)
+    first.poll(3)
+    [[lines, offset], *_] = checkpoint = first.checkpoint(EPOCH)
+    assert checkpoint == [[3, offset]] * 4
+    again = reader(numbers, 0, 1, [offset, lines], total=4)
+    assert drain(again) == [{"n": i} for i in range(3, 10)]
 
 
 def test_a_line_that_is_not_json_is_named_with_its_number(tmp_path):
@@ -147,17 +169,28 @@ def test_bad_params_are_named(params, reason):
         (jsonl_input, "input", "read", READ, "a file path string or an fsspec URL"),
         (jsonl_output, "output", "write", WRITE, "a file path string"),
     ):
+        extra = {"splits": Splits.of(0, 1, 1)} if kind == "input" else {}
         with pytest.raises(PluginError) as caught:
-            factory(task(f"peer.plugins.jsonl:{kind}", kind, name, **params), 0, 1)
+            factory(task(f"peer.plugins.jsonl:{kind}", kind, name, **params), 0, 1, **extra)
         assert str(caught.value) == f"{where}: {reason.replace('a file path string', what)}"
 
 
 @pytest.mark.parametrize(
     ("checkpoint", "reason"),
     [
-        ([1], "checkpoint must be [byte offset, lines read], got [1]"),
-        ([-1, 0], "checkpoint must be [byte offset, lines read], got [-1, 0]"),
-        ({"offset": 0}, "checkpoint must be [byte offset, lines read], got {'offset': 0}"),
+        ([1], "checkpoint: the position of split 0 must be [index, resume] (ints >= 0), got 1"),
+        ([[1, -1]], "checkpoint: the position of split 0 must be [index, resume] (ints >= 0)"),
+        (
+            [-1, 0],
+            "checkpoint must hold one [index, resume] position for each of the 1 splits "
+            "0..0 (of 1), got [-1, 0]",
+        ),
+        (
+            {"offset": 0},
+            "checkpoint must hold one [index, resume] position for each of the 1 "
+            "splits 0..0 (of 1), got {'offset': 0}",
+        ),
+        ([[3, 10_000]], "checkpoint offset 10000 is past the end of "),
         ([10_000, 3], "checkpoint offset 10000 is past the end of "),
     ],
 )

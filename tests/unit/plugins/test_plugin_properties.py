@@ -1,5 +1,7 @@
 """Generative checks on the inputs: however the data falls, whatever the slots, and wherever a
-peer stops and recovers, every slot delivers exactly its share, in order, once."""
+peer stops and recovers, every slot delivers exactly its share, in order, once. A file's lines
+are in as many splits as there are slots, so line i is slot i % slots's, as the memory input's
+items are."""
 
 from __future__ import annotations
 
@@ -54,13 +56,13 @@ def test_recovery_anywhere_loses_and_repeats_nothing(
     with tempfile.TemporaryDirectory() as directory:
         spec = make(items, Path(directory))
         for slot in range(slots):
-            first = load(spec, slot, slots)
+            first = load(spec, slot, slots, slots)
             first.recover(recovery())
             share = polled(first, data.draw(st.lists(limits, max_size=8), label="before"))
             checkpoint = json.loads(json.dumps(first.checkpoint(EPOCH)))
             first.poll(data.draw(limits, label="lost"))  # read past the checkpoint, then crash
             first.close()
-            second = load(spec, slot, slots)
+            second = load(spec, slot, slots, slots)
             second.recover(recovery(checkpoint, EPOCH, 2))
             share += drained(second, len(items) + 2)
             second.close()

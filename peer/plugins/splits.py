@@ -1,0 +1,144 @@
+"""Inputs that split their share, so that a checkpointed job's input can run on another number
+of peers: it grows when members join and shrinks when they leave, as a keyed task does.
+
+Such an input reads its source as one sequence of items (the lines of a file, the numbered
+segments of a job) and puts item i in split ``i % S``, where S is the task's maximum parallelism
+(its ``max_parallelism``, else the job's), fixed for the life of the job's checkpoints. Slot s of
+n owns the contiguous range of splits ``groups_of(s, n, S)``, as a keyed task's slot owns key
+groups, and reads the items of those splits alone. Its factory says it splits by taking the
+range as a keyword, ``factory(task, slot, slots, *, splits)`` with ``splits`` a ``Splits``
+(peer.job.imports.takes_splits).
+
+Its checkpoint is one position per split of its range, in split order: ``[index, resume]``, the
+index of the split's next item and where the source resumes reading at that index (a file's
+byte offset; the index again for a sequence held in memory). When the task runs on another
+number of peers, each new slot gets the positions of the splits it owns now, gathered from the
+old slots that held them (``gather``), and reads on from each as if it had read it all along
+(``Cursor``): nothing is read twice or skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from peer.job.values import is_int
+from peer.state.key_groups import groups_of
+
+Position = tuple[int, int]
+"""A split's next item index and where the source resumes at it."""
+
+
+@dataclass(frozen=True)
+class Splits:
+    """The splits a slot owns, of how many."""
+
+    owned: range
+    total: int
+
+    @classmethod
+    def of(cls, slot: int, slots: int, total: int) -> Splits:
+        return cls(groups_of(slot, slots, total), total)
+
+    @property
+    def whole(self) -> bool:
+        """Whether this slot owns every split: it reads the whole source."""
+        return len(self.owned) == self.total
+
+
+def gather(held: Mapping[int, Any], old: int, owned: range, total: int) -> list[list[int]]:
+    """The positions of the splits in ``owned`` (of ``total``), from the checkpoints ``held`` of
+    the old slots (of ``old``) that held them. A ValueError names the old slot whose checkpoint
+    is not one position per split of its range, as when the number of splits changed."""
+    positions: list[list[int]] = []
+    for slot in sorted(held):
+        had = groups_of(slot, old, total)
+        checkpoint = held[slot]
+        if not (isinstance(checkpoint, list | tuple) and len(checkpoint) == len(had)):
+            raise ValueError(
+                f"the checkpoint of its old slot {slot} of {old} is not one position for each "
+                f"of its {len(had)} splits (of {total}, the task's max_parallelism): "
+                f"{_brief(checkpoint)}"
+            )
+        for split, at in zip(had, checkpoint, strict=True):
+            if split in owned:
+                positions.append(list(_position(at, f"split {split}")))
+    if len(positions) != len(owned):
+        raise ValueError(f"the old slots {sorted(held)} of {old} do not hold splits {owned}")
+    return positions
+
+
+def _position(value: Any, what: str) -> Position:
+    if not (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and all(is_int(n) and n >= 0 for n in value)
+    ):
+        raise ValueError(f"the position of {what} must be [index, resume] (ints >= 0), got "
+                         f"{_brief(value)}")  # fmt: skip
+    return value[0], value[1]
+
+
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+class Cursor:
+    """Where a slot's reading of the sequence stands, for each split it owns. It reads on from
+    its least position (``start``) and takes an item only if its split is the slot's and has not
+    read past it (``takes``): after a change of peers, the splits it gained may stand at other
+    positions than one another."""
+
+    def __init__(self, splits: Splits, checkpoint: Any,
+                 invalid: Callable[[str], Exception]) -> None:  # fmt: skip
+        owned, total = splits.owned, splits.total
+        self.owned, self.total = owned, total
+        if checkpoint is None:
+            self.floors: list[Position] = [(0, 0)] * len(owned)
+        elif isinstance(checkpoint, list | tuple) and len(checkpoint) == len(owned):
+            try:
+                pairs = zip(owned, checkpoint, strict=True)
+                self.floors = [_position(at, f"split {s}") for s, at in pairs]
+            except ValueError as e:
+                raise invalid(f"checkpoint: {e}") from None
+        else:
+            raise invalid(f"checkpoint must hold one [index, resume] position for each of the "
+                          f"{len(owned)} splits {owned.start}..{owned.stop - 1} (of {total}), "
+                          f"got {_brief(checkpoint)}")  # fmt: skip
+        self.at: Position = min(self.floors, default=(0, 0))
+        """The reader's next item and where the source resumes at it."""
+        self._past = max((f[0] for f in self.floors), default=0)
+        """Below this index some split may stand ahead of the reader."""
+
+    def takes(self, index: int) -> bool:
+        """Whether item ``index`` is this slot's to read: its split is owned, and stands at or
+        before it."""
+        split = index % self.total
+        if split not in self.owned:
+            return False
+        return index >= self._past or index >= self.floors[split - self.owned.start][0]
+
+    def next_owned(self, index: int) -> int:
+        """The least index from ``index`` on whose split this slot owns (not necessarily one it
+        takes: see ``takes``); ``index`` itself when the slot owns no split."""
+        if not self.owned:
+            return index
+        split = index % self.total
+        if split in self.owned:
+            return index
+        base = index - split
+        return base + self.owned.start if split < self.owned.start else (
+            base + self.total + self.owned.start)  # fmt: skip
+
+    def moved(self, index: int, resume: int) -> None:
+        """The reader stands at item ``index``, which the source resumes at ``resume``."""
+        self.at = (index, resume)
+
+    def checkpoint(self) -> list[list[int]]:
+        """Each owned split's position: the reader's, or the split's own where it stands ahead."""
+        at = self.at
+        if at[0] >= self._past:
+            return [[at[0], at[1]] for _ in self.owned]
+        return [list(f if f[0] > at[0] else at) for f in self.floors]
