@@ -3,7 +3,9 @@
 A job names a plugin by dotted path to a factory, ``factory(task, slot, slots)``, called once per
 virtual peer each time the task starts on it; ``slot`` is this peer's index among the ``slots``
 peers running the task, so an input can split its data between peers without talking to them.
-The factory returns an ``Input`` or an ``Output``. One thread drives many virtual peers, so no
+The factory returns an ``Input`` or an ``Output``. An input's factory that also takes ``splits``
+as a keyword splits its share (peer.plugins.splits), so that it may run on a number of peers
+that changes across its job's checkpoints. One thread drives many virtual peers, so no
 method may wait: a plugin with nothing to give returns ``[]`` from ``poll``, and one that cannot
 write yet returns False from ``write``, and is asked again.
 
@@ -50,7 +52,9 @@ class Recovery:
     """Where a plugin starts: what ``recover`` gets each time its task starts on a peer."""
 
     checkpoint: Any | None
-    """This slot's ``checkpoint`` at the committed epoch; None: start from the beginning."""
+    """This slot's ``checkpoint`` at the committed epoch; None: start from the beginning. For an
+    input that splits its share (peer.plugins.splits), the positions of the splits it owns,
+    from the old slots that held them when the task ran on another number of peers."""
     committed: Epoch | None
     """The last epoch committed for the job; None when there is none."""
     start: Epoch
