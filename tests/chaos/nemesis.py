@@ -51,6 +51,7 @@ from peer.log.entry import Transition
 from peer.log.replica import Replica
 from peer.log.store import LogStore, StoreError
 from peer.plugins.jsonl import JsonlInput, opened
+from peer.plugins.splits import Splits
 from peer.runtime.checkpoints import Commits
 from peer.values.epoch import Epoch
 from tests.chaos.pacing import pace
@@ -110,10 +111,10 @@ class HeldInput(JsonlInput):
         return segments
 
 
-def held_input(task: Task, slot: int, slots: int) -> HeldInput:
+def held_input(task: Task, slot: int, slots: int, *, splits: Splits) -> HeldInput:
     """The factory named ``tests.chaos.nemesis:held_input``: ``peer.plugins.jsonl:input``'s."""
     path = task.params["path"]
-    return HeldInput(task, path, opened(task, path), slot, slots)
+    return HeldInput(task, path, opened(task, path), splits)
 
 
 def held(segment: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from peer.plugins.jsonl import ExactlyOnceOutput, exactly_once_output
 from peer.plugins.jsonl import input as jsonl_input
 from peer.plugins.parquet import output as parquet_output
 from peer.plugins.places import STAGING, StorePlace
+from peer.plugins.splits import Splits
 from peer.plugins.staged import StagedEpochs, staged_epochs, stem
 from peer.runtime import checkpoints as checkpoints_module
 from peer.runtime.checkpoints import (
@@ -37,6 +38,9 @@ from tests.support import ObjectStore, assert_one_line_error, onyx, wait_for
 from tests.unit.plugins.plugin_fixtures import task
 
 pytestmark = pytest.mark.integration
+
+ONE_READER = Splits.of(0, 1, 128)
+"""What the file input's one reader owns: every split."""
 
 PLUGIN = "peer.plugins.jsonl:exactly_once_output"
 
@@ -382,12 +386,12 @@ def test_the_jsonl_input_reads_a_file_on_the_store_from_its_checkpoint(object_st
     path = f"{prefix}/events.jsonl"
     object_store.filesystem().pipe_file(path, b"".join(b'{"n": %d}\n' % n for n in range(10)))
     read = task("peer.plugins.jsonl:input", "input", "read", path=f"s3://{path}")
-    first = jsonl_input(read, 0, 1)
+    first = jsonl_input(read, 0, 1, splits=ONE_READER)
     first.recover(Recovery(None, None, Epoch(1, 1)))
     assert first.poll(4) == [{"n": n} for n in range(4)]
     position = first.checkpoint(Epoch(1, 1))
     first.close()
-    again = jsonl_input(read, 0, 1)
+    again = jsonl_input(read, 0, 1, splits=ONE_READER)
     again.recover(Recovery(position, Epoch(1, 1), Epoch(2, 1)))
     assert again.poll(100) == [{"n": n} for n in range(4, 10)]
     assert again.completed()
@@ -397,7 +401,7 @@ def test_the_jsonl_input_reads_a_file_on_the_store_from_its_checkpoint(object_st
 def test_a_missing_input_file_on_the_store_is_named(object_store, prefix):
     read = task("peer.plugins.jsonl:input", "input", "read", path=f"s3://{prefix}/absent.jsonl")
     with pytest.raises(PluginError, match=r"task 'read'.*cannot open 's3://.*absent.jsonl'"):
-        jsonl_input(read, 0, 1)
+        jsonl_input(read, 0, 1, splits=ONE_READER)
 
 
 def test_a_member_with_a_wrong_secret_is_refused_in_one_line_and_joins_nothing(
