@@ -57,10 +57,6 @@ class StateStoreError(RuntimeError):
 class Backend(ABC):
     """The entries of one slot's keyed state."""
 
-    copies = False
-    """Whether what it holds is a copy of what was written (encoded, on disk): the entries a
-    snapshot of changes holds are then read back (``pinned``), not kept as they were written."""
-
     @abstractmethod
     def get(self, group: int, name: str, text: str) -> Entry | None:
         """The entry held, or None."""
@@ -89,17 +85,6 @@ class Backend(ABC):
     def close(self) -> None:
         """Let go of what the backend holds."""
 
-    def pinned(self) -> Callable[[int, str, str], Entry | None]:
-        """Reads of entries (as ``get``) as they are held now, whatever is written after."""
-        return self.get
-
-    def frozen(self) -> Frozen | None:
-        """A copy of what is held now, which later writes do not change, to be read while they
-        go on and then closed; None where no copy is cheaper than reading at once (in memory,
-        where entries change in place)."""
-        return None
-
-
 class Frozen(ABC):
     """A copy of a backend's entries as they were when it was frozen."""
 
@@ -115,6 +100,22 @@ class Frozen(ABC):
     @abstractmethod
     def close(self) -> None:
         """Let go of the copy (its directory goes)."""
+
+
+class CopyingBackend(Backend):
+    """A backend whose entries are copies of what was written (encoded, on disk), not the
+    objects themselves: a snapshot of changes reads back the entries whose keys it noted, and a
+    whole one packs a frozen copy, both off the task's thread while it writes on. In memory,
+    where entries change in place, a snapshot is packed at the barrier instead."""
+
+    @abstractmethod
+    def pinned(self) -> Callable[[int, str, str], Entry | None]:
+        """Reads of entries (as ``get``) as they are held now, whatever is written after."""
+
+    @abstractmethod
+    def frozen(self) -> Frozen:
+        """A copy of what is held now, which later writes do not change, to be read while they
+        go on and then closed."""
 
 
 class MemoryBackend(Backend):
@@ -158,12 +159,10 @@ class MemoryBackend(Backend):
         self.held_groups.clear()
 
 
-class DiskBackend(Backend, Frozen):
+class DiskBackend(CopyingBackend, Frozen):
     """An embedded RocksDB in ``path``: each entry under its key group (two bytes, big-endian),
     state name, NUL and canonical key, its value msgpack. ``seen``, given, opens a frozen copy
     (read only) that holds those key groups."""
-
-    copies = True
 
     def __init__(self, path: Path, seen: set[int] | None = None) -> None:
         from rocksdict import AccessType, Options, Rdict, WriteOptions  # noqa: PLC0415

@@ -44,7 +44,7 @@ from typing import Any
 import msgpack
 
 from peer.job.values import canonical
-from peer.state.backends import Backend, Entry, Frozen, MemoryBackend
+from peer.state.backends import Backend, CopyingBackend, Entry, Frozen, MemoryBackend
 from peer.state.key_groups import held_under, key_group_of
 
 TTL_TIMES = ("processing", "event")
@@ -153,11 +153,13 @@ class KeyedState:
         holds, found without asking the backend again. A backend that holds copies (on disk)
         has its keys noted alone (None), and a snapshot reads their entries back, so that
         what changed is held on disk, not twice in memory, however long an epoch lasts."""
-        self.copies = self.backend.copies
+        self.copying = self.backend if isinstance(self.backend, CopyingBackend) else None
+        """The backend, where it holds copies of what was written: snapshots then read their
+        entries back from it, off the task's thread."""
         self._note: Callable[[Declared, Entry | None], None] = self._note_entry
         if not snapshotted:
             self._note = _unnoted
-        elif self.copies:
+        elif self.copying is not None:
             self._note = self._note_key
 
     # -- what open asks for ----------------------------------------------------------------------
@@ -232,23 +234,23 @@ class KeyedState:
         clocks = dict(self.clocks)
         if whole:
             return dict(self._wholes(self.backend, clocks))
-        return dict(self._changes(changes, clocks, self.backend.get if self.copies else None))
+        read = None if self.copying is None else self.copying.get
+        return dict(self._changes(changes, clocks, read))
 
     def parts(self, whole: bool) -> Parts:
         """The snapshot a barrier stores: ``snapshot``'s parts, packed at once, or, on a
         backend that holds copies, packed as they are read (off the task's thread, one key
         group at a time, while the task writes on): a whole one from a frozen copy of the
         backend, one of changes from entries read as they were at the barrier."""
-        if not self.copies:
+        copying = self.copying
+        if copying is None:
             return Parts.held(self.snapshot(whole))
         changes, self.changes = self.changes, {}
         clocks = dict(self.clocks)
         if not whole:
-            read = self.backend.pinned()
+            read = copying.pinned()
             return Parts(lambda: self._changes(changes, clocks, read), None, _kept)
-        frozen = self.backend.frozen()
-        if frozen is None:
-            return Parts.held(dict(self._wholes(self.backend, clocks)))
+        frozen = copying.frozen()
         return Parts(lambda: self._stored_wholes(frozen, clocks), None, frozen.close)
 
     def _changes(
