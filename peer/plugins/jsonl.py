@@ -146,7 +146,13 @@ class JsonlInput:
 
     def recover(self, recovery: Recovery) -> None:
         checkpoint = recovery.checkpoint
-        if self._splits.whole and (one := _one_position(checkpoint)) is not None:
+        if (one := _one_position(checkpoint)) is not None:
+            if not self._splits.whole:
+                raise self._error(
+                    f"checkpoint {checkpoint!r} is a reader's [byte offset, lines read] from "
+                    "before a file's lines were split, which restores only where one peer "
+                    "reads the whole file"
+                )
             checkpoint = [[one[1], one[0]] for _ in self._splits.owned]
         self._cursor = Cursor(self._splits, checkpoint, self._error)
         if self._cursor.at[1] > self._size:

@@ -621,10 +621,10 @@ class TaskRunner:
         restored = [f.result() for f in self.fetched.snapshots]
         c, fetched = self.ctx, self.fetched.slots
         own = restored[c.slot - fetched.start].snapshot if c.slot in fetched else None
-        if self.splits:
-            held = {old: r.snapshot.plugin for old, r in zip(fetched, restored, strict=True)}
-            slots = point.slots.get(c.task.name, 0)
-            recovery = Recovery(gather(held, slots, c.owned, c.key_groups), committed,
+        old = point.slots.get(c.task.name, 0)
+        if self.splits and old != c.slots:
+            held = {slot: r.snapshot.plugin for slot, r in zip(fetched, restored, strict=True)}
+            recovery = Recovery(gather(held, old, c.owned, c.key_groups), committed,
                                 Epoch(c.version, 1))  # fmt: skip
         else:
             adopted = tuple(restored[old - fetched.start].snapshot.plugin

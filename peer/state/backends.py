@@ -85,6 +85,7 @@ class Backend(ABC):
     def close(self) -> None:
         """Let go of what the backend holds."""
 
+
 class Frozen(ABC):
     """A copy of a backend's entries as they were when it was frozen."""
 

@@ -119,6 +119,8 @@ def test_a_checkpoint_of_one_reader_from_before_lines_were_split_still_reads(num
     assert checkpoint == [[3, offset]] * 4
     again = reader(numbers, 0, 1, [offset, lines], total=4)
     assert drain(again) == [{"n": i} for i in range(3, 10)]
+    with pytest.raises(PluginError, match=r"restores only where one peer reads the whole file"):
+        reader(numbers, 0, 2, [offset, lines], total=4)
 
 
 def test_a_line_that_is_not_json_is_named_with_its_number(tmp_path):
