@@ -146,8 +146,7 @@ def test_keyed_state_rescales_from_2_to_3_to_2_members_exactly(
                  != "running", 60, "the job shrunk back to 2 count peers")  # fmt: skip
         final = api.wait(store, job_id, 180)
     assert final.state == "completed", final.reason
-    logs = "".join(p.output() for p in [*first, third])
-    restores = re.findall(rf"restored task 'count' of job {job_id} from .*, scope (\w+)", logs)
+    restores = restore_scopes([*first, third], "count", job_id)
     assert restores.count("handover") >= 4 + 2, restores  # grown to 4 slots, then shrunk to 2
     assert "global" not in restores, "the job rolled back"
     assert published(tmp_path) == expected()
@@ -264,8 +263,7 @@ def test_an_input_that_splits_its_share_rescales_from_2_to_3_to_2_members_exactl
         wait_for(lambda: readers() == 1 or not running(), 60, "the input shrunk to 1 peer")
         final = api.wait(store, job_id, 180)
     assert final.state == "completed", final.reason
-    logs = "".join(p.output() for p in [*first, third])
-    restores = re.findall(rf"restored task 'read' of job {job_id} from .*, scope (\w+)", logs)
+    restores = restore_scopes([*first, third], "read", job_id)
     assert restores.count("handover") >= 3 + 1, restores  # grown to 3 slots, then shrunk to 1
     assert "global" not in restores, "the job rolled back"
     rows = published(tmp_path)
@@ -291,3 +289,9 @@ def reader_positions(tmp_path: Path, tenancy: str, job_id: str, epoch: Epoch, sl
         return read_snapshot(storage.get(job_id, epoch, "read", slot))[0].plugin
     finally:
         storage.close()
+
+
+def restore_scopes(peers: list, task: str, job_id: str) -> list[str]:
+    """The scope of each restore of ``task`` the peers logged, in their order."""
+    logs = "".join(p.output() for p in peers)
+    return re.findall(rf"restored task '{task}' of job {job_id} from .*, scope (\w+)", logs)

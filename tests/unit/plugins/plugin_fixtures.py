@@ -37,6 +37,14 @@ def recovery(
     return Recovery(checkpoint, committed, Epoch(version, 1))
 
 
+def drain(plugin: Any, limit: int = 100) -> list[Any]:
+    """Everything a bounded input gives until it is completed."""
+    segments: list[Any] = []
+    while not plugin.completed():
+        segments += plugin.poll(limit)
+    return segments
+
+
 def raising(task: Task, slot: int, slots: int) -> None:
     raise RuntimeError("disk on fire")
 

@@ -14,7 +14,7 @@ from peer.plugins import PluginError
 from peer.plugins.jsonl import input as jsonl_input
 from peer.plugins.jsonl import output as jsonl_output
 from peer.plugins.splits import Splits
-from tests.unit.plugins.plugin_fixtures import EPOCH, append_lines, recovery, task
+from tests.unit.plugins.plugin_fixtures import EPOCH, append_lines, drain, recovery, task
 
 READ = "task 'read', plugin 'peer.plugins.jsonl:input'"
 WRITE = "task 'write', plugin 'peer.plugins.jsonl:output'"
@@ -35,13 +35,6 @@ def writer(path, slot=0, slots=1, checkpoint=None):
     plugin = jsonl_output(spec, slot, slots)
     plugin.recover(recovery(checkpoint))
     return plugin
-
-
-def drain(plugin, limit=100):
-    segments = []
-    while not plugin.completed():
-        segments += plugin.poll(limit)
-    return segments
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from peer.plugins import PluginError, load
 from peer.plugins.splits import Splits, gather
-from tests.unit.plugins.plugin_fixtures import EPOCH, recovery, task
+from tests.unit.plugins.plugin_fixtures import EPOCH, drain, recovery, task
 
 
 def test_gather_takes_each_owned_split_from_the_old_slot_that_held_it():
@@ -50,13 +50,6 @@ def test_a_checkpoint_for_other_splits_is_named(tmp_path):
     plugin = load(task("peer.plugins.jsonl:input", name="read", path=str(path)), 0, 2, 4)
     with pytest.raises(PluginError, match=r"for each of the 2 splits 0\.\.1 \(of 4\), got"):
         plugin.recover(recovery([[0, 0]] * 3))
-
-
-def drain(plugin, limit=100):
-    segments = []
-    while not plugin.completed():
-        segments += plugin.poll(limit)
-    return segments
 
 
 @st.composite
