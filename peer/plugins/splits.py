@@ -87,7 +87,7 @@ def _brief(value: Any) -> str:
 
 class Cursor:
     """Where a slot's reading of the sequence stands, for each split it owns. It reads on from
-    its least position (``start``) and takes an item only if its split is the slot's and has not
+    its least position (``at``) and takes an item only if its split is the slot's and has not
     read past it (``takes``): after a change of peers, the splits it gained may stand at other
     positions than one another."""
 
@@ -119,18 +119,6 @@ class Cursor:
         if split not in self.owned:
             return False
         return index >= self._past or index >= self.floors[split - self.owned.start][0]
-
-    def next_owned(self, index: int) -> int:
-        """The least index from ``index`` on whose split this slot owns (not necessarily one it
-        takes: see ``takes``); ``index`` itself when the slot owns no split."""
-        if not self.owned:
-            return index
-        split = index % self.total
-        if split in self.owned:
-            return index
-        base = index - split
-        return base + self.owned.start if split < self.owned.start else (
-            base + self.total + self.owned.start)  # fmt: skip
 
     def moved(self, index: int, resume: int) -> None:
         """The reader stands at item ``index``, which the source resumes at ``resume``."""
