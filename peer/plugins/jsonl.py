@@ -43,7 +43,7 @@ from typing import Any, BinaryIO
 from peer.job.spec import Task
 from peer.plugins import PluginError, Recovery, Sealing, error, natural, param, where
 from peer.plugins.files import fsync, is_path
-from peer.plugins.splits import Cursor, Splits
+from peer.plugins.splits import Cursor, Splits, pair
 from peer.plugins.staged import StagedEpochs, epoch_of, staged_epochs, stem
 from peer.storage import StorageError, is_local, open_url, retried
 from peer.values.columnar import Batch, rows
@@ -122,16 +122,6 @@ def published_epoch(name: str) -> Epoch | None:
     return epoch_of(name, SUFFIX)
 
 
-def _one_position(checkpoint: Any) -> tuple[int, int] | None:
-    """``checkpoint`` as ``(byte offset, lines read)`` if it is what the one reader of a file
-    checkpointed before its lines were split: it still reads, where that reader owns every
-    split."""
-    if (isinstance(checkpoint, list | tuple) and len(checkpoint) == 2
-            and all(natural(n) for n in checkpoint)):  # fmt: skip
-        return checkpoint[0], checkpoint[1]
-    return None
-
-
 class JsonlInput:
     def __init__(self, task: Task, path: str, opened: Opened, splits: Splits) -> None:
         self._task = task
@@ -146,7 +136,7 @@ class JsonlInput:
 
     def recover(self, recovery: Recovery) -> None:
         checkpoint = recovery.checkpoint
-        if (one := _one_position(checkpoint)) is not None:
+        if (one := pair(checkpoint)) is not None:  # [byte offset, lines read], as before splits
             if not self._splits.whole:
                 raise self._error(
                     f"checkpoint {checkpoint!r} is a reader's [byte offset, lines read] from "

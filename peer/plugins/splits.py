@@ -69,15 +69,20 @@ def gather(held: Mapping[int, Any], old: int, owned: range, total: int) -> list[
     return positions
 
 
+def pair(value: Any) -> tuple[int, int] | None:
+    """``value`` as two ints >= 0, if it is a list or tuple of just those: a position's shape."""
+    if (isinstance(value, list | tuple) and len(value) == 2
+            and all(is_int(n) and n >= 0 for n in value)):  # fmt: skip
+        return value[0], value[1]
+    return None
+
+
 def _position(value: Any, what: str) -> Position:
-    if not (
-        isinstance(value, list | tuple)
-        and len(value) == 2
-        and all(is_int(n) and n >= 0 for n in value)
-    ):
+    position = pair(value)
+    if position is None:
         raise ValueError(f"the position of {what} must be [index, resume] (ints >= 0), got "
                          f"{_brief(value)}")  # fmt: skip
-    return value[0], value[1]
+    return position
 
 
 def _brief(value: Any) -> str:
