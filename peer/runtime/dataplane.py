@@ -81,6 +81,7 @@ from peer.runtime.routing import Router, conditions, key_function, routes
 from peer.runtime.shipped_code import CodeShelf
 from peer.runtime.snapshot import Restored
 from peer.runtime.standby import Standbys
+from peer.runtime.state_shelf import StateShelf
 from peer.runtime.task import FAILURES, TaskContext, TaskFailed, TaskRunner, describe
 from peer.state.backends import sweep
 from peer.values.epoch import Epoch
@@ -130,6 +131,8 @@ class DataPlane:
         for swept in sweep(self.config.state_dir):
             log.info("deleted the keyed state %s left by a process no longer running", swept)
         self.runners: dict[RunnerKey, TaskRunner] = {}
+        self.shelf = StateShelf()
+        """Keyed state closed runners left for the next allocation's (peer.runtime.state_shelf)."""
         self.coordinators: dict[tuple[str, int], Coordinator] = {}
         self.grown_at_once: set[tuple[str, int]] = set()
         """Held-back jobs under a version, without checkpoints here, this group let grow."""
@@ -165,6 +168,7 @@ class DataPlane:
             runner = self._runner(self.placements[key[1]], key[0])
             if runner is not None:
                 self.runners[key] = runner
+        self.shelf.prune(r.heir for r in self.runners.values() if r.awaits_restore_point)
         self._rewire()
         self.standbys.sync(self.placements, mine)
         self.standby_shorts = {
@@ -415,6 +419,7 @@ class DataPlane:
             storage=storage,
             fetch=fetch,
             state_dir=self.config.state_dir,
+            shelf=self.shelf,
         )
 
     def _release_waiting(self, replica: Replica) -> None:
@@ -669,6 +674,7 @@ class DataPlane:
         for runner in self.runners.values():
             runner.close()
         self.runners.clear()
+        self.shelf.close()
         for coordinator in self.coordinators.values():
             coordinator.close()
         self.coordinators.clear()

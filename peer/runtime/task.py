@@ -111,9 +111,10 @@ from peer.runtime.phases import ENDING, INPUT_OVER, REPLAYED, Phase, advance
 from peer.runtime.placement import Placement
 from peer.runtime.routing import Router
 from peer.runtime.snapshot import Chain, Restored, TaskSnapshot
+from peer.runtime.state_shelf import Shelved, Slot, StateShelf
 from peer.runtime.task_windows import UNWINDOWED, Windows, windows_for
 from peer.state.backends import Backend, backend_for
-from peer.state.key_groups import groups_of, key_group
+from peer.state.key_groups import groups_of, key_group, overlap
 from peer.state.keyed import KeyedState, Parts
 from peer.storage import StorageError
 from peer.values.columnar import Segment
@@ -173,6 +174,9 @@ class Fetched:
     keep: Callable[[Any], bool]
     owned: Callable[[int], bool]
     """Which key groups of their keyed state it keeps."""
+    kept: Shelved | None = None
+    """The keyed state it held already, taken from its process's shelf (peer.runtime.state_shelf):
+    those key groups are not fetched again."""
 
 
 @dataclass(frozen=True)
@@ -241,6 +245,9 @@ class TaskContext:
     rollback: Callable[[str], None] = lambda reason: None
     """Have the job roll back to its last commit, everywhere, for this reason: local recovery
     cannot go on (a log it needs was dropped, or the replay went another way)."""
+    shelf: StateShelf | None = None
+    """Where a keyed slot closing under a new allocation leaves its state for the next one's
+    slots in this process, and where a restoring slot finds it (peer.runtime.state_shelf)."""
     job: Job = field(init=False)
     job_id: str = field(init=False)
     task: Task = field(init=False)
@@ -327,6 +334,8 @@ class TaskRunner:
         self.recovery: Recover | None = None
         self.fetched = NOTHING_FETCHED
         self.stored = Stored()
+        self.snapshotted: Epoch | None = None
+        """The epoch of the last barrier this runner snapshotted at."""
         self.sealing: PendingSnapshot | None = None
         """A snapshot taken at a barrier whose copies have not all come (an unaligned
         intake's): stored with its channel state once they have."""
@@ -346,6 +355,18 @@ class TaskRunner:
         self.phase = Phase.LOAD
         self._steps = self._phase_table()
         self._step = self._load
+
+    @property
+    def awaits_restore_point(self) -> bool:
+        """Whether it has yet to learn where to restore from: it may still take keyed state
+        from the shelf."""
+        return self.phase in (Phase.LOAD, Phase.AWAIT_RECOVERY)
+
+    @property
+    def heir(self) -> Slot:
+        """This slot, as the shelf knows the slots that may take from it."""
+        c = self.ctx
+        return Slot(c.job_id, c.task.name, c.slot, c.slots)
 
     def _unassembled(self) -> None:
         """The parts LOAD assembles from the task's code (``_assemble``), none until then."""
@@ -584,12 +605,34 @@ class TaskRunner:
         slots = self._to_fetch(point, old)
         # restored from its own snapshot alone, a slot keeps all of it: it is exactly its own
         own = len(slots) == 1 and old == c.slots
-        groups = c.owned if c.task.keyed and not own else None
-        fetched = [fetch(point.job, epoch, slot, groups) for slot in slots]
+        kept = self._kept(point, epoch)
+        if kept is not None:
+            fetched = [fetch(point.job, epoch, slot, self._gained(slot, old, kept))
+                       for slot in slots]  # fmt: skip
+        else:
+            groups = c.owned if c.task.keyed and not own else None
+            fetched = [fetch(point.job, epoch, slot, groups) for slot in slots]
         self.fetched = Fetched(slots, fetched, _everything if own else self._mine,
-                               _everything if own else c.owned.__contains__)  # fmt: skip
+                               _everything if own else c.owned.__contains__, kept)  # fmt: skip
         self._enter(Phase.RESTORE)
         return True
+
+    def _kept(self, point: RestorePoint, epoch: Epoch) -> Shelved | None:
+        """The keyed state this slot's process shelved for it that is exactly the restore
+        point's (peer.runtime.state_shelf): a keyed task restoring its own job's commit, taken
+        with key groups, not taking a failed seat over."""
+        c = self.ctx
+        if (c.shelf is None or not c.task.keyed or c.takes_over or point.job != c.job_id
+                or point.groups.get(c.task.name) != c.key_groups):  # fmt: skip
+            return None
+        return c.shelf.take(self.heir, epoch, c.key_groups)
+
+    def _gained(self, slot: int, old: int, kept: Shelved) -> range:
+        """The key groups this slot reads of old slot ``slot``'s snapshot: those it owns now,
+        but none of the slot whose state it kept (its header alone is read)."""
+        if slot == kept.slot:
+            return range(0)
+        return overlap(groups_of(slot, old, self.ctx.key_groups), self.ctx.owned)
 
     def _to_fetch(self, point: RestorePoint, old: int) -> range:
         """The old slots whose snapshots this slot restores from: its own alone when the task
@@ -733,6 +776,16 @@ class TaskRunner:
         """The plugin, the windows and the fn given back their state, and the keyed state each
         old slot's chain holds."""
         self.plugin.recover(recovery)
+        kept = self.fetched.kept
+        if kept is not None:
+            self.fetched = replace(self.fetched, kept=None)
+            if live:
+                c, stays = self.ctx, overlap(kept.held, self.ctx.owned)
+                self.keyed.adopt(kept.backend, c.owned)
+                log.info("peer %s keeps key groups %d to %d of task %r of job %s, held here",
+                         c.peer, stays.start, stays.stop - 1, c.task.name, c.job.id)  # fmt: skip
+            else:
+                kept.backend.close()
         if live:
             keep = self.fetched.keep
             self.windows.restore([r.snapshot.windows for r in live], keep)
@@ -869,7 +922,7 @@ class TaskRunner:
         c = self.ctx
         self.clock.barrier(barrier.epoch)
         self.emitter.broadcast(barrier)
-        epoch = Epoch(c.version, barrier.epoch)
+        epoch = self.snapshotted = Epoch(c.version, barrier.epoch)
         plugin, durable = position(self.plugin.checkpoint(epoch))
         windows, apply, chain = self.windows, self.apply, self.stored.chain
         whole = chain.whole()
@@ -942,17 +995,35 @@ class TaskRunner:
             else:
                 self.completed = True
 
+    def _shelve(self) -> bool:
+        """Leave the slot's keyed state on its process's shelf for the next allocation's slots
+        (peer.runtime.state_shelf), if it is exactly what its last snapshot holds: it runs, passed a
+        barrier, and wrote nothing since. Whether it did."""
+        c, keyed, epoch = self.ctx, self.keyed, self.snapshotted
+        if c.shelf is None or epoch is None or not c.task.keyed or self.phase is not Phase.RUN:
+            return False
+        if keyed.changes or self.sealing is not None or not keyed.backend.groups():
+            return False  # written since its last snapshot, still sealing it, or holding none
+        c.shelf.put(Shelved(c.job_id, c.task.name, epoch, c.slot, c.slots, c.key_groups,
+                            keyed.backend))  # fmt: skip
+        return True
+
     def close(self) -> None:
         if self.phase is Phase.CLOSED:
             return
+        shelved = self._shelve()
         self._enter(Phase.CLOSED)
         try:
             self.plugin.close()
         except FAILURES as e:
             log.warning("task %r: closing its plugin raised %s", self.ctx.task.name, e)
         self.plugin = NO_PLUGIN
+        kept = self.fetched.kept
         try:
-            self.keyed.close()
+            if kept is not None:
+                kept.backend.close()
+            if not shelved:
+                self.keyed.close()
         except FAILURES as e:
             log.warning("task %r: closing its keyed state raised %s", self.ctx.task.name, e)
         for upload in self.stored.uploads:
@@ -968,12 +1039,8 @@ class TaskRunner:
 def _holding(owned: range, old: int, key_groups: int) -> range:
     """The old slots, of ``old``, that held some of the key groups in ``owned``: a contiguous
     run, since each slot owns a contiguous range of key groups."""
-    held = [o for o in range(old) if _overlap(groups_of(o, old, key_groups), owned)]
+    held = [o for o in range(old) if overlap(groups_of(o, old, key_groups), owned)]
     return range(held[0], held[-1] + 1) if held else range(0)
-
-
-def _overlap(a: range, b: range) -> bool:
-    return max(a.start, b.start) < min(a.stop, b.stop)
 
 
 def _index(job: Job, task: Task) -> int:

@@ -43,6 +43,9 @@ WRITE_BUFFER = 16 * 1024 * 1024
 up to two 64 MiB memtables resident (bench/state.py measured 5.3 times the state to the
 process's peak resident memory with it, 4.6 with the default)."""
 
+LAST_KEY = struct.pack(">H", 0xFFFF)
+"""Past every entry's key: key groups number fewer than 65,535."""
+
 NOT_FOUND = "key not found"
 """What rocksdict's snapshot raises (a plain Exception) for a key it does not hold."""
 
@@ -80,6 +83,11 @@ class Backend(ABC):
     @abstractmethod
     def state(self, group: int, name: str) -> list[tuple[str, Entry]]:
         """A key group's entries of state ``name``, with their canonical keys, in key order."""
+
+    @abstractmethod
+    def keep_only(self, groups: range) -> None:
+        """Drop every entry of a key group outside ``groups``: what a slot that keeps its
+        backend across a change of slots no longer owns."""
 
     @abstractmethod
     def close(self) -> None:
@@ -155,6 +163,10 @@ class MemoryBackend(Backend):
     def state(self, group: int, name: str) -> list[tuple[str, Entry]]:
         entries = self.held_groups.get(group, {}).get(name, {})
         return [(text, entries[text]) for text in sorted(entries)]
+
+    def keep_only(self, groups: range) -> None:
+        for group in [g for g in self.held_groups if g not in groups]:
+            del self.held_groups[group]
 
     def close(self) -> None:
         self.held_groups.clear()
@@ -245,6 +257,14 @@ class DiskBackend(CopyingBackend, Frozen):
         prefix = struct.pack(">H", group) + name.encode()
         return [(key[len(prefix) + 1 :].decode(), msgpack.unpackb(value, strict_map_key=False))
                 for key, value in self._range(prefix + b"\0", prefix + b"\1")]  # fmt: skip
+
+    def keep_only(self, groups: range) -> None:
+        try:
+            self.db.delete_range(struct.pack(">H", 0), struct.pack(">H", groups.start))
+            self.db.delete_range(struct.pack(">H", groups.stop), LAST_KEY)
+        except Exception as e:
+            raise self._failed("write", e) from None
+        self.seen = {group for group in self.seen if group in groups}
 
     def _range(self, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]:
         """The raw keys and values from ``start`` up to ``stop``, in key order; a failed read

@@ -71,3 +71,9 @@ def owner(group: int, max_parallelism: int, slots: int) -> int:
 def groups_of(slot: int, slots: int, max_parallelism: int) -> range:
     """The key groups slot ``slot`` of ``slots`` owns: a contiguous range, empty for none."""
     return range(-(-slot * max_parallelism // slots), -(-(slot + 1) * max_parallelism // slots))
+
+
+def overlap(a: range, b: range) -> range:
+    """The key groups two contiguous ranges of them share (empty: none)."""
+    start = max(a.start, b.start)
+    return range(start, max(start, min(a.stop, b.stop)))

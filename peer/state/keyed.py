@@ -153,14 +153,23 @@ class KeyedState:
         holds, found without asking the backend again. A backend that holds copies (on disk)
         has its keys noted alone (None), and a snapshot reads their entries back, so that
         what changed is held on disk, not twice in memory, however long an epoch lasts."""
-        self.copying = self.backend if isinstance(self.backend, CopyingBackend) else None
+        self.snapshotted = snapshotted
+        self.copying: CopyingBackend | None = None
         """The backend, where it holds copies of what was written: snapshots then read their
         entries back from it, off the task's thread."""
-        self._note: Callable[[Declared, Entry | None], None] = self._note_entry
-        if not snapshotted:
+        self._note: Callable[[Declared, Entry | None], None] = _unnoted
+        self._hold_in(self.backend)
+
+    def _hold_in(self, backend: Backend) -> None:
+        """Keep entries in ``backend`` from now on, noting changes as it needs."""
+        self.backend = backend
+        self.copying = backend if isinstance(backend, CopyingBackend) else None
+        if not self.snapshotted:
             self._note = _unnoted
         elif self.copying is not None:
             self._note = self._note_key
+        else:
+            self._note = self._note_entry
 
     # -- what open asks for ----------------------------------------------------------------------
 
@@ -361,6 +370,16 @@ class KeyedState:
                     backend.delete(group, name, entry[0])
                 else:
                     backend.put(group, name, canonical(entry[0]), entry)
+
+    def adopt(self, backend: Backend, owned: range) -> None:
+        """Hold what ``backend`` holds of the key groups ``owned`` (the rest dropped) instead
+        of this state's own backend, which holds nothing yet and is closed: a slot that keeps
+        the key groups it held before a change of slots. The backend is of the job's kind, as
+        this state's own was."""
+        own = self.backend
+        self._hold_in(backend)
+        own.close()
+        backend.keep_only(owned)
 
     def close(self) -> None:
         """Let go of the backend (the disk backend's directory goes)."""

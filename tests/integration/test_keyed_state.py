@@ -9,6 +9,7 @@ the group started after the kill deletes the one the killed group left."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 import signal
 import subprocess
@@ -219,6 +220,43 @@ def test_a_full_state_disk_kills_its_job_and_the_group_s_other_job_goes_on(tmp_p
         api.kill(cluster.reader, other)
     finally:
         cluster.stop()
+
+
+@pytest.mark.parametrize("backend", ["memory", "disk"])
+def test_a_growing_job_s_slots_keep_the_key_groups_they_held_in_their_process(
+    tmp_path, caplog, *, monkeypatch, backend
+):
+    """In one process, a keyed job on 2 count slots grows to 4 at a pause once another job
+    leaves it peers. Old slot 0 held key groups 0 to 7 of 16, old slot 1 8 to 15: new slot 0
+    keeps 0 to 3 and new slot 2 keeps 8 to 11 of the state they held (each the heir of an old
+    slot, peer.runtime.state_shelf), reading from checkpoint storage only the key groups that
+    moved to them. The output is exactly one run's."""
+    monkeypatch.setenv("ONYX_TEST_PACE", "0.003")
+    caplog.set_level(logging.INFO, logger="peer.runtime.task")
+    cluster = LocalCluster(groups=1, vpeers=6, checkpoints=str(tmp_path / "checkpoints"),
+                           state_dir=tmp_path / "state")  # fmt: skip
+    cluster.start()
+    try:
+        cluster.await_ring(30)
+        other = api.submit(cluster.reader, ENDLESS)
+        wait_for(lambda: api.status(cluster.replica(), other).state == "running", 30, "running")
+        job = keyed_job(tmp_path, backend, peers={"min_peers": 1, "max_peers": 4})
+        job_id = api.submit(cluster.reader, job)
+
+        def count_peers() -> int:
+            return len(cluster.replica().allocations.get(job_id, {}).get("count", []))
+
+        commits = Commits(cluster.reader, job_id)
+        wait_for(lambda: count_peers() == 2 and chained(commits), 60, "2 count peers, chained")
+        api.kill(cluster.reader, other)
+        final = api.wait(cluster.reader, job_id, 180)
+    finally:
+        cluster.stop()
+    assert final.state == "completed", final.reason
+    kept = re.findall(rf"keeps key groups (\d+) to (\d+) of task 'count' of job {job_id}",
+                      caplog.text)  # fmt: skip
+    assert sorted(kept) == [("0", "3"), ("8", "11")], caplog.text
+    assert published(tmp_path) == expected()
 
 
 def slot_directories(state: Path) -> list[Path]:
