@@ -30,7 +30,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.workload import StridedInput
+from bench.workload import NumberedInput, splits_of
 
 if TYPE_CHECKING:
     from peer.plugins import Recovery
@@ -44,32 +44,34 @@ KEY_BYTES = int(os.environ.get("BENCH_RECOVERY_KEY_BYTES", "0"))
 PID = os.getpid()
 
 
-class KeyedInput(StridedInput):
+class KeyedInput(NumberedInput):
     """Keyed records, paced at ``rate`` per second in all (0: as fast as polled); its
-    checkpoint is the next record and the pace's start."""
+    checkpoint is its splits' positions and the pace's start, so it keeps its number of
+    peers (its factory takes no splits)."""
 
     def __init__(
         self, count: int, keys: int, rate: float, slot: int, slots: int, *, marks: str | None
     ) -> None:
-        super().__init__(count, slot, slots, marks)
+        super().__init__(count, splits_of(slot, slots), slot, marks)
         self.keys, self.rate, self.start = keys, rate, 0.0
 
     def recover(self, recovery: Recovery) -> None:
         if recovery.checkpoint is not None:
-            self.next, self.start = recovery.checkpoint
+            positions, self.start = recovery.checkpoint
+            self.reading = self._reading(positions)
 
     def poll(self, limit: int) -> list[Segment]:
-        end = self.next + limit * self.step
+        due = None
         if self.rate:
             now = time.time()
             if not self.start:
                 self.start = now
-            end = min(end, int((now - self.start) // TICK * TICK * self.rate) + 1)
+            due = int((now - self.start) // TICK * TICK * self.rate) + 1
         keys = self.keys
-        return [{"seq": i, "key": f"k{i % keys}"} for i in self._take(end)]
+        return [{"seq": i, "key": f"k{i % keys}"} for run in self._take(limit, due) for i in run]
 
-    def checkpoint(self, epoch: Epoch) -> list[float]:
-        return [self.next, self.start]
+    def checkpoint(self, epoch: Epoch) -> list[Any]:
+        return [self.reading.checkpoint(), self.start]
 
 
 def keyed_input(task: Any, slot: int, slots: int) -> KeyedInput:

@@ -15,10 +15,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.workload import CountingOutput, Marker, StridedInput
+from bench.workload import CountingOutput, Marker, NumberedInput
 
 if TYPE_CHECKING:
     from peer.plugins import Recovery
+    from peer.plugins.splits import Splits
     from peer.values.epoch import Epoch
 
 STRIDE = 7919
@@ -64,29 +65,22 @@ class PaddedCount(KeyedCount):
         return out
 
 
-class KeyedInput(StridedInput):
-    """Events made as they are polled; its checkpoint is the next event."""
+class KeyedInput(NumberedInput):
+    """Events made as they are polled."""
 
-    def __init__(self, count: int, keys: int, slot: int, slots: int, marks: str | None) -> None:
-        super().__init__(count, slot, slots, marks)
+    def __init__(self, count: int, keys: int, splits: Splits, slot: int, marks: str | None) -> None:
+        super().__init__(count, splits, slot, marks)
         self.keys = keys
-
-    def recover(self, recovery: Recovery) -> None:
-        if recovery.checkpoint is not None:
-            self.next = recovery.checkpoint
 
     def poll(self, limit: int) -> list[dict[str, Any]]:
         keys = self.keys
-        return [{"key": key_of(i, keys)} for i in self._take(self.next + limit * self.step)]
-
-    def checkpoint(self, epoch: Epoch) -> int:
-        return self.next
+        return [{"key": key_of(i, keys)} for run in self._take(limit) for i in run]
 
 
-def keyed_input(task: Any, slot: int, slots: int) -> KeyedInput:
+def keyed_input(task: Any, slot: int, slots: int, *, splits: Splits) -> KeyedInput:
     """Plugin factory, named in jobs as ``bench.state_fns:keyed_input``."""
     params = task.params
-    return KeyedInput(int(params["count"]), int(params["keys"]), slot, slots, params.get("marks"))
+    return KeyedInput(int(params["count"]), int(params["keys"]), splits, slot, params.get("marks"))
 
 
 class SummingOutput(CountingOutput):

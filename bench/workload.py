@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 
 if TYPE_CHECKING:  # the engine's types, for the plugins' hints only: Bytewax's runs import this
     from peer.plugins import Recovery
+    from peer.plugins.splits import Numbered, Splits
     from peer.values.epoch import Epoch
 
 Segment = dict[str, Any]
@@ -191,24 +192,38 @@ def read_marks(directory: Path) -> Marks:
 # -- the engine's input and output plugins --------------------------------------------------------
 
 
-class StridedInput:
-    """What the bench's inputs share: items ``slot``, ``slot + slots``, ... below ``count``,
-    handed out as they are polled; with ``marks``, their polls noted there (``Marker``). They
-    have nothing to sync, publish or release."""
+class NumberedInput:
+    """What the bench's inputs share: the items numbered 0 .. ``count`` - 1, item i in split
+    i % S of the task's max_parallelism S, a slot reading those of the splits it owns
+    (peer.plugins.splits), handed out as they are polled, as runs of consecutive numbers. Its
+    checkpoint is each owned split's position, so a job's input may run on another number of
+    peers after a restore. With ``marks``, its polls are noted there (``Marker``). It has
+    nothing to sync, publish or release."""
 
-    def __init__(self, count: int, slot: int, slots: int, marks: str | None) -> None:
-        self.next, self.stop, self.step = slot, count, slots
+    def __init__(self, count: int, splits: Splits, slot: int, marks: str | None) -> None:
+        self.count, self.splits = count, splits
+        self.reading = self._reading(None)
         self.marker = Marker(marks, "read", slot)
 
-    def _take(self, end: int) -> range:
-        """The ids from the next one up to ``end`` (never past the last), now handed out."""
-        ids = range(self.next, min(end, self.stop), self.step)
-        self.next += len(ids) * self.step
-        self.marker.handled(len(ids))
-        return ids
+    def _reading(self, checkpoint: Any) -> Numbered:
+        from peer.plugins.splits import Numbered  # noqa: PLC0415  # Bytewax's runs lack it
+
+        return Numbered(self.splits, self.count, checkpoint, ValueError)
+
+    def recover(self, recovery: Recovery) -> None:
+        self.reading = self._reading(recovery.checkpoint)
+
+    def _take(self, limit: int, until: int | None = None) -> list[range]:
+        """The next runs of at most ``limit`` items (below ``until``, given), now handed out."""
+        runs = self.reading.take(limit, until)
+        self.marker.handled(sum(map(len, runs)))
+        return runs
+
+    def checkpoint(self, epoch: Epoch) -> list[list[int]]:
+        return self.reading.checkpoint()
 
     def completed(self) -> bool:
-        return self.next >= self.stop
+        return self.reading.completed()
 
     def synced(self) -> bool:
         return True
@@ -220,39 +235,47 @@ class StridedInput:
         self.marker.close()
 
 
-class SegmentInput(StridedInput):
-    """Segments made as they are polled (rows, or one record batch per poll with ``arrow``);
-    its checkpoint is the next item."""
+def splits_of(slot: int, slots: int, splits: int = 128) -> Splits:
+    """The splits slot ``slot`` of ``slots`` owns, of ``splits``: what the engine hands a
+    splitting input's factory, for the bench's own uses of its inputs."""
+    from peer.plugins.splits import Splits  # noqa: PLC0415  # Bytewax's runs lack it
+
+    return Splits.of(slot, slots, splits)
+
+
+class SegmentInput(NumberedInput):
+    """Segments made as they are polled (rows, or one record batch per poll with ``arrow``)."""
 
     def __init__(
-        self, count: int, slot: int, slots: int, arrow: bool = False, marks: str | None = None
+        self, count: int, splits: Splits, slot: int, arrow: bool = False, marks: str | None = None
     ) -> None:
-        super().__init__(count, slot, slots, marks)
+        super().__init__(count, splits, slot, marks)
         self.arrow = arrow
 
-    def recover(self, recovery: Recovery) -> None:
-        if recovery.checkpoint is not None:
-            self.next = recovery.checkpoint
-
     def poll(self, limit: int) -> list[Segment] | pa.RecordBatch:
-        ids = self._take(self.next + limit * self.step)
+        runs = self._take(limit)
         if self.arrow:
-            return make_record_batch(ids)
-        return [make_segment(i) for i in ids]
-
-    def checkpoint(self, epoch: Epoch) -> int:
-        return self.next
+            return record_batch_of(runs)
+        return [make_segment(i) for run in runs for i in run]
 
 
-def segment_input(task: Any, slot: int, slots: int) -> SegmentInput:
+def record_batch_of(runs: list[range]) -> pa.RecordBatch:
+    """The segments of ``runs`` as one record batch."""
+    if len(runs) <= 1:
+        return make_record_batch(runs[0] if runs else range(0))
+    batches = [make_record_batch(run) for run in runs]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+
+
+def segment_input(task: Any, slot: int, slots: int, *, splits: Splits) -> SegmentInput:
     """Plugin factory, named in jobs as ``bench.workload:segment_input``."""
-    return SegmentInput(int(task.params["count"]), slot, slots, marks=task.params.get("marks"))
+    return SegmentInput(int(task.params["count"]), splits, slot, marks=task.params.get("marks"))
 
 
-def arrow_input(task: Any, slot: int, slots: int) -> SegmentInput:
+def arrow_input(task: Any, slot: int, slots: int, *, splits: Splits) -> SegmentInput:
     """Plugin factory, named in jobs as ``bench.workload:arrow_input``: record batches."""
     return SegmentInput(
-        int(task.params["count"]), slot, slots, arrow=True, marks=task.params.get("marks")
+        int(task.params["count"]), splits, slot, arrow=True, marks=task.params.get("marks")
     )
 
 
@@ -314,23 +337,23 @@ class PacedInput(SegmentInput):
     item i is due ``i / rate`` seconds after it and carries that time in ``created`` (so time an
     item waits to be read counts as its latency too). Only the items due are handed out."""
 
-    def __init__(self, count: int, rate: float, slot: int, slots: int) -> None:
-        super().__init__(count, slot, slots)
+    def __init__(self, count: int, rate: float, splits: Splits, slot: int) -> None:
+        super().__init__(count, splits, slot)
         self.rate, self.start = rate, 0.0
 
     def poll(self, limit: int) -> list[Segment]:
         now = time.time()
         if not self.start:
             self.start = now
-        due = min(self.stop, int((now - self.start) * self.rate) + 1)
-        ids = range(self.next, min(due, self.next + limit * self.step), self.step)
-        self.next += len(ids) * self.step
-        return [{**make_segment(i), "created": self.start + i / self.rate} for i in ids]
+        due = int((now - self.start) * self.rate) + 1
+        start, rate = self.start, self.rate
+        return [{**make_segment(i), "created": start + i / rate}
+                for run in self._take(limit, due) for i in run]  # fmt: skip
 
 
-def paced_input(task: Any, slot: int, slots: int) -> PacedInput:
+def paced_input(task: Any, slot: int, slots: int, *, splits: Splits) -> PacedInput:
     """Plugin factory, named in jobs as ``bench.workload:paced_input``."""
-    return PacedInput(int(task.params["count"]), float(task.params["rate"]), slot, slots)
+    return PacedInput(int(task.params["count"]), float(task.params["rate"]), splits, slot)
 
 
 LATENCIES: dict[str, list[float]] = defaultdict(list)

@@ -38,12 +38,14 @@ from dataclasses import replace
 from pyrsistent import PMap, pmap, pset
 
 from peer.job.demand import job_demand
+from peer.job.spec import Job
 from peer.log.entries.jobs import LOCAL_RECOVERY, finish
 from peer.log.replica import Replica
 from peer.log.takeover import take_over
 from peer.scheduling import Allocation, JobDemand, PeerInfo
 from peer.scheduling.request import Planner, SchedulingRequest, plan_here
 from peer.scheduling.standby import StandbyNeed, choose_standbys
+from peer.state.key_groups import heir
 
 TRIGGERS = frozenset({"jobs", "groups", "exiting", "group_peers", "group_tags", "growing"})
 """The keys whose change has the allocation recomputed: the jobs, the active peers, and the
@@ -225,9 +227,10 @@ def _record(replica: Replica, plan: Allocation, position: int) -> Replica:
     started, done = replica.started, replica.done
     takeovers, recovering = replica.takeovers, replica.recovering
     for job, tasks in plan.items():
-        if _same_peers(allocations.get(job), tasks):
+        before = allocations.get(job)
+        if _same_peers(before, tasks):
             continue
-        allocations = allocations.set(job, pmap(tasks))
+        allocations = allocations.set(job, pmap(_heirs_in_place(replica.jobs[job], before, tasks)))
         versions = versions.set(job, position)
         done = done.discard(job)
         takeovers, recovering = takeovers.discard(job), recovering.discard(job)
@@ -243,6 +246,30 @@ def _record(replica: Replica, plan: Allocation, position: int) -> Replica:
         takeovers=takeovers,
         recovering=recovering,
     )
+
+
+def _heirs_in_place(
+    job: Job, before: Mapping[str, tuple[str, ...]] | None, tasks: Mapping[str, tuple[str, ...]]
+) -> dict[str, tuple[str, ...]]:
+    """``tasks`` with each keyed task's peers in slot order so that a peer that ran slot k
+    before, and runs the task still, has slot k's heir (peer.state.key_groups.heir), which owns
+    the most of the key groups slot k held: its state then stays in its process, and is not
+    read again (peer.runtime.state_shelf). Where two such peers share an heir, the first keeps
+    it; the task's other peers fill the slots left in the plan's order."""
+    ordered = dict(tasks)
+    for task, peers in tasks.items():
+        held = () if before is None else before.get(task, ())
+        if not held or not peers or not job.task(task).keyed:
+            continue
+        groups = job.key_groups(task)
+        slots: list[str | None] = [None] * len(peers)
+        for k, peer in enumerate(held):
+            to = heir(k, len(held), len(peers), groups)
+            if peer in peers and slots[to] is None:
+                slots[to] = peer
+        rest = iter([p for p in peers if p not in slots])
+        ordered[task] = tuple(p if p is not None else next(rest) for p in slots)
+    return ordered
 
 
 def _same_peers(

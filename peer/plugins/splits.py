@@ -14,7 +14,9 @@ index of the split's next item and where the source resumes reading at that inde
 byte offset; the index again for a sequence held in memory). When the task runs on another
 number of peers, each new slot gets the positions of the splits it owns now, gathered from the
 old slots that held them (``gather``), and reads on from each as if it had read it all along
-(``Cursor``): nothing is read twice or skipped.
+(``Cursor``): nothing is read twice or skipped. A source of numbered items, each made from its
+index, reads through ``Numbered``, which hands out the owned splits' items as runs of
+consecutive indices.
 """
 
 from __future__ import annotations
@@ -117,6 +119,11 @@ class Cursor:
         self._past = max((f[0] for f in self.floors), default=0)
         """Below this index some split may stand ahead of the reader."""
 
+    def settled(self, index: int) -> bool:
+        """Whether no owned split stands ahead of item ``index``: from there on every item of
+        an owned split is this slot's to read."""
+        return index >= self._past
+
     def takes(self, index: int) -> bool:
         """Whether item ``index`` is this slot's to read: its split is owned, and stands at or
         before it."""
@@ -135,3 +142,62 @@ class Cursor:
         if at[0] >= self._past:
             return [[at[0], at[1]] for _ in self.owned]
         return [list(f if f[0] > at[0] else at) for f in self.floors]
+
+
+class Numbered:
+    """A slot's reading of a sequence of ``length`` numbered items (each made from its index,
+    so the index is where the source resumes): the items of the splits it owns, in order, as
+    runs of consecutive indices, from the positions ``checkpoint`` holds (None: the start)."""
+
+    def __init__(self, splits: Splits, length: int, checkpoint: Any,
+                 invalid: Callable[[str], Exception]) -> None:  # fmt: skip
+        self.splits, self.length = splits, length
+        self.cursor = Cursor(splits, checkpoint, invalid)
+        self.next = self._owned_from(self.cursor.at[0])
+        """The next index of an owned split, the reader's."""
+
+    def _owned_from(self, index: int) -> int:
+        """The first index at or after ``index`` whose split is owned (``length``: none)."""
+        owned, total = self.splits.owned, self.splits.total
+        if not owned:
+            return self.length
+        row, split = divmod(index, total)
+        if split < owned.start:
+            return min(row * total + owned.start, self.length)
+        if split >= owned.stop:
+            return min((row + 1) * total + owned.start, self.length)
+        return min(index, self.length)
+
+    def take(self, limit: int, until: int | None = None) -> list[range]:
+        """Up to ``limit`` of the next items of the owned splits (of those below ``until``,
+        given), as runs of consecutive indices, and the reader moved past them."""
+        runs: list[range] = []
+        left, at, cursor = limit, self.next, self.cursor
+        stop, total = self.splits.owned.stop, self.splits.total
+        end = self.length if until is None else min(until, self.length)
+        while left > 0 and at < end:
+            run = range(at, min(at - at % total + stop, end, at + left))
+            left -= len(run)
+            if cursor.settled(at):
+                _join(runs, run)
+            else:  # some splits stand ahead of the reader: only the items of the others
+                for index in filter(cursor.takes, run):
+                    _join(runs, range(index, index + 1))
+            at = self._owned_from(run.stop)
+        self.next = at
+        cursor.moved(at, at)
+        return runs
+
+    def completed(self) -> bool:
+        return self.next >= self.length
+
+    def checkpoint(self) -> list[list[int]]:
+        return self.cursor.checkpoint()
+
+
+def _join(runs: list[range], run: range) -> None:
+    """Add ``run`` to ``runs``, joining the last one where it follows on."""
+    if runs and runs[-1].stop == run.start:
+        runs[-1] = range(runs[-1].start, run.stop)
+    else:
+        runs.append(run)

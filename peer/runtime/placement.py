@@ -1,13 +1,14 @@
 """Where a job's work sits under one allocation version: a pure value, built once per version.
 
-Every group derives it from the same replica, so every group agrees on it: each task's peers
-(in the order of the peers first allocated to their seats, so a peer's slot is the same
-everywhere, and a peer that took over a seat, peer.log.takeover, has the slot of the peer it
-replaced), the peers each task hears from and the tasks (with their peers) it sends to, the
-job's coordinator peer (the first peer of its first input task), the short ids the wire knows
-the job and its peers by, each peer's group, and the job's seats, standbys and takeovers. The
-task runners, their routers and the job's coordinator all read it, instead of each working the
-topology out from the allocation for itself.
+Every group derives it from the same replica, so every group agrees on it: each task's peers in
+slot order, the allocation's (a peer that took over a seat, peer.log.takeover, is put in the
+place of the peer it replaced, so it has that peer's slot; a keyed task's peers that ran it
+before are put in the slots that keep most of their key groups, peer.log.allocation), the peers
+each task hears from and the tasks (with their peers) it sends to, the job's coordinator peer
+(the first peer of its first input task), the short ids the wire knows the job and its peers by,
+each peer's group, and the job's seats, standbys and takeovers. The task runners, their routers
+and the job's coordinator all read it, instead of each working the topology out from the
+allocation for itself.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class Placement:
     version: int
     """The allocation version: what the job's frames are stamped with."""
     peers: Mapping[str, tuple[str, ...]]
-    """Each allocated task's peers, in the order of their seats' original peers."""
+    """Each allocated task's peers, in slot order: the allocation's."""
     slots: Mapping[str, int]
     """Each peer's index among its task's peers."""
     tasks: Mapping[str, str]
@@ -119,10 +120,7 @@ def place(
     Only a submitted job, which has an id, is placed."""
     if job.id is None:
         raise ValueError("a job without an id cannot be placed: submit-job gives it one")
-    peers = {
-        task: tuple(sorted(ps, key=lambda p: (takeovers.get(p, p), p)))
-        for task, ps in sorted(allocation.items())
-    }
+    peers = {task: tuple(ps) for task, ps in sorted(allocation.items())}
     tasks = {p: task for task, ps in peers.items() for p in ps}
     seat_peers = [p for ps in peers.values() for p in ps]
     parents: dict[str, set[str]] = {}

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from peer.state.backends import Backend
-from peer.state.key_groups import groups_of, overlap, owner
+from peer.state.key_groups import groups_of, heir
 from peer.values.epoch import Epoch
 
 
@@ -53,10 +53,7 @@ class Shelved:
 
     def heir(self, slots: int) -> int:
         """The slot, of ``slots``, that owns the most of what this one held."""
-        held, groups = self.held, self.key_groups
-        first, last = owner(held.start, groups, slots), owner(held.stop - 1, groups, slots)
-        return max(range(first, last + 1),
-                   key=lambda s: (len(overlap(groups_of(s, slots, groups), held)), -s))  # fmt: skip
+        return heir(self.slot, self.slots, slots, self.key_groups)
 
     def goes_to(self, new: Slot) -> bool:
         return self.job == new.job and self.task == new.task and self.heir(new.slots) == new.slot

@@ -77,3 +77,17 @@ def overlap(a: range, b: range) -> range:
     """The key groups two contiguous ranges of them share (empty: none)."""
     start = max(a.start, b.start)
     return range(start, max(start, min(a.stop, b.stop)))
+
+
+def heir(slot: int, slots: int, new_slots: int, max_parallelism: int) -> int:
+    """The slot, of ``new_slots``, that owns the most of the key groups slot ``slot`` of
+    ``slots`` owned (the lower one on a tie): where that slot's state is best kept when the
+    task runs on ``new_slots`` instead."""
+    held = groups_of(slot, slots, max_parallelism)
+    first = owner(held.start, max_parallelism, new_slots)
+    last = owner(held.stop - 1, max_parallelism, new_slots)
+
+    def share(new: int) -> tuple[int, int]:
+        return len(overlap(groups_of(new, new_slots, max_parallelism), held)), -new
+
+    return max(range(first, last + 1), key=share)

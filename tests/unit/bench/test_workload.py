@@ -31,16 +31,27 @@ def test_the_arrow_fns_compute_what_the_row_fns_do(ids):
 
 
 @settings(deadline=None)  # a shared machine's pauses are not the code's
-@given(st.integers(1, 50), st.integers(0, 3), st.integers(1, 4), st.integers(1, 9))
-def test_the_input_slots_hand_out_every_segment_once(count, slot, slots, limit):
+@given(st.integers(1, 50), st.integers(0, 3), st.integers(1, 4), st.integers(1, 9),
+       st.integers(4, 12))  # fmt: skip
+def test_an_input_slot_hands_out_the_segments_of_its_splits_once_each(
+    count, slot, slots, limit, splits
+):
+    """Rows and record batches alike: segment i is in split i % splits, and a slot hands out
+    those of the splits it owns, in order, at most ``limit`` per poll."""
     slot %= slots
-    rows = workload.SegmentInput(count, slot, slots)
-    arrow = workload.SegmentInput(count, slot, slots, arrow=True)
+    owned = workload.splits_of(slot, slots, splits)
+    rows = workload.SegmentInput(count, owned, slot)
+    arrow = workload.SegmentInput(count, owned, slot, arrow=True)
     got, got_arrow = [], []
     while not rows.completed():
-        got += rows.poll(limit)
-        got_arrow += arrow.poll(limit).to_pylist()
-    assert got == got_arrow == [workload.make_segment(i) for i in range(slot, count, slots)]
+        polled, batch = rows.poll(limit), arrow.poll(limit).to_pylist()
+        assert len(polled) <= limit
+        got += polled
+        got_arrow += batch
+    mine = [workload.make_segment(i) for i in range(count) if i % splits in owned.owned]
+    assert got == got_arrow == mine
+    assert rows.poll(limit) == []
+    assert arrow.poll(limit).num_rows == 0
 
 
 def test_the_limit_loop_runs_with_a_codec_and_without():
@@ -53,7 +64,8 @@ def test_the_limit_loop_runs_with_a_codec_and_without():
 @given(st.integers(1, 300), st.integers(1, 3), st.integers(1, 50))
 def test_the_marks_time_a_run_from_the_first_read_to_the_last_write(count, slots, limit):
     with tempfile.TemporaryDirectory() as directory:
-        inputs = [workload.SegmentInput(count, s, slots, marks=directory) for s in range(slots)]
+        inputs = [workload.SegmentInput(count, workload.splits_of(s, slots), s, marks=directory)
+                  for s in range(slots)]  # fmt: skip
         outputs = [workload.DiscardingOutput(s, directory) for s in range(slots)]
         for source, sink in zip(inputs, outputs, strict=True):
             while not source.completed():
@@ -84,7 +96,7 @@ def test_a_restarted_output_slot_counts_once_by_its_latest_instance():
 
 
 def test_without_a_directory_nothing_is_noted():
-    source = workload.SegmentInput(10, 0, 1)
+    source = workload.SegmentInput(10, workload.splits_of(0, 1), 0)
     source.poll(10)
     source.close()
     assert source.marker.items == 0

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from peer.plugins import PluginError, load
-from peer.plugins.splits import Splits, gather
+from peer.plugins.splits import Numbered, Splits, gather
 from tests.unit.plugins.plugin_fixtures import EPOCH, drain, recovery, task
 
 
@@ -92,3 +92,46 @@ def test_a_file_read_on_any_sequence_of_slot_counts_gives_every_line_once(case):
                 plugin.close()
             held = positions
     assert sorted(read) == list(range(lines))
+
+
+@settings(max_examples=150, deadline=None)
+@given(rescales(), st.integers(1, 9))
+def test_numbered_items_read_on_any_sequence_of_slot_counts_come_once_each(case, limit):
+    """Each slot reads only items of the splits it owns, in order and at most ``limit`` per
+    take; over the whole sequence of slot counts every item comes once."""
+    length, total, counts, polls = case
+    read: list[int] = []
+    held: dict[int, list] | None = None
+    for step, slots in enumerate(counts):
+        last = step == len(counts) - 1
+        positions = {}
+        for slot in range(slots):
+            splits = Splits.of(slot, slots, total)
+            checkpoint = None if held is None else gather(held, len(held), splits.owned, total)
+            reading = Numbered(splits, length, checkpoint, ValueError)
+            takes = [limit] * length if last else [n for _ in range(polls[step][slot][0])
+                                                   for n in [polls[step][slot][1]]]  # fmt: skip
+            taken: list[int] = []
+            for n in takes:
+                if reading.completed():
+                    break
+                items = [i for run in reading.take(n) for i in run]
+                assert len(items) <= n
+                taken += items
+            assert taken == sorted(taken)
+            assert all(i % total in splits.owned for i in taken)
+            read += taken
+            positions[slot] = reading.checkpoint()
+        held = positions
+    assert sorted(read) == list(range(length))
+
+
+def test_numbered_items_below_a_bound_only_are_taken():
+    reading = Numbered(Splits.of(0, 1, 4), 20, None, ValueError)
+    assert reading.take(100, until=6) == [range(0, 6)]
+    assert reading.take(3) == [range(6, 9)]
+    assert Numbered(Splits.of(1, 2, 4), 20, None, ValueError).take(5) == [
+        range(2, 4),
+        range(6, 8),
+        range(10, 11),
+    ]
