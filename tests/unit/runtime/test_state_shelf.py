@@ -23,6 +23,7 @@ from tests.unit.state.test_keyed import (
     opened,
     ops,
     read,
+    written,
 )
 
 EPOCH = Epoch(1, 7)
@@ -103,10 +104,7 @@ def test_state_kept_by_heirs_and_gained_from_snapshots_reads_as_the_model(
     groups it gained, from the other old slots' snapshots; then written again: as the model,
     and each new slot holds exactly what a restore of every snapshot gives it."""
     model: dict = {}
-    old = [opened() for _ in range(before)]
-    for op in first:
-        state, handles = old[_owner(op[1], before)]
-        apply(handles, state, model, op)
+    old = written(first, before, model)
     snapshots = [state.snapshot(whole=True) for state, _ in old]
     shelf = StateShelf()
     for slot, (state, _) in enumerate(old):

@@ -90,15 +90,22 @@ def blank() -> dict[str, Any]:
     return {"v": 0, "m": {}, "l": []}
 
 
+def written(steps: list, slots: int, model: dict) -> list[tuple[KeyedState, dict[str, Any]]]:
+    """Fresh state for each of ``slots`` slots, ``steps`` applied each on the slot that owns
+    its key, and on ``model``."""
+    states = [opened() for _ in range(slots)]
+    for op in steps:
+        state, handles = states[_owner(op[1], slots)]
+        apply(handles, state, model, op)
+    return states
+
+
 @given(ops, ops, st.integers(1, 5), st.integers(1, 5))
 def test_state_restored_onto_any_slots_reads_as_the_model(first, second, before, after):
     """Written on ``before`` slots, each key on the slot owning its group, restored onto
     ``after`` slots from every old slot's snapshot, then written again: as the model."""
     model: dict = {}
-    old = [opened() for _ in range(before)]
-    for op in first:
-        state, handles = old[_owner(op[1], before)]
-        apply(handles, state, model, op)
+    old = written(first, before, model)
     snapshots = [state.snapshot(whole=True) for state, _ in old]
     new = []
     for slot in range(after):
