@@ -267,7 +267,8 @@ def _heirs_in_place(
             to = heir(k, len(held), len(peers), groups)
             if peer in peers and slots[to] is None:
                 slots[to] = peer
-        rest = iter([p for p in peers if p not in slots])
+        placed = set(slots)
+        rest = iter([p for p in peers if p not in placed])
         ordered[task] = tuple(p if p is not None else next(rest) for p in slots)
     return ordered
 
