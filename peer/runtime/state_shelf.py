@@ -68,13 +68,13 @@ class StateShelf:
     def put(self, shelved: Shelved) -> None:
         self.held.append(shelved)
 
-    def take(self, new: Slot, epoch: Epoch, key_groups: int) -> Shelved | None:
+    def take(self, new: Slot, epoch: Epoch | None) -> Shelved | None:
         """What slot ``new`` restoring from ``epoch`` keeps: the state shelved for it that is
-        exactly that epoch's, if any (with the same key groups); whatever else was shelved
-        for it is closed, since no other slot will take it."""
+        exactly that epoch's, if any (None: it restores from no epoch, or not by key group);
+        whatever else was shelved for it is closed, since no other slot will take it."""
         mine = [s for s in self.held if s.goes_to(new)]
         self.held = [s for s in self.held if s not in mine]
-        kept = next((s for s in mine if s.epoch == epoch and s.key_groups == key_groups), None)
+        kept = next((s for s in mine if epoch is not None and s.epoch == epoch), None)
         for shelved in mine:
             if shelved is not kept:
                 shelved.backend.close()

@@ -587,6 +587,7 @@ class TaskRunner:
             return False
         point = self.recovery.point
         if point is None:
+            self._kept(None)  # nothing to restore: what was shelved for this slot goes
             fresh = Recovery(None, None, Epoch(c.version, 1))
             if c.takes_over:
                 return self._take_over(fresh, [], None, None)
@@ -605,7 +606,7 @@ class TaskRunner:
         slots = self._to_fetch(point, old)
         # restored from its own snapshot alone, a slot keeps all of it: it is exactly its own
         own = len(slots) == 1 and old == c.slots
-        kept = self._kept(point, epoch)
+        kept = self._kept(point)
         if kept is not None:
             fetched = [fetch(point.job, epoch, slot, self._gained(slot, old, kept))
                        for slot in slots]  # fmt: skip
@@ -617,15 +618,20 @@ class TaskRunner:
         self._enter(Phase.RESTORE)
         return True
 
-    def _kept(self, point: RestorePoint, epoch: Epoch) -> Shelved | None:
+    def _kept(self, point: RestorePoint | None) -> Shelved | None:
         """The keyed state this slot's process shelved for it that is exactly the restore
         point's (peer.runtime.state_shelf): a keyed task restoring its own job's commit, taken
-        with key groups, not taking a failed seat over."""
+        with key groups, not taking a failed seat over. Whatever else was shelved for it is
+        closed."""
         c = self.ctx
-        if (c.shelf is None or not c.task.keyed or c.takes_over or point.job != c.job_id
-                or point.groups.get(c.task.name) != c.key_groups):  # fmt: skip
+        if c.shelf is None:
             return None
-        return c.shelf.take(self.heir, epoch, c.key_groups)
+        own = point is not None and point.job == c.job_id and not c.takes_over
+        by_groups = point is not None and point.groups.get(c.task.name) == c.key_groups
+        epoch = None
+        if point is not None and own and by_groups and c.task.keyed:
+            epoch = Epoch(point.version, point.number)
+        return c.shelf.take(self.heir, epoch)
 
     def _gained(self, slot: int, old: int, kept: Shelved) -> range:
         """The key groups this slot reads of old slot ``slot``'s snapshot: those it owns now,

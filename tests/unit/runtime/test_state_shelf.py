@@ -67,18 +67,28 @@ def test_a_slot_takes_only_the_state_of_its_restore_point_and_the_rest_for_it_is
     stale, exact = shelved(0, 2, Epoch(1, 6)), shelved(1, 2)
     shelf.put(stale)
     shelf.put(exact)
-    assert shelf.take(Slot("job", "count", 0, 1), EPOCH, 128) is exact
+    assert shelf.take(Slot("job", "count", 0, 1), EPOCH) is exact
     assert stale.backend.closed
     assert not exact.backend.closed
     assert shelf.held == []
 
 
-def test_other_jobs_tasks_and_key_group_counts_are_not_taken():
+def test_other_jobs_and_tasks_are_not_taken():
     shelf = StateShelf()
-    shelf.put(shelved(0, 1, groups=64))
-    shelf.put(Shelved("other", "count", EPOCH, 0, 1, 128, Closes()))
-    assert shelf.take(Slot("job", "count", 0, 1), EPOCH, 128) is None
-    assert shelf.take(Slot("job", "other task", 0, 1), EPOCH, 128) is None
+    other = Shelved("other", "count", EPOCH, 0, 1, 128, Closes())
+    shelf.put(other)
+    assert shelf.take(Slot("job", "count", 0, 1), EPOCH) is None
+    assert shelf.take(Slot("job", "other task", 0, 1), EPOCH) is None
+    assert shelf.held == [other]
+
+
+def test_a_slot_that_restores_from_no_epoch_takes_nothing_and_what_was_for_it_is_closed():
+    shelf = StateShelf()
+    mine = shelved(0, 1)
+    shelf.put(mine)
+    assert shelf.take(Slot("job", "count", 0, 1), None) is None
+    assert mine.backend.closed
+    assert shelf.held == []
 
 
 def test_what_no_waiting_slot_would_take_is_closed_and_the_rest_kept():
@@ -113,7 +123,7 @@ def test_state_kept_by_heirs_and_gained_from_snapshots_reads_as_the_model(
     for slot in range(after):
         owned = groups_of(slot, after, GROUPS)
         state, handles = opened()
-        kept = shelf.take(Slot("job", "count", slot, after), EPOCH, GROUPS)
+        kept = shelf.take(Slot("job", "count", slot, after), EPOCH)
         gained = snapshots
         if kept is not None:
             state.adopt(kept.backend, owned)
