@@ -235,12 +235,14 @@ class NumberedInput:
         self.marker.close()
 
 
-def splits_of(slot: int, slots: int, splits: int = 128) -> Splits:
-    """The splits slot ``slot`` of ``slots`` owns, of ``splits``: what the engine hands a
-    splitting input's factory, for the bench's own uses of its inputs."""
-    from peer.plugins.splits import Splits  # noqa: PLC0415  # Bytewax's runs lack it
+def splits_of(slot: int, slots: int, splits: int | None = None) -> Splits:
+    """The splits slot ``slot`` of ``slots`` owns, of ``splits`` (None: the default maximum
+    parallelism): what the engine hands a splitting input's factory, for the bench's own uses
+    of its inputs."""
+    from peer.job.spec import DEFAULT_MAX_PARALLELISM  # noqa: PLC0415  # Bytewax's runs lack it
+    from peer.plugins.splits import Splits  # noqa: PLC0415
 
-    return Splits.of(slot, slots, splits)
+    return Splits.of(slot, slots, splits or DEFAULT_MAX_PARALLELISM)
 
 
 class SegmentInput(NumberedInput):

@@ -607,12 +607,9 @@ class TaskRunner:
         # restored from its own snapshot alone, a slot keeps all of it: it is exactly its own
         own = len(slots) == 1 and old == c.slots
         kept = self._kept(point)
-        if kept is not None:
-            fetched = [fetch(point.job, epoch, slot, self._gained(slot, old, kept))
-                       for slot in slots]  # fmt: skip
-        else:
-            groups = c.owned if c.task.keyed and not own else None
-            fetched = [fetch(point.job, epoch, slot, groups) for slot in slots]
+        groups = c.owned if c.task.keyed and not own else None
+        fetched = [fetch(point.job, epoch, slot, groups if kept is None else
+                         self._gained(slot, old, kept)) for slot in slots]  # fmt: skip
         self.fetched = Fetched(slots, fetched, _everything if own else self._mine,
                                _everything if own else c.owned.__contains__, kept)  # fmt: skip
         self._enter(Phase.RESTORE)
@@ -626,12 +623,10 @@ class TaskRunner:
         c = self.ctx
         if c.shelf is None:
             return None
-        own = point is not None and point.job == c.job_id and not c.takes_over
-        by_groups = point is not None and point.groups.get(c.task.name) == c.key_groups
-        epoch = None
-        if point is not None and own and by_groups and c.task.keyed:
-            epoch = Epoch(point.version, point.number)
-        return c.shelf.take(self.heir, epoch)
+        if (point is None or not c.task.keyed or c.takes_over or point.job != c.job_id
+                or point.groups.get(c.task.name) != c.key_groups):  # fmt: skip
+            return c.shelf.take(self.heir, None)
+        return c.shelf.take(self.heir, Epoch(point.version, point.number))
 
     def _gained(self, slot: int, old: int, kept: Shelved) -> range:
         """The key groups this slot reads of old slot ``slot``'s snapshot: those it owns now,
