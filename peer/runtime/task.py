@@ -60,7 +60,7 @@ import tempfile
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
@@ -134,6 +134,9 @@ store out of reach, once it is back)."""
 SPARK_IN_FLIGHT = 3
 """Batches a Spark task may have in Spark at once: a batch spends most of its time waiting on
 Spark's scheduling, so a few in flight keep Spark busy; their rows still go on in order."""
+
+CLOSE_SLICE = 0.05
+"""Seconds a step spends at most on a close of windows under way (``TaskRunner.closing``)."""
 
 
 CODE_EXITS = (SystemExit, KeyboardInterrupt, GeneratorExit)
@@ -298,7 +301,6 @@ class TaskRunner:
         """What building this runner's routing raised; its first step fails the task with it."""
         task = ctx.task
         self.meters = task_meters(ctx.job_id, task.name)
-        placement = ctx.placement
         local = ctx.job.local_recovery_on and ctx.checkpointed
         self.intake: Intake = intake_for(
             task, ctx.upstream, self._grant, self.meters, window=self._window_from,
@@ -319,7 +321,8 @@ class TaskRunner:
             )  # fmt: skip
             self.local, self.intake, self.emitter = parts.local, parts.intake, parts.emitter
             self.clock = parts.clock
-        self.mark: Mark = mark_for(placement.short_ids.get(ctx.job_id, -1), _index(ctx.job, task))
+        self.mark: Mark = mark_for(ctx.placement.short_ids.get(ctx.job_id, -1),
+                                   _index(ctx.job, task))  # fmt: skip
         """Entered around each call into the task's code (peer.code_marks)."""
         self._read, self._write = self._plugin_calls(task)
         self.waiting: list[tuple[str, Message]] = []
@@ -351,6 +354,10 @@ class TaskRunner:
         self.completed = False
         self.blocked = False
         """Whether the last step found downstream congested or out of credit."""
+        self.closing: tuple[Iterator[list[Any]], Callable[[], None]] | None = None
+        """A close of windows under way (a watermark's, the end's), and what follows once it is
+        done: the step emits what it gives for CLOSE_SLICE seconds at most, and reads and
+        passes nothing else until it is through."""
         self._take: Callable[[Any, float], None] = self._apply_now
         self.phase = Phase.LOAD
         self._steps = self._phase_table()
@@ -815,6 +822,8 @@ class TaskRunner:
         if self.sealing is not None:
             busy = self._seal(self.sealing) or busy
         busy = self.emitter.pump() or busy
+        if self.closing is not None:
+            return self._go_on_closing(*self.closing) or busy
         self._emit(self.windows.due(self.clock))
         in_flight = self.in_flight
         if in_flight and in_flight[0][0].done():
@@ -976,18 +985,44 @@ class TaskRunner:
         if mark is None or (self.watermark is not None and mark <= self.watermark):
             return False
         self.watermark = mark
-        self._emit(self.windows.watermark(mark))
-        self.emitter.broadcast(Watermark(mark))
+        self._close(self.windows.watermark(mark), lambda: self.emitter.broadcast(Watermark(mark)))
+        return True
+
+    def _close(self, closing: Iterator[list[Any]], then: Callable[[], None]) -> None:
+        """Emit what a close of windows gives, then do ``then``: at once, unless it takes more
+        than CLOSE_SLICE seconds (a large keyed state's keys), when the next steps go on with
+        it. A step that runs long keeps its group from answering heartbeats."""
+        self.closing = (closing, then)
+        self._go_on_closing(closing, then)
+
+    def _go_on_closing(self, closing: Iterator[list[Any]], then: Callable[[], None]) -> bool:
+        """Emit what the close under way gives for CLOSE_SLICE seconds at most, while
+        downstream takes it; once it is through, do what follows it."""
+        until = time.perf_counter() + CLOSE_SLICE
+        with self.mark:
+            for out in closing:
+                self._emit(out)
+                if time.perf_counter() >= until or self.emitter.blocked():
+                    return True
+        self.closing = None
+        then()
         return True
 
     def _end(self) -> None:
-        c = self.ctx
         self._enter(ENDING[self.phase])
         self.intake.end()
+        if self.flushed:
+            self._ended()
+            return
         with self.mark:
-            if not self.flushed:
-                self._emit(self.apply.flush())
-                self._emit(self.windows.finish())
+            self._emit(self.apply.flush())
+        self._close(self.windows.finish(), self._ended)
+
+    def _ended(self) -> None:
+        """The end, once the fn is flushed and the windows finished: sent on, and, for an
+        output, the drain reported."""
+        c = self.ctx
+        with self.mark:
             self.emitter.broadcast(END)
             call(self.hooks.after_task, self.event)
         if self.output:
@@ -1012,6 +1047,7 @@ class TaskRunner:
     def close(self) -> None:
         if self.phase is Phase.CLOSED:
             return
+        self.closing = None  # a close under way stops reading the keyed state, its iterators go
         shelved = self._shelve()
         self._enter(Phase.CLOSED)
         try:

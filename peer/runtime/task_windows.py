@@ -9,6 +9,7 @@ no time.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 from peer.job.spec import Job, Task
@@ -29,9 +30,11 @@ class Windows(Protocol):
     def due(self, clock: Clock) -> list[Any]:
         """What timer triggers due by now emit."""
 
-    def watermark(self, mark: float) -> list[Any]: ...
+    def watermark(self, mark: float) -> Iterator[list[Any]]:
+        """What the extents ``mark`` ends emit, a list per key, fired as it is read."""
 
-    def finish(self) -> list[Any]: ...
+    def finish(self) -> Iterator[list[Any]]:
+        """What every extent left emits, as ``watermark`` gives it."""
 
     def snapshot(self) -> dict[str, Any] | None: ...
 
@@ -56,10 +59,10 @@ class Windowed:
         now = clock.due(self.state.due_at())
         return [] if now is None else self.state.tick(now)
 
-    def watermark(self, mark: float) -> list[Any]:
+    def watermark(self, mark: float) -> Iterator[list[Any]]:
         return self.state.watermark(mark)
 
-    def finish(self) -> list[Any]:
+    def finish(self) -> Iterator[list[Any]]:
         return self.state.finish()
 
     def snapshot(self) -> dict[str, Any]:
@@ -84,11 +87,11 @@ class Unwindowed:
     def due(self, clock: Clock) -> list[Any]:
         return []
 
-    def watermark(self, mark: float) -> list[Any]:
-        return []
+    def watermark(self, mark: float) -> Iterator[list[Any]]:
+        return iter(())
 
-    def finish(self) -> list[Any]:
-        return []
+    def finish(self) -> Iterator[list[Any]]:
+        return iter(())
 
     def snapshot(self) -> None:
         return None

@@ -81,8 +81,9 @@ class Backend(ABC):
         """A key group's states in name order, each with its entries in canonical key order."""
 
     @abstractmethod
-    def state(self, group: int, name: str) -> list[tuple[str, Entry]]:
-        """A key group's entries of state ``name``, with their canonical keys, in key order."""
+    def state(self, group: int, name: str) -> Iterator[tuple[str, Entry]]:
+        """A key group's entries of state ``name``, with their canonical keys, in key order, as
+        they were when the first is read: writes while they are read do not change them."""
 
     @abstractmethod
     def keep_only(self, groups: range) -> None:
@@ -160,9 +161,9 @@ class MemoryBackend(Backend):
             entries = states[name]
             yield name, [entries[text] for text in sorted(entries)]
 
-    def state(self, group: int, name: str) -> list[tuple[str, Entry]]:
+    def state(self, group: int, name: str) -> Iterator[tuple[str, Entry]]:
         entries = self.held_groups.get(group, {}).get(name, {})
-        return [(text, entries[text]) for text in sorted(entries)]
+        yield from [(text, entries[text]) for text in sorted(entries)]
 
     def keep_only(self, groups: range) -> None:
         for group in [g for g in self.held_groups if g not in groups]:
@@ -253,10 +254,12 @@ class DiskBackend(CopyingBackend, Frozen):
         if values:
             yield name.decode(), values
 
-    def state(self, group: int, name: str) -> list[tuple[str, Entry]]:
+    def state(self, group: int, name: str) -> Iterator[tuple[str, Entry]]:
+        """Read as they are taken, through a RocksDB iterator, which sees the database as it
+        was when it was made."""
         prefix = struct.pack(">H", group) + name.encode()
-        return [(key[len(prefix) + 1 :].decode(), msgpack.unpackb(value, strict_map_key=False))
-                for key, value in self._range(prefix + b"\0", prefix + b"\1")]  # fmt: skip
+        for key, value in self._range(prefix + b"\0", prefix + b"\1"):
+            yield key[len(prefix) + 1 :].decode(), msgpack.unpackb(value, strict_map_key=False)
 
     def keep_only(self, groups: range) -> None:
         try:

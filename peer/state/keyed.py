@@ -35,6 +35,7 @@ set: the same calls give the same state and the same snapshots on every peer.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -222,12 +223,13 @@ class KeyedState:
         if text != self.text:
             self.text, self.group_id, self.key = text, key_group_of(text, self.key_groups), key
 
-    def each(self, declared: Declared) -> list[tuple[str, Entry]]:
-        """Every entry of ``declared``, with its key's canonical text, in that text's order."""
+    def each(self, declared: Declared) -> Iterator[tuple[str, Entry]]:
+        """Every entry of ``declared``, with its key's canonical text, in that text's order,
+        merged from the key groups' as it is read: a long read (a watermark that closes every
+        key's windows) holds little at a time on disk, and may be taken a few keys at a time."""
         backend, name = self.backend, declared.name
-        held = [pair for group in backend.groups() for pair in backend.state(group, name)]
-        held.sort(key=itemgetter(0))
-        return held
+        return heapq.merge(*[backend.state(group, name) for group in backend.groups()],
+                           key=itemgetter(0))  # fmt: skip
 
     def tick(self, now: float, watermark: float) -> None:
         """The processing and event time what is written now is stamped with."""

@@ -3,7 +3,8 @@
 A task runner keeps one TaskState per task that has windows and tells it what happens: the
 segments its fn returned (``apply``), a new watermark (``watermark``), the time (``tick``), the
 end of its input (``finish``), a barrier (``snapshot``), a recovery (``restore``). Each call
-returns the segments its triggers emitted, to be sent on like any other output. Nothing here reads
+returns the segments its triggers emitted, to be sent on like any other output (a watermark and
+the end, a list per key closed, read as they are taken). Nothing here reads
 a clock or does I/O, and nothing iterates a set: the same calls give the same segments and the
 same state on every peer.
 
@@ -25,10 +26,13 @@ back an extent that was already emitted and forgotten. A global window has no ev
 ``finish`` closes it.
 
 Order. ``apply`` goes segment by segment, window by window in job order, then trigger by trigger
-in job order over the segment's extents, earliest first. Triggers that fire every extent
-(timer, watermark) go window by window, trigger by trigger, key by canonical JSON, extent by
-start. A discarding trigger forgets the extent it fired, so a trigger after it finds nothing to
-fire and the extent's next segment starts it afresh (a session starts a new session).
+in job order over the segment's extents, earliest first. Timer triggers fire every extent
+window by window, trigger by trigger, key by canonical JSON, extent by start; a watermark closes
+the extents it ends window by window, key by canonical JSON, trigger by trigger, extent by
+start, and gives what each key emitted as it reads the keys, so that its runner can spread the
+close of a large state over many steps. A discarding trigger forgets the extent it fired, so a
+trigger after it finds nothing to fire and the extent's next segment starts it afresh (a
+session starts a new session).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from __future__ import annotations
 import functools
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from peer.job.spec import Job, Trigger, Window
@@ -74,8 +78,9 @@ class Extents(ABC):
         """The key has no slot left."""
 
     @abstractmethod
-    def everything(self) -> list[tuple[str, Any, Slots]]:
-        """Every key held, as (name, key, slots), by name."""
+    def everything(self) -> Iterator[tuple[str, Any, Slots]]:
+        """Every key held, as (name, key, slots), by name, as they were when the first is read
+        (a close changes them while it reads them)."""
 
     @abstractmethod
     def saved(self) -> list[Any]:
@@ -102,8 +107,8 @@ class HeapExtents(Extents):
     def drop(self, name: str, key: Any) -> None:
         del self.held[name]
 
-    def everything(self) -> list[tuple[str, Any, Slots]]:
-        return [(name, key, held) for name, (key, held) in sorted(self.held.items())]
+    def everything(self) -> Iterator[tuple[str, Any, Slots]]:
+        return iter([(name, key, held) for name, (key, held) in sorted(self.held.items())])
 
     def saved(self) -> list[Any]:
         return [[key, [held[start] for start in sorted(held)]]
@@ -141,11 +146,11 @@ class KeyedExtents(Extents):
         self.keyed.at_held(key, name)
         self.keyed.clear(self.declared)
 
-    def everything(self) -> list[tuple[str, Any, Slots]]:
-        """Every key's slots, but those whose ttl has run out."""
+    def everything(self) -> Iterator[tuple[str, Any, Slots]]:
+        """Every key's slots, but those whose ttl has run out, read as they are taken."""
         now = self.keyed.now(self.declared)
-        return [(name, entry[0], entry[1]) for name, entry in self.keyed.each(self.declared)
-                if entry[2] > now]  # fmt: skip
+        return ((name, entry[0], entry[1]) for name, entry in self.keyed.each(self.declared)
+                if entry[2] > now)  # fmt: skip
 
     def saved(self) -> list[Any]:
         return []
@@ -199,17 +204,23 @@ class WindowState:
         self.held.put(name, key, held)
         return self._on_segment(segment, name, key, held, targets) if self.per_segment else []
 
-    def close(self, watermark: float) -> list[Any]:
-        """Fire the extents ending at or before ``watermark`` and forget them."""
-        out: list[Any] = []
-        ended = [due for due in self._everything() if due[3][1] <= watermark]
-        for index, trigger in enumerate(self.triggers):
-            if trigger.spec.on == "watermark":
+    def close(self, watermark: float) -> Iterator[list[Any]]:
+        """Fire the extents ending at or before ``watermark`` and forget them, key by key: what
+        each key's extents emitted, one list per key that had any to close. It reads the keys
+        as it goes, so a runner may spread the close of many keys over its steps."""
+        fire = [(i, t) for i, t in enumerate(self.triggers) if t.spec.on == "watermark"]
+        for name, key, held in self.held.everything():
+            ended = [(name, key, held, held[start]) for start in sorted(held)
+                     if held[start][1] <= watermark]  # fmt: skip
+            if not ended:
+                continue
+            out: list[Any] = []
+            for index, trigger in fire:
                 out += self._fire_each(trigger, index, ended)
-        for name, key, held, slot in ended:
-            if held.get(slot[0]) is slot:
-                self._forget(name, key, held, slot)
-        return out
+            for _, _, _, slot in ended:
+                if held.get(slot[0]) is slot:
+                    self._forget(name, key, held, slot)
+            yield out
 
     def tick(self, now: float) -> list[Any]:
         """Fire every extent for each timer trigger whose period has passed since it last
@@ -290,7 +301,8 @@ class WindowState:
             self.held.drop(name, key)
 
     def _everything(self) -> list[Due]:
-        """Every slot held, keys in canonical order, each key's extents earliest first."""
+        """Every slot held, keys in canonical order, each key's extents earliest first (what a
+        timer trigger fires)."""
         return [(name, key, held, held[start]) for name, key, held in self.held.everything()
                 for start in sorted(held)]  # fmt: skip
 
@@ -378,12 +390,13 @@ class TaskState:
                 out += window.add(segment, t, key, name)
         return out + self.tick(now)
 
-    def watermark(self, watermark: float) -> list[Any]:
-        """Fire and forget every extent that ends at or before ``watermark``."""
+    def watermark(self, watermark: float) -> Iterator[list[Any]]:
+        """Fire and forget every extent that ends at or before ``watermark``, window by window,
+        as it is read (``WindowState.close``): no segment is taken until it is read through."""
         if watermark <= self.mark:
-            return []
+            return iter(())
         self.mark = watermark
-        return [segment for window in self.windows for segment in window.close(watermark)]
+        return (out for window in self.windows for out in window.close(watermark))
 
     def tick(self, now: float) -> list[Any]:
         self._clock(now, self.mark)
@@ -405,7 +418,7 @@ class TaskState:
         logs its clock reads logs one per firing, not one per round."""
         return min((window.due_at() for window in self.windows), default=math.inf)
 
-    def finish(self) -> list[Any]:
+    def finish(self) -> Iterator[list[Any]]:
         """The input is over: a watermark of +inf, which closes global windows too."""
         return self.watermark(math.inf)
 

@@ -12,6 +12,7 @@ import pytest
 from peer import code_marks
 from peer.job.spec import Job, Lifecycle, Task, Trigger, Window
 from peer.messaging.messages import END, Barrier, Batch, Recover, RestorePoint, Watermark
+from peer.runtime import task as task_module
 from peer.runtime.checkpoints import CheckpointError, CheckpointStorage
 from peer.runtime.emit import WINDOW
 from peer.runtime.phases import Phase
@@ -59,6 +60,7 @@ def runner(
     windows=(),
     triggers=(),
     debloat=None,
+    key_of=None,
 ) -> TaskRunner:
     """A runner of ``task`` on peer p (allocation version 7), after the peers whose short ids
     are ``upstream`` and before d1 and d2 (unless it is an output). The world gives no credit
@@ -99,6 +101,7 @@ def runner(
             fetch=lambda job_id, epoch, slot, groups: storage.restore(
                 job_id, epoch, task.name, slot, groups
             ),
+            key_of=key_of,
         )
     )  # fmt: skip
 
@@ -404,6 +407,36 @@ def test_an_input_assigns_watermarks_and_a_windowed_task_fires_on_them():
     r.deliver(1, Watermark(5.0))
     run(r)
     assert [(s["start"], s["value"]) for _, b in fired.batches() for s in b] == [(0.0, 2)]
+
+
+def test_a_watermark_that_closes_many_keys_spreads_them_over_steps_and_goes_on_after(
+    monkeypatch,
+):
+    """A close of windows emits what it fires for CLOSE_SLICE seconds a step (none here: one
+    key a step), so a watermark that closes a large state's keys never holds its group's loop
+    for long; the watermark goes on once every key it closed has, and the end once the end's
+    close is through, and what comes meanwhile waits."""
+    monkeypatch.setattr(task_module, "CLOSE_SLICE", 0.0)
+    window = Window("w", "f", "fixed", "count", key="n", range=5)
+    task = Task("f", "function", fn=f"{FNS}:tag_set", group_by_key="k")
+    world = World()
+    r = runner(task, world, upstream={1}, windows=[window], triggers=[Trigger("w", "watermark")],
+               key_of=lambda segment: segment["k"])  # fmt: skip
+    r.deliver(1, Batch([{"k": k, "n": 1} for k in "edcba"]))
+    r.deliver(1, Watermark(5.0))
+    r.deliver(1, Batch([{"k": "a", "n": 6}]))
+    r.deliver(1, END)
+    closing = 0
+    for _ in range(50):
+        r.step()
+        closing += r.closing is not None
+    assert closing >= 4, "the five keys' close took fewer steps than keys"
+    fired = [(m["key"], m["start"]) if isinstance(m, dict) else m
+             for _, item in world.sent for m in (item if isinstance(item, list) else [item])
+             if isinstance(m, dict) or m in (Watermark(5.0), END)]  # fmt: skip
+    assert fired[:5] == [(k, 0.0) for k in "abcde"]
+    assert fired[5:7] == [Watermark(5.0), Watermark(5.0)]  # to d1 and d2
+    assert fired[7:] == [("a", 5.0), END, END]
 
 
 def test_a_peer_sends_a_window_of_batches_then_waits_for_credit():

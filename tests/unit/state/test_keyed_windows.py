@@ -23,7 +23,7 @@ from peer.state import KeyedState, TaskState
 from peer.state.backends import DiskBackend, MemoryBackend
 from peer.state.key_groups import groups_of
 from tests.unit.state.test_state_snapshots import TRIGGERS, WINDOWS, ops, run
-from tests.unit.state.windowed import FNS, by_user, job, seg, state
+from tests.unit.state.windowed import FNS, by_user, closed, job, seg, state
 
 GROUPS = 16
 
@@ -60,7 +60,7 @@ def test_keyed_windows_emit_as_their_own_do_and_go_on_from_a_chain(steps, cut, o
         again.restore(chain, lambda group: True)
         for op in steps[cut:]:
             assert run(restored, op) == run(original, op) == run(heap, op)
-        assert restored.finish() == original.finish() == heap.finish()
+        assert closed(restored.finish()) == closed(original.finish()) == closed(heap.finish())
 
 
 @given(ops, st.integers(1, 4))
@@ -69,14 +69,14 @@ def test_keyed_windows_restored_by_key_group_into_slots_emit_what_the_original_d
         for op in steps:
             run(original, op)
         taken, parts = header(original), held.snapshot(whole=True)
-        expected = original.finish()
+        expected = closed(original.finish())
     emitted = []
     for slot in range(slots):
         owned = groups_of(slot, slots, GROUPS)
         with keyed(on_disk=False) as (part, part_held):
             part.restore([taken], lambda key: True)
             part_held.restore([parts], owned.__contains__)
-            emitted += part.finish()
+            emitted += closed(part.finish())
     assert sorted(map(repr, emitted)) == sorted(map(repr, expected))
 
 
@@ -103,14 +103,14 @@ def test_a_key_whose_window_took_nothing_for_its_ttl_is_forgotten_unfired(on_dis
             windows.apply([seg("c", 0)], now=80.0)
             parts = held.snapshot(whole=True)
             windows.apply([seg("c", 0)], now=100.0)
-            assert counts(windows.finish()) == {"c": 2}
+            assert counts(closed(windows.finish())) == {"c": 2}
         finally:
             held.close()
     again = KeyedState(GROUPS)
     restored = TaskState(job((COUNTED,), (AT_END,)), "agg", by_user, again)
     again.restore([parts], lambda group: True)
     restored.tick(80.0)
-    assert counts(restored.finish()) == {"a": 2, "c": 1}, "the snapshot at 80 had b expired"
+    assert counts(closed(restored.finish())) == {"a": 2, "c": 1}, "the snapshot at 80 had b expired"
 
 
 def test_a_window_ttl_is_refused_for_a_task_that_does_not_group_or_when_not_positive():

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from peer.job.spec import Trigger, Window
 from peer.state import TaskState
 from peer.state.key_groups import groups_of, key_group
-from tests.unit.state.windowed import FNS, seg, state
+from tests.unit.state.windowed import FNS, closed, seg, state
 
 WINDOWS = (
     Window("fixed", "agg", "fixed", "sum", key="t", range=10, field="v"),
@@ -45,7 +45,7 @@ ops = st.lists(
 
 def run(s: TaskState, op: tuple[str, Any]) -> list[Any]:
     kind, arg = op
-    return s.apply(arg, now=0) if kind == "apply" else s.watermark(arg)
+    return s.apply(arg, now=0) if kind == "apply" else closed(s.watermark(arg))
 
 
 def packed(s: TaskState) -> Any:
@@ -64,7 +64,7 @@ def test_a_restored_state_is_equal_and_goes_on_as_the_original(steps, cut):
     late = original.late
     for op in steps[cut:]:
         assert run(restored, op) == run(original, op)
-    assert restored.finish() == original.finish()
+    assert closed(restored.finish()) == closed(original.finish())
     assert restored.late == original.late - late
 
 
@@ -104,10 +104,10 @@ def test_restoring_merges_what_several_slots_held_for_one_key():
     first.apply(one, now=0)
     second.apply(other, now=0)
     both.apply(one + other, now=0)
-    second.watermark(2)
+    closed(second.watermark(2))
     merged = state(windows, triggers, key_of=None)
     merged.restore([packed(first), packed(second)], lambda key: True)
     assert packed(merged) == {**packed(both), "watermark": 2}
-    assert merged.finish() == both.finish()
+    assert closed(merged.finish()) == closed(both.finish())
     assert merged.apply([seg("e", 1)], now=0) == []
     assert merged.late == 2

@@ -8,7 +8,7 @@ from typing import Any
 
 from peer.job.spec import Trigger, Window
 from tests.unit.state import state_fns
-from tests.unit.state.windowed import FNS, seg, state
+from tests.unit.state.windowed import FNS, closed, seg, state
 
 COUNT = Window("w", "agg", "fixed", "count", key="t", range=10)
 SUM = Window("w", "agg", "fixed", "sum", key="t", range=10, field="v")
@@ -43,7 +43,7 @@ def test_discarding_and_accumulating_as_the_watermark_sees_them():
         punctuation = Trigger("w", "punctuation", predicate=f"{FNS}:is_last", refinement=refinement)
         s = state((COUNT,), (punctuation, ON_WATERMARK))
         out = s.apply([seg("a", 1), seg("a", 2, last=True), seg("a", 3)], now=0)
-        return out + s.watermark(10)
+        return out + closed(s.watermark(10))
 
     assert run("accumulating") == [fired("a", 0, 10, 2), fired("a", 0, 10, 3)]
     assert run("discarding") == [fired("a", 0, 10, 2), fired("a", 0, 10, 1)]
@@ -62,29 +62,32 @@ def test_timer_trigger_fires_every_extent_each_period():
 def test_watermark_fires_each_extent_once_and_drops_it():
     s = state((SUM,), (ON_WATERMARK,))
     assert s.apply([seg("a", 1, v=1), seg("a", 15, v=2), seg("b", 9.5, v=3)], now=0) == []
-    assert s.watermark(10) == [fired("a", 0, 10, 1), fired("b", 0, 10, 3)]
+    assert closed(s.watermark(10)) == [fired("a", 0, 10, 1), fired("b", 0, 10, 3)]
     assert s.snapshot()["windows"]["w"] == [["a", [[10, 20, 2, [1]]]]]
-    assert s.watermark(10) == []
-    assert s.watermark(5) == []
-    assert s.watermark(20) == [fired("a", 10, 20, 2)]
+    assert closed(s.watermark(10)) == []
+    assert closed(s.watermark(5)) == []
+    assert closed(s.watermark(20)) == [fired("a", 10, 20, 2)]
     assert s.snapshot() == {"watermark": 20, "windows": {"w": []}}
 
 
 def test_late_segments_are_counted_and_dropped():
     s = state((SUM,), (ON_WATERMARK,))
-    s.watermark(20)
+    closed(s.watermark(20))
     assert s.apply([seg("a", 19.5, v=7), seg("a", 3, v=7), seg("a", 20, v=1)], now=0) == []
     assert s.late == 2
-    assert s.finish() == [fired("a", 20, 30, 1)]
+    assert closed(s.finish()) == [fired("a", 20, 30, 1)]
 
 
 def test_late_is_counted_per_window_with_event_time():
     windows = (SUM, Window("g", "agg", "global", "count"))
     s = state(windows, (ON_WATERMARK, Trigger("g", "watermark")))
-    s.watermark(10)
+    closed(s.watermark(10))
     assert s.apply([seg("a", 5), seg("a", 15)], now=0) == []
     assert s.late == 1
-    assert s.finish() == [fired("a", 10, 20, 1), fired("a", -math.inf, math.inf, 2, window="g")]
+    assert closed(s.finish()) == [
+        fired("a", 10, 20, 1),
+        fired("a", -math.inf, math.inf, 2, window="g"),
+    ]
 
 
 def test_a_segment_can_bridge_sessions_whose_states_then_merge():
@@ -94,7 +97,7 @@ def test_a_segment_can_bridge_sessions_whose_states_then_merge():
     s.apply([seg("a", t) for t in ts], now=0)
     assert [extent[:2] for extent in s.snapshot()["windows"]["s"][0][1]] == [[1, 13], [16, 25]]
     s.apply([seg("a", 12)], now=0)
-    [event] = s.watermark(25)
+    [event] = closed(s.watermark(25))
     assert (event["start"], event["end"]) == (1, 25)
     # each session keeps its arrival order, the earlier session first; the bridging segment last
     assert [segment["t"] for segment in event["value"]] == [1, 4, 8, 20, 16, 12]
@@ -112,7 +115,7 @@ def test_sync_sees_the_event_and_emit_makes_the_segments():
     trigger = Trigger("w", "watermark", emit=f"{FNS}:total", sync=f"{FNS}:record")
     s = state((SUM,), (trigger,))
     s.apply([seg("a", 1, v=5)], now=0)
-    assert s.watermark(10) == [{"user": "a", "at": 10, "total": 5}]
+    assert closed(s.watermark(10)) == [{"user": "a", "at": 10, "total": 5}]
     assert [{**fired("a", 0, 10, 5), "task": "agg"}] == state_fns.SYNCED
 
 
@@ -121,20 +124,20 @@ def test_emit_may_return_a_list_or_nothing():
     nothing = Trigger("w", "watermark", emit=f"{FNS}:nothing")
     s = state((SUM,), (twice, nothing))
     s.apply([seg("a", 1, v=5)], now=0)
-    assert s.watermark(10) == [5, 5]
+    assert closed(s.watermark(10)) == [5, 5]
 
 
 def test_finish_closes_global_windows_and_everything_left():
     windows = (Window("g", "agg", "global", "average", field="v"), SUM)
     s = state(windows, (Trigger("g", "watermark"), ON_WATERMARK))
     s.apply([seg("b", 1, v=4), seg("a", 1000, v=1), seg("a", 5, v=2)], now=0)
-    assert s.watermark(100) == [fired("a", 0, 10, 2), fired("b", 0, 10, 4)]
-    assert s.finish() == [
+    assert closed(s.watermark(100)) == [fired("a", 0, 10, 2), fired("b", 0, 10, 4)]
+    assert closed(s.finish()) == [
         fired("a", -math.inf, math.inf, 1.5, window="g"),
         fired("b", -math.inf, math.inf, 4.0, window="g"),
         fired("a", 1000, 1010, 1),
     ]
-    assert s.finish() == []
+    assert closed(s.finish()) == []
     assert s.snapshot()["windows"] == {"g": [], "w": []}
 
 
@@ -144,10 +147,10 @@ def test_keys_of_several_fields_and_no_key():
 
     s = state((COUNT,), (ON_WATERMARK,), key_of=by_user_and_region)
     s.apply([seg("a", 1, region="eu"), seg("a", 2, region="us"), seg("a", 3, region="eu")], 0)
-    assert s.finish() == [fired(["a", "eu"], 0, 10, 2), fired(["a", "us"], 0, 10, 1)]
+    assert closed(s.finish()) == [fired(["a", "eu"], 0, 10, 2), fired(["a", "us"], 0, 10, 1)]
     ungrouped = state((COUNT,), (ON_WATERMARK,), key_of=None)
     ungrouped.apply([seg("a", 1), seg("b", 2)], now=0)
-    assert ungrouped.finish() == [fired(None, 0, 10, 2)]
+    assert closed(ungrouped.finish()) == [fired(None, 0, 10, 2)]
 
 
 def test_only_the_windows_of_the_task():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from peer.job.spec import Job, Task, Trigger, Window
@@ -43,3 +43,8 @@ def state(
 
 def seg(user: str, t: float, v: int = 1, **more: Any) -> dict[str, Any]:
     return {"user": user, "t": t, "v": v, **more}
+
+
+def closed(outs: Iterable[list[Any]]) -> list[Any]:
+    """Every segment a close (a watermark, the end) emitted, read through, in order."""
+    return [segment for out in outs for segment in out]
