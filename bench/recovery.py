@@ -14,7 +14,8 @@ leader's auto-down after --auto-down s. The job code is bench/recovery_fns.py.
    medians (a shared machine's lucky run moves a best more than a median).
 2. Recovery: input -> ``KeyedHold`` (keyed, --slots slots, each holding --state-mb MB in the
    keyed state the engine keeps besides its counts, restored by key group; with --state fn,
-   ``Hold``, the same in the fn's own snapshot, which every restoring slot reads whole) -> an
+   ``Hold``, the same in the fn's own snapshot, which every restoring slot reads whole; held
+   in memory, or with --state-backend disk in RocksDB under each member's state directory) -> an
    output noting when each record arrives; the input paced at
    --rate records per second, so that per-second throughputs mean something. Each slot, the
    input and the output are on a member of their own, and one member is free. Three runs, each
@@ -50,7 +51,7 @@ leader's auto-down after --auto-down s. The job code is bench/recovery_fns.py.
 Run: .venv/bin/python bench/recovery.py [--segments 1000000] [--batch-size 1000] [--repeat 5]
      [--throughput-slots 2] [--slots 8] [--state-mb 32] [--rate 4000] [--keys 4096]
      [--barrier-period 3] [--before 8] [--window 5] [--after 3] [--heartbeat-interval 0.1]
-     [--auto-down 1] [--state keyed] [--quick] [--logs DIR]
+     [--auto-down 1] [--state keyed] [--state-backend memory] [--quick] [--logs DIR]
 ``--quick`` is --segments 50000 --repeat 1 --state-mb 4 --before 4 --window 3 --after 2.
 The last line of output is one JSON document holding every figure.
 """
@@ -152,7 +153,8 @@ def cluster(
 ) -> Iterator[Cluster]:
     """ZooKeeper and ``members`` members of ``vpeers`` virtual peers each."""
     flags = ["--mtu", "8192", "--heartbeat-interval", str(args.heartbeat_interval),
-             "--auto-down-unreachable-after", str(args.auto_down)]  # fmt: skip
+             "--auto-down-unreachable-after", str(args.auto_down),
+             "--state-dir", str(logs / "state")]  # fmt: skip
     c = Cluster(ZooKeeperServer().start(), logs, flags, vpeers=vpeers)
     try:
         for _ in range(members):
@@ -254,6 +256,7 @@ def holding_job(args: argparse.Namespace, local: bool, out: Path) -> dict[str, A
         ],
         "barrier_period": args.barrier_period,
         "local_recovery": local,
+        "state_backend": args.state_backend,
     }  # fmt: skip
 
 
@@ -540,6 +543,10 @@ def main() -> None:
         help="where Hold keeps its state: keyed state the engine keeps, restored by key group "
         "(KeyedHold), or the fn's own snapshot, which every slot reads whole (Hold)",
     )  # fmt: skip
+    parser.add_argument(
+        "--state-backend", choices=("memory", "disk"), default="memory",
+        help="the job's state_backend: where KeyedHold's keyed state is held",
+    )  # fmt: skip
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(
         "--logs",
@@ -561,7 +568,8 @@ def main() -> None:
         "deployment": f"cluster: {args.slots + 3} `onyx peer start` members of 1 peer, "
                       "--workers 0, ZooKeeper, Aeron",
         "segments": args.segments, "throughput_slots": args.throughput_slots,
-        "slots": args.slots, "state": args.state, "state_mb_per_slot": args.state_mb,
+        "slots": args.slots, "state": args.state, "state_backend": args.state_backend,
+        "state_mb_per_slot": args.state_mb,
         "state_mb_total": args.state_mb * args.slots, "rate_records_per_s": args.rate,
         "barrier_period_s": args.barrier_period, "heartbeat_interval_s": args.heartbeat_interval,
         "auto_down_s": args.auto_down,
