@@ -71,6 +71,10 @@ class Watchdog:
         elif now - self.since > self.limit:
             raise LocalRecoveryError(f"{what} made no progress for {self.limit:g} s")
 
+    def restart(self) -> None:
+        """Work other than the progress watched goes on: the wait for it starts afresh."""
+        self.since = time.monotonic()
+
 
 class PlainClock:
     """The clock of a task that logs nothing: the wall clock, read afresh each time."""

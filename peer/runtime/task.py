@@ -741,6 +741,9 @@ class TaskRunner:
         """Run as the log says until it is replayed (the input may end within the replay:
         REPLAY_ENDED), then carry on live (RUN, or ENDED)."""
         local = self._seat()
+        if self.closing is not None:
+            self.watchdog.restart()  # a close of windows under way is the replay moving
+            return self._run()
         if self.clock.replaying:
             self.watchdog.check(local.replayed_to(), "the replay")
             return self._run()
