@@ -6,11 +6,13 @@ the clock and from randomness; and it sends its downstream only what the downstr
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import patch
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from peer.messaging.messages import Barrier, Recover
+from peer.messaging.messages import END, Barrier, Recover
+from peer.runtime import task as task_module
 from peer.runtime.causal import Watchdog
 from peer.runtime.phases import Phase
 from peer.runtime.task import TaskRunner
@@ -32,12 +34,27 @@ actions = st.lists(
 )
 
 
+ending = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from(["a0", "b0"]), values),
+        st.tuples(st.just("step"), st.integers(1, 4)),
+        st.tuples(st.just("end"), st.sampled_from(["a0", "b0"])),
+    ),
+    max_size=20,
+)
+"""``actions``, and the end of either input (once both have ended, the seat's windows close);
+an input sends nothing after its end."""
+
+
 def play(world: SeatWorld, r: TaskRunner, script: list[tuple[str, Any]]) -> None:
     for what, arg in script:
         if what == "step":
             for _ in range(arg):
                 r.step()
-        else:
+        elif what == "end":
+            if END not in world.up.sent[arg]:
+                world.deliver(r, arg, END)
+        elif END not in world.up.sent[what]:
             world.batch(r, what, arg)
 
 
@@ -54,21 +71,42 @@ def started(world: SeatWorld, peer: str, told: Recover) -> TaskRunner:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(before=actions, after=actions, commit=st.booleans(), had=st.floats(0, 1))
 def test_a_replacement_reaches_the_seats_state_and_output(before, after, commit, had):
+    replaced(before, after, commit, had)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(before=ending, after=ending, commit=st.booleans(), had=st.floats(0, 1))
+def test_a_replacement_whose_input_ends_closes_the_windows_a_step_at_a_time_alike(
+    before, after, commit, had
+):
+    """The inputs may end before the commit, or after it, within what the replacement
+    replays; the close of the windows at the end goes over several steps (CLOSE_SLICE 0: a key
+    a step), in the first peer and in the replay alike."""
+    with patch.object(task_module, "CLOSE_SLICE", 0.0):
+        replaced(before, after, commit, had)
+
+
+def replaced(before: list[Any], after: list[Any], commit: bool, had: float) -> None:
+    """The first peer plays ``before``, commits epoch 1 or not, plays ``after`` and dies with
+    ``had`` of what it sent since taken downstream: its replacement sends the rest of its
+    output, reaches its state (unless it had ended at the commit: a restore leaves an ended
+    slot's state out), and nothing rolls back."""
     world = SeatWorld()
     try:
         first = started(world, "f0", Recover(None))
         step_until(first, lambda: first.phase is Phase.RUN, "the first peer to run")
         play(world, first, before)
-        epoch = None
+        epoch, ended = None, False
         if commit:
             world.deliver(first, "a0", Barrier(1))
             world.deliver(first, "b0", Barrier(1))
             committed_epoch(world, first, 1)
-            epoch = 1
+            epoch, ended = 1, first.phase is Phase.ENDED
         base = len(world.down.received["f0"])
         play(world, first, after)
         queues = first.intake.inbox.queues
-        step_until(first, lambda: not any(queues.values()), "the first peer to take everything")
+        step_until(first, lambda: not any(queues.values()) and first.closing is None,
+                   "the first peer to take everything")  # fmt: skip
         sent = world.down.received["f0"][base:]
         kept = round(had * len(sent))  # what the downstream had when the first peer died
         own = first.local.causal.log
@@ -79,7 +117,7 @@ def test_a_replacement_reaches_the_seats_state_and_output(before, after, commit,
         world.replay_to(again, base + kept, (own.start, own.since(own.start)))
         step_until(again, lambda: world.recovered, "the replacement to replay")
 
-        assert state(again) == expected
+        assert ended or state(again) == expected
         assert world.down.received["s0"][: len(sent) - kept] == sent[kept:]
         assert world.rollbacks == []
     finally:
