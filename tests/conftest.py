@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,13 +16,6 @@ _tenancies = itertools.count()
 # them on a loaded machine (or beside other tests under ``pytest -n``) for no fault of the code.
 settings.register_profile("untimed", deadline=None, suppress_health_check=(HealthCheck.too_slow,))
 settings.load_profile("untimed")
-
-
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: one worker more than the cores. Many tests spend stretches waiting on the
-    processes they started (a failure detector's timeout, a paced input, a server's start),
-    and a third worker fills them: on the 2-core machine the suite takes about a fifth less."""
-    return len(os.sched_getaffinity(0)) + 1
 
 
 @pytest.fixture(scope="session")
