@@ -43,7 +43,7 @@ from pathlib import Path
 import pyaeron
 
 from peer import metrics
-from peer.processes import running
+from peer.processes import running, until_stopped
 
 TERM_LENGTH = 16 * 1024 * 1024
 MAX_FRAME_LENGTH = TERM_LENGTH // 8
@@ -235,7 +235,7 @@ def run_media_driver(directory: str, stop: threading.Event) -> None:
                                  term_buffer_length=TERM_LENGTH, dir_delete_on_start=True,
                                  dir_delete_on_shutdown=True)  # fmt: skip
     try:
-        stop.wait()
+        until_stopped(stop)
     finally:
         driver.close()
 

@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from peer.metrics import LATENCY, build_info
+from peer.processes import until_stopped
 from peer.scheduling.answers import AnswerCache
 from peer.scheduling.demand import Allocation
 from peer.scheduling.request import (
@@ -293,7 +294,7 @@ def serve(host: str, port: int, stop: threading.Event, **options: Any) -> None:
     """Serve until ``stop`` is set (SIGTERM, say), then stop taking requests and return."""
     server = start(host, port, **options)
     log.info("scheduling server listening on %s:%d", host, server.server_address[1])
-    stop.wait()
+    until_stopped(stop)
     server.shutdown()
     server.server_close()
     log.info("scheduling server on %s:%d stopped", host, server.server_address[1])

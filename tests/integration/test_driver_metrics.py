@@ -3,6 +3,9 @@ to it exchange frames over UDP, and served over HTTP as a Prometheus scrape sees
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import signal
 import subprocess
 import sys
 import threading
@@ -150,3 +153,29 @@ def _scrape(port: int, needle: str) -> str | None:
     except OSError:
         return None
     return text if needle in text else None
+
+
+@pytest.mark.parametrize("thread", ["sender", "conductor", "receiver"])
+def test_onyx_media_driver_stops_on_a_sigterm_that_lands_on_a_thread_of_its_driver(
+    tmp_path, thread
+):
+    """A signal sent to a process may be taken by any of its threads; Python runs its handler
+    in the main thread only. A SIGTERM taken by one of the driver's own threads must stop the
+    driver all the same (the main thread's wait wakes to run the handler)."""
+    command = [sys.executable, "-m", "peer.cli", "media-driver", "--dir", str(tmp_path / "d")]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        tid = wait_for(lambda: _thread_id(process.pid, thread), DEADLINE, f"its {thread} thread")
+        assert ctypes.CDLL(None, use_errno=True).tgkill(process.pid, tid, signal.SIGTERM) == 0
+        assert process.wait(DEADLINE) == 0
+    finally:
+        process.kill()
+
+
+def _thread_id(pid: int, name: str) -> int | None:
+    """The id of the thread of process ``pid`` called ``name``, once there is one."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            if (task / "comm").read_text().strip() == name:
+                return int(task.name)
+    return None
