@@ -253,6 +253,12 @@ class NotHolding:
     def restore_received(self, counts: Mapping[int, int]) -> None:
         """Nothing received to restore."""
 
+    def watermarks(self) -> dict[int, float]:
+        return {}
+
+    def restore_watermarks(self, marks: Mapping[int, float]) -> None:
+        """No watermarks come from upstream."""
+
 
 class NotLogged:
     """An output's emitter side of local recovery: it sends nothing downstream to log."""
@@ -304,23 +310,24 @@ class LocalRecovery:
     def committed(self, epoch: int) -> None:
         self.causal.committed(epoch)
 
-    def kept(self, windows: Windows) -> SeatState:
+    def kept(self, windows: Windows, watermark: float | None) -> SeatState:
         """What a barrier's snapshot keeps of the seat for its replacement, the barrier logged:
-        where its log stands, what each channel has carried each way, the router's turn, and
-        when the windows' timers are next due."""
-        causal = self.causal
-        return SeatState(causal.log.end, causal.inflight.counts(), dict(self.holding.received()),
-                         self.logged.turn, windows.timers())  # fmt: skip
+        where its log stands, what each channel has carried each way, the router's turn, when
+        the windows' timers are next due, and the watermarks taken and ``watermark`` passed on."""
+        causal, holding = self.causal, self.holding
+        return SeatState(causal.log.end, causal.inflight.counts(), dict(holding.received()),
+                         self.logged.turn, windows.timers(), watermark,
+                         holding.watermarks())  # fmt: skip
 
     # -- taking a seat over ------------------------------------------------------------------
 
-    def take_over(self, saved: SeatState, epoch: int) -> list[list[float]]:
-        """Start where the seat's own snapshot of ``epoch`` left it; the timers that snapshot
-        had armed."""
+    def take_over(self, saved: SeatState, epoch: int) -> None:
+        """Start where the seat's own snapshot of ``epoch`` left it (the runner takes the
+        timers and the watermark passed on)."""
         self.causal.restore(saved, epoch)
         self.holding.restore_received(saved.received)
+        self.holding.restore_watermarks(saved.watermarks)
         self.logged.turn = saved.turn
-        return saved.timers
 
     def recall(self, downstream: frozenset[int]) -> None:
         self.causal.recall(downstream)
@@ -368,7 +375,7 @@ class NoLocalRecovery:
     def committed(self, epoch: int) -> None:
         """No log to trim."""
 
-    def kept(self, windows: Windows) -> None:
+    def kept(self, windows: Windows, watermark: float | None) -> None:
         """A snapshot keeps no causal state."""
 
 

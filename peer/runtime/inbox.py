@@ -182,6 +182,11 @@ class Inbox:
             self.received[source] += base - self._base.get(source, 0)
             self._base[source] = base
 
+    def restore_watermarks(self, marks: Mapping[int, float]) -> None:
+        """Each sender's watermark as a snapshot had it (taken already, or not: the higher)."""
+        for source, mark in marks.items():
+            self.watermarks[source] = max(mark, self.watermarks.get(source, mark))
+
     def rekey(self, old: int, new: int) -> None:
         """Sender ``old`` is now ``new`` (a replacement took over its seat): its queue,
         watermark, end, and counts move over, and it keeps its place in the round-robin."""

@@ -62,6 +62,18 @@ class HoldingIntake:
             {self.short_of[seat]: n for seat, n in counts.items() if seat in self.short_of}
         )
 
+    def watermarks(self) -> dict[int, float]:
+        """The last watermark taken from each upstream seat that sent one: what a snapshot
+        keeps."""
+        marks = self.inbox.watermarks
+        return {seat: marks[short] for short, seat in self.seat_of.items() if short in marks}
+
+    def restore_watermarks(self, marks: Mapping[int, float]) -> None:
+        """Start from the watermarks the seat had taken at its snapshot's barrier."""
+        self.inbox.restore_watermarks(
+            {self.short_of[seat]: m for seat, m in marks.items() if seat in self.short_of}
+        )
+
     # the Intake protocol, as the inbox intake does it
 
     def deliver(self, source: int, item: Any) -> None:

@@ -62,6 +62,11 @@ class SeatState:
     """The router's turn."""
     timers: list[list[float]]
     """When the windows' timers are next due."""
+    watermark: float | None = None
+    """The watermark the seat had passed on (None: none yet)."""
+    watermarks: dict[int, float] = field(default_factory=dict)
+    """Per upstream seat, the last watermark taken from it: what was sent before the barrier
+    is not sent again, yet the seat's replay must reckon with it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +107,11 @@ class TaskSnapshot:
                                "ended": self.ended}  # fmt: skip
         if self.causal is not None:
             seat = self.causal
-            doc["causal"] = {"offset": seat.offset, "sent": seat.sent, "received": seat.received,
-                             "turn": seat.turn, "timers": seat.timers}  # fmt: skip
+            doc["causal"] = {
+                "offset": seat.offset, "sent": seat.sent, "received": seat.received,
+                "turn": seat.turn, "timers": seat.timers, "watermark": seat.watermark,
+                "watermarks": seat.watermarks,
+            }  # fmt: skip
         if self.channel:
             doc["channel"] = self.channel
         if self.chain:
@@ -366,9 +374,27 @@ def _seat(doc: object) -> SeatState:
     try:
         return SeatState(_number(doc["offset"], "offset"), _counts(doc["sent"], "sent"),
                          _counts(doc["received"], "received"), _number(doc["turn"], "turn"),
-                         _timers(doc["timers"]))  # fmt: skip
+                         _timers(doc["timers"]), _mark(doc.get("watermark")),
+                         _marks(doc.get("watermarks", {})))  # fmt: skip
     except KeyError as e:
         raise SnapshotError(f"its causal state has no {e.args[0]}") from None
+
+
+def _mark(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SnapshotError(f"its causal watermark is a {type(value).__name__}, not a number")
+    return float(value)
+
+
+def _marks(value: object) -> dict[int, float]:
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, int) and not isinstance(v, bool) and isinstance(v, int | float)
+        for k, v in value.items()
+    ):
+        raise SnapshotError("its causal watermarks are not a map of seats to numbers")
+    return {k: float(v) for k, v in value.items()}
 
 
 def _number(value: object, name: str) -> int:

@@ -711,7 +711,9 @@ class TaskRunner:
             saved = own.causal
             if saved is not None:
                 self.replay_epoch = committed.number
-                self.windows.restore_timers(local.take_over(saved, committed.number))
+                local.take_over(saved, committed.number)
+                self.windows.restore_timers(saved.timers)
+                self.watermark = saved.watermark
         placement = c.placement
         downstream = c.downstream_peers()
         local.recall(frozenset(placement.seats[p] for p in downstream))
@@ -941,7 +943,7 @@ class TaskRunner:
         whole = chain.whole()
         parts = self.keyed.parts(whole)
         snapshot = TaskSnapshot(plugin, windows.snapshot(), apply.snapshot(),
-                                self.phase in INPUT_OVER, self.local.kept(windows),
+                                self.phase in INPUT_OVER, self.local.kept(windows, self.watermark),
                                 chain=chain.taken(barrier.epoch, whole, parts.size))  # fmt: skip
         self.sealing = sealing = (epoch, snapshot, parts, durable)
         self._seal(sealing)

@@ -33,7 +33,16 @@ SOURCES = {"a0": 1, "b0": 2}
 SHORT_IDS = {"j": 100, **SOURCES, "f0": 3, "o0": 4, "s0": 5}
 
 
-def job(period: float = 0.0005) -> Job:
+def job(period: float = 0.0005, *, on_watermarks: bool = False) -> Job:
+    """The seat's job: its windows fire on a timer, or, ``on_watermarks``, fixed windows of
+    the fn's count close as the inputs' watermarks pass them."""
+    windows, triggers = (
+        (Window("w", "f", "global", "collect"),),
+        (Trigger("w", "timer", period=period),),
+    )
+    if on_watermarks:
+        windows = (Window("c", "f", "fixed", "count", key="seen", range=5),)
+        triggers = (Trigger("c", "watermark"),)
     return Job(
         workflow=(("a", "f"), ("b", "f"), ("f", "out")),
         catalog=(
@@ -42,8 +51,8 @@ def job(period: float = 0.0005) -> Job:
             Task("f", "function", fn=f"{FNS}:Ordered", batch_size=3),
             Task("out", "output", plugin="peer.plugins.null:output"),
         ),
-        windows=(Window("w", "f", "global", "collect"),),
-        triggers=(Trigger("w", "timer", period=period),),
+        windows=windows,
+        triggers=triggers,
         local_recovery=True,
         id="j",
     )

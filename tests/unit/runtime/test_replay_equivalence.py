@@ -11,7 +11,7 @@ from unittest.mock import patch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from peer.messaging.messages import END, Barrier, Recover
+from peer.messaging.messages import END, Barrier, Recover, Watermark
 from peer.runtime import task as task_module
 from peer.runtime.causal import Watchdog
 from peer.runtime.phases import Phase
@@ -45,6 +45,19 @@ ending = st.lists(
 """``actions``, and the end of either input (once both have ended, the seat's windows close);
 an input sends nothing after its end."""
 
+marking = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from(["a0", "b0"]), values),
+        st.tuples(st.just("step"), st.integers(1, 4)),
+        st.tuples(
+            st.just("watermark"), st.tuples(st.sampled_from(["a0", "b0"]), st.integers(0, 30))
+        ),
+    ),
+    max_size=20,
+)
+"""``actions``, and watermarks from either input (each at least its last): fixed windows of the
+seat's count close as the smaller of the two passes them."""
+
 
 def play(world: SeatWorld, r: TaskRunner, script: list[tuple[str, Any]]) -> None:
     for what, arg in script:
@@ -54,6 +67,10 @@ def play(world: SeatWorld, r: TaskRunner, script: list[tuple[str, Any]]) -> None
         elif what == "end":
             if END not in world.up.sent[arg]:
                 world.deliver(r, arg, END)
+        elif what == "watermark":
+            source, value = arg
+            if END not in world.up.sent[source]:
+                world.deliver(r, source, Watermark(float(value)))
         elif END not in world.up.sent[what]:
             world.batch(r, what, arg)
 
@@ -62,8 +79,8 @@ def state(r: TaskRunner) -> Any:
     return [r.apply.snapshot(), r.windows.snapshot(), r.windows.timers()]
 
 
-def started(world: SeatWorld, peer: str, told: Recover) -> TaskRunner:
-    r = world.runner(peer, job())
+def started(world: SeatWorld, peer: str, told: Recover, **how: Any) -> TaskRunner:
+    r = world.runner(peer, job(**how))
     r.recover_from(told)
     return r
 
@@ -86,14 +103,22 @@ def test_a_replacement_whose_input_ends_closes_the_windows_a_step_at_a_time_alik
         replaced(before, after, commit, had)
 
 
-def replaced(before: list[Any], after: list[Any], commit: bool, had: float) -> None:
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(before=marking, after=marking, commit=st.booleans(), had=st.floats(0, 1))
+def test_a_replacement_closes_the_windows_the_watermarks_close_alike(before, after, commit, had):
+    """Watermarks sent before the commit count in the replay as in the first peer: the
+    replacement starts from the watermarks the seat had taken at the barrier."""
+    replaced(before, after, commit, had, on_watermarks=True)
+
+
+def replaced(before: list[Any], after: list[Any], commit: bool, had: float, **how: Any) -> None:
     """The first peer plays ``before``, commits epoch 1 or not, plays ``after`` and dies with
     ``had`` of what it sent since taken downstream: its replacement sends the rest of its
     output, reaches its state (unless it had ended at the commit: a restore leaves an ended
     slot's state out), and nothing rolls back."""
     world = SeatWorld()
     try:
-        first = started(world, "f0", Recover(None))
+        first = started(world, "f0", Recover(None), **how)
         step_until(first, lambda: first.phase is Phase.RUN, "the first peer to run")
         play(world, first, before)
         epoch, ended = None, False
@@ -112,7 +137,7 @@ def replaced(before: list[Any], after: list[Any], commit: bool, had: float) -> N
         own = first.local.causal.log
         expected = state(first)
 
-        again = started(world, "s0", recover_body(epoch))
+        again = started(world, "s0", recover_body(epoch), **how)
         step_until(again, lambda: again.phase is Phase.RECALL, "the replacement to recall")
         world.replay_to(again, base + kept, (own.start, own.since(own.start)))
         step_until(again, lambda: world.recovered, "the replacement to replay")

@@ -40,6 +40,8 @@ SEAT = st.builds(
     st.dictionaries(st.integers(0, 50), st.integers(0, 10**6), max_size=3),
     st.integers(0, 50),
     st.lists(st.lists(st.floats(allow_nan=False), max_size=2), max_size=2),
+    st.none() | st.floats(allow_nan=False),
+    st.dictionaries(st.integers(0, 50), st.floats(allow_nan=False), max_size=3),
 )
 
 
@@ -145,6 +147,14 @@ def test_a_chain_is_never_longer_than_max_chain() -> None:
         ({"plugin": None, "windows": None, "fn": None,
           "causal": {"offset": 1, "sent": {"a": 1}, "received": {}, "turn": 0, "timers": []}},
          "its causal sent is not a map of seats to counts"),
+        ({"plugin": None, "windows": None, "fn": None,
+          "causal": {"offset": 1, "sent": {}, "received": {}, "turn": 0, "timers": [],
+                     "watermark": "9"}},
+         "its causal watermark is a str"),
+        ({"plugin": None, "windows": None, "fn": None,
+          "causal": {"offset": 1, "sent": {}, "received": {}, "turn": 0, "timers": [],
+                     "watermarks": {1: True}}},
+         "its causal watermarks are not a map of seats to numbers"),
     ],
 )  # fmt: skip
 def test_bytes_that_are_not_a_snapshot_are_refused_naming_the_field(doc, says) -> None:
