@@ -857,12 +857,15 @@ class TaskRunner:
         return self._between_batches() or busy
 
     def _between_batches(self) -> bool:
-        """Nothing to read: pass an aligned barrier, a new watermark, the end, or complete."""
+        """Nothing to read: pass a new watermark, an aligned barrier, the end, or complete.
+        The watermark goes first, so that a barrier's snapshot holds the watermark of what was
+        taken before it, passed on: a replacement replaying from that snapshot then passes
+        each later watermark where the seat did, before or after the takes that follow."""
+        if self._advance_watermark(self.intake.mark()):
+            return True
         barrier = self.intake.aligned()
         if barrier is not None:
             return self._pass_barrier(barrier)
-        if self._advance_watermark(self.intake.mark()):
-            return True
         if self.phase not in INPUT_OVER and self.clock.may_end(self.intake.finished):
             self._end()
             return True
