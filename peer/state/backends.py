@@ -119,8 +119,9 @@ class CopyingBackend(Backend):
     where entries change in place, a snapshot is packed at the barrier instead."""
 
     @abstractmethod
-    def pinned(self) -> Callable[[int, str, str], Entry | None]:
-        """Reads of entries (as ``get``) as they are held now, whatever is written after."""
+    def pinned(self) -> Callable[[int, str, str], bytes | None]:
+        """Reads of entries as stored (msgpack; None for one not held) as they are held now,
+        whatever is written after."""
 
     @abstractmethod
     def frozen(self) -> Frozen:
@@ -154,6 +155,12 @@ class MemoryBackend(Backend):
 
     def groups(self) -> list[int]:
         return sorted(self.held_groups)
+
+    def entries(self) -> int:
+        """How many entries are held."""
+        return sum(
+            len(entries) for states in self.held_groups.values() for entries in states.values()
+        )
 
     def states(self, group: int) -> Iterator[tuple[str, list[Entry]]]:
         states = self.held_groups.get(group, {})
@@ -282,19 +289,18 @@ class DiskBackend(CopyingBackend, Frozen):
         except Exception as e:
             raise self._failed("read", e) from None
 
-    def pinned(self) -> Callable[[int, str, str], Entry | None]:
+    def pinned(self) -> Callable[[int, str, str], bytes | None]:
         """Reads through a RocksDB snapshot taken now (its point reads see that moment; its
         iterators, in rocksdict, do not, which is why whole snapshots freeze a copy)."""
         view = self.db.snapshot()
 
-        def get(group: int, name: str, text: str) -> Entry | None:
+        def get(group: int, name: str, text: str) -> bytes | None:
             try:
-                raw = view[self._key(group, name, text)]
+                return cast(bytes, view[self._key(group, name, text)])  # raw mode
             except Exception as e:
                 if str(e) == NOT_FOUND:
                     return None
                 raise self._failed("read", e) from None
-            return msgpack.unpackb(raw, strict_map_key=False)
 
         return get
 

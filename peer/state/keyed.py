@@ -46,6 +46,7 @@ import msgpack
 
 from peer.job.values import canonical
 from peer.state.backends import Backend, CopyingBackend, Entry, Frozen, MemoryBackend
+from peer.state.forked import forked
 from peer.state.key_groups import held_under, key_group_of
 
 TTL_TIMES = ("processing", "event")
@@ -54,6 +55,10 @@ NEVER = math.inf
 
 HEADERS = msgpack.Packer()
 """Packs the map and array headers of a part put together from entries encoded already."""
+
+FORK_ENTRIES = 100_000
+"""A whole snapshot of at least this many entries in memory is packed by a child forked at the
+barrier (peer.state.forked); a smaller one packs in about the time a fork takes."""
 
 ENGINE = "@"
 """What the names of the states the engine keeps for its own parts start with."""
@@ -245,35 +250,75 @@ class KeyedState:
         clocks = dict(self.clocks)
         if whole:
             return dict(self._wholes(self.backend, clocks))
-        read = None if self.copying is None else self.copying.get
-        return dict(self._changes(changes, clocks, read))
+        if self.copying is None:
+            return dict(self._changes(changes, clocks))
+        return dict(self._stored_changes(changes, clocks, self.copying.pinned()))
 
     def parts(self, whole: bool) -> Parts:
-        """The snapshot a barrier stores: ``snapshot``'s parts, packed at once, or, on a
+        """The snapshot a barrier stores: ``snapshot``'s parts, packed at once; a whole one of
+        a large state in memory packed by a child forked now (peer.state.forked); or, on a
         backend that holds copies, packed as they are read (off the task's thread, one key
         group at a time, while the task writes on): a whole one from a frozen copy of the
         backend, one of changes from entries read as they were at the barrier."""
-        copying = self.copying
+        copying, backend = self.copying, self.backend
         if copying is None:
-            return Parts.held(self.snapshot(whole))
+            if not (
+                whole and isinstance(backend, MemoryBackend) and backend.entries() >= FORK_ENTRIES
+            ):
+                return Parts.held(self.snapshot(whole))
+            self.changes = {}
+            clocks = dict(self.clocks)
+            packing = forked(lambda: self._wholes(backend, clocks))
+            return Parts(packing.read, None, packing.release)
         changes, self.changes = self.changes, {}
         clocks = dict(self.clocks)
         if not whole:
             read = copying.pinned()
-            return Parts(lambda: self._changes(changes, clocks, read), None, _kept)
+            return Parts(lambda: self._stored_changes(changes, clocks, read), None, _kept)
         frozen = copying.frozen()
         return Parts(lambda: self._stored_wholes(frozen, clocks), None, frozen.close)
 
     def _changes(
-        self, changes: dict[int, dict[str, dict[str, Entry | None]]], clocks: dict[str, float],
-        read: Callable[[int, str, str], Entry | None] | None,
-    ) -> Iterator[tuple[int, bytes]]:  # fmt: skip
-        """The part of each key group in ``changes`` that still holds some, in order, each
-        key noted alone read through ``read``, entries expiring against ``clocks``."""
+        self, changes: dict[int, dict[str, dict[str, Entry | None]]], clocks: dict[str, float]
+    ) -> Iterator[tuple[int, bytes]]:
+        """The part of each key group in ``changes`` that still holds some, in order, entries
+        expiring against ``clocks``."""
         for group in sorted(changes):
-            states = self._changed(group, changes[group], clocks, read)
+            states = self._changed(changes[group], clocks)
             if states:
                 yield group, self._pack(group, states)
+
+    def _stored_changes(
+        self, changes: dict[int, dict[str, dict[str, Entry | None]]], clocks: dict[str, float],
+        read: Callable[[int, str, str], bytes | None],
+    ) -> Iterator[tuple[int, bytes]]:  # fmt: skip
+        """``_changes`` where only keys were noted: each entry read through ``read`` as stored,
+        and put into its part as it is (the same bytes); only a state with a TTL is decoded,
+        to leave its expired entries out."""
+        for group in sorted(changes):
+            pieces, states = [], 0
+            for name in sorted(changes[group]):
+                declared = self.declared.get(name)
+                if declared is None:
+                    continue
+                stored = [(text, read(group, name, text)) for text in changes[group][name]]
+                live = None if declared.ttl is None else self._expiring(declared, clocks)
+                values = [self._stored_change(text, value, live) for text, value in stored]
+                pieces += [msgpack.packb(name), HEADERS.pack_array_header(len(values)), *values]
+                states += 1
+            if states:
+                yield group, b"".join([HEADERS.pack_map_header(states), *pieces])
+
+    @staticmethod
+    def _stored_change(
+        text: str, value: bytes | None, live: Callable[[Entry], Entry | None] | None
+    ) -> bytes:
+        """An entry of a snapshot of changes from what is stored of it: as stored, or, once
+        gone (or, through ``live``, expired), its key's canonical text alone."""
+        if value is not None and live is not None:
+            entry = live(msgpack.unpackb(value, strict_map_key=False))
+            value = None if entry is None else msgpack.packb(entry)
+        return msgpack.packb([text]) if value is None else value
 
     def _wholes(self, source: Backend, clocks: dict[str, float]) -> Iterator[tuple[int, bytes]]:
         """The part of each key group ``source`` holds live entries of, in order, entries
@@ -320,18 +365,14 @@ class KeyedState:
         return states
 
     def _changed(
-        self, group: int, changed: dict[str, dict[str, Entry | None]], clocks: dict[str, float],
-        read: Callable[[int, str, str], Entry | None] | None,
-    ) -> dict[str, list[Entry]]:  # fmt: skip
-        """The entries ``changed`` names, as they are now (read through ``read``, where only
-        their keys were noted): live, or gone (``[text]``)."""
+        self, changed: dict[str, dict[str, Entry | None]], clocks: dict[str, float]
+    ) -> dict[str, list[Entry]]:
+        """The entries ``changed`` names, as they are now: live, or gone (``[text]``)."""
         states: dict[str, list[Entry]] = {}
         for name in sorted(changed):
             declared, texts = self.declared.get(name), changed[name]
             if declared is None:
                 continue
-            if read is not None:
-                texts = {text: read(group, name, text) for text in texts}
             if declared.ttl is not None:
                 live = self._expiring(declared, clocks)
                 texts = {text: None if e is None else live(e) for text, e in texts.items()}
