@@ -86,10 +86,11 @@ def keyed_input(task: Any, slot: int, slots: int, *, splits: Splits) -> KeyedInp
 class SummingOutput(CountingOutput):
     """Sums the counts it is given; its checkpoint is how many events and what sum it has
     written, so both go on across recoveries. With ``marks``, it notes its writes there, and
-    its sum in ``sum-<slot>.json`` when it closes."""
+    its sum in ``sum-<slot>.json`` when it closes; with ``passing``, the time its writes went
+    past that many events (the fill's, for the rate after it)."""
 
-    def __init__(self, slot: int, marks: str | None) -> None:
-        self.marker = Marker(marks, "write", slot)
+    def __init__(self, slot: int, marks: str | None, passing: int = 0) -> None:
+        self.marker = Marker(marks, "write", slot, passing)
         self.staged, self.staged_sum, self.sum = 0, 0, 0
 
     def recover(self, recovery: Recovery) -> None:
@@ -118,4 +119,4 @@ class SummingOutput(CountingOutput):
 
 def summing_output(task: Any, slot: int, slots: int) -> SummingOutput:
     """Plugin factory, named in jobs as ``bench.state_fns:summing_output``."""
-    return SummingOutput(slot, task.params.get("marks"))
+    return SummingOutput(slot, task.params.get("marks"), int(task.params.get("passing", 0)))

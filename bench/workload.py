@@ -132,15 +132,19 @@ class Mark:
     items: int
     first: float
     last: float
+    passed: float = 0.0
+    """The wall time of the call that took the items handled past the marker's ``passing``
+    (0.0: none did, or it was not asked)."""
 
 
 class Marker:
     """A plugin's notes: the times of the calls that handled items, written as one ``Mark``
-    file into ``directory`` (None: nothing is noted) when the plugin closes."""
+    file into ``directory`` (None: nothing is noted) when the plugin closes; with ``passing``,
+    also the time the items handled went past that many."""
 
-    def __init__(self, directory: str | None, role: str, slot: int) -> None:
-        self.directory, self.role, self.slot = directory, role, slot
-        self.items, self.first, self.last = 0, 0.0, 0.0
+    def __init__(self, directory: str | None, role: str, slot: int, passing: int = 0) -> None:
+        self.directory, self.role, self.slot, self.passing = directory, role, slot, passing
+        self.items, self.first, self.last, self.passed = 0, 0.0, 0.0, 0.0
 
     def handled(self, items: int) -> None:
         """One call's items: the clock is read only when noting is on and there were items."""
@@ -149,12 +153,14 @@ class Marker:
         self.last = time.time()
         self.first = self.first or self.last
         self.items += items
+        if self.passing and not self.passed and self.items > self.passing:
+            self.passed = self.last
 
     def close(self) -> None:
         """Written under another name and renamed, so a reader never sees half a file."""
         if self.directory is None or not self.last:
             return
-        mark = Mark(self.role, self.slot, self.items, self.first, self.last)
+        mark = Mark(self.role, self.slot, self.items, self.first, self.last, self.passed)
         name = f"{self.role}-{self.slot}-{uuid.uuid4().hex}.json"
         partial = Path(self.directory, f"{name}.partial")
         partial.write_text(json.dumps(asdict(mark)))

@@ -46,7 +46,7 @@ import msgpack
 
 from peer.job.values import canonical
 from peer.state.backends import Backend, CopyingBackend, Entry, Frozen, MemoryBackend
-from peer.state.forked import forked
+from peer.state.forked import forked, worth_forking
 from peer.state.key_groups import held_under, key_group_of
 
 TTL_TIMES = ("processing", "event")
@@ -55,10 +55,6 @@ NEVER = math.inf
 
 HEADERS = msgpack.Packer()
 """Packs the map and array headers of a part put together from entries encoded already."""
-
-FORK_ENTRIES = 100_000
-"""A whole snapshot of at least this many entries in memory is packed by a child forked at the
-barrier (peer.state.forked); a smaller one packs in about the time a fork takes."""
 
 ENGINE = "@"
 """What the names of the states the engine keeps for its own parts start with."""
@@ -255,20 +251,23 @@ class KeyedState:
         return dict(self._stored_changes(changes, clocks, self.copying.pinned()))
 
     def parts(self, whole: bool) -> Parts:
-        """The snapshot a barrier stores: ``snapshot``'s parts, packed at once; a whole one of
-        a large state in memory packed by a child forked now (peer.state.forked); or, on a
+        """The snapshot a barrier stores: ``snapshot``'s parts, packed at once, or by a child
+        forked now where that is quicker (peer.state.forked: entries in memory); or, on a
         backend that holds copies, packed as they are read (off the task's thread, one key
         group at a time, while the task writes on): a whole one from a frozen copy of the
         backend, one of changes from entries read as they were at the barrier."""
         copying, backend = self.copying, self.backend
         if copying is None:
-            if not (
-                whole and isinstance(backend, MemoryBackend) and backend.entries() >= FORK_ENTRIES
-            ):
+            changes = self.changes
+            if not worth_forking(self._entries(whole, changes)):
                 return Parts.held(self.snapshot(whole))
             self.changes = {}
             clocks = dict(self.clocks)
-            packing = forked(lambda: self._wholes(backend, clocks))
+            packing = (
+                forked(lambda: self._wholes(backend, clocks))
+                if whole
+                else forked(lambda: self._changes(changes, clocks))
+            )
             return Parts(packing.read, None, packing.release)
         changes, self.changes = self.changes, {}
         clocks = dict(self.clocks)
@@ -277,6 +276,13 @@ class KeyedState:
             return Parts(lambda: self._stored_changes(changes, clocks, read), None, _kept)
         frozen = copying.frozen()
         return Parts(lambda: self._stored_wholes(frozen, clocks), None, frozen.close)
+
+    def _entries(self, whole: bool, changes: dict[int, dict[str, dict[str, Entry | None]]]) -> int:
+        """How many entries a snapshot would pack (whole: all those held; else those changed)."""
+        if whole:
+            held = self.backend
+            return held.entries() if isinstance(held, MemoryBackend) else 0
+        return sum(len(texts) for states in changes.values() for texts in states.values())
 
     def _changes(
         self, changes: dict[int, dict[str, dict[str, Entry | None]]], clocks: dict[str, float]
@@ -479,7 +485,7 @@ class KeyedState:
             self.backend.put(self.group_id, declared.name, self.text, entry)
         except UNSTORABLE as e:
             raise unstorable(self.group_id, declared.name, self.key, e) from None
-        self.touch(declared, entry)
+        self._note(declared, entry)  # as touch does, a call fewer: every write passes here
 
     def clear(self, declared: Declared) -> None:
         if self.backend.delete(self.group_id, declared.name, self.text):
@@ -491,10 +497,16 @@ class KeyedState:
         self._note(declared, entry)
 
     def _note_entry(self, declared: Declared, entry: Entry | None) -> None:
-        self._noted(declared)[self.text] = entry
+        try:  # the key group and state have been noted in this epoch, but for its first writes
+            self.changes[self.group_id][declared.name][self.text] = entry
+        except KeyError:
+            self._noted(declared)[self.text] = entry
 
     def _note_key(self, declared: Declared, entry: Entry | None) -> None:
-        self._noted(declared)[self.text] = None
+        try:
+            self.changes[self.group_id][declared.name][self.text] = None
+        except KeyError:
+            self._noted(declared)[self.text] = None
 
     def _noted(self, declared: Declared) -> dict[str, Entry | None]:
         """The current key group's changes of ``declared``."""
