@@ -65,8 +65,9 @@ class Backend(ABC):
         """The entry held, or None."""
 
     @abstractmethod
-    def put(self, group: int, name: str, text: str, entry: Entry) -> None:
-        """Hold ``entry`` (again, once changed in place)."""
+    def put(self, group: int, name: str, text: str, entry: Entry) -> bytes | None:
+        """Hold ``entry`` (again, once changed in place); the entry as stored, for a backend
+        that stores copies (None in memory)."""
 
     @abstractmethod
     def delete(self, group: int, name: str, text: str) -> bool:
@@ -224,13 +225,14 @@ class DiskBackend(CopyingBackend, Frozen):
             raise self._failed("read", e) from None
         return None if raw is None else msgpack.unpackb(raw, strict_map_key=False)
 
-    def put(self, group: int, name: str, text: str, entry: Entry) -> None:
+    def put(self, group: int, name: str, text: str, entry: Entry) -> bytes:
         value = msgpack.packb(entry)
         try:
             self.db[self._key(group, name, text)] = value
         except Exception as e:
             raise self._failed("write", e) from None
         self.seen.add(group)
+        return value
 
     def delete(self, group: int, name: str, text: str) -> bool:
         key = self._key(group, name, text)

@@ -60,6 +60,16 @@ ENGINE = "@"
 """What the names of the states the engine keeps for its own parts start with."""
 
 
+Changes = dict[int, dict[str, dict[str, Any]]]
+"""Key group -> state -> canonical key -> what was noted of its entry's last write: the entry
+(memory), the entry as stored (disk), or None (gone, or on disk, to be read back)."""
+
+NOTED_BYTES = 64 * 2**20
+"""What an epoch on disk notes of the entries written, as stored, before it notes their keys
+alone: a snapshot of changes reads back only the entries noted by key, and the memory it holds
+meanwhile stays bounded however long the epoch."""
+
+
 class StateError(ValueError):
     """A state asked for or used wrongly; the message names the state."""
 
@@ -149,17 +159,20 @@ class KeyedState:
         self.group_id = 0
         """The current key's key group."""
         self.clocks = {"processing": 0.0, "event": -NEVER}
-        self.changes: dict[int, dict[str, dict[str, Entry | None]]] = {}
+        self.changes: Changes = {}
         """Key group -> state -> canonical key -> the entry as last written since the last
         snapshot (None: gone), in the order first written: what the next snapshot of changes
         holds, found without asking the backend again. A backend that holds copies (on disk)
-        has its keys noted alone (None), and a snapshot reads their entries back, so that
-        what changed is held on disk, not twice in memory, however long an epoch lasts."""
+        has the entry noted as stored, up to NOTED_BYTES an epoch, then its key alone (None),
+        and a snapshot reads those entries back, so that what changed is held on disk, not
+        twice in memory, however long an epoch lasts."""
+        self.noted_bytes = 0
+        """The bytes of stored entries noted in this epoch."""
         self.snapshotted = snapshotted
         self.copying: CopyingBackend | None = None
         """The backend, where it holds copies of what was written: snapshots then read their
         entries back from it, off the task's thread."""
-        self._note: Callable[[Declared, Entry | None], None] = _unnoted
+        self._note: Callable[[Declared, Entry | None, bytes | None], None] = _unnoted
         self._hold_in(self.backend)
 
     def _hold_in(self, backend: Backend) -> None:
@@ -169,7 +182,7 @@ class KeyedState:
         if not self.snapshotted:
             self._note = _unnoted
         elif self.copying is not None:
-            self._note = self._note_key
+            self._note = self._note_stored
         else:
             self._note = self._note_entry
 
@@ -242,7 +255,7 @@ class KeyedState:
         the entries written since the last snapshot, each as it is now (``[text]`` once gone),
         in the order first written. Either way what was written until now is what the next
         snapshot of changes starts from."""
-        changes, self.changes = self.changes, {}
+        changes, self.changes, self.noted_bytes = self.changes, {}, 0
         clocks = dict(self.clocks)
         if whole:
             return dict(self._wholes(self.backend, clocks))
@@ -269,7 +282,7 @@ class KeyedState:
                 else forked(lambda: self._changes(changes, clocks))
             )
             return Parts(packing.read, None, packing.release)
-        changes, self.changes = self.changes, {}
+        changes, self.changes, self.noted_bytes = self.changes, {}, 0
         clocks = dict(self.clocks)
         if not whole:
             read = copying.pinned()
@@ -277,16 +290,14 @@ class KeyedState:
         frozen = copying.frozen()
         return Parts(lambda: self._stored_wholes(frozen, clocks), None, frozen.close)
 
-    def _entries(self, whole: bool, changes: dict[int, dict[str, dict[str, Entry | None]]]) -> int:
+    def _entries(self, whole: bool, changes: Changes) -> int:
         """How many entries a snapshot would pack (whole: all those held; else those changed)."""
         if whole:
             held = self.backend
             return held.entries() if isinstance(held, MemoryBackend) else 0
         return sum(len(texts) for states in changes.values() for texts in states.values())
 
-    def _changes(
-        self, changes: dict[int, dict[str, dict[str, Entry | None]]], clocks: dict[str, float]
-    ) -> Iterator[tuple[int, bytes]]:
+    def _changes(self, changes: Changes, clocks: dict[str, float]) -> Iterator[tuple[int, bytes]]:
         """The part of each key group in ``changes`` that still holds some, in order, entries
         expiring against ``clocks``."""
         for group in sorted(changes):
@@ -295,11 +306,11 @@ class KeyedState:
                 yield group, self._pack(group, states)
 
     def _stored_changes(
-        self, changes: dict[int, dict[str, dict[str, Entry | None]]], clocks: dict[str, float],
+        self, changes: Changes, clocks: dict[str, float],
         read: Callable[[int, str, str], bytes | None],
     ) -> Iterator[tuple[int, bytes]]:  # fmt: skip
-        """``_changes`` where only keys were noted: each entry read through ``read`` as stored,
-        and put into its part as it is (the same bytes); only a state with a TTL is decoded,
+        """``_changes`` of entries noted as stored, or by key alone and read through ``read``,
+        each put into its part as it is (the same bytes); only a state with a TTL is decoded,
         to leave its expired entries out."""
         for group in sorted(changes):
             pieces, states = [], 0
@@ -307,7 +318,8 @@ class KeyedState:
                 declared = self.declared.get(name)
                 if declared is None:
                     continue
-                stored = [(text, read(group, name, text)) for text in changes[group][name]]
+                stored = [(text, read(group, name, text) if noted is None else noted)
+                          for text, noted in changes[group][name].items()]  # fmt: skip
                 live = None if declared.ttl is None else self._expiring(declared, clocks)
                 values = [self._stored_change(text, value, live) for text, value in stored]
                 pieces += [msgpack.packb(name), HEADERS.pack_array_header(len(values)), *values]
@@ -482,33 +494,36 @@ class KeyedState:
         """Hold ``entry`` (new, or changed in place) as the current key's of ``declared``; a
         value the disk backend cannot encode is a StateError at once, naming it."""
         try:
-            self.backend.put(self.group_id, declared.name, self.text, entry)
+            stored = self.backend.put(self.group_id, declared.name, self.text, entry)
         except UNSTORABLE as e:
             raise unstorable(self.group_id, declared.name, self.key, e) from None
-        self._note(declared, entry)  # as touch does, a call fewer: every write passes here
+        self._note(declared, entry, stored)
 
     def clear(self, declared: Declared) -> None:
         if self.backend.delete(self.group_id, declared.name, self.text):
-            self.touch(declared, None)
+            self._note(declared, None, None)
 
-    def touch(self, declared: Declared, entry: Entry | None) -> None:
+    def _note_entry(self, declared: Declared, entry: Entry | None, stored: bytes | None) -> None:
         """The current key's entry of ``declared`` is now ``entry`` (None: gone): the next
         snapshot holds it."""
-        self._note(declared, entry)
-
-    def _note_entry(self, declared: Declared, entry: Entry | None) -> None:
         try:  # the key group and state have been noted in this epoch, but for its first writes
             self.changes[self.group_id][declared.name][self.text] = entry
         except KeyError:
             self._noted(declared)[self.text] = entry
 
-    def _note_key(self, declared: Declared, entry: Entry | None) -> None:
+    def _note_stored(self, declared: Declared, entry: Entry | None, stored: bytes | None) -> None:
+        """``_note_entry`` on disk: the entry as ``stored``, or its key alone once the epoch
+        has noted NOTED_BYTES (or it is gone)."""
+        if stored is not None:
+            self.noted_bytes += len(stored)
+            if self.noted_bytes > NOTED_BYTES:
+                stored = None
         try:
-            self.changes[self.group_id][declared.name][self.text] = None
+            self.changes[self.group_id][declared.name][self.text] = stored
         except KeyError:
-            self._noted(declared)[self.text] = None
+            self._noted(declared)[self.text] = stored
 
-    def _noted(self, declared: Declared) -> dict[str, Entry | None]:
+    def _noted(self, declared: Declared) -> dict[str, Any]:
         """The current key group's changes of ``declared``."""
         states = self.changes.get(self.group_id)
         if states is None:
@@ -519,7 +534,7 @@ class KeyedState:
         return texts
 
 
-def _unnoted(declared: Declared, entry: Entry | None) -> None:
+def _unnoted(declared: Declared, entry: Entry | None, stored: bytes | None) -> None:
     """A slot that takes no snapshot notes no change."""
 
 

@@ -9,6 +9,7 @@ import math
 import tempfile
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import msgpack
 import pytest
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from peer.job.values import canonical
 from peer.state import KeyedState, Ttl
+from peer.state import keyed as keyed_module
 from peer.state.backends import Backend, DiskBackend
 from peer.state.key_groups import groups_of
 from peer.state.keyed import Parts, StateError
@@ -302,11 +304,16 @@ def test_the_times_a_state_expires_in_are_known_once_it_is_asked_for():
     assert not state.expires_in("event")
 
 
-@given(st.lists(st.tuples(ops, st.booleans()), min_size=1, max_size=4))
-def test_snapshots_are_the_same_bytes_in_memory_and_on_disk(epochs):
+@given(st.lists(st.tuples(ops, st.booleans()), min_size=1, max_size=4), st.sampled_from([0, 20]))
+def test_snapshots_are_the_same_bytes_in_memory_and_on_disk(epochs, noted):
     """The same writes give the same snapshots, whole or of changes, on either backend, and a
-    restore onto the other backend reads back as the model: a checkpoint moves between them."""
-    with tempfile.TemporaryDirectory(prefix="keyed-disk-") as directory:
+    restore onto the other backend reads back as the model: a checkpoint moves between them.
+    On disk, an epoch notes entries as stored up to ``noted`` bytes and then keys alone, read
+    back at the snapshot: the same bytes either way."""
+    with (
+        tempfile.TemporaryDirectory(prefix="keyed-disk-") as directory,
+        patch.object(keyed_module, "NOTED_BYTES", noted),
+    ):
         disk = DiskBackend(Path(directory, "state"))
         try:
             memory, on_memory = opened()
