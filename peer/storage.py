@@ -99,8 +99,13 @@ def is_local(fs: fsspec.AbstractFileSystem) -> bool:
     return isinstance(fs, LocalFileSystem)
 
 
-ANSWERS = (FileNotFoundError, TypeError, AttributeError, NameError)
-"""What no retry changes: an object that is not there, and a bug."""
+class NotRetried(Exception):
+    """A failure of what was being stored rather than of the store (a snapshot whose state
+    could not be read or packed): no retry changes it."""
+
+
+ANSWERS = (FileNotFoundError, TypeError, AttributeError, NameError, NotRetried)
+"""What no retry changes: an object that is not there, a bug, and what was to be stored."""
 
 
 def retried[T](operation: str, where: str, call: Callable[[], T]) -> T:

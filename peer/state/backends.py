@@ -35,6 +35,7 @@ import msgpack
 
 from peer.metrics import STATE_DISK_FAILURES
 from peer.processes import running
+from peer.storage import NotRetried
 
 Entry = list[Any]
 
@@ -52,9 +53,10 @@ NOT_FOUND = "key not found"
 log = logging.getLogger(__name__)
 
 
-class StateStoreError(RuntimeError):
+class StateStoreError(NotRetried, RuntimeError):
     """The disk backend's store failed (a full disk, above all): the job cannot keep its state
-    and is killed with this message; the process and its other jobs go on."""
+    and is killed with this message (an upload reading a snapshot from it does not try again);
+    the process and its other jobs go on."""
 
 
 class Backend(ABC):

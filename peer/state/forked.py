@@ -31,6 +31,8 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import IO
 
+from peer.storage import NotRetried
+
 FRAME = struct.Struct(">HQ")
 """Ahead of each part in the spool file: its key group and its length."""
 
@@ -38,8 +40,9 @@ MESSAGE_LIMIT = 4096
 """The most bytes of an error's message the child sends back: a pipe takes that much at once."""
 
 
-class PackingFailed(RuntimeError):
-    """The child did not pack the whole snapshot; the message says why."""
+class PackingFailed(NotRetried, RuntimeError):
+    """The child did not pack the snapshot; the message says why. An upload does not try again:
+    the job fails with it."""
 
 
 class ForkedPacking:
@@ -88,7 +91,7 @@ class ForkedPacking:
                 else:
                     self.failure = message or f"the process packing it exited with {code}"
         if self.length is None:
-            raise PackingFailed(f"a whole snapshot of the keyed state failed: {self.failure}")
+            raise PackingFailed(f"a snapshot of the keyed state failed: {self.failure}")
         return self.length
 
 

@@ -28,6 +28,7 @@ from peer.runtime.checkpoints import (
     committed_epochs,
 )
 from peer.runtime.snapshot import Restored, SnapshotError, StoredParts, TaskSnapshot
+from peer.state.forked import PackingFailed
 from peer.storage import StorageError
 from peer.values.epoch import Epoch
 from tests.support import header_first, wait_for
@@ -663,6 +664,26 @@ def test_a_store_that_fails_for_a_while_is_retried_then_a_storage_error(tenancy,
     finally:
         s.close()
         fs.rm("/retried", recursive=True)
+
+
+def test_a_snapshot_that_cannot_be_packed_fails_its_upload_at_once_naming_why(tenancy):
+    """On an object store, whose failures are tried again: not one of what was to be stored,
+    which fails the job (a CheckpointError) rather than rolling it back as a store out of
+    reach would."""
+    tries = []
+
+    def chunks() -> Iterator[bytes]:
+        tries.append(1)
+        raise PackingFailed("a snapshot of the keyed state failed: key group 3, state 'v'")
+        yield b""
+
+    s = CheckpointStorage("memory://unpacked", tenancy)
+    try:
+        with pytest.raises(CheckpointError, match="PackingFailed: a snapshot of the keyed state"):
+            s.put(JOB, Epoch(1, 1), "count", 0, chunks).result()
+        assert tries == [1]
+    finally:
+        s.close()
 
 
 def test_a_missing_snapshot_names_what_is_missing_and_where(storage):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
 from unittest.mock import patch
 
 import pytest
@@ -13,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from peer.state import forked as forked_module
-from peer.state.forked import ForkedPacking, PackingFailed, worth_forking
+from peer.state.forked import ForkedPacking, PackingFailed, forked, worth_forking
 from peer.state.keyed import KeyedState, Parts
 from tests.unit.state.test_keyed import apply, opened, ops
 
@@ -66,30 +67,34 @@ def test_a_value_the_child_cannot_store_fails_the_read_naming_key_group_state_an
         list(parts.read())
     parts.release()
     assert str(failed.value) == (
-        "a whole snapshot of the keyed state failed: "
+        "a snapshot of the keyed state failed: "
         f"key group {state.group_id}, state 'v', key 'k': its value cannot be stored "
         "(values are numbers, strings, bytes, lists, maps and None): "
         "can not serialize 'object' object"
     )
 
 
+def never_done() -> Iterator[tuple[int, bytes]]:
+    """A packing that never ends: the child waits for a signal."""
+    signal.pause()
+    yield 0, b""
+
+
 def test_a_child_that_is_killed_fails_the_read_saying_so():
-    _, parts = one_key(1)
-    child = packing(parts)
-    assert child is not None
+    child = forked(never_done)
     os.kill(child.pid, signal.SIGKILL)
     with pytest.raises(PackingFailed, match="the process packing it ended on signal 9"):
-        list(parts.read())
-    parts.release()
+        list(child.read())
+    child.release()
 
 
 def test_parts_let_go_of_unread_stop_the_child_and_leave_no_process():
-    _, parts = one_key(1)
-    child = packing(parts)
-    assert child is not None
-    parts.release()
+    child = forked(never_done)
+    child.release()
     with pytest.raises(ChildProcessError):
         os.waitpid(child.pid, os.WNOHANG)
+    with pytest.raises(PackingFailed, match="its parts were let go of before they were read"):
+        list(child.read())
 
 
 def test_a_snapshot_is_forked_once_it_holds_more_entries_than_packing_costs_per_resident_mib():
