@@ -41,6 +41,7 @@ import functools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from itertools import chain
 from typing import Any
 
 from peer.job.spec import Job, Trigger, Window
@@ -408,7 +409,8 @@ class TaskState:
         """Fire the timer triggers due by ``now``, window by window, key by key, as it is read
         (``WindowState.tick``): a runner spreads a firing of many keys over its steps."""
         self._clock(now, self.mark)
-        return (out for window in self.windows for out in window.tick(now))
+        firings = [window.tick(now) for window in self.windows]  # each decides what fires now
+        return chain.from_iterable(firings)
 
     def timers(self) -> list[list[float]]:
         """When each armed timer trigger is due next, ``[[window, trigger, due], ...]`` by
