@@ -153,10 +153,6 @@ PendingSnapshot = tuple[Epoch, TaskSnapshot, Parts, Future[Any] | None]
 durability of the epoch (None: durable at once)."""
 
 
-def _fired() -> None:
-    """Nothing follows a firing of timer triggers: the runner goes on as it was."""
-
-
 def describe(error: BaseException) -> str:
     """What a task raised, for its job's kill: an exit says that a task's code may not end its
     process, lest the reader look for who stopped the group."""
@@ -833,11 +829,7 @@ class TaskRunner:
         busy = self.emitter.pump() or busy
         if self.closing is not None:
             return self._go_on_closing(*self.closing) or busy
-        firing = self.windows.due(self.clock)
-        if firing is not None:
-            self._close(firing, _fired)
-            if self.closing is not None:
-                return True
+        self._emit(self.windows.due(self.clock))
         in_flight = self.in_flight
         if in_flight and in_flight[0][0].done():
             return self._returned()

@@ -27,9 +27,8 @@ class Windows(Protocol):
     def apply(self, out: Any, clock: Clock) -> Any:
         """What goes on downstream of the fn's ``out``."""
 
-    def due(self, clock: Clock) -> Iterator[list[Any]] | None:
-        """What the timer triggers due by now emit, a list per key, fired as it is read; None
-        when none is due."""
+    def due(self, clock: Clock) -> list[Any]:
+        """What timer triggers due by now emit."""
 
     def watermark(self, mark: float) -> Iterator[list[Any]]:
         """What the extents ``mark`` ends emit, a list per key, fired as it is read."""
@@ -56,9 +55,9 @@ class Windowed:
     def apply(self, out: Any, clock: Clock) -> list[Any]:
         return self.state.apply(out, clock.now())
 
-    def due(self, clock: Clock) -> Iterator[list[Any]] | None:
+    def due(self, clock: Clock) -> list[Any]:
         now = clock.due(self.state.due_at())
-        return None if now is None else self.state.tick(now)
+        return [] if now is None else self.state.tick(now)
 
     def watermark(self, mark: float) -> Iterator[list[Any]]:
         return self.state.watermark(mark)
@@ -85,8 +84,8 @@ class Unwindowed:
     def apply(self, out: Any, clock: Clock) -> Any:
         return out
 
-    def due(self, clock: Clock) -> None:
-        return None
+    def due(self, clock: Clock) -> list[Any]:
+        return []
 
     def watermark(self, mark: float) -> Iterator[list[Any]]:
         return iter(())

@@ -41,7 +41,6 @@ import functools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from itertools import chain
 from typing import Any
 
 from peer.job.spec import Job, Trigger, Window
@@ -223,11 +222,10 @@ class WindowState:
                     self._forget(name, key, held, slot)
             yield out
 
-    def tick(self, now: float) -> Iterator[list[Any]]:
+    def tick(self, now: float) -> list[Any]:
         """Fire every extent for each timer trigger whose period has passed since it last
-        fired (or since the first call, for its first period), key by key, as ``close`` does:
-        which triggers fire is decided now, and the keys are read as they are fired."""
-        fire = []
+        fired (or since the first call, for its first period)."""
+        out: list[Any] = []
         for index, trigger in enumerate(self.triggers):
             if trigger.spec.on != "timer":
                 continue
@@ -235,19 +233,8 @@ class WindowState:
             if now < self.due.setdefault(index, now + period):
                 continue
             self.due[index] = now + period
-            fire.append((index, trigger))
-        return self._fire_keys(fire) if fire else iter(())
-
-    def _fire_keys(self, fire: list[tuple[int, Armed]]) -> Iterator[list[Any]]:
-        """Each key's extents, earliest first, fired by each of ``fire`` in turn: what each
-        key emitted, one list per key that emitted any."""
-        for name, key, held in self.held.everything():
-            due = [(name, key, held, held[start]) for start in sorted(held)]
-            out: list[Any] = []
-            for index, trigger in fire:
-                out += self._fire_each(trigger, index, due)
-            if out:
-                yield out
+            out += self._fire_each(trigger, index, self._everything())
+        return out
 
     def due_at(self) -> float:
         """When this window's next timer trigger is due (see TaskState.due_at)."""
@@ -312,6 +299,12 @@ class WindowState:
             self.held.put(name, key, held)
         else:
             self.held.drop(name, key)
+
+    def _everything(self) -> list[Due]:
+        """Every slot held, keys in canonical order, each key's extents earliest first (what a
+        timer trigger fires)."""
+        return [(name, key, held, held[start]) for name, key, held in self.held.everything()
+                for start in sorted(held)]  # fmt: skip
 
     # -- firing ---------------------------------------------------------------------------------
 
@@ -380,7 +373,7 @@ class TaskState:
 
     def apply(self, segments: Batch, now: float) -> list[Any]:
         """Take ``segments`` into every window; segment and punctuation triggers fire as they
-        go (timer triggers fire in ``tick``)."""
+        go, then timer triggers that are due (as ``tick``)."""
         if not isinstance(segments, list):
             segments = rows(segments if self.reads is None else select(segments, self.reads))
         out: list[Any] = []
@@ -395,7 +388,7 @@ class TaskState:
                     self.late += 1
                     continue
                 out += window.add(segment, t, key, name)
-        return out
+        return out + self.tick(now)
 
     def watermark(self, watermark: float) -> Iterator[list[Any]]:
         """Fire and forget every extent that ends at or before ``watermark``, window by window,
@@ -405,12 +398,9 @@ class TaskState:
         self.mark = watermark
         return (out for window in self.windows for out in window.close(watermark))
 
-    def tick(self, now: float) -> Iterator[list[Any]]:
-        """Fire the timer triggers due by ``now``, window by window, key by key, as it is read
-        (``WindowState.tick``): a runner spreads a firing of many keys over its steps."""
+    def tick(self, now: float) -> list[Any]:
         self._clock(now, self.mark)
-        firings = [window.tick(now) for window in self.windows]  # each decides what fires now
-        return chain.from_iterable(firings)
+        return [segment for window in self.windows for segment in window.tick(now)]
 
     def timers(self) -> list[list[float]]:
         """When each armed timer trigger is due next, ``[[window, trigger, due], ...]`` by

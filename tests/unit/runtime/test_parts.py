@@ -193,7 +193,7 @@ def test_a_task_without_windows_passes_its_rows_on_and_reads_no_clock():
 
     rows = [{"n": 1}]
     assert r.windows.apply(rows, Unread()) is rows
-    assert r.windows.due(Unread()) is None
+    assert r.windows.due(Unread()) == []
 
 
 def test_an_edge_within_a_group_has_the_small_window_and_one_between_groups_the_large():

@@ -439,37 +439,6 @@ def test_a_watermark_that_closes_many_keys_spreads_them_over_steps_and_goes_on_a
     assert fired[7:] == [("a", 5.0), END, END]
 
 
-def test_a_timer_that_fires_many_keys_spreads_them_over_steps_and_takes_nothing_meanwhile(
-    monkeypatch,
-):
-    """A timer trigger's firing goes as a watermark's close does: a key a step here
-    (CLOSE_SLICE 0), what comes meanwhile left in the inbox until every key has fired."""
-    monkeypatch.setattr(task_module, "CLOSE_SLICE", 0.0)
-    window = Window("w", "f", "fixed", "count", key="n", range=5)
-    task = Task("f", "function", fn=f"{FNS}:tag_set", group_by_key="k")
-    world = World()
-    r = runner(task, world, upstream={1}, windows=[window],
-               triggers=[Trigger("w", "timer", period=0.001)],
-               key_of=lambda segment: segment["k"])  # fmt: skip
-    r.deliver(1, Batch([{"k": k, "n": 1} for k in "edcba"]))
-
-    def firing() -> bool:
-        r.step()
-        return r.closing is not None
-
-    wait_for(firing, 10, "the timer to fire", interval=0)
-    r.deliver(1, Batch([{"k": "a", "n": 2}]))
-    steps = 0
-    while r.closing is not None:
-        assert r.intake.inbox.queues[1], "a batch was taken while the timer's keys fired"
-        r.step()
-        steps += 1
-    assert steps >= 4, "the five keys' firing took fewer steps than keys"
-    sent = [m for _, item in world.sent for m in (item if isinstance(item, list) else [item])]
-    fired = [m["key"] for m in sent if isinstance(m, dict)]
-    assert fired[:5] == list("abcde")
-
-
 def test_a_peer_sends_a_window_of_batches_then_waits_for_credit():
     """Batches alternate between d1 and d2; the peer stops once one of them has a window in
     flight, whichever the next batch would have gone to."""
