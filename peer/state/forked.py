@@ -1,4 +1,4 @@
-"""A whole snapshot of keyed state held in memory, packed by a child process forked at the barrier.
+"""A snapshot of keyed state held in memory, packed by a child process forked at the barrier.
 
 The memory backend's entries change in place, so its snapshots are packed from the state as it
 is at the barrier. A whole one (every key's entry, one every chain: peer.runtime.snapshot) costs
