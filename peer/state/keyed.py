@@ -276,10 +276,8 @@ class KeyedState:
                 return Parts.held(self.snapshot(whole))
             self.changes = {}
             clocks = dict(self.clocks)
-            packing = (
-                forked(lambda: self._wholes(backend, clocks))
-                if whole
-                else forked(lambda: self._changes(changes, clocks))
+            packing = forked(
+                lambda: self._wholes(backend, clocks) if whole else self._changes(changes, clocks)
             )
             return Parts(packing.read, None, packing.release)
         changes, self.changes, self.noted_bytes = self.changes, {}, 0
@@ -313,7 +311,7 @@ class KeyedState:
         each put into its part as it is (the same bytes); only a state with a TTL is decoded,
         to leave its expired entries out."""
         for group in sorted(changes):
-            pieces, states = [], 0
+            states: list[tuple[str, list[bytes]]] = []
             for name in sorted(changes[group]):
                 declared = self.declared.get(name)
                 if declared is None:
@@ -321,11 +319,9 @@ class KeyedState:
                 stored = [(text, read(group, name, text) if noted is None else noted)
                           for text, noted in changes[group][name].items()]  # fmt: skip
                 live = None if declared.ttl is None else self._expiring(declared, clocks)
-                values = [self._stored_change(text, value, live) for text, value in stored]
-                pieces += [msgpack.packb(name), HEADERS.pack_array_header(len(values)), *values]
-                states += 1
+                states.append((name, [self._stored_change(t, v, live) for t, v in stored]))
             if states:
-                yield group, b"".join([HEADERS.pack_map_header(states), *pieces])
+                yield group, _joined(states)
 
     @staticmethod
     def _stored_change(
@@ -353,7 +349,7 @@ class KeyedState:
         (the same bytes): only a state with a TTL is decoded, to leave its expired entries
         out."""
         for group in frozen.groups():
-            pieces, states = [], 0
+            states: list[tuple[str, list[bytes]]] = []
             for name, stored in frozen.encoded(group):
                 declared = self.declared.get(name)
                 if declared is None:
@@ -363,10 +359,9 @@ class KeyedState:
                     held = [msgpack.unpackb(v, strict_map_key=False) for v in stored]
                     values = [msgpack.packb(e) for e in self._live(declared, held, clocks)]
                 if values:
-                    pieces += [msgpack.packb(name), HEADERS.pack_array_header(len(values)), *values]
-                    states += 1
+                    states.append((name, values))
             if states:
-                yield group, b"".join([HEADERS.pack_map_header(states), *pieces])
+                yield group, _joined(states)
 
     def _whole(
         self, source: Backend, group: int, clocks: dict[str, float]
@@ -503,9 +498,11 @@ class KeyedState:
         if self.backend.delete(self.group_id, declared.name, self.text):
             self._note(declared, None, None)
 
-    def _note_entry(self, declared: Declared, entry: Entry | None, stored: bytes | None) -> None:
-        """The current key's entry of ``declared`` is now ``entry`` (None: gone): the next
-        snapshot holds it."""
+    def _note_entry(
+        self, declared: Declared, entry: Entry | bytes | None, stored: bytes | None
+    ) -> None:
+        """The current key's entry of ``declared`` is now ``entry`` (None: gone; bytes: as
+        stored, from ``_note_stored``): the next snapshot holds it."""
         try:  # the key group and state have been noted in this epoch, but for its first writes
             self.changes[self.group_id][declared.name][self.text] = entry
         except KeyError:
@@ -518,10 +515,7 @@ class KeyedState:
             self.noted_bytes += len(stored)
             if self.noted_bytes > NOTED_BYTES:
                 stored = None
-        try:
-            self.changes[self.group_id][declared.name][self.text] = stored
-        except KeyError:
-            self._noted(declared)[self.text] = stored
+        self._note_entry(declared, stored, None)
 
     def _noted(self, declared: Declared) -> dict[str, Any]:
         """The current key group's changes of ``declared``."""
@@ -532,6 +526,15 @@ class KeyedState:
         if texts is None:
             texts = states[declared.name] = {}
         return texts
+
+
+def _joined(states: list[tuple[str, list[bytes]]]) -> bytes:
+    """A key group's part from each state's entries as stored, in name order: the bytes msgpack
+    gives the map of them, without decoding them."""
+    pieces: list[bytes] = []
+    for name, values in states:
+        pieces += [msgpack.packb(name), HEADERS.pack_array_header(len(values)), *values]
+    return b"".join([HEADERS.pack_map_header(len(states)), *pieces])
 
 
 def _unnoted(declared: Declared, entry: Entry | None, stored: bytes | None) -> None:
