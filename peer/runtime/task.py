@@ -897,6 +897,7 @@ class TaskRunner:
             with self.clock.active():
                 out = self.apply.apply(batch)
             self._processed(out, self.intake.mark(), started)
+            self.keyed.bound()
 
     def _submitter(self, apply: AsyncApply) -> Callable[[Any, float], None]:
         """How a batch is taken by ``apply``, the runner's asynchronous apply part: submitted,
@@ -1046,7 +1047,7 @@ class TaskRunner:
         c, keyed, epoch = self.ctx, self.keyed, self.snapshotted
         if c.shelf is None or epoch is None or not c.task.keyed or self.phase is not Phase.RUN:
             return False
-        if keyed.changes or self.sealing is not None or not keyed.backend.groups():
+        if keyed.changed() or self.sealing is not None or not keyed.backend.groups():
             return False  # written since its last snapshot, still sealing it, or holding none
         c.shelf.put(Shelved(c.job_id, c.task.name, epoch, c.slot, c.slots, c.key_groups,
                             keyed.backend))  # fmt: skip

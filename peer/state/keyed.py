@@ -61,8 +61,17 @@ ENGINE = "@"
 
 
 Changes = dict[int, dict[str, dict[str, Any]]]
-"""Key group -> state -> canonical key -> what was noted of its entry's last write: the entry
+"""Key group -> state -> canonical key -> what is known of its entry's last write: the entry
 (memory), the entry as stored (disk), or None (gone, or on disk, to be read back)."""
+
+Written = dict[str, list[Any]]
+"""State -> the key group and canonical key of each write to it, in turn, flat (group, text,
+group, text, ...), repeats and all."""
+
+NOTED_WRITES = 2**20
+"""How many items (two a write) an epoch in memory notes before it drops the repeats: noting a
+write is two appends (a dict insert on keys spread over the state misses the cache and cost
+several times as much), and this bounds what the repeats hold meanwhile (about 36 MiB)."""
 
 NOTED_BYTES = 64 * 2**20
 """What an epoch on disk notes of the entries written, as stored, before it notes their keys
@@ -159,13 +168,19 @@ class KeyedState:
         self.group_id = 0
         """The current key's key group."""
         self.clocks = {"processing": 0.0, "event": -NEVER}
+        self.written: Written = {}
+        """In memory, the writes since the last snapshot, each as its key group and key: what
+        the next snapshot of changes holds, the entries they name as they are then. Noting is
+        all a write pays; the repeats go, and the entries are found, when the snapshot is
+        packed (by a forked child, for many: peer.state.forked)."""
+        self.noted_writes = NOTED_WRITES
+        """The items ``written`` may hold before its repeats are dropped (``bound``)."""
         self.changes: Changes = {}
-        """Key group -> state -> canonical key -> the entry as last written since the last
-        snapshot (None: gone), in the order first written: what the next snapshot of changes
-        holds, found without asking the backend again. A backend that holds copies (on disk)
-        has the entry noted as stored, up to NOTED_BYTES an epoch, then its key alone (None),
-        and a snapshot reads those entries back, so that what changed is held on disk, not
-        twice in memory, however long an epoch lasts."""
+        """On disk, key group -> state -> canonical key -> the entry as stored by its last
+        write since the last snapshot, up to NOTED_BYTES an epoch, then its key alone (None,
+        as for one gone), in the order first written: what the next snapshot of changes holds,
+        the entries noted by key read back, so that what changed is held on disk, not twice in
+        memory, however long an epoch lasts."""
         self.noted_bytes = 0
         """The bytes of stored entries noted in this epoch."""
         self.snapshotted = snapshotted
@@ -184,7 +199,7 @@ class KeyedState:
         elif self.copying is not None:
             self._note = self._note_stored
         else:
-            self._note = self._note_entry
+            self._note = self._note_write
 
     # -- what open asks for ----------------------------------------------------------------------
 
@@ -219,6 +234,7 @@ class KeyedState:
         if name in self.declared:
             raise StateError(f"state {name!r} is asked for twice")
         declared = self.declared[name] = Declared(name, kind, default, ttl)
+        self.written[name] = []
         return declared
 
     # -- what the engine does ----------------------------------------------------------------------
@@ -249,18 +265,39 @@ class KeyedState:
         """The processing and event time what is written now is stamped with."""
         self.clocks["processing"], self.clocks["event"] = now, watermark
 
+    def changed(self) -> bool:
+        """Whether anything was written since the last snapshot."""
+        return bool(self.changes) or any(self.written.values())
+
+    def bound(self) -> None:
+        """Drop the repeats of the writes noted in memory once they hold more than they may
+        (the runner asks after each batch): what an epoch notes then grows with the keys it
+        writes, not with its writes."""
+        if sum(map(len, self.written.values())) <= self.noted_writes:
+            return
+        for written in self.written.values():
+            written[:] = [item for write in _firsts(written) for item in write]
+        self.noted_writes = max(NOTED_WRITES, 2 * sum(map(len, self.written.values())))
+
+    def _taken(self) -> tuple[Written, Changes]:
+        """What was noted since the last snapshot; the next one notes afresh."""
+        written, changes = self.written, self.changes
+        self.written = {name: [] for name in written}
+        self.changes, self.noted_bytes, self.noted_writes = {}, 0, NOTED_WRITES
+        return written, changes
+
     def snapshot(self, whole: bool) -> dict[int, bytes]:
         """Each key group's part, msgpack: its states in name order; ``whole``: each state's
         live entries in canonical key order (key groups that hold none are left out); else
         the entries written since the last snapshot, each as it is now (``[text]`` once gone),
         in the order first written. Either way what was written until now is what the next
         snapshot of changes starts from."""
-        changes, self.changes, self.noted_bytes = self.changes, {}, 0
+        written, changes = self._taken()
         clocks = dict(self.clocks)
         if whole:
             return dict(self._wholes(self.backend, clocks))
         if self.copying is None:
-            return dict(self._changes(changes, clocks))
+            return dict(self._changes(self._gathered(written), clocks))
         return dict(self._stored_changes(changes, clocks, self.copying.pinned()))
 
     def parts(self, whole: bool) -> Parts:
@@ -271,16 +308,14 @@ class KeyedState:
         backend, one of changes from entries read as they were at the barrier."""
         copying, backend = self.copying, self.backend
         if copying is None:
-            changes = self.changes
-            if not worth_forking(self._entries(whole, changes)):
+            if not worth_forking(self._entries(whole)):
                 return Parts.held(self.snapshot(whole))
-            self.changes = {}
+            written, _ = self._taken()
             clocks = dict(self.clocks)
-            packing = forked(
-                lambda: self._wholes(backend, clocks) if whole else self._changes(changes, clocks)
-            )
+            packing = forked(lambda: self._wholes(backend, clocks) if whole
+                             else self._changes(self._gathered(written), clocks))  # fmt: skip
             return Parts(packing.read, None, packing.release)
-        changes, self.changes, self.noted_bytes = self.changes, {}, 0
+        _, changes = self._taken()
         clocks = dict(self.clocks)
         if not whole:
             read = copying.pinned()
@@ -288,12 +323,23 @@ class KeyedState:
         frozen = copying.frozen()
         return Parts(lambda: self._stored_wholes(frozen, clocks), None, frozen.close)
 
-    def _entries(self, whole: bool, changes: Changes) -> int:
-        """How many entries a snapshot would pack (whole: all those held; else those changed)."""
+    def _entries(self, whole: bool) -> int:
+        """About how many entries a snapshot in memory would pack: whole, all those held; else
+        one a write noted (repeats and all)."""
         if whole:
             held = self.backend
             return held.entries() if isinstance(held, MemoryBackend) else 0
-        return sum(len(texts) for states in changes.values() for texts in states.values())
+        return sum(map(len, self.written.values())) // 2
+
+    def _gathered(self, written: Written) -> Changes:
+        """The entries ``written`` names, as they are now (None: gone), by key group, state and
+        key, each key once, in the order first written."""
+        changes: Changes = {}
+        get = self.backend.get
+        for name, writes in written.items():
+            for group, text in _firsts(writes):
+                changes.setdefault(group, {}).setdefault(name, {})[text] = get(group, name, text)
+        return changes
 
     def _changes(self, changes: Changes, clocks: dict[str, float]) -> Iterator[tuple[int, bytes]]:
         """The part of each key group in ``changes`` that still holds some, in order, entries
@@ -498,24 +544,23 @@ class KeyedState:
         if self.backend.delete(self.group_id, declared.name, self.text):
             self._note(declared, None, None)
 
-    def _note_entry(
-        self, declared: Declared, entry: Entry | bytes | None, stored: bytes | None
-    ) -> None:
-        """The current key's entry of ``declared`` is now ``entry`` (None: gone; bytes: as
-        stored, from ``_note_stored``): the next snapshot holds it."""
-        try:  # the key group and state have been noted in this epoch, but for its first writes
-            self.changes[self.group_id][declared.name][self.text] = entry
-        except KeyError:
-            self._noted(declared)[self.text] = entry
+    def _note_write(self, declared: Declared, entry: Entry | None, stored: bytes | None) -> None:
+        """In memory: the current key's entry of ``declared`` was written (or cleared)."""
+        written = self.written[declared.name]
+        written.append(self.group_id)
+        written.append(self.text)
 
     def _note_stored(self, declared: Declared, entry: Entry | None, stored: bytes | None) -> None:
-        """``_note_entry`` on disk: the entry as ``stored``, or its key alone once the epoch
-        has noted NOTED_BYTES (or it is gone)."""
+        """On disk: the current key's entry of ``declared`` is now as ``stored``, noted as such,
+        or by its key alone once the epoch has noted NOTED_BYTES (or it is gone)."""
         if stored is not None:
             self.noted_bytes += len(stored)
             if self.noted_bytes > NOTED_BYTES:
                 stored = None
-        self._note_entry(declared, stored, None)
+        try:  # the key group and state have been noted in this epoch, but for its first writes
+            self.changes[self.group_id][declared.name][self.text] = stored
+        except KeyError:
+            self._noted(declared)[self.text] = stored
 
     def _noted(self, declared: Declared) -> dict[str, Any]:
         """The current key group's changes of ``declared``."""
@@ -526,6 +571,11 @@ class KeyedState:
         if texts is None:
             texts = states[declared.name] = {}
         return texts
+
+
+def _firsts(written: list[Any]) -> Iterable[tuple[int, str]]:
+    """Each (key group, key) of a flat ``Written`` list once, in the order first written."""
+    return dict.fromkeys(zip(written[::2], written[1::2], strict=True))
 
 
 def _joined(states: list[tuple[str, list[bytes]]]) -> bytes:

@@ -195,6 +195,27 @@ def test_a_snapshot_of_changes_names_the_keys_written_since_the_one_before(first
     assert state.snapshot(whole=False) == {}, "nothing written since"
 
 
+@given(ops, ops)
+def test_writes_noted_with_their_repeats_dropped_give_the_same_snapshots(first, second):
+    """In memory each write is noted, repeats and all, until they hold more than they may
+    (here 4 items: two writes); dropping the repeats then changes no snapshot of changes."""
+    with patch.object(keyed_module, "NOTED_WRITES", 4):
+        bounded, bounded_handles = opened()
+        plain, plain_handles = opened()
+        plain.noted_writes = math.inf  # type: ignore[assignment]  # never bounded
+        for ops_ in (first, second):
+            for op in ops_:
+                apply(bounded_handles, bounded, {}, op)
+                bounded.bound()
+                apply(plain_handles, plain, {}, op)
+            noted = sum(map(len, bounded.written.values()))
+            keys = sum(len(set(zip(w[::2], w[1::2], strict=True)))
+                       for w in bounded.written.values())  # fmt: skip
+            assert noted <= bounded.noted_writes <= max(4, 4 * keys), "bounded by the keys"
+            assert bounded.snapshot(whole=False) == plain.snapshot(whole=False)
+            plain.noted_writes = math.inf  # type: ignore[assignment]
+
+
 @pytest.mark.parametrize("on_disk", [False, True])
 def test_a_value_that_cannot_be_stored_is_refused_naming_key_group_state_and_key(tmp_path, on_disk):
     """In memory at the next snapshot; on disk at once, as it is encoded when written."""
@@ -377,6 +398,6 @@ def test_a_state_never_snapshotted_notes_no_changes():
     for key in range(100):
         state.at(key)
         count.set(key)
-    assert state.changes == {}
+    assert not state.changed()
     state.at(7)
     assert count.get() == 7
