@@ -6,7 +6,7 @@ The workload (bench/state_fns.py): K keys, first each key once (the state filled
 the key and the count; the output sums the counts, and the bench checks the sum on both sides.
 Every input makes its events as it is read, inside the clock.
 
-- The engine: one peer group in this process (input, keyed fn, output: one peer each), the fn's
+- The engine: one peer group (input, keyed fn, output: one peer each), the fn's
   count in the keyed state the engine keeps, on each of --backends (memory; disk, an embedded
   RocksDB in a directory), checkpoints every --barrier-period seconds into a directory, against
   the same job with no checkpoints.
@@ -17,15 +17,15 @@ Every input makes its events as it is read, inside the clock.
   snapshot per checkpoint (mean of the ``onyx_checkpoint_size_bytes`` histogram) next to the
   events per checkpoint (each changes one key once the state is filled), and the mean
   checkpoint duration (barrier to commit).
-- Bytewax 0.21, one worker in this process: the same events through ``stateful_map`` with its
+- Bytewax 0.21, one worker: the same events through ``stateful_map`` with its
   SQLite recovery at the same epoch interval, against no recovery, for K up to --bytewax-keys
   (with a million keys a run of 3 M events did not finish in 9 minutes when measured before).
 
-Each contender runs --repeat times, taking turns; every run's figure is printed, so each side's
-spread shows. Each run's peak resident memory is the process's (VmHWM, reset before the run):
-it includes what the process held before (the interpreter, its libraries, what earlier runs
-left allocated), so it compares sides of one K rather than measuring state alone
-(bench/state_backends.py measures the stores alone in processes of their own).
+Each contender runs --repeat times, taking turns, each run in a fresh interpreter of its own
+(what a run leaves in a process would slow the next); every run's figure is printed, so each
+side's spread shows. Each run's peak resident memory is its process's (VmHWM): the
+interpreter and its libraries besides the state, so it compares sides of one K rather than
+measuring state alone (bench/state_backends.py measures the stores alone).
 
 Then the state held against memory (``held``): --held-keys keys of --pad-bytes each, on each
 backend, each run in a process of its own; ``{memory,disk}_state_to_rss_ratio`` is the pad
@@ -43,15 +43,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -191,7 +192,7 @@ class Tally:
 
 
 def bytewax_run(events: int, keys: int, period: float | None) -> Run:
-    """The workload on Bytewax in this process, one worker; with ``period``, its SQLite
+    """The workload on Bytewax in the calling process, one worker; with ``period``, its SQLite
     recovery (a fresh directory of one partition) at that epoch interval."""
     import bytewax.operators as op  # noqa: PLC0415
     from bytewax.dataflow import Dataflow  # noqa: PLC0415
@@ -289,11 +290,15 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         name = label(keys)
         contenders: dict[str, Callable[[], Run]] = {}
         for backend in args.backends:
-            contenders[f"{backend}_on"] = partial(engine_run, args.events, keys, period, backend)
-            contenders[f"{backend}_off"] = partial(engine_run, args.events, keys, None, backend)
+            contenders[f"{backend}_on"] = partial(
+                isolated, engine_run, args.events, keys, period, backend
+            )
+            contenders[f"{backend}_off"] = partial(
+                isolated, engine_run, args.events, keys, None, backend
+            )
         if bytewax_available() and keys <= args.bytewax_keys:
-            contenders["bytewax_on"] = lambda k=keys: bytewax_run(args.events, k, period)
-            contenders["bytewax_off"] = lambda k=keys: bytewax_run(args.events, k, None)
+            contenders["bytewax_on"] = partial(isolated, bytewax_run, args.events, keys, period)
+            contenders["bytewax_off"] = partial(isolated, bytewax_run, args.events, keys, None)
         runs = taking_turns(args.repeat, contenders)
         rates = {side: spread([after_fill(r) for r in made]) for side, made in runs.items()}
         whole = {side: spread([r.rate for r in made]) for side, made in runs.items()}
@@ -335,25 +340,27 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     return figures
 
 
+def isolated(run: Callable[..., Run], *args: Any, environ: dict[str, str] | None = None) -> Run:
+    """``run(*args)`` in a fresh interpreter of its own (with ``environ`` added to its
+    environment): what a run leaves behind in a process (a heap grown and not given back, the
+    collector's generations, idle threads) neither slows the next run nor counts in its peak
+    memory. In one process taking turns, the runs without checkpoints ran about a sixth slower
+    after one with them at a million keys, which made the ratio look better than it is."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=context, initializer=_environ,
+                             initargs=(environ or {},)) as pool:  # fmt: skip
+        return pool.submit(run, *args).result()
+
+
+def _environ(environ: dict[str, str]) -> None:
+    os.environ.update(environ)
+
+
 def held_run(args: argparse.Namespace, backend: str) -> Run:
-    """One run of ``held`` in a process of its own, so that its peak memory is its own and not
-    what an earlier run left allocated in this one."""
-    command = [
-        sys.executable,
-        __file__,
-        "--held-run",
-        backend,
-        "--held-keys",
-        str(args.held_keys),
-        "--pad-bytes",
-        str(args.pad_bytes),
-        "--barrier-period",
-        str(args.barrier_period),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)  # fmt: skip
-    if done.returncode != 0:
-        raise RuntimeError(f"the {backend} run of the held state failed: {done.stderr[-2000:]}")
-    return Run(**json.loads(done.stdout.splitlines()[-1]))
+    """One run of ``held``: the keys filled and each changed once, with checkpoints."""
+    keys, environ = args.held_keys, {"BENCH_STATE_PAD_BYTES": str(args.pad_bytes)}
+    return isolated(engine_run, keys, keys, args.barrier_period, backend, "PaddedCount",
+                    environ=environ)  # fmt: skip
 
 
 def held(args: argparse.Namespace) -> dict[str, Any]:
@@ -431,14 +438,7 @@ def main() -> None:
     )
     parser.add_argument("--pad-bytes", type=int, default=1024,
                         help="bytes each of those keys holds besides its count")  # fmt: skip
-    parser.add_argument("--held-run", choices=("memory", "disk"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.held_run:
-        os.environ["BENCH_STATE_PAD_BYTES"] = str(args.pad_bytes)
-        keys, period = args.held_keys, args.barrier_period
-        run = engine_run(keys, keys, period, args.held_run, "PaddedCount")
-        print(json.dumps(asdict(run)))
-        return
     figures = measure(args)
     print(json.dumps(figures))
 

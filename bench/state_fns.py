@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from peer.values.epoch import Epoch
 
 STRIDE = 7919
-PAD_BYTES = int(os.environ.get("BENCH_STATE_PAD_BYTES", "1024"))
 
 
 def key_of(i: int, keys: int) -> int:
@@ -50,18 +49,19 @@ class KeyedCount:
 
 
 class PaddedCount(KeyedCount):
-    """``KeyedCount`` holding PAD_BYTES (the environment's BENCH_STATE_PAD_BYTES) of
+    """``KeyedCount`` holding the environment's BENCH_STATE_PAD_BYTES (1,024 if unset) of
     incompressible bytes per key besides, written when the key is first seen: a state many
     times larger than its counts, for the state held against the process's memory."""
 
     def open(self, state: Any) -> None:
         super().open(state)
         self.pad = state.value_state("pad")
+        self.pad_bytes = int(os.environ.get("BENCH_STATE_PAD_BYTES", "1024"))
 
     def __call__(self, segment: dict[str, Any]) -> dict[str, Any]:
         out = super().__call__(segment)
         if out["count"] == 1:
-            self.pad.set(os.urandom(PAD_BYTES))
+            self.pad.set(os.urandom(self.pad_bytes))
         return out
 
 
