@@ -582,7 +582,7 @@ def _job_parser(commands: argparse._SubParsersAction) -> None:
     job = commands.add_parser("job", help="submit, list, follow and kill jobs")
     job_commands = job.add_subparsers(dest="job_command", required=True, parser_class=Parser)
     submit = job_commands.add_parser("submit", help="submit a job file; prints its id")
-    submit.add_argument("file", type=Path, metavar="FILE", help="the job, as YAML or JSON")
+    submit.add_argument("file", type=Path, metavar="FILE", help="the job: YAML, JSON or .py")
     submit.add_argument(
         "--id", metavar="ID", help="the job's id; none takes the job's own, or a fresh one"
     )
@@ -725,7 +725,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run", help="run a job (or, without FILE, form a ring) on a local cluster"
     )
     run.add_argument(
-        "file", type=Path, nargs="?", metavar="FILE", help="the job, as YAML or JSON (none: a ring)"
+        "file", type=Path, nargs="?", metavar="FILE", help="the job: YAML, JSON, .py (none: a ring)"
     )
     run.add_argument(
         "--groups",

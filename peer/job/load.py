@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import runpy
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from pathlib import Path
@@ -95,16 +96,37 @@ def _too_deep(what: str) -> NoReturn:
 
 
 def from_file(path: str | os.PathLike[str]) -> Job:
-    """By suffix: ``.yaml`` and ``.yml`` are YAML, ``.json`` is JSON."""
+    """By suffix: ``.yaml`` and ``.yml`` are YAML, ``.json`` is JSON, ``.py`` Python that
+    defines ``job`` (peer.job.flow)."""
     path = Path(path)
+    if path.suffix.lower() == ".py":
+        return from_python(path)
     parse = {".yaml": from_yaml, ".yml": from_yaml, ".json": from_json}.get(path.suffix.lower())
     if parse is None:
-        fail("job", f"file {str(path)!r} is neither .yaml, .yml nor .json")
+        fail("job", f"file {str(path)!r} is neither .yaml, .yml, .json nor .py")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         fail("job", f"cannot read {str(path)!r}: {e}")
     return parse(text)
+
+
+def from_python(path: Path) -> Job:
+    """The ``job`` a Python file defines at module level (a ``Flow`` or a ``Job``), run as a
+    module of the directory the command runs in would be, checked as any job is."""
+    try:
+        defined: Any = runpy.run_path(str(path), run_name=path.stem).get("job")
+    except JobError:
+        raise
+    except Exception as e:  # the file's own code failed: say so, not where
+        fail("job", f"{str(path)!r} failed: {type(e).__name__}: {e}")
+    build = getattr(defined, "job", None)
+    if callable(build):
+        defined = build()
+    if not isinstance(defined, Job):
+        fail("job", f"{str(path)!r} defines no job (a Flow or a Job named 'job' at module "
+                    f"level), got {type(defined).__name__}")  # fmt: skip
+    return validate(defined)
 
 
 def from_dict(doc: Any, *, imports: bool = True) -> Job:

@@ -74,7 +74,8 @@ def test_from_file_by_suffix(tmp_path, suffix):
 
 
 def test_from_file_refuses_unknown_suffix(tmp_path):
-    with pytest.raises(JobError, match=r"^job: file '.*wc\.txt' is neither .yaml, .yml nor .json$"):
+    neither = r"is neither .yaml, .yml, .json nor .py$"
+    with pytest.raises(JobError, match=r"^job: file '.*wc\.txt' " + neither):
         from_file(tmp_path / "wc.txt")
 
 

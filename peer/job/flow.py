@@ -1,0 +1,148 @@
+"""A job written as Python code: the same ``Job`` value a YAML file loads into, built step by
+step, for those who write pipelines as code.
+
+    from peer.job.flow import Flow
+
+    flow = Flow("word count", barrier_period=1.0)
+    lines = flow.input("read", "peer.plugins.jsonl:input", path="lines.jsonl", max_peers=1)
+    words = lines.map("split", split)                 # a function, or "module:name"
+    counts = words.map("count", group_by_key="word")  # segments reach it by key
+    counts.window("words", "global", aggregation="count").trigger("watermark", emit=total)
+    counts.output("write", "peer.plugins.jsonl:output", path="out/counts.jsonl")
+    job = flow.job()
+
+Each step names its task and returns what the next steps read from. A function given as a
+callable is named by its module and qualified name, so it must be importable where the job
+runs: a module-level function or class, not a lambda or one defined in a script run as
+``__main__``. A task's own settings (``n_peers``, ``batch_size``, ``group_by_key``, ...: the
+keys a catalog entry takes, ``peer.job.spec.Task``) are keyword arguments of each step; the
+other keyword arguments of ``input`` and ``output`` are their plugin's params, and a
+function's params go in ``params={...}``. ``flow.job()`` checks the whole job as a file is
+checked (``peer.job.validate``), and ``flow.to_yaml()`` writes the YAML the cluster stores.
+
+A file of Python that defines ``job`` (a ``Flow`` or a ``Job``) at module level is a job file
+like a YAML one: ``onyx run q1.py``, ``onyx job submit q1.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import fields
+from typing import Any
+
+import yaml
+
+from peer.job.spec import Job, JobError, Task, Trigger, Window
+from peer.job.validate import validate
+
+TASK_SETTINGS = frozenset(f.name for f in fields(Task)) - {"name", "kind", "fn", "plugin",
+                                                          "params"}  # fmt: skip
+"""A task's own settings: every other keyword of ``input`` and ``output`` is a plugin param."""
+
+Code = str | Callable[..., Any] | type
+
+
+def dotted(code: Code, what: str) -> str:
+    """``code`` as the dotted path a job names it by: a string as given, else the module and
+    qualified name of a function or class that can be imported by them."""
+    if isinstance(code, str):
+        return code
+    module, name = getattr(code, "__module__", None), getattr(code, "__qualname__", None)
+    if not module or not name or "<" in name or module == "__main__":
+        raise JobError(f"{what}: {code!r} cannot be named by an import path (a module-level "
+                       "function or class of an importable module can; or give its path as "
+                       "'module:name')")  # fmt: skip
+    return f"{module}:{name}"
+
+
+class Flow:
+    """A job under construction: its tasks, the edges between them, windows and triggers;
+    ``job_options`` are the job's own settings (``barrier_period``, ``local_recovery``, ...)."""
+
+    def __init__(self, name: str | None = None, **job_options: Any) -> None:
+        self.options = {"name": name, **job_options}
+        self.tasks: dict[str, Task] = {}
+        self.edges: list[tuple[str, str]] = []
+        self.windows: list[Window] = []
+        self.triggers: list[Trigger] = []
+
+    def input(self, name: str, plugin: Code, **settings: Any) -> Stream:
+        """An input task reading through ``plugin``."""
+        self._add(name, "input", plugin=dotted(plugin, f"task {name!r} plugin"), **settings)
+        return Stream(self, name)
+
+    def _add(self, name: str, kind: str, **settings: Any) -> None:
+        if name in self.tasks:
+            raise JobError(f"task {name!r} is defined twice in the flow")
+        own = {k: v for k, v in settings.items() if k in TASK_SETTINGS or k in ("fn", "plugin")}
+        params = {k: v for k, v in settings.items() if k not in own}
+        if params and kind == "function":
+            raise JobError(f"task {name!r} has no setting {sorted(params)[0]!r} (a function's "
+                           "params go in params={...})")  # fmt: skip
+        self.tasks[name] = Task(name, kind, params=own.pop("params", None) or params, **own)
+
+    def job(self) -> Job:
+        """The job, checked as a loaded file is."""
+        return validate(Job(tuple(self.edges), tuple(self.tasks.values()),
+                            windows=tuple(self.windows), triggers=tuple(self.triggers),
+                            **self.options))  # fmt: skip
+
+    def to_yaml(self) -> str:
+        """The job as the YAML a file holds and the cluster stores."""
+        return yaml.safe_dump(self.job().to_dict(), sort_keys=False)
+
+
+class Stream:
+    """What task ``name`` of ``flow`` gives, for the tasks that read it."""
+
+    def __init__(self, flow: Flow, name: str) -> None:
+        self.flow, self.name = flow, name
+
+    def map(self, name: str, fn: Code | None = None, **settings: Any) -> Stream:
+        """A function task applying ``fn`` to each segment (or batch, with ``engine``) it
+        reads from here; with no ``fn`` it passes segments on (for windows)."""
+        if fn is not None:
+            settings["fn"] = dotted(fn, f"task {name!r} fn")
+        self.flow._add(name, "function", **settings)
+        return self._to(name)
+
+    def output(self, name: str, plugin: Code, **settings: Any) -> None:
+        """An output task writing what it reads from here through ``plugin``."""
+        self.flow._add(name, "output", plugin=dotted(plugin, f"task {name!r} plugin"),
+                       **settings)  # fmt: skip
+        self._to(name)
+
+    def into(self, other: Stream) -> Stream:
+        """Send what this gives to ``other``'s task as well: a task reading several."""
+        self.flow.edges.append((self.name, other.name))
+        return other
+
+    def window(self, id: str, type: str, **settings: Any) -> WindowStep:
+        """A window over what this task receives (``peer.job.spec.Window``: ``key``,
+        ``range``, ``slide``, ``gap``, ``aggregation``, ``field``, ``ttl``); the aggregation
+        may be given as a class."""
+        aggregation = settings.pop("aggregation", "collect")
+        window = Window(id, self.name, type, dotted(aggregation, f"window {id!r} aggregation"),
+                        **settings)  # fmt: skip
+        self.flow.windows.append(window)
+        return WindowStep(self.flow, id)
+
+    def _to(self, name: str) -> Stream:
+        self.flow.edges.append((self.name, name))
+        return Stream(self.flow, name)
+
+
+class WindowStep:
+    """A window of a flow, for its triggers."""
+
+    def __init__(self, flow: Flow, id: str) -> None:
+        self.flow, self.id = flow, id
+
+    def trigger(self, on: str, *, emit: Code | None = None, predicate: Code | None = None,
+                sync: Code | None = None, **settings: Any) -> WindowStep:  # fmt: skip
+        """When the window emits (``peer.job.spec.Trigger``); code as callables or paths."""
+        named: dict[str, Any] = {key: dotted(code, f"window {self.id!r} trigger {key}")
+                 for key, code in (("emit", emit), ("predicate", predicate), ("sync", sync))
+                 if code is not None}  # fmt: skip
+        self.flow.triggers.append(Trigger(self.id, on, **named, **settings))
+        return self
