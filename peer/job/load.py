@@ -9,6 +9,7 @@ are held to the same checks and end up equal.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import runpy
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NoReturn
 
 import yaml
@@ -112,10 +114,12 @@ def from_file(path: str | os.PathLike[str]) -> Job:
 
 
 def from_python(path: Path) -> Job:
-    """The ``job`` a Python file defines at module level (a ``Flow`` or a ``Job``), run as a
-    module of the directory the command runs in would be, checked as any job is."""
+    """The ``job`` a Python file defines at module level (a ``Flow`` or a ``Job``), checked as
+    any job is. A file under the directory the command runs in is imported as the module its
+    path names there (``examples/nexmark/q1.py``: ``examples.nexmark.q1``), so that the
+    functions it defines are named by a path the job's peers import too; another is run."""
     try:
-        defined: Any = runpy.run_path(str(path), run_name=path.stem).get("job")
+        defined: Any = vars(_module_of(path)).get("job")
     except JobError:
         raise
     except Exception as e:  # the file's own code failed: say so, not where
@@ -127,6 +131,20 @@ def from_python(path: Path) -> Job:
         fail("job", f"{str(path)!r} defines no job (a Flow or a Job named 'job' at module "
                     f"level), got {type(defined).__name__}")  # fmt: skip
     return validate(defined)
+
+
+def _module_of(path: Path) -> ModuleType:
+    """The module of ``path``: imported by its dotted path under the current directory, else
+    run from the file."""
+    try:
+        relative = path.resolve().relative_to(Path.cwd())
+    except ValueError:
+        relative = None
+    if relative is None or not all(part.isidentifier() for part in relative.with_suffix("").parts):
+        module = ModuleType(path.stem)
+        vars(module).update(runpy.run_path(str(path), run_name=path.stem))
+        return module
+    return importlib.import_module(".".join(relative.with_suffix("").parts))
 
 
 def from_dict(doc: Any, *, imports: bool = True) -> Job:
