@@ -26,7 +26,7 @@ ENGINES = ("python", "arrow", "spark")
 FLUX_POLICIES = ("kill", "continue", "recover")
 HOOKS = ("before_task", "after_task", "before_batch", "after_batch")
 WINDOW_TYPES = ("fixed", "sliding", "global", "session")
-AGGREGATIONS = ("count", "sum", "min", "max", "average", "collect", "collect_by_key")
+AGGREGATIONS = ("count", "sum", "min", "max", "average", "collect", "collect_by_key", "top")
 AGGREGATION_METHODS = ("init", "create_state_update", "apply_state_update", "merge", "value")
 TRIGGER_ONS = ("segment", "timer", "watermark", "punctuation")
 REFINEMENTS = ("accumulating", "discarding")
@@ -194,9 +194,10 @@ class Window:
     time; ``range`` and ``slide`` shape fixed and sliding extents, ``gap`` closes a session;
     ``field`` is what sum, min, max and average aggregate and what collect_by_key groups by.
     ``aggregation`` is a built-in name or a dotted path to an object with the methods of
-    ``AGGREGATION_METHODS`` (see ``peer.state.aggregations``). With ``ttl`` (a task that groups
-    only), a key whose extents took no segment for that many seconds of processing time is
-    forgotten, unfired."""
+    ``AGGREGATION_METHODS`` (see ``peer.state.aggregations``); ``top`` is how many of the
+    highest values of ``field`` the ``top`` aggregation keeps the segments of (1: the arg-max),
+    ties included. With ``ttl`` (a task that groups only), a key whose extents took no segment
+    for that many seconds of processing time is forgotten, unfired."""
 
     id: str
     task: str
@@ -208,6 +209,7 @@ class Window:
     gap: float | None = None
     field: str | None = None
     ttl: float | None = None
+    top: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _non_defaults(self)

@@ -53,7 +53,7 @@ EXTENT_FIELDS = {
     "session": ("key", "gap"),
 }
 """What each window type needs; each of these fields means nothing to the other types."""
-FIELD_AGGREGATIONS = ("sum", "min", "max", "average", "collect_by_key")
+FIELD_AGGREGATIONS = ("sum", "min", "max", "average", "collect_by_key", "top")
 """The built-in aggregations that read ``field``; count and collect take whole segments."""
 TRIGGER_FIELDS = {"threshold": "segment", "period": "timer", "predicate": "punctuation"}
 """The trigger field each ``on`` needs, and means nothing to the others."""
@@ -693,6 +693,10 @@ def _check_aggregation(window: Window, where: str) -> None:
         users = _listing((*FIELD_AGGREGATIONS, "user"))
         fail(where, f"field is only for {users} aggregations, not {name}")
     _field_name(where, "field", window.field, optional=True)
+    if name == "top":
+        _count(where, "top", window.top)
+    elif window.top is not None:
+        fail(where, f"top is only for the top aggregation, not {name}")
 
 
 def _is_path(path: str) -> bool:

@@ -149,6 +149,38 @@ class CollectByKey:
         return {key: list(segments) for key, segments in state.items()}
 
 
+class Top:
+    """The segments with the ``window.top`` highest values of ``window.field``, ties included:
+    every segment whose value is at least the ``top``-th highest (as SQL's RANK() <= top), so
+    that ``top: 1`` keeps every segment of the greatest value (an arg-max). The state holds
+    them highest first, those of one value in the order they came; a segment whose value is
+    below the cut is dropped as it comes, so the state holds ``top`` segments and their ties."""
+
+    def init(self, window: Window) -> list[Any]:
+        return []
+
+    def create_state_update(self, window: Window, state: Any, segment: Any) -> Any:
+        return segment
+
+    def apply_state_update(self, window: Window, state: Any, update: Any) -> Any:
+        return self._cut(window, [*state, update])
+
+    def merge(self, window: Window, a: Any, b: Any) -> Any:
+        return self._cut(window, [*a, *b])
+
+    @staticmethod
+    def _cut(window: Window, held: list[Any]) -> list[Any]:
+        field, top = window.field, window.top or 1
+        held.sort(key=lambda segment: segment[field], reverse=True)  # stable: ties keep order
+        if len(held) <= top:
+            return held
+        cut = held[top - 1][field]
+        return [segment for segment in held if segment[field] >= cut]
+
+    def value(self, state: Any) -> Any:
+        return list(state)
+
+
 BUILT_INS: dict[str, Aggregation] = {
     "count": Count(),
     "sum": Sum(),
@@ -157,6 +189,7 @@ BUILT_INS: dict[str, Aggregation] = {
     "average": Average(),
     "collect": Collect(),
     "collect_by_key": CollectByKey(),
+    "top": Top(),
 }
 
 

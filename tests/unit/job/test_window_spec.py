@@ -115,7 +115,7 @@ def test_a_job_without_windows_writes_none():
         (
             lambda d: window(d, "trend").update(size=3),
             "window 'trend': unknown key 'size' (allowed: aggregation, field, gap, id, key, "
-            "range, slide, task, ttl, type)",
+            "range, slide, task, top, ttl, type)",
         ),
         (lambda d: d["windows"][0].update(id=7), "window 0: id must be a non-empty string, got 7"),
         (
@@ -186,12 +186,14 @@ def test_a_job_without_windows_writes_none():
         (
             lambda d: window(d, "trend").update(aggregation="avg"),
             "window 'trend': aggregation 'avg' is neither one of 'count', 'sum', 'min', 'max', "
-            "'average', 'collect', 'collect_by_key' nor a dotted path to a user aggregation",
+            "'average', 'collect', 'collect_by_key', 'top' nor a dotted path to a user "
+            "aggregation",
         ),
         (
             lambda d: window(d, "trend").update(aggregation=["sum"]),
             "window 'trend': aggregation ['sum'] is neither one of 'count', 'sum', 'min', 'max', "
-            "'average', 'collect', 'collect_by_key' nor a dotted path to a user aggregation",
+            "'average', 'collect', 'collect_by_key', 'top' nor a dotted path to a user "
+            "aggregation",
         ),
         (
             lambda d: window(d, "trend").pop("field"),
@@ -203,8 +205,16 @@ def test_a_job_without_windows_writes_none():
         ),
         (
             lambda d: window(d, "per-minute").update(field="n"),
-            "window 'per-minute': field is only for sum, min, max, average, collect_by_key and "
-            "user aggregations, not count",
+            "window 'per-minute': field is only for sum, min, max, average, collect_by_key, top "
+            "and user aggregations, not count",
+        ),
+        (
+            lambda d: window(d, "trend").update(aggregation="top", top=0),
+            "window 'trend': top must be an int >= 1, got 0",
+        ),
+        (
+            lambda d: window(d, "trend").update(top=3),
+            "window 'trend': top is only for the top aggregation, not sum",
         ),
         (
             lambda d: window(d, "trend").update(field=3),

@@ -19,7 +19,8 @@ from tests.unit.state import state_fns
 
 USER = "tests.unit.state.state_fns:DISTINCT"
 NAMES = [*AGGREGATIONS, USER]
-FIELDS = {"sum": "v", "min": "v", "max": "v", "average": "v", "collect_by_key": "k", USER: "k"}
+FIELDS = {"sum": "v", "min": "v", "max": "v", "average": "v", "collect_by_key": "k", "top": "v",
+          USER: "k"}  # fmt: skip
 
 segments = st.lists(
     st.fixed_dictionaries({"v": st.integers(-1000, 1000), "k": st.sampled_from("abc")}),
@@ -28,7 +29,9 @@ segments = st.lists(
 
 
 def window(name: str) -> Window:
-    return Window("w", "t", "global", name, field=FIELDS.get(name))
+    return Window(
+        "w", "t", "global", name, field=FIELDS.get(name), top=2 if name == "top" else None
+    )
 
 
 def fold(name: str, segs: list[Any]) -> Any:
@@ -47,11 +50,20 @@ def merge(name: str, a: Any, b: Any) -> Any:
 def unordered(name: str, state: Any) -> Any:
     """The state with collected segments in one order: collect keeps arrival order, which a
     merge of a split cannot know."""
-    if name == "collect":
+    if name in ("collect", "top"):  # top keeps the arrival order of ties
         return sorted(state, key=lambda s: json.dumps(s, sort_keys=True))
     if name == "collect_by_key":
         return {k: unordered("collect", v) for k, v in sorted(state.items())}
     return state
+
+
+@given(segments)
+def test_top_keeps_every_segment_of_the_two_highest_ranks(segs):
+    """As SQL's RANK() <= 2: a segment is kept when fewer than two others are higher."""
+    kept = fold("top", segs)
+    expected = [s for s in segs if sum(o["v"] > s["v"] for o in segs) < 2]
+    assert unordered("top", kept) == unordered("top", expected)
+    assert [s["v"] for s in kept] == sorted((s["v"] for s in kept), reverse=True)
 
 
 def test_every_built_in_is_there():
@@ -106,6 +118,7 @@ def test_values():
         "average": 2.0,
         "collect": segs,
         "collect_by_key": {"a": [segs[0], segs[2]], "b": [segs[1]]},
+        "top": [segs[2], segs[0]],
         USER: ["a", "b"],
     }
     empty = {name: aggregation(window(name)).value(fold(name, [])) for name in NAMES}
@@ -117,6 +130,7 @@ def test_values():
         "average": None,
         "collect": [],
         "collect_by_key": {},
+        "top": [],
         USER: [],
     }
 
