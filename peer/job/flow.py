@@ -41,6 +41,9 @@ TASK_SETTINGS = frozenset(f.name for f in fields(Task)) - {"name", "kind", "fn",
 
 Code = str | Callable[..., Any] | type
 
+CODE_SETTINGS = ("group_by_fn", "assign_watermark_fn")
+"""A task's settings that name code, which may be given as callables too."""
+
 
 def dotted(code: Code, what: str) -> str:
     """``code`` as the dotted path a job names it by: a string as given, else the module and
@@ -74,6 +77,9 @@ class Flow:
     def _add(self, name: str, kind: str, **settings: Any) -> None:
         if name in self.tasks:
             raise JobError(f"task {name!r} is defined twice in the flow")
+        for setting in CODE_SETTINGS:
+            if settings.get(setting) is not None:
+                settings[setting] = dotted(settings[setting], f"task {name!r} {setting}")
         own = {k: v for k, v in settings.items() if k in TASK_SETTINGS or k in ("fn", "plugin")}
         params = {k: v for k, v in settings.items() if k not in own}
         if params and kind == "function":
