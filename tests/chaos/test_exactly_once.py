@@ -8,7 +8,6 @@ import json
 import random
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ import yaml
 from peer import api
 from peer.runtime.checkpoints import Commits
 from peer.runtime.placement import placements
-from tests.integration.test_scheduler_servers import SchedulerProcess
 from tests.support import onyx, wait_for
 
 pytestmark = pytest.mark.integration
@@ -79,50 +77,6 @@ def failure_free(base: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> list[str]:
     return failure_free(tmp_path_factory.mktemp("reference"))
-
-
-SCALE_MODES = ["--join-direct", "--epidemic-log", "--async-allocation", "--workers", "2"]
-"""The coordination modes built for large clusters (peer.cluster.modes), besides scheduling
-servers, which need a server to ask: each group is a member running its peers in two worker
-processes, as on a machine of two cores."""
-
-
-@pytest.fixture(params=["classic"])
-def modes(request, tmp_path) -> Iterator[list[str]]:
-    """The coordination options of the cluster's groups. "at scale" is every mode built for
-    large clusters, with a scheduling server of their own: the replacements of killed groups
-    join directly, every group learns the log by gossip, and a kill takes a member with its
-    workers."""
-    if request.param == "classic":
-        yield []
-        return
-    server = SchedulerProcess(tmp_path)
-    yield [*SCALE_MODES, "--scheduler-servers", server.address]
-    server.kill()
-
-
-@pytest.fixture
-def pace() -> float:
-    """Seconds the job's count task sleeps every hundred events (tests.chaos.pacing)."""
-    return 0.02
-
-
-@pytest.fixture
-def paced(pace, monkeypatch) -> None:
-    """The pace, for the peers started after it."""
-    monkeypatch.setenv("ONYX_TEST_PACE", str(pace))
-
-
-@pytest.fixture
-def cluster(modes, paced, start_peer, zookeeper, tenancy, *, tmp_path):
-    """Three groups of two peers with a paced job's code, and a client on their log."""
-    extra = ["--auto-down-unreachable-after", "1", "--state-dir", str(tmp_path / "state")]
-    options = {"vpeers": 2, "extra": [*extra, *modes]}
-    groups = [start_peer(**options) for _ in range(3)]
-    store = api.connect(zookeeper.address, tenancy, create=True)
-    wait_for(lambda: len(api.replica(store).peers) >= 6, 60, "6 peers")
-    yield groups, lambda: groups.append(start_peer(**options)), store
-    store.close()
 
 
 @pytest.mark.parametrize(
