@@ -98,6 +98,11 @@ SEGMENTS_IN = Counter(
     "Segments a task's peers in this group took in: polled by an input, received by others",
     JOB_TASK,
 )
+LATE_SEGMENTS = Counter(
+    "onyx_window_late_segments",
+    "Segments a window dropped as late (their event time behind its task's watermark)",
+    (*JOB_TASK, "window"),
+)
 SEGMENTS_OUT = Counter(
     "onyx_task_segments_out",
     "Segments a task's peers in this group sent on, or wrote out for an output",

@@ -45,6 +45,7 @@ from typing import Any
 
 from peer.job.spec import Job, Trigger, Window
 from peer.job.values import canonical
+from peer.metrics import LATE_SEGMENTS
 from peer.state.aggregations import aggregation, fields_read
 from peer.state.backends import Entry
 from peer.state.keyed import KeyedState, Ttl
@@ -164,8 +165,12 @@ class WindowState:
     """One window of the task: its slots per key, in ``held``, and its triggers. A firing works
     on the slots it was handed, and puts them back when it changed them."""
 
-    def __init__(self, window: Window, triggers: list[Trigger], task: str, held: Extents) -> None:
+    def __init__(
+        self, window: Window, triggers: list[Trigger], task: str, held: Extents, job: str = ""
+    ) -> None:
         self.window = window
+        self.late = LATE_SEGMENTS.labels(job, task, window.id)
+        """The segments it dropped as late, as a metric."""
         self.aggregation = aggregation(window)
         self.triggers = [arm(trigger) for trigger in triggers]
         self.task = task
@@ -354,7 +359,8 @@ class TaskState:
         self.key_of = key_of
         self.windows = [
             WindowState(window, [t for t in job.triggers if t.window == window.id], task,
-                        HeapExtents() if keyed is None else KeyedExtents(keyed, window))
+                        HeapExtents() if keyed is None else KeyedExtents(keyed, window),
+                        job.id or "")
             for window in job.windows
             if window.task == task
         ]  # fmt: skip
@@ -386,6 +392,7 @@ class TaskState:
                 t = window.time(segment)
                 if t is not None and t < self.mark:
                     self.late += 1
+                    window.late.inc()
                     continue
                 out += window.add(segment, t, key, name)
         return out + self.tick(now)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from prometheus_client import REGISTRY
+
 from peer.job.spec import Trigger, Window
 from tests.unit.state import state_fns
 from tests.unit.state.windowed import FNS, closed, seg, state
@@ -70,6 +72,11 @@ def test_watermark_fires_each_extent_once_and_drops_it():
     assert s.snapshot() == {"watermark": 20, "windows": {"w": []}}
 
 
+def late_metric(window: str) -> float:
+    labels = {"onyx_job": "j", "task": "agg", "window": window}
+    return REGISTRY.get_sample_value("onyx_window_late_segments_total", labels) or 0.0
+
+
 def test_late_segments_are_counted_and_dropped():
     s = state((SUM,), (ON_WATERMARK,))
     closed(s.watermark(20))
@@ -81,9 +88,12 @@ def test_late_segments_are_counted_and_dropped():
 def test_late_is_counted_per_window_with_event_time():
     windows = (SUM, Window("g", "agg", "global", "count"))
     s = state(windows, (ON_WATERMARK, Trigger("g", "watermark")))
+    before = late_metric("w")
     closed(s.watermark(10))
     assert s.apply([seg("a", 5), seg("a", 15)], now=0) == []
     assert s.late == 1
+    assert late_metric("w") == before + 1, "as a metric too"
+    assert late_metric("g") == 0, "a global window has no event time"
     assert closed(s.finish()) == [
         fired("a", 10, 20, 1),
         fired("a", -math.inf, math.inf, 2, window="g"),
