@@ -1,0 +1,295 @@
+"""Nexmark's queries: events per second per core on the engine, against Bytewax 0.21 in the
+same run, with Flink 1.13's published per-core figures printed beside.
+
+Each query (examples/nexmark) runs over --events generated events (the generator inside the
+clock: events are made as the input reads them), in order (``out_of_order_group_size`` 1), on
+one peer group in a fresh interpreter of its own, with checkpoints every --barrier-period
+seconds into a directory, its answer written to a sink that counts it (the null output). A
+run's figure is its events over the CPU seconds its process used from submit to completion
+(all its threads and children: what Flink's "throughput per core" divides by), and the
+answer's rows are checked against DuckDB's count over the same events.
+
+Bytewax, the baseline: the same queries it can express here (q0, q1, q2 and q7) over the same
+generator's events, one worker in a fresh interpreter, with its SQLite recovery at the same
+epoch interval, its answer counted and checked alike. q5 is not written on Bytewax yet, and its
+ratio is null.
+
+Flink's figures are the nexmark project's published results for Flink 1.13 (8 workers of 8
+cores, RocksDB, exactly once, 100 M events at 10 M/s): not measured here, and printed only
+beside the engine's for a sense of scale; ``q{N}_ratio_to_flink_per_core`` divides by them.
+
+Not covered yet: latency (p50 and p99 at half the highest rate), q3, q4, q6 and q8 (they need
+stream joins), and Bytewax's q5.
+
+Run: .venv-bench/bin/python bench/nexmark.py [--events 300000] [--repeat 3]
+     [--queries q0 q1 q2 q5 q7] [--barrier-period 1]
+The last line of output is one JSON document holding every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.dataplane import taking_turns  # noqa: E402
+from bench.state import isolated  # noqa: E402
+from examples.nexmark import oracle  # noqa: E402
+from peer import api  # noqa: E402
+from peer.cluster.local import LocalCluster  # noqa: E402
+from peer.metrics import segments_in  # noqa: E402
+from peer.nexmark.config import NexmarkConfig  # noqa: E402
+from peer.nexmark.events import event  # noqa: E402
+
+SETTINGS = {"seed": 1}
+"""The generator's settings besides the count: in order, its defaults."""
+
+FLINK_PER_CORE = {"q0": 155_020, "q1": 157_940, "q2": 175_210, "q3": 152_120, "q4": 34_330,
+                  "q5": 22_140, "q7": 12_330, "q8": 146_140}  # fmt: skip
+"""Events per second per core, Flink 1.13, from the nexmark project's published results."""
+
+BYTEWAX_QUERIES = ("q0", "q1", "q2", "q7")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run: its events, the CPU seconds and wall seconds they took, the rows answered."""
+
+    events: int
+    cpu_s: float
+    wall_s: float
+    rows: int
+
+    @property
+    def per_core(self) -> float:
+        return self.events / self.cpu_s
+
+
+def cpu_seconds() -> float:
+    """This process's CPU time so far, its threads and its reaped children's."""
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def engine_run(query: str, events: int, period: float | None) -> Run:
+    """The query on one peer group, its answer counted by the null output."""
+    module = importlib.import_module(f"examples.nexmark.{query}")
+    job = module.flow(events, "unused", barrier_period=period, **SETTINGS).job()
+    counted = tuple(
+        replace(task, plugin="peer.plugins.null:output", params={})
+        if task.kind == "output" else task
+        for task in job.catalog
+    )  # fmt: skip
+    job = replace(job, catalog=counted)
+    with tempfile.TemporaryDirectory(prefix="nexmark-bench-") as directory:
+        cluster = LocalCluster(1, 8, checkpoints=str(Path(directory, "checkpoints")))
+        cluster.start()
+        try:
+            cluster.await_ring(30)
+            started, wall = cpu_seconds(), time.perf_counter()
+            job_id = api.submit(cluster.reader, job.to_dict())
+            final = api.wait(cluster.reader, job_id, timeout=3600)
+            took, cpu = time.perf_counter() - wall, cpu_seconds() - started
+        finally:
+            cluster.stop()
+    if final.state != "completed":
+        raise RuntimeError(f"{query} ended {final.state}")
+    return Run(events, cpu, took, int(segments_in(job_id, "write")))
+
+
+def bytewax_run(query: str, events: int, period: float | None) -> Run:
+    """The query on Bytewax, one worker; with ``period``, its SQLite recovery at that epoch
+    interval."""
+    from bytewax.recovery import RecoveryConfig, init_db_dir  # noqa: PLC0415
+    from bytewax.testing import run_main  # noqa: PLC0415
+
+    rows = [0]
+    flow = bytewax_flow(query, events, rows)
+    directory = Path(tempfile.mkdtemp(prefix="bytewax-nexmark-"))
+    started, wall = cpu_seconds(), time.perf_counter()
+    try:
+        if period is None:
+            run_main(flow)
+        else:
+            init_db_dir(directory, 1)
+            run_main(flow, epoch_interval=timedelta(seconds=period),
+                     recovery_config=RecoveryConfig(directory))  # fmt: skip
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return Run(events, cpu_seconds() - started, time.perf_counter() - wall, rows[0])
+
+
+def bytewax_flow(query: str, events: int, rows: list[int]) -> Any:
+    """The query as a Bytewax dataflow over the generator's first ``events`` events, its
+    answer's rows counted in ``rows``."""
+    import bytewax.operators as op  # noqa: PLC0415
+    import bytewax.operators.windowing as win  # noqa: PLC0415
+    from bytewax.dataflow import Dataflow  # noqa: PLC0415
+    from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition  # noqa: PLC0415
+    from bytewax.outputs import DynamicSink, StatelessSinkPartition  # noqa: PLC0415
+
+    config = NexmarkConfig(events=events, **SETTINGS)
+
+    class Partition(StatefulSourcePartition):
+        def __init__(self, resume: int) -> None:
+            self.position = resume
+
+        def next_batch(self) -> list[Any]:
+            if self.position >= events:
+                raise StopIteration
+            stop = min(self.position + 500, events)
+            batch = [event(config, n) for n in range(self.position, stop)]
+            self.position = stop
+            return batch
+
+        def snapshot(self) -> int:
+            return self.position
+
+    class Source(FixedPartitionedSource):
+        def list_parts(self) -> list[str]:
+            return ["events"]
+
+        def build_part(self, step_id: str, for_part: str, resume_state: int | None) -> Partition:
+            return Partition(resume_state or 0)
+
+    class Counting(StatelessSinkPartition):
+        def write_batch(self, items: list[Any]) -> None:
+            rows[0] += len(items)
+
+    class Sink(DynamicSink):
+        def build(self, step_id: str, worker_index: int, worker_count: int) -> Counting:
+            return Counting()
+
+    module = importlib.import_module(f"examples.nexmark.{query}")
+    flow = Dataflow(f"nexmark-{query}")
+    bids = op.filter("bids", op.input("events", flow, Source()), lambda e: e["kind"] == "bid")
+    if query == "q0":
+        out = op.map("passed", bids, module.passed)
+    elif query == "q1":
+        out = op.map("euros", bids, module.in_euros)
+    elif query == "q2":
+        out = op.filter_map("selected", bids, module.selected)
+    else:  # q7: every bid of each window's highest price
+        clock = win.EventClock(lambda b: datetime.fromtimestamp(b["dateTime"] / 1000, UTC),
+                               wait_for_system_duration=timedelta(0))  # fmt: skip
+        windower = win.TumblingWindower(timedelta(milliseconds=module.WINDOW_MS),
+                                        align_to=datetime(2026, 1, 1, tzinfo=UTC))  # fmt: skip
+        keyed = op.key_on("all", bids, lambda _: "all")
+        top = win.fold_window("highest", keyed, clock, windower, list, _highest, _merged)
+        out = op.flat_map("rows", top.down, lambda kv: kv[1][1])
+    op.output("count", out, Sink())
+    return flow
+
+
+def _highest(held: list[Any], bid: dict[str, Any]) -> list[Any]:
+    if not held or bid["price"] > held[0]["price"]:
+        return [bid]
+    if bid["price"] == held[0]["price"]:
+        held.append(bid)
+    return held
+
+
+def _merged(a: list[Any], b: list[Any]) -> list[Any]:
+    for bid in b:
+        a = _highest(a, bid)
+    return a
+
+
+def bytewax_available() -> bool:
+    try:
+        import bytewax  # noqa: F401, PLC0415
+    except ImportError:
+        return False
+    return True
+
+
+def expected_rows(query: str, events: int) -> int:
+    """How many rows DuckDB's answer has over the same events."""
+    module = importlib.import_module(f"examples.nexmark.{query}")
+    return len(oracle.answer(module.SQL, NexmarkConfig(**SETTINGS), events))
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    figures: dict[str, Any] = {"events": args.events, "barrier_period_s": args.barrier_period}
+    bytewax = bytewax_available()
+    for query in args.queries:
+        expected = expected_rows(query, args.events)
+        contenders = {"engine": partial(isolated, engine_run, query, args.events,
+                                        args.barrier_period)}  # fmt: skip
+        if bytewax and query in BYTEWAX_QUERIES:
+            contenders["bytewax"] = partial(isolated, bytewax_run, query, args.events,
+                                            args.barrier_period)  # fmt: skip
+        runs = taking_turns(args.repeat, contenders)
+        for side, made in runs.items():
+            wrong = [r.rows for r in made if r.rows != expected]
+            if wrong:
+                raise RuntimeError(f"{query} on {side} answered {wrong[0]} rows, not {expected}")
+        per_core = {side: spread([r.per_core for r in made]) for side, made in runs.items()}
+        engine = per_core["engine"]["median"]
+        figures[query] = {"rows": expected, "per_core": per_core,
+                          "runs": {side: [round(r.per_core) for r in made]
+                                   for side, made in runs.items()},
+                          "wall_s": {side: [round(r.wall_s, 2) for r in made]
+                                     for side, made in runs.items()}}  # fmt: skip
+        figures[f"{query}_events_per_s_per_core"] = engine
+        flink = FLINK_PER_CORE.get(query)
+        figures[f"{query}_ratio_to_flink_per_core"] = None if flink is None else engine / flink
+        figures[f"{query}_ratio_to_bytewax"] = (
+            engine / per_core["bytewax"]["median"] if "bytewax" in per_core else None
+        )
+        figures[f"{query}_p99_ms"] = None  # not measured yet
+        report(query, figures)
+    return figures
+
+
+def report(query: str, figures: dict[str, Any]) -> None:
+    at = figures[query]
+    print(f"\n{query}: {figures['events']:,} events, {at['rows']:,} rows answered (events per "
+          "CPU second of the run's process):")  # fmt: skip
+    for side, runs in at["runs"].items():
+        median = at["per_core"][side]["median"]
+        walls = ", ".join(f"{w} s" for w in at["wall_s"][side])
+        print(f"  {side:8} median {median:>10,.0f} events/s per core (runs: "
+              f"{', '.join(f'{r:,}' for r in runs)}; wall {walls})")  # fmt: skip
+    flink = FLINK_PER_CORE.get(query)
+    if flink is not None:
+        print(f"  Flink 1.13, published: {flink:,} events/s per core (ratio "
+              f"{figures[f'{query}_ratio_to_flink_per_core']:.3f})")  # fmt: skip
+    ratio = figures[f"{query}_ratio_to_bytewax"]
+    print(f"  engine / Bytewax: {'not run' if ratio is None else f'{ratio:.2f}'}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=300_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--queries", nargs="+", default=["q0", "q1", "q2", "q5", "q7"],
+                        choices=("q0", "q1", "q2", "q5", "q7"))  # fmt: skip
+    parser.add_argument("--barrier-period", type=float, default=1.0)
+    args = parser.parse_args()
+    print(json.dumps(measure(args)))
+
+
+if __name__ == "__main__":
+    main()
