@@ -225,6 +225,21 @@ def _check_imports(job: Job, outer: str) -> None:
     _check_keyed_state(job, outer)
     _check_aggregation_imports(job, outer)
     _check_input_peers(job, outer)
+    _check_plugin_params(job, outer)
+
+
+def _check_plugin_params(job: Job, outer: str) -> None:
+    """A plugin factory that carries ``check_params`` (peer.plugins.checks_params) has its
+    task's params checked now, so that a setting out of range is refused at submit rather than
+    when the task starts on some peer."""
+    for task in job.catalog:
+        check = None if task.plugin is None else getattr(resolve(task.plugin), "check_params", None)
+        if check is None:
+            continue
+        try:
+            check(task.params)
+        except (ValueError, TypeError) as e:
+            fail(f"{outer}: task {task.name!r}", f"params: {e}")
 
 
 def _check_input_peers(job: Job, outer: str) -> None:

@@ -76,7 +76,10 @@ class NexmarkConfig:
         if unknown:
             raise SettingError(f"nexmark has no setting {unknown[0]!r} (settings: "
                               f"{', '.join(sorted(known))})")  # fmt: skip
-        return cls(**params)
+        try:
+            return cls(**params)
+        except TypeError as e:  # a value of the wrong type, compared
+            raise SettingError(f"nexmark settings: {e}") from None
 
     @property
     def total_proportion(self) -> int:

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from peer.job.imports import ImportPathError, resolve, takes_splits
 from peer.job.spec import DEFAULT_MAX_PARALLELISM, Task
@@ -41,6 +41,8 @@ from peer.job.values import is_int
 from peer.plugins.splits import Splits
 from peer.values.columnar import Batch
 from peer.values.epoch import Epoch
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class PluginError(ValueError):
@@ -206,6 +208,18 @@ def param(task: Task, name: str, what: str, ok: Callable[[Any], bool]) -> Any:
     if not ok(value):
         raise error(task, f"params.{name} must be {what}, got {value!r}")
     return value
+
+
+def checks_params(check: Callable[[Any], None]) -> Callable[[F], F]:
+    """Mark a plugin factory whose params ``check`` checks (raising ValueError, its message
+    naming the param): the job is refused at submit when they are wrong, instead of the task
+    failing when it starts."""
+
+    def marked(factory: F) -> F:
+        factory.check_params = check  # type: ignore[attr-defined]
+        return factory
+
+    return marked
 
 
 def natural(value: object) -> bool:

@@ -16,25 +16,37 @@ order, and the watermark stays at the group's first time until the group has bee
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from peer.job.spec import Task
 from peer.nexmark.config import LIMIT, NexmarkConfig, SettingError
 from peer.nexmark.events import event, event_time
-from peer.plugins import PluginError, Recovery, error
+from peer.plugins import PluginError, Recovery, checks_params, error
 from peer.plugins.splits import Numbered, Splits
 from peer.values.epoch import Epoch
 
 
+def settings(params: Mapping[str, Any]) -> tuple[NexmarkConfig, bool]:
+    """The generator's settings and ``paced`` from a task's params; a SettingError names the
+    one out of range."""
+    given = dict(params)
+    paced = given.pop("paced", False)
+    if not isinstance(paced, bool):
+        raise SettingError(f"paced must be true or false, got {paced!r}")
+    return NexmarkConfig.of(given), paced
+
+
+def _checked(params: Mapping[str, Any]) -> None:
+    settings(params)
+
+
+@checks_params(_checked)
 def input(task: Task, slot: int, slots: int, *, splits: Splits) -> NexmarkInput:
     """The factory named ``peer.plugins.nexmark:input``."""
-    params = dict(task.params)
-    paced = params.pop("paced", False)
-    if not isinstance(paced, bool):
-        raise error(task, f"params.paced must be true or false, got {paced!r}")
     try:
-        config = NexmarkConfig.of(params)
-    except (SettingError, TypeError) as e:
+        config, paced = settings(task.params)
+    except SettingError as e:
         raise error(task, f"params: {e}") from None
     return NexmarkInput(task, config, splits, paced)
 

@@ -11,6 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from peer.job.flow import Flow
+from peer.job.spec import JobError
 from peer.nexmark.config import NexmarkConfig
 from peer.nexmark.events import event
 from peer.plugins import PluginError
@@ -86,7 +88,7 @@ def test_paced_events_come_no_sooner_than_their_time():
     ("params", "says"),
     [
         ({"rate": -5}, "params: nexmark rate must be a number of events per second"),
-        ({"paced": "yes"}, "params.paced must be true or false, got 'yes'"),
+        ({"paced": "yes"}, "params: paced must be true or false, got 'yes'"),
         ({"bids": 1}, "params: nexmark has no setting 'bids'"),
     ],
 )
@@ -95,3 +97,16 @@ def test_params_out_of_range_are_refused_naming_task_and_setting(params, says):
         reader(0, 1, **params)
     assert str(raised.value).startswith(f"task 'events', plugin '{PLUGIN}'")
     assert says in str(raised.value)
+
+
+def test_a_job_with_a_setting_out_of_range_is_refused_at_submit():
+    """In one line naming the job, the task and the setting, before any peer starts it."""
+    flow = Flow("nexmark")
+    flow.input("events", PLUGIN, events=10, rate=-5, n_peers=1).output(
+        "write", "peer.plugins.null:output"
+    )
+    with pytest.raises(JobError) as raised:
+        flow.job()
+    message = str(raised.value)
+    assert message.startswith("job: task 'events': params: nexmark rate must be")
+    assert "\n" not in message
