@@ -47,6 +47,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.bytewax_io import handing_sink, numbered_source  # noqa: E402
 from bench.dataplane import taking_turns  # noqa: E402
 from bench.state import isolated  # noqa: E402
 from examples.nexmark import oracle  # noqa: E402
@@ -143,44 +144,19 @@ def bytewax_flow(query: str, events: int, rows: list[int]) -> Any:
     import bytewax.operators as op  # noqa: PLC0415
     import bytewax.operators.windowing as win  # noqa: PLC0415
     from bytewax.dataflow import Dataflow  # noqa: PLC0415
-    from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition  # noqa: PLC0415
-    from bytewax.outputs import DynamicSink, StatelessSinkPartition  # noqa: PLC0415
 
     config = NexmarkConfig(events=events, **SETTINGS)
 
-    class Partition(StatefulSourcePartition):
-        def __init__(self, resume: int) -> None:
-            self.position = resume
+    def made(start: int, stop: int) -> list[Any]:
+        return [event(config, n) for n in range(start, stop)]
 
-        def next_batch(self) -> list[Any]:
-            if self.position >= events:
-                raise StopIteration
-            stop = min(self.position + 500, events)
-            batch = [event(config, n) for n in range(self.position, stop)]
-            self.position = stop
-            return batch
-
-        def snapshot(self) -> int:
-            return self.position
-
-    class Source(FixedPartitionedSource):
-        def list_parts(self) -> list[str]:
-            return ["events"]
-
-        def build_part(self, step_id: str, for_part: str, resume_state: int | None) -> Partition:
-            return Partition(resume_state or 0)
-
-    class Counting(StatelessSinkPartition):
-        def write_batch(self, items: list[Any]) -> None:
-            rows[0] += len(items)
-
-    class Sink(DynamicSink):
-        def build(self, step_id: str, worker_index: int, worker_count: int) -> Counting:
-            return Counting()
+    def counted(items: list[Any]) -> None:
+        rows[0] += len(items)
 
     module = importlib.import_module(f"examples.nexmark.{query}")
     flow = Dataflow(f"nexmark-{query}")
-    bids = op.filter("bids", op.input("events", flow, Source()), lambda e: e["kind"] == "bid")
+    source = numbered_source(events, 500, made)
+    bids = op.filter("bids", op.input("events", flow, source), lambda e: e["kind"] == "bid")
     if query == "q0":
         out = op.map("passed", bids, module.passed)
     elif query == "q1":
@@ -204,7 +180,7 @@ def bytewax_flow(query: str, events: int, rows: list[int]) -> Any:
         top = win.fold_window("highest", keyed, _event_clock("dateTime", WAIT_MS), windower, list,
                               _highest, _merged)  # fmt: skip
         out = op.flat_map("rows", top.down, lambda kv: kv[1][1])
-    op.output("count", out, Sink())
+    op.output("count", out, handing_sink(counted))
     return flow
 
 

@@ -64,6 +64,7 @@ sys.path.insert(0, str(REPO))
 from prometheus_client import REGISTRY  # noqa: E402
 
 from bench import workload  # noqa: E402
+from bench.bytewax_io import handing_sink, numbered_source  # noqa: E402
 from bench.dataplane import taking_turns  # noqa: E402
 from bench.state_fns import expected_sum, key_of  # noqa: E402
 from peer import api  # noqa: E402
@@ -196,59 +197,34 @@ def bytewax_run(events: int, keys: int, period: float | None) -> Run:
     recovery (a fresh directory of one partition) at that epoch interval."""
     import bytewax.operators as op  # noqa: PLC0415
     from bytewax.dataflow import Dataflow  # noqa: PLC0415
-    from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition  # noqa: PLC0415
-    from bytewax.outputs import DynamicSink, StatelessSinkPartition  # noqa: PLC0415
     from bytewax.recovery import RecoveryConfig, init_db_dir  # noqa: PLC0415
     from bytewax.testing import run_main  # noqa: PLC0415
 
     total, tally = keys + events, Tally()
     peak_reset()
 
-    class Partition(StatefulSourcePartition):
-        def __init__(self, resume: int) -> None:
-            self.position = resume
+    def made(start: int, stop: int) -> list[Any]:
+        if not tally.reads:
+            tally.reads.append(time.time())
+        return [{"key": key_of(i, keys)} for i in range(start, stop)]
 
-        def next_batch(self) -> list[Any]:
-            if self.position >= total:
-                raise StopIteration
-            if not tally.reads:
-                tally.reads.append(time.time())
-            stop = min(self.position + BATCH, total)
-            batch = [{"key": key_of(i, keys)} for i in range(self.position, stop)]
-            self.position = stop
-            return batch
-
-        def snapshot(self) -> int:
-            return self.position
-
-    class Source(FixedPartitionedSource):
-        def list_parts(self) -> list[str]:
-            return ["events"]
-
-        def build_part(self, step_id: str, for_part: str, resume_state: int | None) -> Partition:
-            return Partition(resume_state or 0)
-
-    class Summing(StatelessSinkPartition):
-        def write_batch(self, items: list[Any]) -> None:
-            if items:
-                tally.last = time.time()
-                tally.first = tally.first or tally.last
-                tally.rows += len(items)
-                tally.total += sum(count for _, count in items)
-                if not tally.passed and tally.rows > keys:
-                    tally.passed = tally.last
-
-    class Sink(DynamicSink):
-        def build(self, step_id: str, worker_index: int, worker_count: int) -> Summing:
-            return Summing()
+    def summed(items: list[Any]) -> None:
+        if items:
+            tally.last = time.time()
+            tally.first = tally.first or tally.last
+            tally.rows += len(items)
+            tally.total += sum(count for _, count in items)
+            if not tally.passed and tally.rows > keys:
+                tally.passed = tally.last
 
     def count(state: int | None, event: dict[str, Any]) -> tuple[int, int]:
         n = (state or 0) + 1
         return n, n
 
     flow = Dataflow("keyed-count")
-    keyed = op.key_on("key", op.input("inp", flow, Source()), lambda e: str(e["key"]))
-    op.output("out", op.stateful_map("count", keyed, count), Sink())
+    source = numbered_source(total, BATCH, made)
+    keyed = op.key_on("key", op.input("inp", flow, source), lambda e: str(e["key"]))
+    op.output("out", op.stateful_map("count", keyed, count), handing_sink(summed))
     directory = Path(tempfile.mkdtemp(prefix="bytewax-state-"))
     try:
         if period is None:
