@@ -1,9 +1,14 @@
-"""Bytewax's ends for the benchmarks' baselines: a source of one partition of numbered items
-made as they are read, resuming from its position, and a sink that hands each batch on."""
+"""Bytewax for the benchmarks' baselines: a source of one partition of numbered items made as
+they are read, resuming from its position, a sink that hands each batch on, and a run with or
+without its recovery."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 
@@ -50,3 +55,21 @@ def handing_sink(write: Callable[[list[Any]], None]) -> Any:
             return Handing()
 
     return Sink()
+
+
+def run(flow: Any, period: float | None) -> None:
+    """Run ``flow`` on one worker in this process; with ``period``, with its SQLite recovery (a
+    fresh directory of one partition, removed after) at that epoch interval."""
+    from bytewax.recovery import RecoveryConfig, init_db_dir  # noqa: PLC0415
+    from bytewax.testing import run_main  # noqa: PLC0415
+
+    if period is None:
+        run_main(flow)
+        return
+    directory = Path(tempfile.mkdtemp(prefix="bytewax-recovery-"))
+    try:
+        init_db_dir(directory, 1)
+        run_main(flow, epoch_interval=timedelta(seconds=period),
+                 recovery_config=RecoveryConfig(directory))  # fmt: skip
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

@@ -33,7 +33,6 @@ import argparse
 import importlib
 import json
 import resource
-import shutil
 import statistics
 import sys
 import tempfile
@@ -47,6 +46,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import bytewax_io  # noqa: E402
 from bench.bytewax_io import handing_sink, numbered_source  # noqa: E402
 from bench.dataplane import taking_turns  # noqa: E402
 from bench.state import isolated  # noqa: E402
@@ -119,22 +119,10 @@ def engine_run(query: str, events: int, period: float | None) -> Run:
 def bytewax_run(query: str, events: int, period: float | None) -> Run:
     """The query on Bytewax, one worker; with ``period``, its SQLite recovery at that epoch
     interval."""
-    from bytewax.recovery import RecoveryConfig, init_db_dir  # noqa: PLC0415
-    from bytewax.testing import run_main  # noqa: PLC0415
-
     rows = [0]
     flow = bytewax_flow(query, events, rows)
-    directory = Path(tempfile.mkdtemp(prefix="bytewax-nexmark-"))
     started, wall = cpu_seconds(), time.perf_counter()
-    try:
-        if period is None:
-            run_main(flow)
-        else:
-            init_db_dir(directory, 1)
-            run_main(flow, epoch_interval=timedelta(seconds=period),
-                     recovery_config=RecoveryConfig(directory))  # fmt: skip
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+    bytewax_io.run(flow, period)
     return Run(events, cpu_seconds() - started, time.perf_counter() - wall, rows[0])
 
 

@@ -45,7 +45,6 @@ import argparse
 import json
 import multiprocessing
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -53,7 +52,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -63,7 +61,7 @@ sys.path.insert(0, str(REPO))
 
 from prometheus_client import REGISTRY  # noqa: E402
 
-from bench import workload  # noqa: E402
+from bench import bytewax_io, workload  # noqa: E402
 from bench.bytewax_io import handing_sink, numbered_source  # noqa: E402
 from bench.dataplane import taking_turns  # noqa: E402
 from bench.state_fns import expected_sum, key_of  # noqa: E402
@@ -197,8 +195,6 @@ def bytewax_run(events: int, keys: int, period: float | None) -> Run:
     recovery (a fresh directory of one partition) at that epoch interval."""
     import bytewax.operators as op  # noqa: PLC0415
     from bytewax.dataflow import Dataflow  # noqa: PLC0415
-    from bytewax.recovery import RecoveryConfig, init_db_dir  # noqa: PLC0415
-    from bytewax.testing import run_main  # noqa: PLC0415
 
     total, tally = keys + events, Tally()
     peak_reset()
@@ -225,16 +221,7 @@ def bytewax_run(events: int, keys: int, period: float | None) -> Run:
     source = numbered_source(total, BATCH, made)
     keyed = op.key_on("key", op.input("inp", flow, source), lambda e: str(e["key"]))
     op.output("out", op.stateful_map("count", keyed, count), handing_sink(summed))
-    directory = Path(tempfile.mkdtemp(prefix="bytewax-state-"))
-    try:
-        if period is None:
-            run_main(flow)
-        else:
-            init_db_dir(directory, 1)
-            run_main(flow, epoch_interval=timedelta(seconds=period),
-                     recovery_config=RecoveryConfig(directory))  # fmt: skip
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+    bytewax_io.run(flow, period)
     if tally.rows != total or tally.total != expected_sum(total, keys):
         raise RuntimeError(f"Bytewax wrote {tally.rows} events summing to {tally.total}")
     return Run(total / (tally.last - tally.reads[0]), peak_rss(),
