@@ -160,13 +160,15 @@ def bytewax_flow(query: str, events: int, rows: list[int]) -> Any:
         per_end = op.key_on("by end", ends, lambda c: str(c["end"]))
         windower = win.TumblingWindower(slide, ALIGN)
         top = win.fold_window("most", per_end, _event_clock("end", HOLD_MS), windower, list,
-                              _most, _most_merged)  # fmt: skip
+                              partial(_greatest, "num"),
+                              partial(_greatest_merged, "num"))  # fmt: skip
         out = op.flat_map("rows", top.down, lambda kv: kv[1][1])
     else:  # q7: every bid of each window's highest price
         windower = win.TumblingWindower(timedelta(milliseconds=module.WINDOW_MS), ALIGN)
         keyed = op.key_on("all", bids, lambda _: "all")
-        top = win.fold_window("highest", keyed, _event_clock("dateTime", WAIT_MS), windower, list,
-                              _highest, _merged)  # fmt: skip
+        top = win.fold_window("highest", keyed, _event_clock("dateTime", WAIT_MS), windower,
+                              list, partial(_greatest, "price"),
+                              partial(_greatest_merged, "price"))  # fmt: skip
         out = op.flat_map("rows", top.down, lambda kv: kv[1][1])
     op.output("count", out, handing_sink(counted))
     return flow
@@ -210,31 +212,18 @@ def _counted(range_ms: int, keyed: tuple[str, tuple[int, int]]) -> dict[str, Any
     return {"auction": int(auction), "end": end, "num": count}
 
 
-def _most(held: list[Any], count: dict[str, Any]) -> list[Any]:
-    if not held or count["num"] > held[0]["num"]:
-        return [count]
-    if count["num"] == held[0]["num"]:
-        held.append(count)
+def _greatest(field: str, held: list[Any], row: dict[str, Any]) -> list[Any]:
+    """The rows of the greatest ``field`` so far, ties kept: Bytewax's fold for an arg-max."""
+    if not held or row[field] > held[0][field]:
+        return [row]
+    if row[field] == held[0][field]:
+        held.append(row)
     return held
 
 
-def _most_merged(a: list[Any], b: list[Any]) -> list[Any]:
-    for count in b:
-        a = _most(a, count)
-    return a
-
-
-def _highest(held: list[Any], bid: dict[str, Any]) -> list[Any]:
-    if not held or bid["price"] > held[0]["price"]:
-        return [bid]
-    if bid["price"] == held[0]["price"]:
-        held.append(bid)
-    return held
-
-
-def _merged(a: list[Any], b: list[Any]) -> list[Any]:
-    for bid in b:
-        a = _highest(a, bid)
+def _greatest_merged(field: str, a: list[Any], b: list[Any]) -> list[Any]:
+    for row in b:
+        a = _greatest(field, a, row)
     return a
 
 
