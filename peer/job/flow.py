@@ -118,19 +118,13 @@ class Stream:
                        **settings)  # fmt: skip
         self._to(name)
 
-    def into(self, other: Stream) -> Stream:
-        """Send what this gives to ``other``'s task as well: a task reading several."""
-        self.flow.edges.append((self.name, other.name))
-        return other
-
     def window(self, id: str, type: str, **settings: Any) -> WindowStep:
         """A window over what this task receives (``peer.job.spec.Window``: ``key``,
-        ``range``, ``slide``, ``gap``, ``aggregation``, ``field``, ``ttl``); the aggregation
-        may be given as a class."""
+        ``range``, ``slide``, ``gap``, ``aggregation`` (a built-in name or a dotted path),
+        ``field``, ``top``, ``ttl``)."""
         aggregation = settings.pop("aggregation", "collect")
-        window = Window(id, self.name, type, dotted(aggregation, f"window {id!r} aggregation"),
-                        **settings)  # fmt: skip
-        self.flow.windows.append(window)
+        self.flow.windows.append(_made(f"window {id!r}", Window, id, self.name, type,
+                                       aggregation, **settings))  # fmt: skip
         return WindowStep(self.flow, id)
 
     def _to(self, name: str) -> Stream:
@@ -150,5 +144,14 @@ class WindowStep:
         named: dict[str, Any] = {key: dotted(code, f"window {self.id!r} trigger {key}")
                  for key, code in (("emit", emit), ("predicate", predicate), ("sync", sync))
                  if code is not None}  # fmt: skip
-        self.flow.triggers.append(Trigger(self.id, on, **named, **settings))
+        self.flow.triggers.append(_made(f"window {self.id!r} trigger", Trigger, self.id, on,
+                                        **named, **settings))  # fmt: skip
         return self
+
+
+def _made(what: str, part: Callable[..., Any], *args: Any, **settings: Any) -> Any:
+    """``part(*args, **settings)``; a JobError naming ``what`` for a setting it has not."""
+    try:
+        return part(*args, **settings)
+    except TypeError as e:
+        raise JobError(f"{what}: {e}") from None

@@ -83,3 +83,10 @@ def test_a_python_file_without_a_job_is_refused_naming_it(tmp_path, text, says):
         from_file(source)
     assert str(source) in str(raised.value)
     assert says in str(raised.value)
+
+
+def test_a_window_s_unknown_setting_is_refused_naming_the_window():
+    flow = Flow()
+    counts = flow.input("read", "peer.plugins.memory:input", count=3).map("count")
+    with pytest.raises(JobError, match=r"window 'w': .*'rnage'"):
+        counts.window("w", "fixed", key="t", rnage=10)
