@@ -118,6 +118,8 @@ def from_python(path: Path) -> Job:
     any job is. A file under the directory the command runs in is imported as the module its
     path names there (``examples/nexmark/q1.py``: ``examples.nexmark.q1``), so that the
     functions it defines are named by a path the job's peers import too; another is run."""
+    if not path.is_file():
+        fail("job", f"cannot read {str(path)!r}: no such file")
     try:
         defined: Any = vars(_module_of(path)).get("job")
     except JobError:

@@ -72,13 +72,15 @@ def test_a_python_file_that_defines_job_is_a_job_file(tmp_path):
 @pytest.mark.parametrize(
     ("text", "says"),
     [
+        (None, "cannot read"),
         ("x = 1\n", "defines no job (a Flow or a Job named 'job' at module level), got NoneType"),
         ("raise OSError('no disk')\n", "failed: OSError: no disk"),
     ],
 )
 def test_a_python_file_without_a_job_is_refused_naming_it(tmp_path, text, says):
     source = tmp_path / "broken.py"
-    source.write_text(text)
+    if text is not None:
+        source.write_text(text)
     with pytest.raises(JobError) as raised:
         from_file(source)
     assert str(source) in str(raised.value)
