@@ -160,6 +160,17 @@ def last_auction(config: NexmarkConfig, event: int) -> int:
     return epoch * auctions + offset
 
 
+def _person_picked(
+    config: NexmarkConfig, event: int, draws: Draws, hot_ratio: int, hot_offset: int
+) -> int:
+    """A seller or bidder: the hot one (the first of the last hundred people, plus
+    ``hot_offset``, which keeps hot bidders apart from hot sellers) but one time in
+    ``hot_ratio``, else one of the recent people."""
+    if draws.below(hot_ratio) > 0:
+        return (last_person(config, event) // HOT_RATIO) * HOT_RATIO + hot_offset
+    return _recent_person(config, event, draws)
+
+
 def _recent_person(config: NexmarkConfig, event: int, draws: Draws) -> int:
     people = last_person(config, event) + 1
     active = min(people, config.num_active_people)
@@ -199,10 +210,7 @@ def _person(config: NexmarkConfig, made: int, draws: Draws) -> dict[str, Any]:
 
 
 def _auction(config: NexmarkConfig, made: int, draws: Draws) -> dict[str, Any]:
-    if draws.below(config.hot_sellers_ratio) > 0:
-        seller = (last_person(config, made) // HOT_RATIO) * HOT_RATIO
-    else:
-        seller = _recent_person(config, made, draws)
+    seller = _person_picked(config, made, draws, config.hot_sellers_ratio, 0)
     category = FIRST_CATEGORY_ID + draws.below(NUM_CATEGORIES)
     initial = _price(draws)
     start = event_time(config, made)
@@ -226,10 +234,7 @@ def _bid(config: NexmarkConfig, made: int, draws: Draws) -> dict[str, Any]:
         auction = (last_auction(config, made) // HOT_RATIO) * HOT_RATIO
     else:
         auction = _recent_auction(config, made, draws)
-    if draws.below(config.hot_bidders_ratio) > 0:
-        bidder = (last_person(config, made) // HOT_RATIO) * HOT_RATIO + 1
-    else:
-        bidder = _recent_person(config, made, draws)
+    bidder = _person_picked(config, made, draws, config.hot_bidders_ratio, 1)
     price = _price(draws)
     if draws.below(2) > 0:
         hot = draws.below(len(HOT_CHANNELS))
