@@ -206,7 +206,7 @@ def _check_resume(store: LogStore, job_id: str, job: Job) -> None:
     for task in job.catalog:
         groups = job.key_groups(task.name)
         if task.name in taken and taken[task.name] != groups:
-            parts = "key groups" if task.keyed else "splits"
+            parts = "key groups" if job.keyed(task.name) else "splits"
             raise JobError(
                 f"job {job_id!r}, task {task.name!r}: max_parallelism is {groups} and the state "
                 f"it resumes from (job {source[0]!r}) has {taken[task.name]} {parts}; a task "

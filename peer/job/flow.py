@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from peer.job.spec import Job, JobError, Task, Trigger, Window
+from peer.job.spec import Job, JobError, Join, Task, Trigger, Window
 from peer.job.validate import validate
 
 TASK_SETTINGS = frozenset(f.name for f in fields(Task)) - {"name", "kind", "fn", "plugin",
@@ -68,6 +68,7 @@ class Flow:
         self.edges: list[tuple[str, str]] = []
         self.windows: list[Window] = []
         self.triggers: list[Trigger] = []
+        self.joins: list[Join] = []
 
     def input(self, name: str, plugin: Code, **settings: Any) -> Stream:
         """An input task reading through ``plugin``."""
@@ -91,7 +92,7 @@ class Flow:
         """The job, checked as a loaded file is."""
         return validate(Job(tuple(self.edges), tuple(self.tasks.values()),
                             windows=tuple(self.windows), triggers=tuple(self.triggers),
-                            **self.options))  # fmt: skip
+                            joins=tuple(self.joins), **self.options))  # fmt: skip
 
     def to_yaml(self) -> str:
         """The job as the YAML a file holds and the cluster stores."""
@@ -126,6 +127,29 @@ class Stream:
         self.flow.windows.append(_made(f"window {id!r}", Window, id, self.name, type,
                                        aggregation, **settings))  # fmt: skip
         return WindowStep(self.flow, id)
+
+    def join(self, name: str, other: Stream, type: str, *, key: str | tuple[str, ...],
+             other_key: str | tuple[str, ...] | None = None, time: str | None = None,
+             other_time: str | None = None, emit: Code | None = None,
+             **settings: Any) -> Stream:  # fmt: skip
+        """A task ``name`` joining this stream's rows (the left side) with ``other``'s (the
+        right) by ``key`` (``other_key`` on the right, if it differs), as
+        ``peer.job.spec.Join`` describes: ``type`` "window" (``range``, ``slide``), "interval"
+        (``lower``, ``upper`` or ``until``) or "regular" (``ttl``); ``time`` (and
+        ``other_time``) name the event time fields; ``emit(left, right)`` makes what a pair
+        sends. The join's id is its task's name; the task's own settings (``n_peers``, ...)
+        are keyword arguments too."""
+        own = {k: v for k, v in settings.items() if k in TASK_SETTINGS}
+        bounds = {k: v for k, v in settings.items() if k not in own}
+        self.flow._add(name, "function", **own)
+        if emit is not None:
+            bounds["emit"] = dotted(emit, f"join {name!r} emit")
+        self.flow.joins.append(_made(
+            f"join {name!r}", Join, name, name, type, self.name, other.name, key,
+            key if other_key is None else other_key, left_time=time,
+            right_time=time if other_time is None else other_time, **bounds))  # fmt: skip
+        other._to(name)
+        return self._to(name)
 
     def _to(self, name: str) -> Stream:
         self.flow.edges.append((self.name, name))

@@ -23,11 +23,12 @@ from typing import Any, NoReturn
 import yaml
 
 from peer.job.limits import MAX_VALUE_DEPTH, check_document
-from peer.job.spec import FlowCondition, Job, JobError, Lifecycle, Task, Trigger, Window
+from peer.job.spec import FlowCondition, Job, JobError, Join, Lifecycle, Task, Trigger, Window
 from peer.job.validate import (
     check_n_peers,
     fail,
     job_label,
+    join_label,
     lifecycle_label,
     trigger_label,
     validate,
@@ -41,6 +42,7 @@ LIFECYCLE_KEYS = frozenset(f.name for f in fields(Lifecycle))
 FLOW_KEYS = frozenset({"from", "to", "predicate", "short_circuit"})
 WINDOW_KEYS = frozenset(f.name for f in fields(Window))
 TRIGGER_KEYS = frozenset(f.name for f in fields(Trigger))
+JOIN_KEYS = frozenset(f.name for f in fields(Join))
 BOOL = "tag:yaml.org,2002:bool"
 
 
@@ -163,6 +165,7 @@ def from_dict(doc: Any, *, imports: bool = True) -> Job:
         "flow_conditions": _parts(where, doc, "flow_conditions", _flow_condition),
         "windows": _parts(where, doc, "windows", _window),
         "triggers": _parts(where, doc, "triggers", _trigger),
+        "joins": _parts(where, doc, "joins", _join),
     }
     return validate(Job(**{**doc, **parts}), imports=imports)
 
@@ -231,6 +234,14 @@ def _window(outer: str, index: int, raw: Any) -> Window:
     where = f"{outer}: {window_label(raw.get('id'), index)}"
     _check_keys(where, raw, WINDOW_KEYS, required=("id", "task", "type", "aggregation"))
     return Window(**raw)
+
+
+def _join(outer: str, index: int, raw: Any) -> Join:
+    raw = _mapping(outer, f"join {index}", raw)
+    where = f"{outer}: {join_label(raw.get('id'), index)}"
+    required = ("id", "task", "type", "left", "right", "left_key", "right_key")
+    _check_keys(where, raw, JOIN_KEYS, required=required)
+    return Join(**raw)
 
 
 def _trigger(outer: str, index: int, raw: Any) -> Trigger:

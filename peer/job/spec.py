@@ -30,7 +30,9 @@ AGGREGATIONS = ("count", "sum", "min", "max", "average", "collect", "collect_by_
 AGGREGATION_METHODS = ("init", "create_state_update", "apply_state_update", "merge", "value")
 TRIGGER_ONS = ("segment", "timer", "watermark", "punctuation")
 REFINEMENTS = ("accumulating", "discarding")
-PARTS = ("catalog", "lifecycles", "flow_conditions", "windows", "triggers")
+JOIN_TYPES = ("window", "interval", "regular")
+SIDES = ("left", "right")
+PARTS = ("catalog", "lifecycles", "flow_conditions", "windows", "triggers", "joins")
 MIB = 1024 * 1024
 DEFAULT_IN_FLIGHT_BUDGET = 64 * MIB
 """Bytes of what a task sent since the last commit that it keeps for replay, by default."""
@@ -236,6 +238,66 @@ class Trigger:
 
 
 @dataclass(frozen=True, slots=True)
+class Join:
+    """Joins what ``task`` receives from two upstream tasks, ``left`` and ``right``: a row of
+    one side with every row of the other whose key is equal (``left_key`` of a left row,
+    ``right_key`` of a right one: a field, or several) and that meets the join's ``type``:
+
+    - ``window``: both rows fall in the same extent of a fixed window of ``range`` (sliding by
+      ``slide`` when given) over their event times (``left_time``, ``right_time``); an
+      extent's pairs go out once the watermark has passed its end.
+    - ``interval``: the right row's time is within ``[t + lower, t + upper]`` of the left row's
+      time ``t``, or within ``[t + lower, until]`` where ``until`` names a field of the left
+      row (an auction's end); each pair goes out as soon as its second row comes.
+    - ``regular``: no time bound; each pair goes out as soon as its second row comes, and a
+      key's rows of one side are forgotten once ``ttl`` seconds of event time (the watermark)
+      have passed without another row of that side for it.
+
+    ``emit`` names a function of ``(left, right)`` that makes what a pair sends (a segment, a
+    list of them, or None); without it a pair sends ``{"left": left, "right": right}``. The
+    task keeps both sides in its keyed state, so it groups by the join's keys and needs no
+    ``group_by_key`` of its own."""
+
+    id: str
+    task: str
+    type: str
+    left: str
+    right: str
+    left_key: str | tuple[str, ...]
+    right_key: str | tuple[str, ...]
+    left_time: str | None = None
+    right_time: str | None = None
+    range: float | None = None
+    slide: float | None = None
+    lower: float | None = None
+    upper: float | None = None
+    until: str | None = None
+    ttl: float | None = None
+    emit: str | None = None
+
+    def __post_init__(self) -> None:
+        _set(self, "left_key", _tuple(self.left_key))
+        _set(self, "right_key", _tuple(self.right_key))
+
+    def side(self, task: str) -> int:
+        """0 for rows from the left task, 1 for the right's."""
+        return 0 if task == self.left else 1
+
+    def key(self, side: int) -> str | tuple[str, ...]:
+        return self.left_key if side == 0 else self.right_key
+
+    def time(self, side: int) -> str | None:
+        return self.left_time if side == 0 else self.right_time
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = _non_defaults(self)
+        for name in ("left_key", "right_key"):
+            if isinstance(doc[name], tuple):
+                doc[name] = list(doc[name])
+        return doc
+
+
+@dataclass(frozen=True, slots=True)
 class Job:
     """A whole job. ``id`` stays None until the submitter assigns one.
 
@@ -279,6 +341,7 @@ class Job:
     flow_conditions: tuple[FlowCondition, ...] = ()
     windows: tuple[Window, ...] = ()
     triggers: tuple[Trigger, ...] = ()
+    joins: tuple[Join, ...] = ()
     task_scheduler: str = "balanced"
     percentage: float | None = None
     barrier_period: float | None = 1.0
@@ -339,6 +402,18 @@ class Job:
         own = self.task(task_name).max_parallelism
         return self.max_parallelism if own is None else own
 
+    def join_of(self, task_name: str) -> Join | None:
+        """The join ``task_name`` makes, if it makes one."""
+        for join in self.joins:
+            if join.task == task_name:
+                return join
+        return None
+
+    def keyed(self, task_name: str) -> bool:
+        """Whether segments reach ``task_name`` by key, so its state is kept by key group: it
+        groups, or it joins (by each side's key)."""
+        return self.task(task_name).keyed or self.join_of(task_name) is not None
+
     def grouped(self, task_name: str) -> bool:
         """Whether ``task_name``'s work is split into its max_parallelism parts that move
         between its peers as their number changes, so that it runs on at most that many: a
@@ -346,7 +421,7 @@ class Job:
         vary (an input whose plugin splits its share, checked at submit)."""
         task = self.task(task_name)
         varies = task.min_peers != task.max_peers and self.barrier_period is not None
-        return task.keyed or (task.kind == "input" and varies)
+        return self.keyed(task_name) or (task.kind == "input" and varies)
 
     def has_standby(self, task_name: str) -> bool:
         """Whether ``task_name`` keeps a standby peer: its own flag, else the job's, for a task

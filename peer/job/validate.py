@@ -28,16 +28,19 @@ from peer.job.spec import (
     ENGINES,
     FLUX_POLICIES,
     HOOKS,
+    JOIN_TYPES,
     KINDS,
     MAX_PARALLELISM_LIMIT,
     MIB,
     REFINEMENTS,
+    SIDES,
     STATE_BACKENDS,
     TRIGGER_ONS,
     WINDOW_TYPES,
     FlowCondition,
     Job,
     JobError,
+    Join,
     Lifecycle,
     Task,
     Trigger,
@@ -85,6 +88,7 @@ def validate(job: Job, *, imports: bool = True) -> Job:
     for condition in job.flow_conditions:
         _check_flow_condition(job, condition, where)
     _check_windows(job, where)
+    _check_joins(job, where)
     _check_fns(job, where)
     for index, trigger in enumerate(job.triggers):
         _check_trigger(job, trigger, index, where)
@@ -111,6 +115,12 @@ def window_label(window_id: object, index: int) -> str:
     """A window by its id, or by its place in the list while it has no usable id."""
     named = isinstance(window_id, str) and window_id
     return f"window {window_id!r}" if named else f"window {index}"
+
+
+def join_label(join_id: object, index: int) -> str:
+    """A join by its id, or by its place in the list while it has no usable id."""
+    named = isinstance(join_id, str) and join_id
+    return f"join {join_id!r}" if named else f"join {index}"
 
 
 def trigger_label(index: int, window: object) -> str:
@@ -213,6 +223,7 @@ def _check_imports(job: Job, outer: str) -> None:
         for index, t in enumerate(job.triggers)
         for name in ("predicate", "emit", "sync")
     ]
+    named += [(f"{outer}: {join_label(j.id, i)}", "emit", j.emit) for i, j in enumerate(job.joins)]
     for where, name, path in named:
         if path is None:
             continue
@@ -301,6 +312,7 @@ def _check_job_fields(job: Job, where: str) -> None:
         ("lifecycles", Lifecycle),
         ("windows", Window),
         ("triggers", Trigger),
+        ("joins", Join),
     ):
         parts = getattr(job, name)
         if not isinstance(parts, tuple) or not all(isinstance(p, kind) for p in parts):
@@ -467,9 +479,9 @@ def _check_key_groups(job: Job, where: str) -> None:
         at = f"{where}: task {task.name!r}"
         if task.max_parallelism is not None:
             _max_parallelism(at, task.max_parallelism)
-            if not (task.keyed or task.kind == "input"):
-                fail(at, "max_parallelism is for keyed tasks (group_by_key or group_by_fn) "
-                         "and inputs (the splits of their share)")  # fmt: skip
+            if not (job.keyed(task.name) or task.kind == "input"):
+                fail(at, "max_parallelism is for keyed tasks (group_by_key, group_by_fn or a "
+                         "join) and inputs (the splits of their share)")  # fmt: skip
         if not job.grouped(task.name):
             continue
         groups = job.key_groups(task.name)
@@ -477,7 +489,7 @@ def _check_key_groups(job: Job, where: str) -> None:
         if most > groups:
             parts, runs = (
                 ("key groups", "a keyed task runs on at most one peer per key group")
-                if task.keyed
+                if job.keyed(task.name)
                 else ("splits", "an input runs on at most one peer per split")
             )
             fail(at, f"it asks for {most} peers and has {groups} {parts} (max_parallelism): "
@@ -625,15 +637,145 @@ def _check_windows(job: Job, outer: str) -> None:
 def _check_fns(job: Job, outer: str) -> None:
     """A function task runs its fn, except one whose windows make what it sends: without an fn
     its windows take the segments it receives as they come (a count per key needs no code)."""
-    windowed = {window.task for window in job.windows}
+    windowed = {window.task for window in job.windows} | {join.task for join in job.joins}
     for task in job.catalog:
         if task.kind != "function" or task.fn is not None:
             continue
         where = f"{outer}: task {task.name!r}"
         if task.name not in windowed:
-            fail(where, "fn is required for a function task without windows")
+            fail(where, "fn is required for a function task without windows or a join")
         if task.engine != "python":
             fail(where, f"fn is required for a function task on engine {task.engine!r}")
+
+
+JOIN_FIELDS = {
+    "window": ("left_time", "right_time", "range"),
+    "interval": ("left_time", "right_time"),
+    "regular": ("ttl",),
+}
+"""What each type of join needs."""
+JOIN_OPTIONS = {"window": ("slide", "ttl"), "interval": ("lower", "upper", "until", "ttl"),
+                "regular": ("left_time", "right_time")}  # fmt: skip
+"""What each type of join may have besides; the other optional fields mean nothing to it."""
+
+
+def _check_joins(job: Job, outer: str) -> None:
+    seen: list[str] = []
+    for index, join in enumerate(job.joins):
+        where = f"{outer}: {join_label(join.id, index)}"
+        if not (isinstance(join.id, str) and join.id):
+            fail(where, f"id must be a non-empty string, got {join.id!r}")
+        if join.id in seen:
+            fail(where, "id is listed twice in the joins")
+        seen.append(join.id)
+        _check_join_task(job, join, where)
+        _check_join_sides(job, join, where)
+        _check_join_bounds(join, where)
+        _check_path(where, "emit", join.emit)
+
+
+def _check_join_task(job: Job, join: Join, where: str) -> None:
+    """The task a join makes: a Python function task whose rows are the pairs, keyed by the
+    join, so it has no fn, group key or windows of its own."""
+    _check_window_task(job, join.task, where)
+    task = job.task(join.task)
+    if task.kind != "function" or task.engine != "python":
+        fail(where, f"task {task.name!r} must be a function task on engine 'python' to join")
+    for name in ("fn", "group_by_key", "group_by_fn"):
+        if getattr(task, name) is not None:
+            fail(where, f"task {task.name!r} joins, so it has no {name}: the join keys it and "
+                        "makes its rows (emit)")  # fmt: skip
+    if sum(j.task == join.task for j in job.joins) > 1:
+        fail(where, f"task {task.name!r} makes two joins")
+    if any(w.task == join.task for w in job.windows):
+        fail(where, f"task {task.name!r} joins, so it has no windows: window what it sends in "
+                    "the next task")  # fmt: skip
+
+
+def _check_join_sides(job: Job, join: Join, where: str) -> None:
+    """Each side is an upstream task of the join's, and they are all of them; keys of as many
+    fields on both sides, of the same types where both sides declare schemas."""
+    upstream = sorted(a for a, b in job.workflow if b == join.task)
+    if join.left == join.right or sorted([join.left, join.right]) != upstream:
+        fail(where, f"left and right must be the two tasks upstream of task {join.task!r} "
+                    f"({_listing(tuple(upstream)) if upstream else 'none'}), got "
+                    f"{join.left!r} and {join.right!r}")  # fmt: skip
+    keys = []
+    for side in ("left", "right"):
+        key = getattr(join, f"{side}_key")
+        names = (key,) if isinstance(key, str) else key
+        if not isinstance(names, tuple) or not names:
+            fail(where, f"{side}_key must be a field name or a list of them, got {key!r}")
+        for name in names:
+            _field_name(where, f"{side}_key", name)
+        _field_name(where, f"{side}_time", getattr(join, f"{side}_time"), optional=True)
+        keys.append(names)
+    if len(keys[0]) != len(keys[1]):
+        fail(where, f"left_key has {len(keys[0])} fields and right_key {len(keys[1])}: a key "
+                    "is equal only to a key of as many fields")  # fmt: skip
+    _check_key_types(job, join, keys, where)
+
+
+def _check_key_types(job: Job, join: Join, keys: list[tuple[str, ...]], where: str) -> None:
+    """Where both sides declare a schema, each key field is in it, and of one type on both."""
+    schemas = [job.task(join.left).schema, job.task(join.right).schema]
+    if any(schema is None for schema in schemas):
+        return
+    types = [dict(parse(schema)) for schema in schemas]
+    for side, names, declared in zip(SIDES, keys, types, strict=True):
+        for name in names:
+            if name not in declared:
+                fail(where, f"{side}_key {name!r} is not a field of task "
+                            f"{getattr(join, side)!r}'s schema")  # fmt: skip
+    for left, right in zip(*keys, strict=True):
+        if types[0][left] != types[1][right]:
+            fail(where, f"left_key {left!r} is {types[0][left]} and right_key {right!r} is "
+                        f"{types[1][right]}: keys of unequal types never match")  # fmt: skip
+
+
+def _check_join_bounds(join: Join, where: str) -> None:
+    """The type's own fields present, the others absent; lengths > 0, an interval that is not
+    empty, and a ttl no shorter than what a row must wait for its pairs."""
+    _one_of(where, "type", join.type, JOIN_TYPES)
+    needed, allowed = JOIN_FIELDS[join.type], JOIN_OPTIONS[join.type]
+    for name in ("left_time", "right_time", "range", "slide", "lower", "upper", "until", "ttl"):
+        value = getattr(join, name)
+        if name in needed and value is None:
+            fail(where, f"{name} is required for a {join.type} join")
+        if value is not None and name not in needed + allowed:
+            fail(where, f"{name} means nothing to a {join.type} join")
+        if (
+            name in ("range", "slide", "ttl")
+            and value is not None
+            and not (_is_number(value) and value > 0)
+        ):
+            fail(where, f"{name} must be a number > 0, got {value!r}")
+        if name in ("lower", "upper") and value is not None and not _is_number(value):
+            fail(where, f"{name} must be a number, got {value!r}")
+    if join.type == "window":
+        if join.slide is not None and join.slide > join.range:  # type: ignore[operator]
+            fail(where, f"slide {join.slide!r} is more than range {join.range!r}")
+        _ttl_covers(join, join.range, "the window's range", where)  # type: ignore[arg-type]
+    if join.type == "interval":
+        _check_interval(join, where)
+
+
+def _check_interval(join: Join, where: str) -> None:
+    if (join.upper is None) == (join.until is None):
+        fail(where, "an interval join needs upper (a bound after the left row's time) or until "
+                    "(a field of the left row), one of them")  # fmt: skip
+    _field_name(where, "until", join.until, optional=True)
+    lower = join.lower or 0
+    if join.upper is not None:
+        if join.upper < lower:
+            fail(where, f"upper {join.upper!r} is below lower {lower!r}: the interval is empty")
+        _ttl_covers(join, join.upper - lower, "the interval", where)
+
+
+def _ttl_covers(join: Join, length: float, what: str, where: str) -> None:
+    if join.ttl is not None and join.ttl < length:
+        fail(where, f"ttl {join.ttl!r} is shorter than {what} ({length!r}): rows would be "
+                    "forgotten before their pairs could come")  # fmt: skip
 
 
 def _check_window_task(job: Job, task: object, where: str) -> None:

@@ -259,7 +259,7 @@ def _heirs_in_place(
     ordered = dict(tasks)
     for task, peers in tasks.items():
         held = () if before is None else before.get(task, ())
-        if not held or not peers or not job.task(task).keyed:
+        if not held or not peers or not job.keyed(task):
             continue
         groups = job.key_groups(task)
         slots: list[str | None] = [None] * len(peers)

@@ -32,7 +32,6 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future
-from types import NoneType
 from typing import Any
 
 import pyarrow as pa
@@ -45,7 +44,7 @@ from peer.job.spec import Task
 from peer.spark.function import SparkFunction, task_fn
 from peer.state.backends import Backend, MemoryBackend
 from peer.state.keyed import KeyedState
-from peer.values.columnar import Batch, Segment, from_table, rows
+from peer.values.columnar import Batch, Segment, collect, from_table, rows
 
 KeyOf = Callable[[Segment], Any]
 
@@ -56,24 +55,6 @@ def function(path: str | None) -> Callable[[Segment], Any] | None:
         return None
     target = resolve(path)
     return target() if isinstance(target, type) else target
-
-
-def collect(results: list[Any]) -> list[Segment]:
-    """What fns returned, flattened: a segment, a list of segments, or None for none.
-
-    Most fns return one segment for each: then the results are the batch as they are, which
-    the types of the results tell at C speed, without a Python step per segment."""
-    kinds = set(map(type, results))
-    if NoneType not in kinds and not any(issubclass(kind, list) for kind in kinds):
-        return results
-    out: list[Segment] = []
-    append, extend = out.append, out.extend
-    for result in results:
-        if isinstance(result, list):
-            extend(result)
-        elif result is not None:
-            append(result)
-    return out
 
 
 class Apply:
@@ -195,12 +176,13 @@ def _zero() -> float:
 
 
 class Keys:
-    """What a keyed task's parts need to keep keyed state: the group key of a segment, the
+    """What a keyed task's parts need to keep keyed state: the group key of a segment (None
+    for a join's task, whose rows are keyed by their side, peer.state.joins), the
     task's number of key groups, the task's watermark, and the slot's keyed state, which the
     fn and the windows share, made on ``backend`` (peer.state.backends) once one asks."""
 
     def __init__(
-        self, key_of: KeyOf, key_groups: int, watermark: Callable[[], float | None],
+        self, key_of: KeyOf | None, key_groups: int, watermark: Callable[[], float | None],
         backend: Callable[[], Backend] = MemoryBackend, snapshotted: bool = True,
     ) -> None:  # fmt: skip
         self.key_of, self.key_groups, self.watermark = key_of, key_groups, watermark
@@ -230,7 +212,7 @@ def python_apply(task: Task, keys: Keys | None) -> Apply:
     opens = getattr(fn, "open", None)
     if opens is None:
         return PythonApply(fn)
-    if keys is None:
+    if keys is None or keys.key_of is None:
         raise ValueError(f"task {task.name!r}: its fn keeps keyed state (its class has open), "
                          "so the task needs group_by_key or group_by_fn")  # fmt: skip
     state = keys.state()

@@ -63,11 +63,11 @@ class Inbox:
             queue.append(item)
             self.received[source] += 1
 
-    def take(self, limit: int) -> columnar.Batch:
+    def take(self, limit: int) -> Any:
         """Whole batches, round-robin over the senders not held at a barrier, until they hold
         ``limit`` rows or more, as one batch; watermarks and end markers met on the way are
         recorded."""
-        taken: list[columnar.Batch] = []
+        taken: list[Any] = []
         order = list(self.queues)
         self.turn = (self.turn + 1) % max(len(order), 1)
         rows = 0
@@ -76,6 +76,10 @@ class Inbox:
             rows = self._drain(source, taken, rows, limit)
             if rows >= limit:
                 break
+        return self._joined(taken)
+
+    def _joined(self, taken: list[Any]) -> Any:
+        """The batches taken as one."""
         return columnar.concat(taken)
 
     def _drain(self, source: int, taken: list[Any], rows: int, limit: int) -> int:
@@ -107,7 +111,7 @@ class Inbox:
                             "that travels along an edge")  # fmt: skip
         return 0
 
-    def take_exact(self, counts: Sequence[tuple[int, int]]) -> columnar.Batch | None:
+    def take_exact(self, counts: Sequence[tuple[int, int]]) -> Any:
         """Exactly ``n`` items from each ``(sender, n)`` in that order, as ``take`` consumed
         them when it logged ``counts`` as ``last_take``: the batches joined as ``take`` joins
         them. None, consuming nothing, until every sender has that many queued before any
@@ -127,7 +131,7 @@ class Inbox:
             queue = self.queues[source]
             for _ in range(n):
                 self._consume(source, queue.popleft(), taken)
-        return columnar.concat(taken)
+        return self._joined(taken)
 
     def aligned(self) -> Barrier | None:
         """The barrier every sender has reached, once they all have reached the same one.
@@ -208,6 +212,30 @@ class Inbox:
     def drained(self) -> bool:
         """Every sender has ended and everything it sent has been taken."""
         return self.ended >= self.sources and not any(self.queues.values())
+
+
+class SidedInbox(Inbox):
+    """A join's inbox: each upstream peer is of the join's left or right task (``sides``, by
+    short id), and what ``take`` and ``take_exact`` return keeps each batch's side
+    (``columnar.Sided``), in the order taken."""
+
+    def __init__(self, sources: frozenset[int], sides: Mapping[int, int]) -> None:
+        super().__init__(sources)
+        self.sides = dict(sides)
+
+    def _consume(self, source: int, item: InLine, taken: list[Any]) -> int:
+        if isinstance(item, Batch):
+            taken.append((self.sides[source], item.batch))
+            self.consumed[source] += 1
+            return len(item.batch)
+        return super()._consume(source, item, taken)
+
+    def _joined(self, taken: list[Any]) -> columnar.Sided:
+        return columnar.Sided(taken)
+
+    def rekey(self, old: int, new: int) -> None:
+        super().rekey(old, new)
+        self.sides[new] = self.sides.pop(old)
 
 
 def _renamed[V](values: dict[int, V], old: int, new: int) -> dict[int, V]:

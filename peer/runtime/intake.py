@@ -19,10 +19,11 @@ it the credit for it first.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from peer.job.spec import Task
@@ -30,7 +31,7 @@ from peer.messaging.messages import Barrier, Batch
 from peer.metrics import TaskMeters
 from peer.runtime.debloat import WEIGHT, Ledger, Throughput, first_credit, row_limit, sized
 from peer.runtime.emit import WINDOW
-from peer.runtime.inbox import Inbox
+from peer.runtime.inbox import Inbox, SidedInbox
 from peer.runtime.unaligned import UnalignedInbox
 from peer.values.columnar import Segment, rows
 
@@ -357,15 +358,19 @@ def intake_for(
     window: Callable[[int], int] = lambda source: WINDOW,
     target: float | None = None,
     unaligned: bool = False,
+    sides: Mapping[int, int] | None = None,
 ) -> PluginIntake | InboxIntake:
     """``window`` gives each upstream peer's (by short id) fixed credit window; ``target``, the
     seconds of this task's work its senders may have in flight (None: the fixed windows);
     ``unaligned``, that barriers are taken unaligned (peer.runtime.unaligned). A Spark task's
     batches keep their size: each costs Spark's scheduling whatever its rows, so smaller ones
-    would cost it throughput, and less throughput smaller batches again."""
+    would cost it throughput, and less throughput smaller batches again. A join's task is
+    told each upstream peer's side (``sides``, by short id), which its batches keep."""
     if task.kind == "input":
         return PluginIntake(task)
-    inbox = UnalignedInbox if unaligned else Inbox
+    inbox: Callable[[frozenset[int]], Inbox] = UnalignedInbox if unaligned else Inbox
+    if sides is not None:
+        inbox = functools.partial(SidedInbox, sides=sides)
     if target is None:
         return InboxIntake(task, upstream, grant, meters, window=window, inbox=inbox)
     return DebloatedIntake(

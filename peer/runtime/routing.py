@@ -14,6 +14,9 @@ hashed once, and every row goes to the peer its row would (``peer.values.columna
 grouped by a fn, its rows are made for the fn. A flow condition's predicate reads rows, and the
 rows it keeps are taken from the Arrow batch.
 
+A join's task is reached by key along each edge: rows of its left task by ``left_key``, rows of
+its right task by ``right_key``, so that equal keys of both sides meet at one peer.
+
 Flow conditions restrict the tasks they name: a segment reaches such a task only when a
 condition naming it holds for the segment; a condition marked ``short_circuit`` that holds ends
 the evaluation. Tasks no condition names always receive.
@@ -91,7 +94,9 @@ def routes(placement: Placement, task: str, sender: str | None = None) -> tuple[
     found = []
     for down in placement.downstream.get(task, ()):
         spec = job.task(down.task)
-        key = key_function(spec.group_by_key, spec.group_by_fn, spec.name)
+        join = job.join_of(down.task)
+        key = (key_function(spec.group_by_key, spec.group_by_fn, spec.name) if join is None
+               else key_function(join.key(join.side(task)), None, spec.name))  # fmt: skip
         local: tuple[str, ...] = ()
         if colocated and key is None:
             local = tuple(p for p in down.peers if placement.groups.get(p) == group)

@@ -262,6 +262,8 @@ class TaskContext:
     seat: int = field(init=False)
     takes_over: bool = field(init=False)
     """Whether this peer took its seat over from a failed one (it restores and replays)."""
+    keyed: bool = field(init=False)
+    """Whether the task's state is kept by key group (peer.job.spec.Job.keyed)."""
     key_groups: int = field(init=False)
     """The task's number of key groups (peer.state.key_groups)."""
     owned: range = field(init=False)
@@ -277,6 +279,7 @@ class TaskContext:
         self.upstream = placement.upstream_ids(self.task.name)
         self.seat = placement.seats[self.peer]
         self.takes_over = self.peer in placement.recovering
+        self.keyed = self.job.keyed(self.task.name)
         self.key_groups = self.job.key_groups(self.task.name)
         self.owned = groups_of(self.slot, self.slots, self.key_groups)
 
@@ -284,6 +287,13 @@ class TaskContext:
         """Each upstream peer's seat, by its short id."""
         p = self.placement
         return {p.short_ids[u]: p.seats[u] for u in p.upstream.get(self.task.name, ())}
+
+    def upstream_sides(self) -> dict[int, int] | None:
+        """A join's task: the side of each upstream peer, by its short id (None for others)."""
+        p, join = self.placement, self.job.join_of(self.task.name)
+        if join is None:
+            return None
+        return {p.short_ids[u]: join.side(p.tasks[u]) for u in p.upstream.get(self.task.name, ())}
 
     def downstream_peers(self) -> tuple[str, ...]:
         return tuple(sorted(p for d in self.placement.downstream.get(self.task.name, ())
@@ -305,6 +315,7 @@ class TaskRunner:
         self.intake: Intake = intake_for(
             task, ctx.upstream, self._grant, self.meters, window=self._window_from,
             target=ctx.job.debloat_target, unaligned=local and task.unaligned,
+            sides=ctx.upstream_sides(),
         )  # fmt: skip
         self.emitter: Emitter = emitter_for(
             task, ctx.router, ctx.send, ctx.congested, self._first_credit
@@ -567,8 +578,8 @@ class TaskRunner:
         """The task's code and plugin, resolved from the job's paths, and the parts that use
         them."""
         c, task = self.ctx, self.ctx.task
-        keys = None if c.key_of is None else Keys(c.key_of, c.key_groups, lambda: self.watermark,
-                                                  self._state_backend, c.checkpointed)  # fmt: skip
+        keys = None if not c.keyed else Keys(c.key_of, c.key_groups, lambda: self.watermark,
+                                             self._state_backend, c.checkpointed)  # fmt: skip
         apply = self.apply = apply_for(task, keys)
         self._take = self._submitter(apply) if isinstance(apply, AsyncApply) else self._apply_now
         assign = function(task.assign_watermark_fn)
@@ -614,7 +625,7 @@ class TaskRunner:
         # restored from its own snapshot alone, a slot keeps all of it: it is exactly its own
         own = len(slots) == 1 and old == c.slots
         kept = self._kept(point)
-        groups = c.owned if c.task.keyed and not own else None
+        groups = c.owned if c.keyed and not own else None
         fetched = [fetch(point.job, epoch, slot, groups if kept is None else
                          self._gained(slot, old, kept)) for slot in slots]  # fmt: skip
         self.fetched = Fetched(slots, fetched, _everything if own else self._mine,
@@ -630,7 +641,7 @@ class TaskRunner:
         c = self.ctx
         if c.shelf is None:
             return None
-        if (point is None or not c.task.keyed or c.takes_over or point.job != c.job_id
+        if (point is None or not c.keyed or c.takes_over or point.job != c.job_id
                 or point.groups.get(c.task.name) != c.key_groups):  # fmt: skip
             return c.shelf.take(self.heir, None)
         return c.shelf.take(self.heir, Epoch(point.version, point.number))
@@ -656,9 +667,9 @@ class TaskRunner:
                 f"{c.key_groups}: a keyed task keeps its max_parallelism for the life of its "
                 "state, in the jobs resumed from it too"
             )
-        if c.task.keyed and taken is None:
+        if c.keyed and taken is None:
             return range(old)  # keys split by hash modulo slots
-        if old != c.slots and (c.task.keyed or self.splits):
+        if old != c.slots and (c.keyed or self.splits):
             return _holding(c.owned, old, c.key_groups)
         if old != c.slots:
             return range(old)
@@ -1045,7 +1056,7 @@ class TaskRunner:
         (peer.runtime.state_shelf), if it is exactly what its last snapshot holds: it runs, passed a
         barrier, and wrote nothing since. Whether it did."""
         c, keyed, epoch = self.ctx, self.keyed, self.snapshotted
-        if c.shelf is None or epoch is None or not c.task.keyed or self.phase is not Phase.RUN:
+        if c.shelf is None or epoch is None or not c.keyed or self.phase is not Phase.RUN:
             return False
         if keyed.changed() or self.sealing is not None or not keyed.backend.groups():
             return False  # written since its last snapshot, still sealing it, or holding none

@@ -1,5 +1,6 @@
 """A runner's windows, chosen once when its code loads: a task with windows passes what its fn
-returns through them (peer.state.task_state), a task without passes it on as it is.
+returns through them (peer.state.task_state), a join's task what it received through its join
+(peer.state.joins), a task without either passes it on as it is.
 
 Either way the runner calls the same methods, so a task without windows never asks about
 windows on its per-batch path. Neither variant reads the clock it is handed unless it has
@@ -15,6 +16,7 @@ from typing import Any, Protocol
 from peer.job.spec import Job, Task
 from peer.runtime.apply import Keys
 from peer.state import TaskState
+from peer.state.joins import JoinPart
 
 
 class Clock(Protocol):
@@ -110,7 +112,11 @@ UNWINDOWED = Unwindowed()
 
 
 def windows_for(job: Job, task: Task, keys: Keys | None) -> Windows:
-    """The task's windows; a keyed task's keep their state in the slot's keyed state."""
+    """The task's windows; a keyed task's keep their state in the slot's keyed state. A join's
+    task has its join in their place (peer.state.joins), which takes what the task received
+    with the side of each batch and sends the pairs."""
+    if keys is not None and job.join_of(task.name) is not None:
+        return JoinPart(job, task.name, keys.state())
     if not any(w.task == task.name for w in job.windows):
         return UNWINDOWED
     if keys is None:

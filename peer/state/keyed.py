@@ -23,7 +23,7 @@ A state with a ``Ttl`` forgets what was not written for that long: a value, a ma
 list (as a whole) reads as absent once ``seconds`` have passed since its last write, and the
 next snapshot leaves it out. Processing time is the task's clock at the start of each batch
 (``peer.context``, so a task recovered locally expires the same entries again); event time is
-the task's watermark.
+the task's watermark (an entry written before the first one lives until written again).
 
 The entries of a key group live together, so a snapshot is one part per key group, and a
 restore takes whole key groups. A snapshot is whole (every live entry) or holds what changed
@@ -514,8 +514,14 @@ class KeyedState:
     # -- what the handles use ----------------------------------------------------------------------
 
     def expiry(self, declared: Declared) -> float:
+        """When an entry of ``declared`` written now expires. Before its clock has any time (an
+        event-time ttl before the first watermark) there is no time to count from: such an
+        entry lives until it is written again."""
         ttl = declared.ttl
-        return NEVER if ttl is None else self.clocks[ttl.time] + ttl.seconds
+        if ttl is None:
+            return NEVER
+        clock = self.clocks[ttl.time]
+        return NEVER if clock == -NEVER else clock + ttl.seconds
 
     def now(self, declared: Declared) -> float:
         ttl = declared.ttl

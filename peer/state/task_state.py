@@ -383,7 +383,7 @@ class TaskState:
         if not isinstance(segments, list):
             segments = rows(segments if self.reads is None else select(segments, self.reads))
         out: list[Any] = []
-        names = _Names()
+        names = KeyNames()
         self._clock(now, self.mark)
         for segment in segments:
             key = None if self.key_of is None else self.key_of(segment)
@@ -450,7 +450,7 @@ def _unclocked(now: float, watermark: float) -> None:
     """No window of the task expires its keys: no clock to stamp."""
 
 
-class _Names:
+class KeyNames:
     """Keys' canonical JSON for one batch, made once per distinct string or integer key (a
     visitor's views come together). Other keys are made each time: floats that are equal can
     differ in JSON (``0.0`` and ``-0.0``), and lists cannot be looked up."""

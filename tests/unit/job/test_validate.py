@@ -112,7 +112,7 @@ def test_unknown_task_scheduler_lists_the_allowed():
 def test_unknown_job_key_lists_the_allowed():
     assert refusal(lambda d: d.update(flows=[])) == (
         "job 'wc': unknown key 'flows' (allowed: barrier_period, catalog, causal_depth, "
-        "checkpoint_timeout, code, debloat_target, flow_conditions, id, in_flight_budget, "
+        "checkpoint_timeout, code, debloat_target, flow_conditions, id, in_flight_budget, joins, "
         "lifecycles, local_recovery, max_parallelism, metadata, name, percentage, resume_from, "
         "standby, state_backend, task_scheduler, tolerable_abandoned_epochs, triggers, windows, "
         "workflow)"
@@ -152,7 +152,7 @@ def test_missing_required_keys():
 
 def test_function_task_needs_fn_and_io_tasks_need_plugin():
     assert refusal(lambda d: task(d, "split").pop("fn")) == (
-        "job 'wc': task 'split': fn is required for a function task without windows"
+        "job 'wc': task 'split': fn is required for a function task without windows or a join"
     )
     assert refusal(lambda d: task(d, "read").pop("plugin")) == (
         "job 'wc': task 'read': plugin is required for an input task"
@@ -451,8 +451,8 @@ def test_an_input_that_splits_its_share_may_run_on_peers_that_vary():
 
 def test_max_parallelism_on_a_task_without_keys():
     assert refusal(lambda d: task(d, "split").update(max_parallelism=8)) == (
-        "job 'wc': task 'split': max_parallelism is for keyed tasks (group_by_key or group_by_fn) "
-        "and inputs (the splits of their share)"
+        "job 'wc': task 'split': max_parallelism is for keyed tasks (group_by_key, group_by_fn "
+        "or a join) and inputs (the splits of their share)"
     )
 
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from peer.job.spec import Task, Window
 from peer.messaging.messages import END, Barrier, Batch, Watermark
 from peer.metrics import task_meters
-from peer.runtime.apply import Apply, PythonApply, SparkApply, apply_for, collect
+from peer.runtime.apply import Apply, PythonApply, SparkApply, apply_for
 from peer.runtime.emit import (
     LOCAL_WINDOW,
     WINDOW,
@@ -24,6 +24,7 @@ from peer.runtime.placement import place
 from peer.runtime.routing import Route, Router
 from peer.runtime.task_windows import UNWINDOWED, Windowed
 from peer.state import TaskState
+from peer.values.columnar import collect
 from tests.unit.runtime.test_placement import job
 from tests.unit.runtime.test_task import FNS, World, run, runner
 
