@@ -17,7 +17,7 @@ EVENTS = 5_000
 SETTINGS = {"seed": 5, "out_of_order_group_size": 13, "rate": 1000.0}
 
 
-@pytest.mark.parametrize("query", ["q0", "q1", "q2", "q3", "q5", "q7", "q8"])
+@pytest.mark.parametrize("query", ["q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8"])
 def test_a_query_s_answer_is_the_oracle_s(tmp_path, query):
     module = importlib.import_module(f"examples.nexmark.{query}")
     out = tmp_path / "answer"

@@ -1,0 +1,68 @@
+"""q4, average price per category: the average, per category, of the winning bids of its
+auctions, a winning bid being an auction's highest among those made while it was open.
+
+An interval join pairs each auction with the bids on it from its start to its end, both
+included; each pair goes out as soon as its second row comes. The pairs are grouped by
+auction, in a window of one millisecond at the auction's end, so that the highest bid of each
+goes out once the watermark has passed the end, when no bid on it is still to come. Those
+winning bids are averaged per category in a global window, which answers when the input
+ends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from examples.nexmark.common import EVENTS, answer, bid, events
+from peer.job.flow import Flow
+
+COLUMNS = ("category", "average")
+SQL = """
+SELECT Q.category, AVG(Q.final) AS average
+FROM (SELECT MAX(B.price) AS final, A.category
+      FROM auction A, bid B
+      WHERE A.id = B.auction AND B."dateTime" BETWEEN A."dateTime" AND A.expires
+      GROUP BY A.id, A.category) Q
+GROUP BY Q.category
+"""
+
+
+def auction(event: dict[str, Any]) -> dict[str, Any] | None:
+    if event["kind"] != "auction":
+        return None
+    return {"id": event["id"], "category": event["category"], "dateTime": event["dateTime"],
+            "expires": event["expires"]}  # fmt: skip
+
+
+def priced(auction: dict[str, Any], bid: dict[str, Any]) -> dict[str, Any]:
+    """A bid made while its auction was open, with the auction's category and end."""
+    return {"auction": auction["id"], "category": auction["category"],
+            "expires": auction["expires"], "price": bid["price"]}  # fmt: skip
+
+
+def final(fired: dict[str, Any]) -> dict[str, Any]:
+    """An auction's winning bid, with its category (the key's second field)."""
+    return {"category": fired["key"][1], "final": fired["value"]}
+
+
+def average(fired: dict[str, Any]) -> dict[str, Any]:
+    return {"category": fired["key"], "average": fired["value"]}
+
+
+def flow(count: int = EVENTS, out: str = "out/nexmark/q4", **settings: Any) -> Flow:
+    built, read = events("nexmark q4", count, **settings)
+    auctions = read.map("auctions", auction)
+    bids = read.map("bids", bid)
+    won = auctions.join("won", bids, "interval", key="id", other_key="auction",
+                        time="dateTime", lower=0, until="expires", emit=priced)  # fmt: skip
+    finals = won.map("finals", group_by_key=["auction", "category"])
+    finals.window("highest", "fixed", key="expires", range=1, aggregation="max",
+                  field="price").trigger("watermark", refinement="discarding",
+                                         emit=final)  # fmt: skip
+    averages = finals.map("averages", group_by_key="category")
+    averages.window("per-category", "global", aggregation="average",
+                    field="final").trigger("watermark", emit=average)  # fmt: skip
+    answer(averages, out)
+    return built
+
+
+job = flow()
