@@ -38,9 +38,10 @@ def in_category(event: dict[str, Any]) -> dict[str, Any] | None:
     return {"id": event["id"], "seller": event["seller"]}
 
 
-def suggestion(person: dict[str, Any], auction: dict[str, Any]) -> dict[str, Any]:
+def suggestion(pair: dict[str, Any]) -> dict[str, Any]:
+    person = pair["left"]
     return {"name": person["name"], "city": person["city"], "state": person["state"],
-            "id": auction["id"]}  # fmt: skip
+            "id": pair["right"]["id"]}  # fmt: skip
 
 
 def flow(count: int = EVENTS, out: str = "out/nexmark/q3", **settings: Any) -> Flow:

@@ -33,8 +33,9 @@ def auction(event: dict[str, Any]) -> dict[str, Any] | None:
             "expires": event["expires"]}  # fmt: skip
 
 
-def priced(auction: dict[str, Any], bid: dict[str, Any]) -> dict[str, Any]:
+def priced(pair: dict[str, Any]) -> dict[str, Any]:
     """A bid made while its auction was open, with the auction's category and end."""
+    auction, bid = pair["left"], pair["right"]
     return {"auction": auction["id"], "category": auction["category"],
             "expires": auction["expires"], "price": bid["price"]}  # fmt: skip
 

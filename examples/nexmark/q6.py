@@ -37,7 +37,8 @@ def sold(event: dict[str, Any]) -> dict[str, Any] | None:
     return None if made is None else {**made, "seller": event["seller"]}
 
 
-def priced(auction: dict[str, Any], bid: dict[str, Any]) -> dict[str, Any]:
+def priced(pair: dict[str, Any]) -> dict[str, Any]:
+    auction, bid = pair["left"], pair["right"]
     return {"auction": auction["id"], "seller": auction["seller"],
             "expires": auction["expires"], "price": bid["price"]}  # fmt: skip
 
@@ -78,7 +79,8 @@ def flow(count: int = EVENTS, out: str = "out/nexmark/q6", **settings: Any) -> F
                                          emit=final)  # fmt: skip
     ordered = finals.map("ordered", group_by_key="seller")
     ordered.window("ends", "fixed", key="expires", range=1).trigger(
-        "watermark", refinement="discarding", emit=in_order)
+        "watermark", refinement="discarding", emit=in_order
+    )
     averaged = ordered.map("last", LastAuctions, group_by_key="seller")
     answer(averaged, out)
     return built

@@ -40,9 +40,9 @@ def seller(fired: dict[str, Any]) -> dict[str, Any]:
     return {"seller": fired["key"], "dateTime": fired["end"] - 1}
 
 
-def new_user(person: dict[str, Any], seller: dict[str, Any]) -> dict[str, Any]:
-    start = person["dateTime"] // WINDOW_MS * WINDOW_MS
-    return {"id": person["id"], "name": person["name"], "starttime": start}
+def new_user(pair: dict[str, Any]) -> dict[str, Any]:
+    person = pair["left"]
+    return {"id": person["id"], "name": person["name"], "starttime": pair["start"]}
 
 
 def flow(count: int = EVENTS, out: str = "out/nexmark/q8", **settings: Any) -> Flow:

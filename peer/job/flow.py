@@ -136,8 +136,9 @@ class Stream:
         right) by ``key`` (``other_key`` on the right, if it differs), as
         ``peer.job.spec.Join`` describes: ``type`` "window" (``range``, ``slide``), "interval"
         (``lower``, ``upper`` or ``until``) or "regular" (``ttl``); ``time`` (and
-        ``other_time``) name the event time fields; ``emit(left, right)`` makes what a pair
-        sends. The join's id is its task's name; the task's own settings (``n_peers``, ...)
+        ``other_time``) name the event time fields; ``emit(pair)`` makes what a pair sends
+        from its event (``{"join", "key", "left", "right"}``, and ``"start"`` and ``"end"`` in
+        a window join). The join's id is its task's name; the task's own settings (``n_peers``, ...)
         are keyword arguments too."""
         own = {k: v for k, v in settings.items() if k in TASK_SETTINGS}
         bounds = {k: v for k, v in settings.items() if k not in own}

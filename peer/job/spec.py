@@ -253,8 +253,10 @@ class Join:
       key's rows of one side are forgotten once ``ttl`` seconds of event time (the watermark)
       have passed without another row of that side for it.
 
-    ``emit`` names a function of ``(left, right)`` that makes what a pair sends (a segment, a
-    list of them, or None); without it a pair sends ``{"left": left, "right": right}``. The
+    ``emit`` names a function that turns a pair's event, ``{"join", "key", "left", "right"}``
+    (with the extent's ``"start"`` and ``"end"`` in a window join, where a pair that shares
+    several extents of a sliding window goes out once for each), into what the pair sends: a
+    segment, a list of them, or None. Without it the pair sends the event. The
     task keeps both sides in its keyed state, so it groups by the join's keys and needs no
     ``group_by_key`` of its own."""
 

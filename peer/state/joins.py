@@ -51,13 +51,9 @@ from peer.state.windows import extents
 from peer.values.columnar import FieldKey, Sided, collect, rows
 from peer.values.limits import cut
 
-Found = list[tuple[Any, Any]]
-"""Pairs found, each ``(left row, right row)``, in the order found."""
-
-
-def pair(left: Any, right: Any) -> dict[str, Any]:
-    """What a pair sends when its join names no ``emit``."""
-    return {"left": left, "right": right}
+Found = list[dict[str, Any]]
+"""Pairs found, in the order found, each as the event its join's ``emit`` is given: ``{"join",
+"key", "left", "right"}``, and the extent's ``"start"`` and ``"end"`` for a window join."""
 
 
 class Pairs(Protocol):
@@ -120,6 +116,7 @@ class WindowPairs:
 
     def __init__(self, join: Join, keyed: KeyedState) -> None:
         self.found: Found = []
+        self.id = join.id
         self.held = Held(keyed, f"join {join.id}", join)
         self.window = Window(join.id, join.task, "fixed" if join.slide is None else "sliding",
                              "collect", range=join.range, slide=join.slide)  # fmt: skip
@@ -144,8 +141,10 @@ class WindowPairs:
                 continue
             found: Found = []
             for start in ended:
-                _, _, lefts, rights = slots.pop(start)
-                found += [(left, right) for left in lefts for right in rights]
+                _, end, lefts, rights = slots.pop(start)
+                found += [{"join": self.id, "key": entry[0], "left": left, "right": right,
+                           "start": start, "end": end}
+                          for left in lefts for right in rights]  # fmt: skip
             held.keep(name, entry, slots)
             yield found
 
@@ -156,6 +155,7 @@ class IntervalPairs:
 
     def __init__(self, join: Join, keyed: KeyedState, where: str) -> None:
         self.found: Found = []
+        self.id = join.id
         self.sides = (Held(keyed, f"join {join.id} left", join),
                       Held(keyed, f"join {join.id} right", join))  # fmt: skip
         self.lower = join.lower or 0
@@ -167,7 +167,8 @@ class IntervalPairs:
             start, end = t + self.lower, self._end(t, row)
             entry = right.get(key, name)
             if entry is not None:
-                self.found += [(row, r) for tr, r in entry[1] if start <= tr <= end]
+                self.found += [{"join": self.id, "key": key, "left": row, "right": r}
+                               for tr, r in entry[1] if start <= tr <= end]  # fmt: skip
             entry = left.get(key, name)
             held = [] if entry is None else entry[1]
             held.append([start, end, row])
@@ -175,8 +176,8 @@ class IntervalPairs:
         else:
             entry = left.get(key, name)
             if entry is not None:
-                self.found += [(held, row) for start, end, held in entry[1]
-                               if start <= t <= end]  # fmt: skip
+                self.found += [{"join": self.id, "key": key, "left": held, "right": row}
+                               for start, end, held in entry[1] if start <= t <= end]  # fmt: skip
             entry = right.get(key, name)
             held = [] if entry is None else entry[1]
             held.append([t, row])
@@ -218,14 +219,17 @@ class RegularPairs:
 
     def __init__(self, join: Join, keyed: KeyedState) -> None:
         self.found: Found = []
+        self.id = join.id
         self.sides = (Held(keyed, f"join {join.id} left", join),
                       Held(keyed, f"join {join.id} right", join))  # fmt: skip
 
     def add(self, side: int, key: Any, name: str, t: Any, row: Any) -> None:
         other = self.sides[1 - side].get(key, name)
         if other is not None:
-            self.found += ([(row, r) for r in other[1]] if side == 0
-                           else [(r, row) for r in other[1]])  # fmt: skip
+            self.found += ([{"join": self.id, "key": key, "left": row, "right": r}
+                            for r in other[1]] if side == 0 else
+                           [{"join": self.id, "key": key, "left": r, "right": row}
+                            for r in other[1]])  # fmt: skip
         own = self.sides[side]
         entry = own.get(key, name)
         held = [] if entry is None else entry[1]
@@ -259,7 +263,9 @@ class JoinPart:
         self.join, self.keyed = join, keyed
         self.keys = (FieldKey(join.left_key, task), FieldKey(join.right_key, task))
         self.times = (join.left_time, join.right_time)
-        self.emit: Callable[[Any, Any], Any] = pair if join.emit is None else resolve(join.emit)
+        self.emit: Callable[[dict[str, Any]], Any] | None = (
+            None if join.emit is None else resolve(join.emit)
+        )
         self.pairs = pairs_for(join, keyed, self.where)
         self.mark = -math.inf
         """The highest watermark seen: rows with times below it are late."""
@@ -310,7 +316,7 @@ class JoinPart:
 
     def _sent(self, found: Found) -> list[Any]:
         emit = self.emit
-        return collect([emit(left, right) for left, right in found])
+        return found if emit is None else collect(list(map(emit, found)))
 
     def due(self, clock: object) -> list[Any]:
         return []
