@@ -83,8 +83,9 @@ def numbered(steps: list) -> list:
     out, n = [], 0
     for kind, value in steps:
         if kind == "rows":
-            value = [(side, {**r, "n": (n := n + 1)}) for side, r in value]
-        out.append((kind, value))
+            out.append((kind, [(side, {**r, "n": (n := n + 1)}) for side, r in value]))
+        else:
+            out.append((kind, value))
     return out
 
 
@@ -112,7 +113,8 @@ def taken(steps: list, timed: bool) -> list[tuple[int, dict]]:
 
 
 def key(pair: dict) -> tuple[int, int, Any]:
-    assert pair["join"] == "j" and pair["key"] == pair["left"]["k"] == pair["right"]["k"]
+    assert pair["join"] == "j"
+    assert pair["key"] == pair["left"]["k"] == pair["right"]["k"]
     return pair["left"]["n"], pair["right"]["n"], pair.get("start")
 
 
