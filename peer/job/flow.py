@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from peer.job.spec import Job, JobError, Join, Task, Trigger, Window
+from peer.job.spec import FlowCondition, Job, JobError, Join, Task, Trigger, Window
 from peer.job.validate import validate
 
 TASK_SETTINGS = frozenset(f.name for f in fields(Task)) - {"name", "kind", "fn", "plugin",
@@ -69,6 +69,7 @@ class Flow:
         self.windows: list[Window] = []
         self.triggers: list[Trigger] = []
         self.joins: list[Join] = []
+        self.conditions: list[FlowCondition] = []
 
     def input(self, name: str, plugin: Code, **settings: Any) -> Stream:
         """An input task reading through ``plugin``."""
@@ -92,7 +93,8 @@ class Flow:
         """The job, checked as a loaded file is."""
         return validate(Job(tuple(self.edges), tuple(self.tasks.values()),
                             windows=tuple(self.windows), triggers=tuple(self.triggers),
-                            joins=tuple(self.joins), **self.options))  # fmt: skip
+                            joins=tuple(self.joins), flow_conditions=tuple(self.conditions),
+                            **self.options))  # fmt: skip
 
     def to_yaml(self) -> str:
         """The job as the YAML a file holds and the cluster stores."""
@@ -105,12 +107,19 @@ class Stream:
     def __init__(self, flow: Flow, name: str) -> None:
         self.flow, self.name = flow, name
 
-    def map(self, name: str, fn: Code | None = None, **settings: Any) -> Stream:
+    def map(self, name: str, fn: Code | None = None, *, when: Code | None = None,
+            **settings: Any) -> Stream:  # fmt: skip
         """A function task applying ``fn`` to each segment (or batch, with ``engine``) it
-        reads from here; with no ``fn`` it passes segments on (for windows)."""
+        reads from here; with no ``fn`` it passes segments on (for windows). With ``when``, a
+        predicate, only the segments it holds for reach the task (a flow condition: the rest
+        are never sent to it)."""
         if fn is not None:
             settings["fn"] = dotted(fn, f"task {name!r} fn")
         self.flow._add(name, "function", **settings)
+        if when is not None:
+            self.flow.conditions.append(
+                FlowCondition(self.name, (name,), dotted(when, f"task {name!r} when"))
+            )
         return self._to(name)
 
     def output(self, name: str, plugin: Code, **settings: Any) -> None:

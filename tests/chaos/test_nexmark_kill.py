@@ -1,4 +1,4 @@
-"""Nexmark's windowed queries under kill -9: q5 and q7 on `onyx peer start` processes over a
+"""Nexmark's stateful queries under kill -9: q3 and q8 (joins), q5 and q7 (windows) on `onyx peer start` processes over a
 real ZooKeeper and Aeron, their input paced so that the run outlasts the kills, a working peer
 group killed twice at random moments and replaced. The published answer must equal DuckDB's
 over the same events."""
@@ -27,7 +27,7 @@ SETTINGS = {"seed": 3, "out_of_order_group_size": 11, "rate": 4_000.0}
 """Paced at 4,000 events a second: about 6 s of run."""
 
 
-@pytest.mark.parametrize("query", ["q5", "q7"])
+@pytest.mark.parametrize("query", ["q3", "q5", "q7", "q8"])
 def test_two_kills_change_nothing_in_the_answer(query, cluster, *, tmp_path):
     groups, replace, store = cluster
     module = importlib.import_module(f"examples.nexmark.{query}")

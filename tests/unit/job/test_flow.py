@@ -92,3 +92,17 @@ def test_a_window_s_unknown_setting_is_refused_naming_the_window():
     counts = flow.input("read", "peer.plugins.memory:input", count=3).map("count")
     with pytest.raises(JobError, match=r"window 'w': .*'rnage'"):
         counts.window("w", "fixed", key="t", rnage=10)
+
+
+def test_a_map_s_when_is_a_flow_condition_on_the_edge_to_it():
+    flow = Flow(barrier_period=None)
+    read = flow.input("read", "peer.plugins.memory:input", count=3)
+    read.map("odd", "builtins:dict", when="builtins:callable").output(
+        "write", "peer.plugins.null:output"
+    )
+    (condition,) = flow.job().flow_conditions
+    assert (condition.from_task, condition.to, condition.predicate) == (
+        "read",
+        ("odd",),
+        "builtins:callable",
+    )
