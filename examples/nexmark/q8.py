@@ -1,11 +1,12 @@
 """q8, monitor new users: the people who opened an auction in the same 10 s window of event
 time as they registered, with the window's start.
 
-As Nexmark's SQL groups each side by its window before it joins, the auctions (only they
-reach the task, by a flow condition) are first counted per seller and window, which sends one row per seller that sold in a window, timed at
-the window's last millisecond (so it is in that window, and not behind the watermark that
-closed it). The people and those rows then meet in a window join on the person's id and the
-seller, and each pair goes out once the watermark has passed the window's end."""
+As Nexmark's SQL groups each side by its window before it joins, the auctions (only they reach
+the task, by a flow condition) are first counted per seller and window, which sends one row per
+seller that sold in a window, timed at the window's last millisecond (so it is in that window,
+and not behind the watermark that closed it). The people and those rows then meet in a window
+join on the person's id and the seller, and each pair goes out once the watermark has passed
+the window's end."""
 
 from __future__ import annotations
 

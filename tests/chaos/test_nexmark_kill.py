@@ -1,7 +1,7 @@
-"""Nexmark's stateful queries under kill -9: q3 and q8 (joins), q5 and q7 (windows) on `onyx peer start` processes over a
-real ZooKeeper and Aeron, their input paced so that the run outlasts the kills, a working peer
-group killed twice at random moments and replaced. The published answer must equal DuckDB's
-over the same events."""
+"""Nexmark's stateful queries under kill -9: q3 and q8 (joins), q5 and q7 (windows) on `onyx
+peer start` processes over a real ZooKeeper and Aeron, their input paced so that the run
+outlasts the kills, a working peer group killed twice at random moments and replaced. The
+published answer must equal DuckDB's over the same events."""
 
 from __future__ import annotations
 

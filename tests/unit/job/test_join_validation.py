@@ -46,7 +46,7 @@ def document() -> Doc:
                 "right_time": "t",
                 "range": 10,
             }
-        ],  # fmt: skip
+        ],
     }
 
 
@@ -79,8 +79,7 @@ REFUSED = {
     "one side twice": (lambda d: join(d).update(right="people"),
                        "left and right must be the two tasks upstream"),
     "a third upstream": (lambda d: d["workflow"].append(["joined2", "joined"])
-                         or d["catalog"].append({"name": "joined2", "kind": "input",
-                                                 "plugin": "peer.plugins.memory:input", "n_peers": 1}),
+                         or d["catalog"].append({**task(d, "people"), "name": "joined2"}),
                          "left and right must be the two tasks upstream of task 'joined' "
                          "(joined2, people and sales)"),
     "keys of unequal arity": (lambda d: join(d).update(right_key=["seller", "city"]),
@@ -158,5 +157,5 @@ def test_a_flow_join_with_a_setting_it_has_not_is_refused_naming_it():
     flow = Flow()
     people = flow.input("people", "peer.plugins.memory:input", n_peers=1)
     sales = flow.input("sales", "peer.plugins.memory:input", n_peers=1)
-    with pytest.raises(JobError, match="join 'joined': .*'gap'"):
+    with pytest.raises(JobError, match=r"join 'joined': .*'gap'"):
         people.join("joined", sales, "window", key="id", gap=3)
