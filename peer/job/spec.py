@@ -212,6 +212,9 @@ class Window:
     field: str | None = None
     ttl: float | None = None
     top: int | None = None
+    late: str | None = None
+    """A task downstream of ``task`` that the segments behind the watermark go to, as they
+    came, and nothing else of ``task``'s; None drops them (both ways they are counted)."""
 
     def to_dict(self) -> dict[str, Any]:
         return _non_defaults(self)
@@ -276,6 +279,9 @@ class Join:
     until: str | None = None
     ttl: float | None = None
     emit: str | None = None
+    late: str | None = None
+    """A task downstream of ``task`` that the rows behind the watermark go to, as they came,
+    and nothing else of ``task``'s; None drops them (both ways they are counted)."""
 
     def __post_init__(self) -> None:
         _set(self, "left_key", _tuple(self.left_key))
@@ -410,6 +416,11 @@ class Job:
             if join.task == task_name:
                 return join
         return None
+
+    def late_outputs(self, task_name: str) -> frozenset[str]:
+        """The tasks ``task_name``'s windows and join send their late rows to, alone."""
+        parts: list[Window | Join] = [*self.windows, *self.joins]
+        return frozenset(p.late for p in parts if p.task == task_name and p.late is not None)
 
     def keyed(self, task_name: str) -> bool:
         """Whether segments reach ``task_name`` by key, so its state is kept by key group: it

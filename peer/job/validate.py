@@ -632,6 +632,7 @@ def _check_windows(job: Job, outer: str) -> None:
         _check_aggregation(window, where)
         _check_window_fields(job.task(window.task), window, where)
         _check_window_ttl(job.task(window.task), window, where)
+        _check_late(job, window.task, window.late, where)
 
 
 def _check_fns(job: Job, outer: str) -> None:
@@ -672,6 +673,7 @@ def _check_joins(job: Job, outer: str) -> None:
         _check_join_sides(job, join, where)
         _check_join_bounds(join, where)
         _check_path(where, "emit", join.emit)
+        _check_late(job, join.task, join.late, where)
 
 
 def _check_join_task(job: Job, join: Join, where: str) -> None:
@@ -776,6 +778,19 @@ def _ttl_covers(join: Join, length: float, what: str, where: str) -> None:
     if join.ttl is not None and join.ttl < length:
         fail(where, f"ttl {join.ttl!r} is shorter than {what} ({length!r}): rows would be "
                     "forgotten before their pairs could come")  # fmt: skip
+
+
+def _check_late(job: Job, task: str, late: object, where: str) -> None:
+    """A side output for late rows is a task downstream of the one that has them."""
+    if late is None:
+        return
+    downstream = sorted(b for a, b in job.workflow if a == task)
+    if late not in downstream:
+        fail(where, f"late {late!r} must be a task downstream of task {task!r} (its side "
+                    f"output), one of: {', '.join(downstream) or 'none'}")  # fmt: skip
+    if downstream == [late]:
+        fail(where, f"late {late!r} is task {task!r}'s only downstream task: its other rows "
+                    "would go nowhere")  # fmt: skip
 
 
 def _check_window_task(job: Job, task: object, where: str) -> None:

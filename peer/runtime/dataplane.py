@@ -77,7 +77,7 @@ from peer.messaging.transport import Transport
 from peer.runtime.checkpoints import CheckpointStorage, Commits
 from peer.runtime.coordinator import Coordinator
 from peer.runtime.placement import Placement, placements
-from peer.runtime.routing import Router, conditions, key_function, routes
+from peer.runtime.routing import Router, conditions, key_function, router_for, routes
 from peer.runtime.shipped_code import CodeShelf
 from peer.runtime.snapshot import Restored
 from peer.runtime.standby import Standbys
@@ -396,7 +396,9 @@ class DataPlane:
 
         spec = job.task(task)
         router = (
-            Router(routes(placement, task, peer), conditions(placement, task))
+            router_for(
+                routes(placement, task, peer), conditions(placement, task), job.late_outputs(task)
+            )
             if routing
             else Router(())
         )

@@ -17,6 +17,9 @@ rows it keeps are taken from the Arrow batch.
 A join's task is reached by key along each edge: rows of its left task by ``left_key``, rows of
 its right task by ``right_key``, so that equal keys of both sides meet at one peer.
 
+A window or a join may send the rows behind the watermark to a side output, a task downstream
+that takes those alone (``LateRouter``).
+
 Flow conditions restrict the tasks they name: a segment reaches such a task only when a
 condition naming it holds for the segment; a condition marked ``short_circuit`` that holds ends
 the evaluation. Tasks no condition names always receive.
@@ -35,7 +38,7 @@ from peer.job.imports import resolve
 from peer.job.spec import ALL, DEFAULT_MAX_PARALLELISM
 from peer.runtime.placement import Placement
 from peer.state.key_groups import key_group, owner
-from peer.values.columnar import Batch, FieldKey, SchemaViolation, Segment, rows, take
+from peer.values.columnar import Batch, FieldKey, Late, SchemaViolation, Segment, rows, take
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +184,48 @@ class Router:
     def peers(self) -> list[str]:
         """Every peer this task sends to, which is every peer owed its end-of-input marker."""
         return self._peers
+
+
+class LateRouter(Router):
+    """The router of a task whose windows or join send the rows behind the watermark to side
+    outputs: each such row (a ``Late``) goes, as it came, to its task alone, which takes
+    nothing else of this task's; the rest go to the other tasks as any router sends them."""
+
+    def __init__(self, routes: Sequence[Route], conditions: Sequence[Condition],
+                 late: frozenset[str]) -> None:  # fmt: skip
+        super().__init__([r for r in routes if r.task not in late], conditions)
+        self.late = {r.task: r for r in routes if r.task in late and r.peers}
+        self._peers = sorted({*self._peers, *(p for r in self.late.values() for p in r.peers)})
+
+    def split(self, segments: Batch) -> dict[str, Batch]:
+        if isinstance(segments, pa.RecordBatch):
+            return super().split(segments)
+        late: dict[str, list[Segment]] = {}
+        on_time = []
+        for segment in segments:
+            if type(segment) is Late:
+                late.setdefault(segment.to, []).append(segment.segment)
+            else:
+                on_time.append(segment)
+        out: dict[str, Any] = super().split(on_time) if on_time else {}
+        turn = self.turn
+        for task, held in late.items():
+            route = self.late.get(task)
+            if route is None:
+                continue
+            if route.key is None:
+                out[route.in_turn(turn)] = held
+            else:
+                _by_key(route, route.key, held, out)
+        return out
+
+
+def router_for(
+    routes: Sequence[Route], conditions: Sequence[Condition], late: frozenset[str]
+) -> Router:
+    """A task's router, chosen once: one that sends late rows to their side outputs when its
+    windows or join name any."""
+    return LateRouter(routes, conditions, late) if late else Router(routes, conditions)
 
 
 def _by_key(

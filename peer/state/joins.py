@@ -20,8 +20,9 @@ The type of the join is chosen once, when the task starts:
   one side are forgotten ``ttl`` seconds of event time after that side's last row for it.
 
 Event time. A row whose time is below the watermark is late: it is dropped, never paired, and
-counted in ``onyx_window_late_segments_total`` under the join's id. (A regular join without time
-fields takes every row.) Every join's state may also expire after ``ttl`` of event time.
+counted in ``onyx_window_late_segments_total`` under the join's id, and sent as it came to the
+join's side output if it names one (``late``). (A regular join without time fields takes every
+row.) Every join's state may also expire after ``ttl`` of event time.
 
 Keys. A row's key is its side's key field (or the list of its key fields); a row without one
 fails the task, naming the task and the field. A null key equals nothing, as in SQL: its row
@@ -48,7 +49,7 @@ from peer.state.backends import Entry
 from peer.state.keyed import Declared, KeyedState, Ttl
 from peer.state.task_state import KeyNames
 from peer.state.windows import extents
-from peer.values.columnar import FieldKey, Sided, collect, rows
+from peer.values.columnar import FieldKey, Late, Sided, collect, rows
 from peer.values.limits import cut
 
 Found = list[dict[str, Any]]
@@ -275,6 +276,8 @@ class JoinPart:
 
     def apply(self, out: Sided, clock: object) -> list[Any]:
         names, add, kinds, mark = KeyNames(), self.pairs.add, self.kinds, self.mark
+        late: list[Late] = []
+        side_output = self.join.late
         for side, batch in out.parts:
             key_of, field = self.keys[side], self.times[side]
             for row in rows(batch):
@@ -286,10 +289,12 @@ class JoinPart:
                 t = None if field is None else self._time(row, side, field)
                 if t is not None and t < mark:
                     self.late.inc()
+                    if side_output is not None:
+                        late.append(Late(side_output, row))
                     continue
                 add(side, key, names.of(key), t, row)
         found, self.pairs.found = self.pairs.found, []
-        return self._sent(found)
+        return self._sent(found) + late if late else self._sent(found)
 
     def _kind(self, side: int, key: Any) -> None:
         """A side's key of another type than the first it had: it must be the other side's."""

@@ -22,7 +22,8 @@ Event time. A watermark W says no segment with an event time below W is still to
 extent ending at or before W is complete: its watermark triggers fire it, then every window
 forgets it. A segment that breaks the promise (t < W) is late. It is dropped from every window
 with event time, and counted in ``late`` (once per window it misses), since taking it would bring
-back an extent that was already emitted and forgotten. A global window has no event time: only
+back an extent that was already emitted and forgotten; a window that names a side output
+(``late``) sends it there, as it came. A global window has no event time: only
 ``finish`` closes it.
 
 Order. ``apply`` goes segment by segment, window by window in job order, then trigger by trigger
@@ -51,7 +52,7 @@ from peer.state.backends import Entry
 from peer.state.keyed import KeyedState, Ttl
 from peer.state.triggers import Armed, arm
 from peer.state.windows import Extent, absorb, extents
-from peer.values.columnar import Batch, FieldKey, rows, select
+from peer.values.columnar import Batch, FieldKey, Late, rows, select
 from peer.values.limits import cut
 
 Slot = list[Any]
@@ -393,6 +394,8 @@ class TaskState:
                 if t is not None and t < self.mark:
                     self.late += 1
                     window.late.inc()
+                    if window.window.late is not None:
+                        out.append(Late(window.window.late, segment))
                     continue
                 out += window.add(segment, t, key, name)
         return out + self.tick(now)
@@ -481,6 +484,8 @@ def _fields_read(
         return None
     reads = list(key_of.names) if key_of is not None else []
     for window in windows:
+        if window.window.late is not None:
+            return None  # a late segment goes to its side output whole
         key = window.window.key  # None only in a global window, once validated
         if window.window.type != "global" and key is not None:
             reads.append(key)

@@ -45,6 +45,15 @@ def collect(results: list[Any]) -> list[Segment]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Late:
+    """A row behind the watermark that a window or a join sends to the side output ``to`` (a
+    task downstream of its own), and to no other task (peer.runtime.routing.LateRouter)."""
+
+    to: str
+    segment: Segment
+
+
 @dataclass(slots=True)
 class Sided:
     """What a join's task takes at once: each batch with the side it came from (0 for the

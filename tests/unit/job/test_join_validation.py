@@ -125,6 +125,11 @@ REFUSED = {
         lambda d: (task(d, "people").update(schema="name STRING, t BIGINT"),
                    task(d, "sales").update(schema="seller STRING, t BIGINT")),
         "left_key 'id' is not a field of task 'people''s schema"),
+    "a side output not downstream": (lambda d: join(d).update(late="people"),
+                                     "late 'people' must be a task downstream of task "
+                                     "'joined' (its side output), one of: out"),
+    "a side output that is all": (lambda d: join(d).update(late="out"),
+                                  "late 'out' is task 'joined''s only downstream task"),
 }  # fmt: skip
 
 

@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 
 from peer.job.spec import FlowCondition, Job, Task
 from peer.runtime.placement import place
-from peer.runtime.routing import Route, Router, conditions, routes
+from peer.runtime.routing import Route, Router, conditions, router_for, routes
 from peer.state.key_groups import groups_of, key_group
+from peer.values.columnar import Late
 
 FNS = "tests.unit.runtime.runtime_fns"
 
@@ -115,3 +116,17 @@ def test_an_ungrouped_batch_is_never_shared_by_two_receivers():
     out = router.split(batch)
     assert out["pa"] == out["pb"] == batch
     assert out["pa"] is not out["pb"]
+
+
+def test_late_rows_go_to_their_side_output_alone_and_the_rest_elsewhere():
+    placement = placed(job(), {"a": ("p1", "p2"), "b": ("p3",)})
+    router = router_for(routes(placement, "in"), conditions(placement, "in"), frozenset({"b"}))
+    out = router.split([{"word": "x"}, Late("b", {"word": "late"}), {"word": "y"}])
+    assert out.pop("p3") == [{"word": "late"}]
+    assert sorted(s["word"] for batch in out.values() for s in batch) == ["x", "y"]
+    assert router.peers() == ["p1", "p2", "p3"]
+
+
+def test_a_task_without_side_outputs_gets_the_plain_router():
+    placement = placed(job(), {"a": ("p1",), "b": ("p3",)})
+    assert type(router_for(routes(placement, "in"), (), frozenset())) is Router

@@ -17,7 +17,7 @@ from peer.job.spec import Job, Join, Task
 from peer.state.backends import MemoryBackend
 from peer.state.joins import JoinPart
 from peer.state.keyed import KeyedState
-from peer.values.columnar import SchemaViolation, Sided
+from peer.values.columnar import Late, SchemaViolation, Sided
 
 GROUPS = 8
 RANGE, SLIDE, LOWER, UPPER = 10, 5, -2, 3
@@ -189,3 +189,11 @@ def test_a_regular_join_forgets_a_side_s_rows_ttl_after_its_last_for_the_key():
     join.apply(Sided([(0, [{"k": 1, "n": 1}])]), None)
     list(join.watermark(1_000_001))
     assert join.apply(Sided([(1, [{"k": 1, "n": 2}])]), None) == []
+
+
+def test_a_join_with_a_side_output_sends_its_late_rows_there_as_they_came():
+    join = JoinPart(job("window", range=RANGE, late="behind", **TIMED), "joined",
+                    KeyedState(GROUPS, MemoryBackend()))  # fmt: skip
+    list(join.watermark(20))
+    sent = join.apply(Sided([(0, [{"k": 1, "t": 25}, {"k": 1, "t": 3}])]), None)
+    assert sent == [Late("behind", {"k": 1, "t": 3})]
