@@ -2,9 +2,11 @@
 rows, each with its ``kind`` (peer.nexmark.events), event time in ``dateTime`` (milliseconds).
 
 Its params are the generator's settings (peer.nexmark.config: ``events``, ``rate``, ``seed``,
-the proportions and ratios, ``out_of_order_group_size``, ...), and ``paced``: false (the
-default) makes events as fast as they are read, event time running ahead of the clock; true
-makes none before its time, ``rate`` a second from the first poll. A setting out of range
+the proportions and ratios, ``out_of_order_group_size``, ...), ``paced``: false (the default)
+makes events as fast as they are read, event time running ahead of the clock; true makes none
+before its time, ``rate`` a second from the first poll; and ``format``: "rows" (the default),
+or "arrow" for Arrow record batches of ``EVENT_SCHEMA``, every kind's columns, null where a
+kind has none, for tasks that work on batches (``engine: arrow``). A setting out of range
 fails the task at once, naming it.
 
 Event number n is item n of the task's splits (peer.plugins.splits): its checkpoint is each
@@ -19,6 +21,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import pyarrow as pa
+
 from peer.job.spec import Task
 from peer.nexmark.config import LIMIT, NexmarkConfig, SettingError
 from peer.nexmark.events import event, event_time
@@ -26,15 +30,31 @@ from peer.plugins import PluginError, Recovery, checks_params, error
 from peer.plugins.splits import Numbered, Splits
 from peer.values.epoch import Epoch
 
+FORMATS = ("rows", "arrow")
 
-def settings(params: Mapping[str, Any]) -> tuple[NexmarkConfig, bool]:
-    """The generator's settings and ``paced`` from a task's params; a SettingError names the
-    one out of range."""
+EVENT_SCHEMA = pa.schema(
+    [("kind", pa.string()), ("id", pa.int64()), ("name", pa.string()),
+     ("emailAddress", pa.string()), ("creditCard", pa.string()), ("city", pa.string()),
+     ("state", pa.string()), ("dateTime", pa.int64()), ("extra", pa.string()),
+     ("itemName", pa.string()), ("description", pa.string()), ("initialBid", pa.int64()),
+     ("reserve", pa.int64()), ("expires", pa.int64()), ("seller", pa.int64()),
+     ("category", pa.int64()), ("auction", pa.int64()), ("bidder", pa.int64()),
+     ("price", pa.int64()), ("channel", pa.string()), ("url", pa.string())]
+)  # fmt: skip
+"""Every kind's fields as one Arrow schema: what ``format: arrow`` polls."""
+
+
+def settings(params: Mapping[str, Any]) -> tuple[NexmarkConfig, bool, str]:
+    """The generator's settings, ``paced`` and ``format`` from a task's params; a SettingError
+    names the one out of range."""
     given = dict(params)
     paced = given.pop("paced", False)
     if not isinstance(paced, bool):
         raise SettingError(f"paced must be true or false, got {paced!r}")
-    return NexmarkConfig.of(given), paced
+    made = given.pop("format", "rows")
+    if made not in FORMATS:
+        raise SettingError(f"format must be one of {', '.join(FORMATS)}, got {made!r}")
+    return NexmarkConfig.of(given), paced, made
 
 
 def _checked(params: Mapping[str, Any]) -> None:
@@ -45,10 +65,11 @@ def _checked(params: Mapping[str, Any]) -> None:
 def input(task: Task, slot: int, slots: int, *, splits: Splits) -> NexmarkInput:
     """The factory named ``peer.plugins.nexmark:input``."""
     try:
-        config, paced = settings(task.params)
+        config, paced, made = settings(task.params)
     except SettingError as e:
         raise error(task, f"params: {e}") from None
-    return NexmarkInput(task, config, splits, paced)
+    reader = NexmarkArrowInput if made == "arrow" else NexmarkInput
+    return reader(task, config, splits, paced)
 
 
 class NexmarkInput:
@@ -73,7 +94,7 @@ class NexmarkInput:
         self.reading = self._reading(recovery.checkpoint)
         self.started = None
 
-    def poll(self, limit: int) -> list[dict[str, Any]]:
+    def poll(self, limit: int) -> Any:
         config = self.config
         runs = self.reading.take(limit, self._due() if self.paced else None)
         return [event(config, number) for run in runs for number in run]
@@ -108,3 +129,11 @@ class NexmarkInput:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+class NexmarkArrowInput(NexmarkInput):
+    """The same events as Arrow record batches of ``EVENT_SCHEMA``."""
+
+    def poll(self, limit: int) -> Any:
+        events = super().poll(limit)
+        return pa.RecordBatch.from_pylist(events, schema=EVENT_SCHEMA) if events else []

@@ -16,6 +16,7 @@ from peer.job.spec import JobError
 from peer.nexmark.config import NexmarkConfig
 from peer.nexmark.events import event
 from peer.plugins import PluginError
+from peer.plugins.nexmark import EVENT_SCHEMA
 from peer.plugins.nexmark import input as nexmark_input
 from peer.plugins.splits import Splits, gather
 from tests.unit.plugins.plugin_fixtures import EPOCH, drain, recovery, task
@@ -110,3 +111,16 @@ def test_a_job_with_a_setting_out_of_range_is_refused_at_submit():
     message = str(raised.value)
     assert message.startswith("job: task 'events': params: nexmark rate must be")
     assert "\n" not in message
+
+
+@given(st.integers(1, 200), st.integers(1, 50))
+def test_arrow_batches_hold_the_events_the_rows_do(events, limit):
+    rows = reader(0, 1, events=events, seed=4).poll(limit)
+    batch = reader(0, 1, events=events, seed=4, format="arrow").poll(limit)
+    assert batch.schema == EVENT_SCHEMA
+    assert [{k: v for k, v in row.items() if v is not None} for row in batch.to_pylist()] == rows
+
+
+def test_an_unknown_format_is_refused_naming_the_task():
+    with pytest.raises(PluginError, match="task 'events'.*format must be one of rows, arrow"):
+        reader(0, 1, events=3, format="csv")
