@@ -9,7 +9,7 @@ run's figure is its events over the CPU seconds its process used from submit to 
 (all its threads and children: what Flink's "throughput per core" divides by), and the
 answer's rows are checked against DuckDB's count over the same events.
 
-Bytewax, the baseline: the same queries (q0, q1, q2, q5 and q7) over the same generator's
+Bytewax, the baseline: the same queries where written for it (q0, q1, q2, q5 and q7) over the same generator's
 events, one worker in a fresh interpreter, with its SQLite recovery at the same epoch interval,
 its answer counted and checked alike. Its event clocks hold the watermark 1 s behind the latest
 event, and q5's second stage until the input ends (``WAIT_MS``, ``HOLD_MS``: with less it drops
@@ -19,11 +19,21 @@ Flink's figures are the nexmark project's published results for Flink 1.13 (8 wo
 cores, RocksDB, exactly once, 100 M events at 10 M/s): not measured here, and printed only
 beside the engine's for a sense of scale; ``q{N}_ratio_to_flink_per_core`` divides by them.
 
-Not covered yet: latency (p50 and p99 at half the highest rate), and q3, q4, q6 and q8 (they
-need stream joins).
+Latency: each query again, at half the highest rate its runs reached (their median events per
+wall second), over --latency-seconds of events that come at their event time by the wall clock
+(bench/nexmark_wall.py: the generator's rate set to that, its base time a wall time), its
+output's lag sampled every 5 ms: the wall clock less the output's watermark, how long ago the
+events it has passed were due. Its p50 and p99 are per run, over the samples after the first
+second, the median and spread of --repeat runs given. It is the lag of the output's event-time
+progress, sampled in time, not each row's latency: a windowed query's rows are due when the
+watermark passes their window's end, which is what it shows; it does not show how long a window
+waits for its end.
+
+Not covered: Bytewax for q3, q4, q6 and q8 (its join operators are not written here), and
+Flink's q6 (not in its published results).
 
 Run: .venv-bench/bin/python bench/nexmark.py [--events 300000] [--repeat 3]
-     [--queries q0 q1 q2 q5 q7] [--barrier-period 1]
+     [--queries q0 ... q8] [--barrier-period 1] [--latency-seconds 10]
 The last line of output is one JSON document holding every figure.
 """
 
@@ -32,10 +42,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import resource
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -53,7 +65,8 @@ from bench.state import isolated  # noqa: E402
 from examples.nexmark import oracle  # noqa: E402
 from peer import api  # noqa: E402
 from peer.cluster.local import LocalCluster  # noqa: E402
-from peer.metrics import segments_in  # noqa: E402
+from peer.job.spec import Job  # noqa: E402
+from peer.metrics import segments_in, watermark_of  # noqa: E402
 from peer.nexmark.config import NexmarkConfig  # noqa: E402
 from peer.nexmark.events import event  # noqa: E402
 
@@ -64,6 +77,7 @@ FLINK_PER_CORE = {"q0": 155_020, "q1": 157_940, "q2": 175_210, "q3": 152_120, "q
                   "q5": 22_140, "q7": 12_330, "q8": 146_140}  # fmt: skip
 """Events per second per core, Flink 1.13, from the nexmark project's published results."""
 
+QUERIES = ("q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8")
 BYTEWAX_QUERIES = ("q0", "q1", "q2", "q5", "q7")
 
 
@@ -90,16 +104,21 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def engine_run(query: str, events: int, period: float | None) -> Run:
-    """The query on one peer group, its answer counted by the null output."""
+def counted_job(query: str, events: int, period: float | None, **settings: Any) -> Job:
+    """The query over ``events`` events, its answer counted by the null output."""
     module = importlib.import_module(f"examples.nexmark.{query}")
-    job = module.flow(events, "unused", barrier_period=period, **SETTINGS).job()
+    job = module.flow(events, "unused", barrier_period=period, **SETTINGS, **settings).job()
     counted = tuple(
         replace(task, plugin="peer.plugins.null:output", params={})
         if task.kind == "output" else task
         for task in job.catalog
     )  # fmt: skip
-    job = replace(job, catalog=counted)
+    return replace(job, catalog=counted)
+
+
+def engine_run(query: str, events: int, period: float | None) -> Run:
+    """The query on one peer group, as fast as it goes."""
+    job = counted_job(query, events, period)
     with tempfile.TemporaryDirectory(prefix="nexmark-bench-") as directory:
         cluster = LocalCluster(1, 8, checkpoints=str(Path(directory, "checkpoints")))
         cluster.start()
@@ -114,6 +133,67 @@ def engine_run(query: str, events: int, period: float | None) -> Run:
     if final.state != "completed":
         raise RuntimeError(f"{query} ended {final.state}")
     return Run(events, cpu, took, int(segments_in(job_id, "write")))
+
+
+@dataclass(frozen=True)
+class Lags:
+    """A run's output lags behind the wall clock, in milliseconds, the rows it answered, and
+    the wall time its events started at (its base_time)."""
+
+    lags_ms: list[float]
+    rows: int
+    base_time: int
+
+
+def latency_run(query: str, events: int, period: float | None, rate: float) -> Lags:
+    """The query over events that come at ``rate`` a second at their event time by the wall
+    clock (bench/nexmark_wall.py), starting ``START_S`` from now, its output's lag behind the
+    wall clock sampled every ``SAMPLE_S``, those from the first ``WARM_S`` left out."""
+    base = int((time.time() + START_S) * 1000)
+    job = counted_job(query, events, period, rate=rate, base_time=base)
+    walled = tuple(replace(task, plugin="bench.nexmark_wall:input") if task.kind == "input"
+                   else task for task in job.catalog)  # fmt: skip
+    job = replace(job, catalog=walled)
+    lags: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="nexmark-bench-") as directory:
+        cluster = LocalCluster(1, 8, checkpoints=str(Path(directory, "checkpoints")))
+        cluster.start()
+        try:
+            cluster.await_ring(30)
+            job_id = api.submit(cluster.reader, job.to_dict())
+            done = threading.Event()
+            sampler = threading.Thread(target=_sample, args=(job_id, base, done, lags),
+                                       daemon=True)  # fmt: skip
+            sampler.start()
+            try:
+                final = api.wait(cluster.reader, job_id, timeout=3600)
+            finally:
+                done.set()
+                sampler.join()
+        finally:
+            cluster.stop()
+    if final.state != "completed":
+        raise RuntimeError(f"{query} ended {final.state}")
+    return Lags(lags, int(segments_in(job_id, "write")), base)
+
+
+def _sample(job_id: str, base: int, done: threading.Event, lags: list[float]) -> None:
+    """Every SAMPLE_S until ``done``: how far the output's watermark is behind the wall clock,
+    from WARM_S after the events started."""
+    while not done.wait(SAMPLE_S):
+        mark = watermark_of(job_id, "write")
+        now = time.time() * 1000
+        if mark is None or not math.isfinite(mark) or now < base + WARM_S * 1000:
+            continue
+        lags.append(now - mark)
+
+
+SAMPLE_S = 0.005
+"""How often the output's lag is sampled, in seconds."""
+WARM_S = 1.0
+"""Seconds of a paced run left out of its lags: the start, while the first batches warm up."""
+START_S = 3.0
+"""Seconds from a paced run's start to its first event's time: the cluster starts meanwhile."""
 
 
 def bytewax_run(query: str, events: int, period: float | None) -> Run:
@@ -235,10 +315,10 @@ def bytewax_available() -> bool:
     return True
 
 
-def expected_rows(query: str, events: int) -> int:
+def expected_rows(query: str, events: int, **settings: Any) -> int:
     """How many rows DuckDB's answer has over the same events."""
     module = importlib.import_module(f"examples.nexmark.{query}")
-    return len(oracle.answer(module.SQL, NexmarkConfig(**SETTINGS), events))
+    return len(oracle.answer(module.SQL, NexmarkConfig(**SETTINGS, **settings), events))
 
 
 def spread(values: list[float]) -> dict[str, float]:
@@ -273,9 +353,32 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         figures[f"{query}_ratio_to_bytewax"] = (
             engine / per_core["bytewax"]["median"] if "bytewax" in per_core else None
         )
-        figures[f"{query}_p99_ms"] = None  # not measured yet
+        latency(query, args, runs["engine"], figures)
         report(query, figures)
     return figures
+
+
+def latency(query: str, args: argparse.Namespace, runs: list[Run],
+            figures: dict[str, Any]) -> None:  # fmt: skip
+    """The output's lag paced at half the highest rate the runs reached (their median events per
+    wall second), over --latency-seconds of events, --repeat times."""
+    rate = statistics.median(r.events / r.wall_s for r in runs) / 2
+    events = max(1, int(rate * args.latency_seconds))
+    p50s, p99s = [], []
+    for _ in range(args.repeat):
+        lags = isolated(latency_run, query, events, args.barrier_period, rate)
+        expected = expected_rows(query, events, rate=rate, base_time=lags.base_time)
+        if lags.rows != expected:
+            raise RuntimeError(f"{query} paced answered {lags.rows} rows, not {expected}")
+        if len(lags.lags_ms) < 2:
+            raise RuntimeError(f"{query} paced: too few lag samples ({len(lags.lags_ms)})")
+        cuts = statistics.quantiles(lags.lags_ms, n=100)
+        p50s.append(cuts[49])
+        p99s.append(cuts[98])
+    figures[query]["latency"] = {"rate": round(rate), "events": events,
+                                 "p50_ms": spread(p50s), "p99_ms": spread(p99s)}  # fmt: skip
+    figures[f"{query}_p50_ms"] = statistics.median(p50s)
+    figures[f"{query}_p99_ms"] = statistics.median(p99s)
 
 
 def report(query: str, figures: dict[str, Any]) -> None:
@@ -293,15 +396,21 @@ def report(query: str, figures: dict[str, Any]) -> None:
               f"{figures[f'{query}_ratio_to_flink_per_core']:.3f})")  # fmt: skip
     ratio = figures[f"{query}_ratio_to_bytewax"]
     print(f"  engine / Bytewax: {'not run' if ratio is None else f'{ratio:.2f}'}")
+    lag = at["latency"]
+    print(f"  engine paced at {lag['rate']:,} events/s (half its highest), {lag['events']:,} "
+          f"events: output lag p50 {lag['p50_ms']['median']:.1f} ms (runs "
+          f"{lag['p50_ms']['min']:.1f} to {lag['p50_ms']['max']:.1f}), p99 "
+          f"{lag['p99_ms']['median']:.1f} ms ({lag['p99_ms']['min']:.1f} to "
+          f"{lag['p99_ms']['max']:.1f})")  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=300_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--queries", nargs="+", default=["q0", "q1", "q2", "q5", "q7"],
-                        choices=("q0", "q1", "q2", "q5", "q7"))  # fmt: skip
+    parser.add_argument("--queries", nargs="+", default=list(QUERIES), choices=QUERIES)
     parser.add_argument("--barrier-period", type=float, default=1.0)
+    parser.add_argument("--latency-seconds", type=float, default=10.0)
     args = parser.parse_args()
     print(json.dumps(measure(args)))
 

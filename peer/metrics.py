@@ -27,6 +27,7 @@ from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     Info,
 )
@@ -100,8 +101,15 @@ SEGMENTS_IN = Counter(
 )
 LATE_SEGMENTS = Counter(
     "onyx_window_late_segments",
-    "Segments a window dropped as late (their event time behind its task's watermark)",
+    "Segments a window or a join (its id in the window label) took as late, their event time "
+    "behind its task's watermark: dropped, or sent to its side output",
     (*JOB_TASK, "window"),
+)
+WATERMARK = Gauge(
+    "onyx_task_watermark",
+    "The watermark a task's peer in this group passed last: the event time below which its "
+    "input is complete, in the job's units of event time (milliseconds for Nexmark)",
+    JOB_TASK,
 )
 SEGMENTS_OUT = Counter(
     "onyx_task_segments_out",
@@ -206,6 +214,7 @@ class TaskMeters:
 
     segments_in: Counter
     segments_out: Counter
+    watermark: Gauge
     batch_seconds: Histogram
     backpressure: Counter
     alignment_seconds: Histogram
@@ -221,6 +230,7 @@ def task_meters(job: str, task: str) -> TaskMeters:
     return TaskMeters(
         segments_in=SEGMENTS_IN.labels(job, task),
         segments_out=SEGMENTS_OUT.labels(job, task),
+        watermark=WATERMARK.labels(job, task),
         batch_seconds=BATCH_SECONDS.labels(job, task),
         backpressure=BACKPRESSURE.labels(job, task),
         alignment_seconds=ALIGNMENT_SECONDS.labels(job, task),
@@ -236,6 +246,17 @@ def segments_in(job: str, task: str) -> float:
     """How many segments ``task`` of ``job`` has taken in, in this process."""
     value = REGISTRY.get_sample_value("onyx_task_segments_in_total", {JOB: job, "task": task})
     return value or 0.0
+
+
+def watermark_of(job: str, task: str) -> float | None:
+    """The watermark ``task`` of ``job`` passed last in this process, None before one: read
+    from its own gauge, not by collecting the registry, so that it is cheap to sample often."""
+    wanted = {JOB: job, "task": task}
+    for metric in WATERMARK.collect():
+        for sample in metric.samples:
+            if sample.labels == wanted:
+                return sample.value
+    return None
 
 
 Gauges = Iterator[GaugeMetricFamily]

@@ -1005,6 +1005,7 @@ class TaskRunner:
         if mark is None or (self.watermark is not None and mark <= self.watermark):
             return False
         self.watermark = mark
+        self.meters.watermark.set(mark)
         self._close(self.windows.watermark(mark), lambda: self.emitter.broadcast(Watermark(mark)))
         return True
 
