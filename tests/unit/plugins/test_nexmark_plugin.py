@@ -122,5 +122,5 @@ def test_arrow_batches_hold_the_events_the_rows_do(events, limit):
 
 
 def test_an_unknown_format_is_refused_naming_the_task():
-    with pytest.raises(PluginError, match="task 'events'.*format must be one of rows, arrow"):
+    with pytest.raises(PluginError, match=r"task 'events'.*format must be one of rows, arrow"):
         reader(0, 1, events=3, format="csv")
