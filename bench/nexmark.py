@@ -12,8 +12,8 @@ answer's rows are checked against DuckDB's count over the same events.
 Bytewax, the baseline: the same queries where written for it (q0, q1, q2, q5 and q7) over the
 same generator's events, one worker in a fresh interpreter, with its SQLite recovery at the
 same epoch interval, its answer counted and checked alike. Its event clocks hold the watermark
-1 s behind the latest event, and q5's second stage until the input ends (``WAIT_MS``, ``HOLD_MS``: with less it drops
-events as late and answers otherwise).
+1 s behind the latest event, and q5's second stage until the input ends (``WAIT_MS``,
+``HOLD_MS``: with less it drops events as late and answers otherwise).
 
 Flink's figures are the nexmark project's published results for Flink 1.13 (8 workers of 8
 cores, RocksDB, exactly once, 100 M events at 10 M/s): not measured here, and printed only
