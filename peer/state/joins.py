@@ -104,12 +104,15 @@ class Held:
 
     def keep(self, name: str, entry: Entry, value: Any) -> None:
         """Keep ``value`` for the key of ``entry`` (read by ``each``), or forget the key when
-        ``value`` is empty."""
-        self.keyed.at_held(entry[0], name)
+        ``value`` is empty. What a watermark leaves is not written anew: it expires when it
+        would have."""
+        keyed = self.keyed
+        keyed.at_held(entry[0], name)
         if value:
-            self.put(entry, value)
+            entry[1] = value
+            keyed.rewrite(self.declared, entry)
         else:
-            self.keyed.clear(self.declared)
+            keyed.clear(self.declared)
 
 
 class WindowPairs:

@@ -197,3 +197,13 @@ def test_a_join_with_a_side_output_sends_its_late_rows_there_as_they_came():
     list(join.watermark(20))
     sent = join.apply(Sided([(0, [{"k": 1, "t": 25}, {"k": 1, "t": 3}])]), None)
     assert sent == [Late("behind", {"k": 1, "t": 3})]
+
+
+def test_what_a_watermark_leaves_expires_when_it_would_have():
+    join = JoinPart(job("interval", lower=0, until="u", ttl=300, **TIMED), "joined",
+                    KeyedState(GROUPS, MemoryBackend()))  # fmt: skip
+    list(join.watermark(0))
+    join.apply(Sided([(0, [{"k": 1, "t": 0, "u": 5}, {"k": 1, "t": 0, "u": 1000}])]), None)
+    list(join.watermark(100))  # forgets the first, keeps the second, written at 0
+    list(join.watermark(350))
+    assert join.apply(Sided([(1, [{"k": 1, "t": 360}])]), None) == []
