@@ -63,7 +63,7 @@ class Inbox:
             queue.append(item)
             self.received[source] += 1
 
-    def take(self, limit: int) -> Any:
+    def take(self, limit: int) -> columnar.Batch | columnar.Sided:
         """Whole batches, round-robin over the senders not held at a barrier, until they hold
         ``limit`` rows or more, as one batch; watermarks and end markers met on the way are
         recorded."""
@@ -78,7 +78,7 @@ class Inbox:
                 break
         return self._joined(taken)
 
-    def _joined(self, taken: list[Any]) -> Any:
+    def _joined(self, taken: list[Any]) -> columnar.Batch | columnar.Sided:
         """The batches taken as one."""
         return columnar.concat(taken)
 
@@ -111,7 +111,9 @@ class Inbox:
                             "that travels along an edge")  # fmt: skip
         return 0
 
-    def take_exact(self, counts: Sequence[tuple[int, int]]) -> Any:
+    def take_exact(
+        self, counts: Sequence[tuple[int, int]]
+    ) -> columnar.Batch | columnar.Sided | None:
         """Exactly ``n`` items from each ``(sender, n)`` in that order, as ``take`` consumed
         them when it logged ``counts`` as ``last_take``: the batches joined as ``take`` joins
         them. None, consuming nothing, until every sender has that many queued before any

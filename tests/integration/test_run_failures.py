@@ -16,6 +16,7 @@ import yaml
 from peer import api
 from peer.cli import _run_job
 from peer.cluster.local import LocalCluster
+from peer.job.flow import Flow
 from peer.log.replica import Replica
 from tests.support import onyx, wait_for
 
@@ -140,3 +141,32 @@ def test_a_job_killed_before_the_run_first_looks_is_described_once(tmp_path, cap
     finally:
         cluster.stop()
     killed(CompletedProcess([], 1, capsys.readouterr().out, ""), "task 'read'", str(missing))
+
+
+def joined(tmp_path: Path, people: list[dict], sales: list[dict]) -> Path:
+    """A regular join of two JSON-lines files, people by ``id``, sales by ``seller``."""
+    paths = []
+    for name, rows in (("people", people), ("sales", sales)):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        paths.append(path)
+    flow = Flow(barrier_period=None)
+    left = flow.input("people", "peer.plugins.jsonl:input", path=str(paths[0]), n_peers=1)
+    right = flow.input("sales", "peer.plugins.jsonl:input", path=str(paths[1]), n_peers=1)
+    left.join("pairs", right, "regular", key="id", other_key="seller", ttl=10).output(
+        "write", "peer.plugins.jsonl:output", path=str(tmp_path / "out.jsonl"), n_peers=1
+    )
+    path = tmp_path / "job.yaml"
+    path.write_text(flow.to_yaml())
+    return path
+
+
+def test_a_join_row_without_its_key_kills_the_job_naming_the_task_and_field(tmp_path):
+    job_file = joined(tmp_path, [{"id": 1}], [{"seller": 1}, {"buyer": 2}])
+    killed(onyx("run", str(job_file), timeout=120), "'pairs'", "'seller'")
+
+
+def test_join_keys_of_unequal_types_kill_the_job_naming_the_join_and_both_fields(tmp_path):
+    job_file = joined(tmp_path, [{"id": 1}, {"id": 2}], [{"seller": "1"}])
+    killed(onyx("run", str(job_file), timeout=120), "join 'pairs'", "left_key 'id' is int",
+           "right_key 'seller' is str")  # fmt: skip
