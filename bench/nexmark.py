@@ -9,7 +9,7 @@ run's figure is its events over the CPU seconds its process used from submit to 
 (all its threads and children: what Flink's "throughput per core" divides by), and the
 answer's rows are checked against DuckDB's count over the same events.
 
-Bytewax, the baseline: the same queries where written for it (q0, q1, q2, q5 and q7) over the
+Bytewax, the baseline: the same queries where written for it (q0, q1, q2, q3, q5, q7, q8) over the
 same generator's events, one worker in a fresh interpreter, with its SQLite recovery at the
 same epoch interval, its answer counted and checked alike. Its event clocks hold the watermark
 1 s behind the latest event, and q5's second stage until the input ends (``WAIT_MS``,
@@ -29,8 +29,8 @@ progress, sampled in time, not each row's latency: a windowed query's rows are d
 watermark passes their window's end, which is what it shows; it does not show how long a window
 waits for its end.
 
-Not covered: Bytewax for q3, q4, q6 and q8 (its join operators are not written here), and
-Flink's q6 (not in its published results).
+Not covered: Bytewax for q4 and q6 (an auction's bids up to its end, then an order per seller:
+not written for it here), and Flink's q6 (not in its published results).
 
 Run: .venv-bench/bin/python bench/nexmark.py [--events 300000] [--repeat 3]
      [--queries q0 ... q8] [--barrier-period 1] [--latency-seconds 10]
@@ -78,7 +78,7 @@ FLINK_PER_CORE = {"q0": 155_020, "q1": 157_940, "q2": 175_210, "q3": 152_120, "q
 """Events per second per core, Flink 1.13, from the nexmark project's published results."""
 
 QUERIES = ("q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8")
-BYTEWAX_QUERIES = ("q0", "q1", "q2", "q5", "q7")
+BYTEWAX_QUERIES = ("q0", "q1", "q2", "q3", "q5", "q7", "q8")
 
 
 @dataclass(frozen=True)
@@ -116,11 +116,16 @@ def counted_job(query: str, events: int, period: float | None, **settings: Any) 
     return replace(job, catalog=counted)
 
 
+def peers(job: Job) -> int:
+    """Virtual peers enough for every task of ``job``: one group runs it all."""
+    return sum(task.min_peers for task in job.catalog)
+
+
 def engine_run(query: str, events: int, period: float | None) -> Run:
     """The query on one peer group, as fast as it goes."""
     job = counted_job(query, events, period)
     with tempfile.TemporaryDirectory(prefix="nexmark-bench-") as directory:
-        cluster = LocalCluster(1, 8, checkpoints=str(Path(directory, "checkpoints")))
+        cluster = LocalCluster(1, peers(job), checkpoints=str(Path(directory, "checkpoints")))
         cluster.start()
         try:
             cluster.await_ring(30)
@@ -156,7 +161,7 @@ def latency_run(query: str, events: int, period: float | None, rate: float) -> L
     job = replace(job, catalog=walled)
     lags: list[float] = []
     with tempfile.TemporaryDirectory(prefix="nexmark-bench-") as directory:
-        cluster = LocalCluster(1, 8, checkpoints=str(Path(directory, "checkpoints")))
+        cluster = LocalCluster(1, peers(job), checkpoints=str(Path(directory, "checkpoints")))
         cluster.start()
         try:
             cluster.await_ring(30)
@@ -224,7 +229,11 @@ def bytewax_flow(query: str, events: int, rows: list[int]) -> Any:
     module = importlib.import_module(f"examples.nexmark.{query}")
     flow = Dataflow(f"nexmark-{query}")
     source = numbered_source(events, 500, made)
-    bids = op.filter("bids", op.input("events", flow, source), lambda e: e["kind"] == "bid")
+    read = op.input("events", flow, source)
+    if query in ("q3", "q8"):
+        op.output("count", _bytewax_join(query, module, read), handing_sink(counted))
+        return flow
+    bids = op.filter("bids", read, lambda e: e["kind"] == "bid")
     if query == "q0":
         out = op.map("passed", bids, module.passed)
     elif query == "q1":
@@ -252,6 +261,58 @@ def bytewax_flow(query: str, events: int, rows: list[int]) -> Any:
         out = op.flat_map("rows", top.down, lambda kv: kv[1][1])
     op.output("count", out, handing_sink(counted))
     return flow
+
+
+def _bytewax_join(query: str, module: Any, read: Any) -> Any:
+    """q3 and q8 on Bytewax: q3 as a symmetric hash join in a stateful map (each side's rows
+    per key kept, each new row paired with the other side's), q8 as its window join of the
+    people and the sellers by id, one of each per key and window (as the oracle's SQL groups
+    them), a row for each window where both came."""
+    import bytewax.operators as op  # noqa: PLC0415
+    import bytewax.operators.windowing as win  # noqa: PLC0415
+
+    if query == "q3":
+        people = op.key_on("people", op.filter_map("local", read, module.local),
+                           lambda p: str(p["id"]))  # fmt: skip
+        auctions = op.key_on("auctions", op.filter_map("in category", read,
+                                                       module.in_category),
+                             lambda a: str(a["seller"]))  # fmt: skip
+        sides = op.merge("sides", op.map_value("left", people, lambda p: (0, p)),
+                         op.map_value("right", auctions, lambda a: (1, a)))  # fmt: skip
+        pairs = op.stateful_flat_map("pairs", sides, _paired)
+        return op.map(
+            "suggestions",
+            pairs,
+            lambda kv: module.suggestion({"left": kv[1][0], "right": kv[1][1]}),
+        )
+    people = op.key_on("people", op.filter_map("registered", read, module.person),
+                       lambda p: str(p["id"]))  # fmt: skip
+    sellers = op.key_on("sellers", op.filter("sold", read, module.auction),
+                        lambda a: str(a["seller"]))  # fmt: skip
+    windower = win.TumblingWindower(timedelta(milliseconds=module.WINDOW_MS), ALIGN)
+    joined = win.join_window("new users", _event_clock("dateTime", WAIT_MS), windower, people,
+                             sellers, insert_mode="first", emit_mode="final")  # fmt: skip
+    return op.filter_map("rows", joined.down, partial(_new_user, module.WINDOW_MS))
+
+
+def _paired(held: Any, side_row: tuple[int, Any]) -> tuple[Any, list[tuple[Any, Any]]]:
+    """A regular join's step: the key's rows of each side so far, and the pairs a new row
+    makes with the other side's."""
+    side, row = side_row
+    held = held or ([], [])
+    other = held[1 - side]
+    pairs = [(row, o) for o in other] if side == 0 else [(o, row) for o in other]
+    held[side].append(row)
+    return held, pairs
+
+
+def _new_user(window_ms: int, keyed: tuple[str, tuple[int, tuple[Any, Any]]]) -> Any:
+    """A window where a person registered and sold, as q8's row; None where one is missing."""
+    _, (window, (person, auction)) = keyed
+    if person is None or auction is None:
+        return None
+    return {"id": person["id"], "name": person["name"],
+            "starttime": ALIGN_MS + window * window_ms}  # fmt: skip
 
 
 SLIDE = 2_000
