@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from examples.nexmark.common import EVENTS, answer, bid, events
-from peer.job.flow import Flow
+from peer.job.flow import Flow, Stream
 
 COLUMNS = ("category", "average")
 SQL = """
@@ -29,20 +29,38 @@ GROUP BY Q.category
 def auction(event: dict[str, Any]) -> dict[str, Any] | None:
     if event["kind"] != "auction":
         return None
-    return {"id": event["id"], "category": event["category"], "dateTime": event["dateTime"],
-            "expires": event["expires"]}  # fmt: skip
+    return {"id": event["id"], "category": event["category"], "seller": event["seller"],
+            "dateTime": event["dateTime"], "expires": event["expires"]}  # fmt: skip
 
 
 def priced(pair: dict[str, Any]) -> dict[str, Any]:
-    """A bid made while its auction was open, with the auction's category and end."""
+    """A bid made while its auction was open, with the auction's category, seller and end."""
     auction, bid = pair["left"], pair["right"]
     return {"auction": auction["id"], "category": auction["category"],
-            "expires": auction["expires"], "price": bid["price"]}  # fmt: skip
+            "seller": auction["seller"], "expires": auction["expires"],
+            "price": bid["price"]}  # fmt: skip
 
 
 def final(fired: dict[str, Any]) -> dict[str, Any]:
-    """An auction's winning bid, with its category (the key's second field)."""
-    return {"category": fired["key"][1], "final": fired["value"]}
+    """An auction's winning bid, with its category, seller (the key's fields) and end."""
+    auction, category, seller = fired["key"]
+    return {"auction": auction, "category": category, "seller": seller,
+            "expires": fired["start"], "final": fired["value"]}  # fmt: skip
+
+
+def winning_bids(read: Stream) -> Stream:
+    """Each auction's winning bid, once the watermark has passed its end: an interval join of
+    the auctions with the bids made while they were open, the highest per auction kept in a
+    window of one millisecond at its end (q4's and q6's first steps)."""
+    auctions = read.map("auctions", auction)
+    bids = read.map("bids", bid)
+    won = auctions.join("won", bids, "interval", key="id", other_key="auction",
+                        time="dateTime", lower=0, until="expires", emit=priced)  # fmt: skip
+    finals = won.map("finals", group_by_key=["auction", "category", "seller"])
+    finals.window("highest", "fixed", key="expires", range=1, aggregation="max",
+                  field="price").trigger("watermark", refinement="discarding",
+                                         emit=final)  # fmt: skip
+    return finals
 
 
 def average(fired: dict[str, Any]) -> dict[str, Any]:
@@ -51,15 +69,7 @@ def average(fired: dict[str, Any]) -> dict[str, Any]:
 
 def flow(count: int = EVENTS, out: str = "out/nexmark/q4", **settings: Any) -> Flow:
     built, read = events("nexmark q4", count, **settings)
-    auctions = read.map("auctions", auction)
-    bids = read.map("bids", bid)
-    won = auctions.join("won", bids, "interval", key="id", other_key="auction",
-                        time="dateTime", lower=0, until="expires", emit=priced)  # fmt: skip
-    finals = won.map("finals", group_by_key=["auction", "category"])
-    finals.window("highest", "fixed", key="expires", range=1, aggregation="max",
-                  field="price").trigger("watermark", refinement="discarding",
-                                         emit=final)  # fmt: skip
-    averages = finals.map("averages", group_by_key="category")
+    averages = winning_bids(read).map("averages", group_by_key="category")
     averages.window("per-category", "global", aggregation="average",
                     field="final").trigger("watermark", emit=average)  # fmt: skip
     answer(averages, out)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from examples.nexmark.common import EVENTS, answer, bid, events
-from examples.nexmark.q4 import auction
+from examples.nexmark.common import EVENTS, answer, events
+from examples.nexmark.q4 import winning_bids
 from peer.job.flow import Flow
 from peer.state.keyed import KeyedState
 
@@ -29,24 +29,6 @@ SELECT seller, auction, AVG(final) OVER (PARTITION BY seller ORDER BY expires, a
                                          ROWS BETWEEN {LAST - 1} PRECEDING AND CURRENT ROW)
 FROM Q
 """
-
-
-def sold(event: dict[str, Any]) -> dict[str, Any] | None:
-    """An auction with its seller."""
-    made = auction(event)
-    return None if made is None else {**made, "seller": event["seller"]}
-
-
-def priced(pair: dict[str, Any]) -> dict[str, Any]:
-    auction, bid = pair["left"], pair["right"]
-    return {"auction": auction["id"], "seller": auction["seller"],
-            "expires": auction["expires"], "price": bid["price"]}  # fmt: skip
-
-
-def final(fired: dict[str, Any]) -> dict[str, Any]:
-    auction, seller = fired["key"]
-    return {"auction": auction, "seller": seller, "expires": fired["start"],
-            "final": fired["value"]}  # fmt: skip
 
 
 def in_order(fired: dict[str, Any]) -> list[dict[str, Any]]:
@@ -69,15 +51,7 @@ class LastAuctions:
 
 def flow(count: int = EVENTS, out: str = "out/nexmark/q6", **settings: Any) -> Flow:
     built, read = events("nexmark q6", count, **settings)
-    auctions = read.map("auctions", sold)
-    bids = read.map("bids", bid)
-    won = auctions.join("won", bids, "interval", key="id", other_key="auction",
-                        time="dateTime", lower=0, until="expires", emit=priced)  # fmt: skip
-    finals = won.map("finals", group_by_key=["auction", "seller"])
-    finals.window("highest", "fixed", key="expires", range=1, aggregation="max",
-                  field="price").trigger("watermark", refinement="discarding",
-                                         emit=final)  # fmt: skip
-    ordered = finals.map("ordered", group_by_key="seller")
+    ordered = winning_bids(read).map("ordered", group_by_key="seller")
     ordered.window("ends", "fixed", key="expires", range=1).trigger(
         "watermark", refinement="discarding", emit=in_order
     )

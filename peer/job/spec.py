@@ -253,8 +253,9 @@ class Join:
       time ``t``, or within ``[t + lower, until]`` where ``until`` names a field of the left
       row (an auction's end); each pair goes out as soon as its second row comes.
     - ``regular``: no time bound; each pair goes out as soon as its second row comes, and a
-      key's rows of one side are forgotten once ``ttl`` seconds of event time (the watermark)
-      have passed without another row of that side for it.
+      key's rows of one side are forgotten once ``ttl`` of event time (in the job's units of
+      event time, by the watermark) has passed without another row of that side for it; any
+      join may have a ``ttl``.
 
     ``emit`` names a function that turns a pair's event, ``{"join", "key", "left", "right"}``
     (with the extent's ``"start"`` and ``"end"`` in a window join, where a pair that shares
@@ -293,9 +294,6 @@ class Join:
 
     def key(self, side: int) -> str | tuple[str, ...]:
         return self.left_key if side == 0 else self.right_key
-
-    def time(self, side: int) -> str | None:
-        return self.left_time if side == 0 else self.right_time
 
     def to_dict(self) -> dict[str, Any]:
         doc = _non_defaults(self)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NoReturn
 
 from pyrsistent import thaw
@@ -618,15 +618,24 @@ def _listing(items: tuple[str, ...]) -> str:
     return " and ".join(filter(None, (", ".join(items[:-1]), items[-1])))
 
 
-def _check_windows(job: Job, outer: str) -> None:
+def _identified[P: (Window, Join)](
+    parts: tuple[P, ...], label: Callable[[object, int], str], outer: str, plural: str
+) -> Iterator[tuple[str, P]]:
+    """Each part with where it is (its label), once its id is a non-empty string that no part
+    before it has."""
     seen: list[str] = []
-    for index, window in enumerate(job.windows):
-        where = f"{outer}: {window_label(window.id, index)}"
-        if not (isinstance(window.id, str) and window.id):
-            fail(where, f"id must be a non-empty string, got {window.id!r}")
-        if window.id in seen:
-            fail(where, "id is listed twice in the windows")
-        seen.append(window.id)
+    for index, part in enumerate(parts):
+        where = f"{outer}: {label(part.id, index)}"
+        if not (isinstance(part.id, str) and part.id):
+            fail(where, f"id must be a non-empty string, got {part.id!r}")
+        if part.id in seen:
+            fail(where, f"id is listed twice in the {plural}")
+        seen.append(part.id)
+        yield where, part
+
+
+def _check_windows(job: Job, outer: str) -> None:
+    for where, window in _identified(job.windows, window_label, outer, "windows"):
         _check_window_task(job, window.task, where)
         _check_extents(window, where)
         _check_aggregation(window, where)
@@ -661,14 +670,7 @@ JOIN_OPTIONS = {"window": ("slide", "ttl"), "interval": ("lower", "upper", "unti
 
 
 def _check_joins(job: Job, outer: str) -> None:
-    seen: list[str] = []
-    for index, join in enumerate(job.joins):
-        where = f"{outer}: {join_label(join.id, index)}"
-        if not (isinstance(join.id, str) and join.id):
-            fail(where, f"id must be a non-empty string, got {join.id!r}")
-        if join.id in seen:
-            fail(where, "id is listed twice in the joins")
-        seen.append(join.id)
+    for where, join in _identified(job.joins, join_label, outer, "joins"):
         _check_join_task(job, join, where)
         _check_join_sides(job, join, where)
         _check_join_bounds(join, where)

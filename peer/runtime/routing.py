@@ -142,12 +142,8 @@ class Router:
                 chosen = [s for s in segments if self._allowed(route.task, s)]
             else:
                 chosen = segments if number == 0 else list(segments)
-            if not chosen:
-                continue
-            if route.key is None:
-                out[route.in_turn(turn)] = chosen
-            else:
-                _by_key(route, route.key, chosen, out)
+            if chosen:
+                _place(route, chosen, turn, out)
         return out
 
     def _split_arrow(self, batch: pa.RecordBatch) -> dict[str, Batch]:
@@ -211,12 +207,8 @@ class LateRouter(Router):
         turn = self.turn
         for task, held in late.items():
             route = self.late.get(task)
-            if route is None:
-                continue
-            if route.key is None:
-                out[route.in_turn(turn)] = held
-            else:
-                _by_key(route, route.key, held, out)
+            if route is not None:
+                _place(route, held, turn, out)
         return out
 
 
@@ -226,6 +218,14 @@ def router_for(
     """A task's router, chosen once: one that sends late rows to their side outputs when its
     windows or join name any."""
     return LateRouter(routes, conditions, late) if late else Router(routes, conditions)
+
+
+def _place(route: Route, segments: list[Segment], turn: int, out: dict[str, Any]) -> None:
+    """``segments`` for ``route`` into ``out``: by key, or whole to the peer whose turn it is."""
+    if route.key is None:
+        out[route.in_turn(turn)] = segments
+    else:
+        _by_key(route, route.key, segments, out)
 
 
 def _by_key(

@@ -190,15 +190,7 @@ class IntervalPairs:
     def _end(self, t: Any, row: Any) -> Any:
         if self.upper is not None:
             return t + self.upper
-        try:
-            end = row[self.until]
-        except (KeyError, TypeError, IndexError):
-            raise ValueError(f"{self.where}: a left row has no field {self.until!r} (until): "
-                             f"{cut(repr(row), 200)}") from None  # fmt: skip
-        if not isinstance(end, int | float) or isinstance(end, bool):
-            raise ValueError(f"{self.where}: a left row's until {self.until!r} is "
-                             f"{end!r}, not a time")  # fmt: skip
-        return end
+        return time_in(row, self.until, f"{self.where}: a left row's until")  # type: ignore[arg-type]
 
     def close(self, mark: float) -> Iterator[Found]:
         """Left rows whose interval ends before ``mark`` pair with no right row still to come
@@ -243,6 +235,18 @@ class RegularPairs:
     def close(self, mark: float) -> Iterator[Found]:
         """Nothing: a key's rows go when their ttl runs out."""
         return iter(())
+
+
+def time_in(row: Any, field: str, what: str) -> Any:
+    """``row[field]``, a time: a row without it, or with another value, is a ValueError that
+    says ``what`` it is."""
+    try:
+        t = row[field]
+    except (KeyError, TypeError, IndexError):
+        raise ValueError(f"{what} {field!r} is missing: {cut(repr(row), 200)}") from None
+    if not isinstance(t, int | float) or isinstance(t, bool):
+        raise ValueError(f"{what} {field!r} is {t!r}, not a number")
+    return t
 
 
 def pairs_for(join: Join, keyed: KeyedState, where: str) -> Pairs:
@@ -312,15 +316,7 @@ class JoinPart:
                              f"{right.__name__}: keys of unequal types never match")  # fmt: skip
 
     def _time(self, row: Any, side: int, field: str) -> Any:
-        try:
-            t = row[field]
-        except (KeyError, TypeError, IndexError):
-            raise ValueError(f"{self.where}: a {('left', 'right')[side]} row has no time field "
-                             f"{field!r}: {cut(repr(row), 200)}") from None  # fmt: skip
-        if not isinstance(t, int | float) or isinstance(t, bool):
-            raise ValueError(f"{self.where}: a {('left', 'right')[side]} row's time {field!r} "
-                             f"is {t!r}, not a number")  # fmt: skip
-        return t
+        return time_in(row, field, f"{self.where}: a {('left', 'right')[side]} row's time")
 
     def _sent(self, found: Found) -> list[Any]:
         emit = self.emit
