@@ -124,6 +124,8 @@ class WindowPairs:
         self.held = Held(keyed, f"join {join.id}", join)
         self.window = Window(join.id, join.task, "fixed" if join.slide is None else "sliding",
                              "collect", range=join.range, slide=join.slide)  # fmt: skip
+        self.first_end = -math.inf
+        """No extent held ends before this (peer.state.task_state.WindowState's)."""
 
     def add(self, side: int, key: Any, name: str, t: Any, row: Any) -> None:
         held = self.held
@@ -133,14 +135,19 @@ class WindowPairs:
             slot = slots.get(start)
             if slot is None:
                 slot = slots[start] = [start, end, [], []]
+                self.first_end = min(self.first_end, end)
             slot[2 + side].append(row)
         held.put(entry, slots)
 
     def close(self, mark: float) -> Iterator[Found]:
-        held = self.held
+        if mark < self.first_end:
+            return
+        held, least = self.held, math.inf
         for name, entry in held.each():
             slots = entry[1]
             ended = sorted(start for start, slot in slots.items() if slot[1] <= mark)
+            if len(ended) < len(slots):
+                least = min(least, *(slot[1] for slot in slots.values() if slot[1] > mark))
             if not ended:
                 continue
             found: Found = []
@@ -151,6 +158,7 @@ class WindowPairs:
                           for left in lefts for right in rights]  # fmt: skip
             held.keep(name, entry, slots)
             yield found
+        self.first_end = least
 
 
 class IntervalPairs:
@@ -164,9 +172,15 @@ class IntervalPairs:
                       Held(keyed, f"join {join.id} right", join))  # fmt: skip
         self.lower = join.lower or 0
         self.upper, self.until, self.where = join.upper, join.until, where
+        self.added = 0
+        """Rows taken since the last sweep."""
+        self.kept = 0
+        """Rows the last sweep kept: the next waits for as many more, so that sweeping costs
+        each row a constant share, and the rows held are at most twice those still needed."""
 
     def add(self, side: int, key: Any, name: str, t: Any, row: Any) -> None:
         left, right = self.sides
+        self.added += 1
         if side == 0:
             start, end = t + self.lower, self._end(t, row)
             entry = right.get(key, name)
@@ -195,18 +209,25 @@ class IntervalPairs:
     def close(self, mark: float) -> Iterator[Found]:
         """Left rows whose interval ends before ``mark`` pair with no right row still to come
         (those come at ``mark`` or after), nor do right rows before ``mark + lower`` with any
-        left row still to come."""
+        left row still to come: a sweep forgets them, once as many rows have come since the
+        last as it kept (a row past its time that is still held pairs with nothing, since each
+        pair's times are checked)."""
+        if self.added < self.kept:
+            return
+        self.added = self.kept = 0
         left, right = self.sides
         for name, entry in left.each():
             kept = [held for held in entry[1] if held[1] >= mark]
             if len(kept) < len(entry[1]):
                 left.keep(name, entry, kept)
+            self.kept += len(kept)
             yield []
         first = mark + self.lower
         for name, entry in right.each():
             kept = [held for held in entry[1] if held[0] >= first]
             if len(kept) < len(entry[1]):
                 right.keep(name, entry, kept)
+            self.kept += len(kept)
             yield []
 
 

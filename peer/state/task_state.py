@@ -180,6 +180,10 @@ class WindowState:
         """When each timer trigger, by index, fires next."""
         self.per_segment = any(t.spec.on in ("segment", "punctuation") for t in self.triggers)
         """Whether a trigger looks at each segment as it comes."""
+        self.first_end = -math.inf
+        """No extent held ends before this: a watermark below it closes none, and reads no
+        key. Lowered as extents are made; set by each close that reads every key; unknown
+        (-inf) until the first, since a restore or the keyed state may hold extents."""
 
     def time(self, segment: Any) -> float | None:
         """The segment's event time; None in a global window, which has none. A segment
@@ -214,10 +218,15 @@ class WindowState:
         """Fire the extents ending at or before ``watermark`` and forget them, key by key: what
         each key's extents emitted, one list per key that had any to close. It reads the keys
         as it goes, so a runner may spread the close of many keys over its steps."""
+        if watermark < self.first_end:
+            return
         fire = [(i, t) for i, t in enumerate(self.triggers) if t.spec.on == "watermark"]
+        least = math.inf
         for name, key, held in self.held.everything():
             ended = [(name, key, held, held[start]) for start in sorted(held)
                      if held[start][1] <= watermark]  # fmt: skip
+            if len(ended) < len(held):
+                least = min(least, *(slot[1] for slot in held.values() if slot[1] > watermark))
             if not ended:
                 continue
             out: list[Any] = []
@@ -227,6 +236,7 @@ class WindowState:
                 if held.get(slot[0]) is slot:
                     self._forget(name, key, held, slot)
             yield out
+        self.first_end = least
 
     def tick(self, now: float) -> list[Any]:
         """Fire every extent for each timer trigger whose period has passed since it last
@@ -291,6 +301,7 @@ class WindowState:
         return slot
 
     def _new(self, extent: Extent) -> Slot:
+        self.first_end = min(self.first_end, extent[1])
         return [extent[0], extent[1], self.aggregation.init(self.window), [0] * len(self.triggers)]
 
     def _combine(self, slots: list[Slot]) -> Slot:
