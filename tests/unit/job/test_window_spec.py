@@ -114,7 +114,7 @@ def test_a_job_without_windows_writes_none():
         (lambda d: d["windows"][1].pop("type"), "window 'trend': missing key 'type'"),
         (
             lambda d: window(d, "trend").update(size=3),
-            "window 'trend': unknown key 'size' (allowed: aggregation, field, gap, id, key, "
+            "window 'trend': unknown key 'size' (allowed: aggregation, field, gap, id, key, late, "
             "range, slide, task, top, ttl, type)",
         ),
         (lambda d: d["windows"][0].update(id=7), "window 0: id must be a non-empty string, got 7"),
