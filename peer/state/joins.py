@@ -13,11 +13,11 @@ The type of the join is chosen once, when the task starts:
   right row of it, key by key, and the extent is forgotten.
 - ``interval``: a left row at time ``t`` pairs with the right rows whose time is within
   ``[t + lower, t + upper]`` (or ``[t + lower, until]``, ``until`` a field of the left row), both
-  ends included; a pair goes out when its second row comes. A watermark forgets the rows no
-  row still to come could pair with: left rows whose interval ends before it, right rows
-  before it plus ``lower``.
+  ends included; a pair goes out when its second row comes. A watermark's sweep forgets the
+  rows no row still to come could pair with (left rows whose interval ends before it, right
+  rows before it plus ``lower``), once as many rows have come since the last sweep as it kept.
 - ``regular``: every pair of rows with equal keys, as soon as the second comes; a key's rows of
-  one side are forgotten ``ttl`` seconds of event time after that side's last row for it.
+  one side are forgotten ``ttl`` of event time after that side's last row for it.
 
 Event time. A row whose time is below the watermark is late: it is dropped, never paired, and
 counted in ``onyx_window_late_segments_total`` under the join's id, and sent as it came to the
@@ -292,6 +292,7 @@ class JoinPart:
         self.join, self.keyed = join, keyed
         self.keys = (FieldKey(join.left_key, task), FieldKey(join.right_key, task))
         self.times = (join.left_time, join.right_time)
+        self.whats = (f"{self.where}: a left row's time", f"{self.where}: a right row's time")
         self.emit: Callable[[dict[str, Any]], Any] | None = (
             None if join.emit is None else resolve(join.emit)
         )
@@ -303,7 +304,8 @@ class JoinPart:
         """The type of the first key each side had."""
 
     def apply(self, out: Sided, clock: object) -> list[Any]:
-        names, add, kinds, mark = KeyNames(), self.pairs.add, self.kinds, self.mark
+        names, add, kinds = KeyNames(), self.pairs.add, self.kinds
+        mark, whats = self.mark, self.whats
         late: list[Late] = []
         side_output = self.join.late
         for side, batch in out.parts:
@@ -314,7 +316,7 @@ class JoinPart:
                     continue
                 if kinds[side] is not type(key):
                     self._kind(side, key)
-                t = None if field is None else self._time(row, side, field)
+                t = None if field is None else time_in(row, field, whats[side])
                 if t is not None and t < mark:
                     self.late.inc()
                     if side_output is not None:
@@ -335,9 +337,6 @@ class JoinPart:
             raise ValueError(f"{self.where}: left_key {self.join.left_key!r} is "
                              f"{left.__name__} and right_key {self.join.right_key!r} is "
                              f"{right.__name__}: keys of unequal types never match")  # fmt: skip
-
-    def _time(self, row: Any, side: int, field: str) -> Any:
-        return time_in(row, field, f"{self.where}: a {('left', 'right')[side]} row's time")
 
     def _sent(self, found: Found) -> list[Any]:
         emit = self.emit
