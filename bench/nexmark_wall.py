@@ -6,27 +6,19 @@ wall clock less a task's watermark is how far behind the events the task runs
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from peer.job.spec import Task
-from peer.nexmark.config import SettingError
-from peer.plugins import checks_params, error
-from peer.plugins.nexmark import NexmarkInput, settings
+from peer.plugins import checks_params
+from peer.plugins.nexmark import NexmarkInput
+from peer.plugins.nexmark import input as nexmark_input
 from peer.plugins.splits import Splits
 
 
-def _checked(params: Any) -> None:
-    settings(params)
-
-
-@checks_params(_checked)
+@checks_params(nexmark_input.check_params)  # type: ignore[attr-defined]
 def input(task: Task, slot: int, slots: int, *, splits: Splits) -> NexmarkInput:
     """The factory named ``bench.nexmark_wall:input``: the Nexmark input's params."""
-    try:
-        config, _, _ = settings(task.params)
-    except SettingError as e:
-        raise error(task, f"params: {e}") from None
-    return WallPaced(task, config, splits, paced=True)
+    made = nexmark_input(task, slot, slots, splits=splits)
+    return WallPaced(made.task, made.config, made.splits, paced=True)
 
 
 class WallPaced(NexmarkInput):
