@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import socket
@@ -53,6 +54,22 @@ def reconnecting(session_timeout: float) -> KazooRetry:
     doubles to an hour, and after a 3 s outage its next attempt could come too late."""
     return KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_jitter=0.4,
                       max_delay=min(2.0, session_timeout / 8))  # fmt: skip
+
+
+HANDSHAKE_S = 2.0
+"""About the longest a client waits for a server to answer its handshake before it tries again."""
+
+
+def handshaking(hosts: str, session_timeout: float) -> str:
+    """``hosts`` with each server named often enough that a handshake waits about HANDSHAKE_S:
+    kazoo waits for a server's answer for the session timeout over the number of servers named,
+    and a restarting server that has taken the connection but not yet loaded its data would
+    hold a lone server's client for the whole session, which the server then expires. Naming a
+    server again changes nothing else: the client tries the names in turn."""
+    servers, slash, chroot = hosts.partition("/")
+    names = [name for name in servers.split(",") if name]
+    times = max(1, math.ceil(session_timeout / HANDSHAKE_S / max(len(names), 1)))
+    return ",".join(name for name in names for _ in range(times)) + slash + chroot
 
 
 def _discard(client: KazooClient) -> None:
@@ -119,7 +136,8 @@ class ZooKeeperStore:
         try:
             retry = KazooRetry(max_tries=-1, max_delay=1.0, deadline=session_timeout)
             client = KazooClient(
-                hosts=self.hosts, timeout=session_timeout, command_retry=retry,
+                hosts=handshaking(self.hosts, session_timeout), timeout=session_timeout,
+                command_retry=retry,
                 connection_retry=reconnecting(session_timeout), **digest,
             )  # fmt: skip
         except ValueError as e:
