@@ -21,11 +21,11 @@ does not group keeps them in a dict of its own (``HeapExtents``), whole in every
 Event time. A watermark W says no segment with an event time below W is still to come, so every
 extent ending at or before W is complete: its watermark triggers fire it, then every window
 forgets it. A window keeps a bound below every end it holds, so a watermark short of it reads no
-key (sliding and fixed windows end together, every ``slide`` or ``range``). A segment that breaks the promise (t < W) is late. It is dropped from every window
-with event time, and counted in ``late`` (once per window it misses), since taking it would bring
-back an extent that was already emitted and forgotten; a window that names a side output
-(``late``) sends it there, as it came. A global window has no event time: only
-``finish`` closes it.
+key (sliding and fixed windows end together, every ``slide`` or ``range``). A segment that
+breaks the promise (t < W) is late. It is dropped from every window with event time, and counted
+in ``late`` (once per window it misses), since taking it would bring back an extent that was
+already emitted and forgotten; a window that names a side output (``late``) sends it there, as
+it came. A global window has no event time: only ``finish`` closes it.
 
 Order. ``apply`` goes segment by segment, window by window in job order, then trigger by trigger
 in job order over the segment's extents, earliest first. Timer triggers fire every extent
