@@ -67,8 +67,8 @@ def test_frames_up_to_max_frame_arrive_whole_and_in_order(hub):
 
 def test_poll_hands_over_at_most_its_limit(hub):
     a, b = hub.transport(threading.Event()), hub.transport(threading.Event())
-    for i in range(3):
-        a.offer(b.address, bytes([i]))
+    for i in range(3):  # a full send buffer refuses an offer: it is offered again
+        wait_for(lambda i=i: a.offer(b.address, bytes([i])), 10, f"frame {i} taken to send")
     wait_for(lambda: len(b.inbox) == 3, 10, "three frames queued")
     got: list[bytes] = []
     assert b.poll(got.append, limit=2) == 2
