@@ -681,7 +681,8 @@ def _check_joins(job: Job, outer: str) -> None:
 def _check_join_task(job: Job, join: Join, where: str) -> None:
     """The task a join makes: a Python function task whose rows are the pairs, keyed by the
     join, so it has no fn, group key or windows of its own."""
-    _check_window_task(job, join.task, where)
+    if join.task not in tuple(t.name for t in job.catalog):
+        fail(where, f"task {join.task!r} is not in the catalog")
     task = job.task(join.task)
     if task.kind != "function" or task.engine != "python":
         fail(where, f"task {task.name!r} must be a function task on engine 'python' to join")
