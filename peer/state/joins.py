@@ -216,17 +216,16 @@ class IntervalPairs:
             return
         self.added = self.kept = 0
         left, right = self.sides
-        for name, entry in left.each():
-            kept = [held for held in entry[1] if held[1] >= mark]
+        yield from self._sweep(left, 1, mark)  # a left row's [from, to, row]: its to
+        yield from self._sweep(right, 0, mark + self.lower)  # a right row's [t, row]: its t
+
+    def _sweep(self, side: Held, at: int, first: float) -> Iterator[Found]:
+        """Keep of each key's rows of ``side`` those whose item ``at`` is ``first`` or after,
+        counting them; nothing found, a list per key read."""
+        for name, entry in side.each():
+            kept = [held for held in entry[1] if held[at] >= first]
             if len(kept) < len(entry[1]):
-                left.keep(name, entry, kept)
-            self.kept += len(kept)
-            yield []
-        first = mark + self.lower
-        for name, entry in right.each():
-            kept = [held for held in entry[1] if held[0] >= first]
-            if len(kept) < len(entry[1]):
-                right.keep(name, entry, kept)
+                side.keep(name, entry, kept)
             self.kept += len(kept)
             yield []
 
