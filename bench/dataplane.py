@@ -5,10 +5,14 @@ change one field, an output that discards; and the same computation as Arrow fns
 batches. Every contender's input makes its segments as it is read (none is made beforehand), so
 making them is timed alike everywhere, and every contender's input hands them out in batches of
 --batch-size segments (--arrow-batch-size rows for Arrow). Checkpoints are on everywhere at
---snapshot-interval: the engine's barrier period, Bytewax's epoch interval with its recovery on.
-Each figure is printed with its unit next to the same run's baseline; throughputs are best of
---repeat, and the runs a figure is compared with take turns (engine, baseline, engine, ...), so a
-slow spell of a shared machine falls on both sides alike.
+--snapshot-interval: the engine's barrier period, Bytewax's epoch interval with its recovery on,
+each to a directory on this machine's disk (the engine's checkpoint store, Bytewax's recovery
+database). Both sides' outputs are checked alike: every segment arrived, and each output slot's
+(each sink partition's) last segment is the one the workload makes. Each figure is printed with
+its unit next to the same run's baseline; every figure is the median of --repeat runs, printed
+with their lowest and highest (``..._spread`` in the JSON), ratios are of medians, and the runs a
+figure is compared with take turns (engine, baseline, engine, ...), so a slow spell of a shared
+machine falls on both sides alike.
 
 Every throughput, the engine's and Bytewax's, is timed alike: from the first read of any input
 slot to the last write of any output slot, wall clock, so neither side's start-up counts. The
@@ -34,14 +38,16 @@ segments_per_s``, timed from the submit-job entry to the job's completion read b
     UDP, against the limit loop (bench/baselines.py ``python_limit``) with the engine's own frame
     codec (``two_process_ratio_to_limit``).
 - Arrow: the job with ``engine: arrow`` fns on record batches of --arrow-batch-size rows, in
-  one process and colocated in two, against Bytewax's per-segment maps (``arrow_ratio_to_bytewax``)
-  and against Bytewax carrying the same record batches through the same pyarrow fns
-  (``arrow_ratio_to_bytewax_arrow``), each with as many processes. An engine that refuses
-  ``engine: arrow`` at submit gets null engine figures and a note.
+  one process and colocated in two, against Bytewax carrying the same record batches through the
+  same pyarrow fns (``arrow_ratio_to_bytewax_arrow``), each with as many processes: columnar work
+  on both sides. An engine that refuses ``engine: arrow`` at submit gets null engine figures and
+  a note.
 - latency: the job in one process and Bytewax with one worker, each fed at the same steady rate,
   half the engine's one-process throughput of this run (or --latency-rate), for
   --latency-seconds; p50 and p99 of the time from each segment's due time (when the input was
-  to make it) to its write by the output.
+  to make it) to its write by the output. Measured on the quiet machine, then again with a
+  process spinning on the first core beside either side (``..._loaded``, as a machine busy
+  with other work).
 
 The colocated run also prints what each input slot read and when (``two_process_colocated_
 reads``: items, first and last poll as seconds from the first read of any slot), to show that
@@ -174,13 +180,8 @@ def marked_run(store: LogStore, job_of: Callable[[Path], dict[str, Any]], segmen
             60,
             f"the output marks of {segments} segments in {marks}",
         )
+        seen.check(segments, "the engine")
     return Timed(segments / seen.seconds(), end_to_end, seen)
-
-
-def best(runs: list[Timed]) -> Timed:
-    """The run of the highest rate, with the highest end-to-end rate of all runs."""
-    top = max(runs, key=lambda r: r.rate)
-    return Timed(top.rate, max(r.end_to_end for r in runs), top.marks)
 
 
 def engine_run(
@@ -211,14 +212,16 @@ def engine_run(
 def local_cluster() -> Iterator[LogStore]:
     """A local cluster of one peer group, in this process, for one engine run and stopped after
     it: an idle group of the engine's would otherwise share this process (and its GIL) with the
-    one-process baselines while they are timed."""
-    cluster = LocalCluster(1, VPEERS)
-    cluster.start()
-    try:
-        cluster.await_ring(30)
-        yield cluster.reader
-    finally:
-        cluster.stop()
+    one-process baselines while they are timed. It checkpoints to a directory of its own, as
+    durable as Bytewax's recovery directory."""
+    with tempfile.TemporaryDirectory(prefix="dataplane-checkpoints-") as checkpoints:
+        cluster = LocalCluster(1, VPEERS, checkpoints=checkpoints)
+        cluster.start()
+        try:
+            cluster.await_ring(30)
+            yield cluster.reader
+        finally:
+            cluster.stop()
 
 
 def taking_turns(repeat: int, contenders: dict[str, Callable[[], Any]]) -> dict[str, list[Any]]:
@@ -306,6 +309,19 @@ def frame_codec() -> tuple[Callable[[list[Any]], bytes], Callable[[bytes], list[
     return (lambda batch: encode(header, batch)), (lambda blob: decode(blob)[1])
 
 
+@contextlib.contextmanager
+def hog() -> Iterator[None]:
+    """A process spinning on the first core for as long as the block runs: a machine busy with
+    other work beside the side being timed."""
+    spin = "import os\nos.sched_setaffinity(0, {0})\nwhile True: pass"
+    process = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        yield
+    finally:
+        process.kill()
+        process.wait()
+
+
 def percentile(values: list[float], p: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[p - 1]
 
@@ -331,18 +347,26 @@ class Run:
         engines: dict[str, Callable[[], Timed | None]],
         rates: dict[str, Callable[[], float | None]],
     ) -> dict[str, Timed | None]:
-        """Run the engine's runs and the baselines' taking turns, and record each one's best:
-        an engine's two figures, ``name`` (first read to last write) and its end-to-end twin,
-        a baseline's rate. The engine's best runs are returned (None: refused)."""
+        """Run the engine's runs and the baselines' taking turns, and record each one's median
+        and spread over the repeats: an engine's two figures, ``name`` (first read to last
+        write) and its end-to-end twin, a baseline's rate. The engine's runs of median rate are
+        returned (None: refused)."""
         runs = taking_turns(self.args.repeat, {**engines, **rates})
-        tops: dict[str, Timed | None] = {}
+        middles: dict[str, Timed | None] = {}
         for name in engines:
-            top = tops[name] = best(runs[name]) if runs[name] else None
-            self.figures[f"{name}_segments_per_s"] = top and top.rate
-            self.figures[f"{name}_end_to_end_segments_per_s"] = top and top.end_to_end
+            timed = sorted(runs[name], key=lambda r: r.rate)
+            middles[name] = timed[(len(timed) - 1) // 2] if timed else None
+            self.spread(f"{name}_segments_per_s", [r.rate for r in timed])
+            self.spread(f"{name}_end_to_end_segments_per_s", [r.end_to_end for r in timed])
         for name in rates:
-            self.figures[f"{name}_segments_per_s"] = max(runs[name], default=None)
-        return tops
+            self.spread(f"{name}_segments_per_s", runs[name])
+        return middles
+
+    def spread(self, key: str, values: list[float]) -> None:
+        """``key``: the median of ``values`` (None: there are none); ``key_spread``: their
+        lowest and highest."""
+        self.figures[key] = statistics.median(values) if values else None
+        self.figures[f"{key}_spread"] = [min(values), max(values)] if values else None
 
     def bytewax_run(
         self, n: int, kind: str, batch: int, processes: int = 1
@@ -428,26 +452,52 @@ class Run:
         )  # fmt: skip
 
     def latency(self) -> None:
+        """Latency at one steady rate, on a quiet machine and then with a CPU hog on one core
+        beside both sides; each side's p50 and p99 per run, their medians over --repeat runs
+        (taking turns) and the p99s' spread."""
         a, f = self.args, self.figures
         rate = a.latency_rate or f["one_process_segments_per_s"] / 2
         count = max(int(rate * a.latency_seconds), 200)
         f["latency_offered_segments_per_s"] = rate
         f["latency_segments"] = count
-        doc = paced_job(count, rate, a.batch_size, "engine", a.snapshot_interval)
-        with local_cluster() as store:
-            timed_run(store, doc, count)
-        ours = workload.LATENCIES.pop("engine")
-        if len(ours) != count:
-            raise AssertionError(f"the latency job wrote {len(ours)} of {count} segments")
-        f["p50_latency_ms"] = percentile(ours, 50) * 1000
-        f["p99_latency_ms"] = percentile(ours, 99) * 1000
-        f["bytewax_p50_latency_ms"] = f["bytewax_p99_latency_ms"] = None
-        if self.bytewax:
-            theirs = baselines.bytewax_rate(
+        contenders = {"": self.engine_latency(count, rate), "bytewax_": self.bytewax_latency(
+            count, rate)}  # fmt: skip
+        for loaded in ("", "_loaded"):
+            with hog() if loaded else contextlib.nullcontext():
+                runs = taking_turns(a.repeat, contenders)
+            for side, latencies in runs.items():
+                for p in (50, 99):
+                    self.spread(
+                        f"{side}p{p}_latency{loaded}_ms",
+                        [percentile(each, p) * 1000 for each in latencies],
+                    )
+
+    def engine_latency(self, count: int, rate: float) -> Callable[[], list[float]]:
+        """One run of the paced job on a fresh local cluster: each segment's latency."""
+        doc = paced_job(count, rate, self.args.batch_size, "engine", self.args.snapshot_interval)
+
+        def run() -> list[float]:
+            with local_cluster() as store:
+                timed_run(store, doc, count)
+            ours = workload.LATENCIES.pop("engine")
+            if len(ours) != count:
+                raise AssertionError(f"the latency job wrote {len(ours)} of {count} segments")
+            return ours
+
+        return run
+
+    def bytewax_latency(self, count: int, rate: float) -> Callable[[], list[float] | None]:
+        """One run of Bytewax's paced flow: each segment's latency (None without Bytewax)."""
+        a = self.args
+
+        def run() -> list[float] | None:
+            if not self.bytewax:
+                return None
+            return baselines.bytewax_rate(
                 count, a.snapshot_interval, "paced", a.batch_size, rate
             ).latencies
-            f["bytewax_p50_latency_ms"] = percentile(theirs, 50) * 1000
-            f["bytewax_p99_latency_ms"] = percentile(theirs, 99) * 1000
+
+        return run
 
     def ratios(self) -> None:
         f = self.figures
@@ -474,17 +524,9 @@ class Run:
         )
         ratio("two_process_ratio_to_limit", "two_process_segments_per_s", "limit_segments_per_s")
         ratio(
-            "arrow_ratio_to_bytewax", "one_process_arrow_segments_per_s", "bytewax_segments_per_s"
-        )
-        ratio(
             "arrow_ratio_to_bytewax_arrow",
             "one_process_arrow_segments_per_s",
             "bytewax_arrow_segments_per_s",
-        )
-        ratio(
-            "two_process_arrow_ratio_to_bytewax_2p",
-            "two_process_arrow_segments_per_s",
-            "bytewax_2p_segments_per_s",
         )
         ratio(
             "two_process_arrow_ratio_to_bytewax_arrow_2p",
@@ -492,11 +534,24 @@ class Run:
             "bytewax_arrow_2p_segments_per_s",
         )
         ratio("p99_latency_ratio_to_bytewax", "p99_latency_ms", "bytewax_p99_latency_ms")
+        ratio(
+            "p99_latency_ratio_to_bytewax_loaded",
+            "p99_latency_loaded_ms",
+            "bytewax_p99_latency_loaded_ms",
+        )
         for key, value in f.items():
-            if value is not None and key.endswith("segments_per_s"):
-                f[key] = round(value)
-            elif value is not None and key.endswith("_ms"):
-                f[key] = round(value, 3)
+            f[key] = rounded(key.removesuffix("_spread"), value)
+
+
+def rounded(key: str, value: Any) -> Any:
+    """Rates to whole segments, milliseconds to microseconds; a spread's either end alike."""
+    if isinstance(value, list) and not key.endswith("_reads"):
+        return [rounded(key, v) for v in value]
+    if value is not None and key.endswith("segments_per_s"):
+        return round(value)
+    if value is not None and key.endswith("_ms"):
+        return round(value, 3)
+    return value
 
 
 LINES = (
@@ -514,32 +569,36 @@ LINES = (
     ("two processes, every edge crossing", "two_process_segments_per_s", "limit_segments_per_s",
      "two_process_ratio_to_limit"),
     ("  end to end", "two_process_end_to_end_segments_per_s", "limit_segments_per_s", None),
-    ("Arrow, one process", "one_process_arrow_segments_per_s", "bytewax_segments_per_s",
-     "arrow_ratio_to_bytewax"),
-    ("  against Bytewax on record batches", "one_process_arrow_segments_per_s",
+    ("Arrow, one process", "one_process_arrow_segments_per_s",
      "bytewax_arrow_segments_per_s", "arrow_ratio_to_bytewax_arrow"),
     ("  end to end", "one_process_arrow_end_to_end_segments_per_s",
      "bytewax_arrow_segments_per_s", None),
     ("Arrow, two processes, colocated", "two_process_arrow_segments_per_s",
-     "bytewax_2p_segments_per_s", "two_process_arrow_ratio_to_bytewax_2p"),
-    ("  against Bytewax on record batches", "two_process_arrow_segments_per_s",
      "bytewax_arrow_2p_segments_per_s", "two_process_arrow_ratio_to_bytewax_arrow_2p"),
     ("  end to end", "two_process_arrow_end_to_end_segments_per_s",
      "bytewax_arrow_2p_segments_per_s", None),
     ("latency p50", "p50_latency_ms", "bytewax_p50_latency_ms", None),
     ("latency p99", "p99_latency_ms", "bytewax_p99_latency_ms", "p99_latency_ratio_to_bytewax"),
+    ("latency p50, a CPU hog on one core", "p50_latency_loaded_ms",
+     "bytewax_p50_latency_loaded_ms", None),
+    ("latency p99, a CPU hog on one core", "p99_latency_loaded_ms",
+     "bytewax_p99_latency_loaded_ms", "p99_latency_ratio_to_bytewax_loaded"),
 )  # fmt: skip
 
 
 def shown(figures: dict[str, Any], key: str) -> str:
-    value = figures.get(key)
+    """A figure with its unit, and the spread of its repeats where it has one."""
+    value, spread = figures.get(key), figures.get(f"{key}_spread")
     if value is None:
         return f"{key} n/a"
     if key.endswith("segments_per_s"):
-        return f"{key} {value:,} segments/s"
-    if key.endswith("_ms"):
-        return f"{key} {value} ms"
-    return f"{key} {value}"
+        unit, form = "segments/s", "{:,}"
+    elif key.endswith("_ms"):
+        unit, form = "ms", "{}"
+    else:
+        return f"{key} {value}"
+    low_high = f" ({form.format(spread[0])} to {form.format(spread[1])})" if spread else ""
+    return f"{key} {form.format(value)} {unit}{low_high}"
 
 
 def report(figures: dict[str, Any]) -> None:

@@ -135,6 +135,9 @@ class Mark:
     passed: float = 0.0
     """The wall time of the call that took the items handled past the marker's ``passing``
     (0.0: none did, or it was not asked)."""
+    right: bool = True
+    """Whether the last item an output wrote is what the workload makes of it (``expected``),
+    as Bytewax's sink partitions are checked; inputs note True."""
 
 
 class Marker:
@@ -156,11 +159,11 @@ class Marker:
         if self.passing and not self.passed and self.items > self.passing:
             self.passed = self.last
 
-    def close(self) -> None:
+    def close(self, right: bool = True) -> None:
         """Written under another name and renamed, so a reader never sees half a file."""
         if self.directory is None or not self.last:
             return
-        mark = Mark(self.role, self.slot, self.items, self.first, self.last, self.passed)
+        mark = Mark(self.role, self.slot, self.items, self.first, self.last, self.passed, right)
         name = f"{self.role}-{self.slot}-{uuid.uuid4().hex}.json"
         partial = Path(self.directory, f"{name}.partial")
         partial.write_text(json.dumps(asdict(mark)))
@@ -188,6 +191,15 @@ class Marks:
     def seconds(self) -> float:
         """From the first read of any input slot to the last write of any output slot."""
         return max(m.last for m in self.of("write")) - min(m.first for m in self.of("read"))
+
+    def check(self, count: int, who: str) -> None:
+        """Every item written, and each output instance's last one right."""
+        wrong = sorted(m.slot for m in self.of("write") if not m.right)
+        if self.written() != count or wrong:
+            raise AssertionError(
+                f"{who} wrote {self.written()} of {count} segments; the last one wrong in "
+                f"output slots {wrong}"
+            )
 
 
 def read_marks(directory: Path) -> Marks:
@@ -317,13 +329,20 @@ class DiscardingOutput(CountingOutput):
     def __init__(self, slot: int, marks: str | None = None) -> None:
         self.staged = 0
         self.marker = Marker(marks, "write", slot)
+        self.last: Segment | pa.RecordBatch | None = None
+        """The last row prepared (a one-row slice of an Arrow batch), checked at close."""
 
     def recover(self, recovery: Recovery) -> None:
         super().recover(recovery)
         self.marker.items = self.written
 
     def prepare(self, segments: list[Segment] | pa.RecordBatch) -> None:
-        self.staged += len(segments)
+        rows = len(segments)
+        if rows and isinstance(segments, pa.RecordBatch):
+            self.last = segments.slice(rows - 1)
+        elif rows:
+            self.last = segments[-1]
+        self.staged += rows
 
     def write(self) -> bool:
         self.written += self.staged
@@ -332,7 +351,14 @@ class DiscardingOutput(CountingOutput):
         return True
 
     def close(self) -> None:
-        self.marker.close()
+        self.marker.close(self.last is None or is_expected(self.last))
+
+
+def is_expected(last: Segment | pa.RecordBatch) -> bool:
+    """Whether ``last`` (a row, or a one-row record batch) is what the workload makes of its
+    id."""
+    row = last.to_pylist()[0] if isinstance(last, pa.RecordBatch) else last
+    return row == expected(row["id"])
 
 
 def discarding_output(task: Any, slot: int, slots: int) -> DiscardingOutput:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -100,3 +102,23 @@ def test_without_a_directory_nothing_is_noted():
     source.poll(10)
     source.close()
     assert source.marker.items == 0
+
+
+@pytest.mark.parametrize("arrow", [False, True])
+def test_an_output_whose_last_segment_is_wrong_fails_the_check(arrow):
+    def made(ids: range) -> list | pa.RecordBatch:
+        rows = [workload.expected(i) for i in ids]
+        return pa.RecordBatch.from_pylist(rows) if arrow else rows
+
+    with tempfile.TemporaryDirectory() as directory:
+        sink = workload.DiscardingOutput(0, directory)
+        sink.prepare(made(range(3)))
+        sink.write()
+        sink.close()
+        workload.read_marks(Path(directory)).check(3, "the engine")
+        wrong = workload.DiscardingOutput(1, directory)
+        wrong.prepare([workload.make_segment(3)])  # not through f1, f2, f3
+        wrong.write()
+        wrong.close()
+        with pytest.raises(AssertionError, match=r"output slots \[1\]"):
+            workload.read_marks(Path(directory)).check(4, "the engine")
