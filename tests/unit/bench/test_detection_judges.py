@@ -1,6 +1,7 @@
 """The failure-detection benchmark's judges of recorded heartbeat arrivals: the fixed detector
 suspects exactly a silence longer than its timeout, the phi judge where the formula crosses its
-threshold, both forgive the observer's own stalls, and reallocations are counted per detector."""
+threshold, both forgive the observer's own stalls, and for either a suspicion reallocates only
+once it has lasted the same grace, the shipped auto-down time."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from bench import failure_detection as bench
+from peer.membership.agent import MembershipSettings
 from peer.membership.phi import PhiSettings, phi_of
 
 STEP = bench.TICK
@@ -89,12 +91,61 @@ def test_a_detection_is_the_first_suspicion_after_the_last_reply():
     assert len(bench.suspicions(stalled, bench.FixedJudge(1.0))) == 3
 
 
-def test_every_fixed_suspicion_reallocates_and_phi_only_those_lasting_the_auto_down_time():
+def test_a_suspicion_reallocates_once_it_lasts_the_grace_and_one_still_open_counts_so_far():
     found = [bench.Suspicion(1.0, 1.5), bench.Suspicion(10.0, 16.0), bench.Suspicion(30.0, None)]
-    assert bench.needless(found, 32.0, 0.0) == 3
     assert bench.needless(found, 32.0, 5.0) == 1
     assert bench.needless(found, 40.0, 5.0) == 2
-    assert bench.needless(found, 40.0, None) == 0
+    assert bench.needless(found, 32.0, 0.0) == 3  # no grace: the old code's rule
+
+
+def test_the_grace_is_the_shipped_auto_down_time():
+    assert MembershipSettings().auto_down_unreachable_after == bench.GRACE
+
+
+def test_a_reallocation_is_a_suspicion_of_the_death_lasting_the_grace_and_a_cut_one_starts_over():
+    arrivals = (*beats(0.0, 2.0, 0.1), *beats(3.5, 5.0, 0.1))
+    # The first suspicion after the last reply (about 6.0) ends when the observer forgives its
+    # stall (6.5 to 7.2); the next starts about 8.2 and lasts until the trace ends at 12.
+    stalled = trace(arrivals, 12.0, stalls=[(6.5, 7.2)])
+    short = bench.reallocation_after(stalled, bench.FixedJudge(1.0), 5.05, 1.0)
+    assert short == pytest.approx(6.0 + 1.0 - 5.05, abs=STEP + 1e-9)
+    cut = bench.reallocation_after(stalled, bench.FixedJudge(1.0), 5.05, 3.0)
+    assert cut == pytest.approx(8.2 + 3.0 - 5.05, abs=STEP + 1e-9)
+    assert bench.reallocation_after(stalled, bench.FixedJudge(1.0), 5.05, 4.0) is None
+
+
+def load_of(observer: str, arrivals: tuple[float, ...], end: float) -> bench.LoadRun:
+    traces = {observer: trace(arrivals, end)}
+    return bench.LoadRun(0.0, end, (), traces, unreachable=0, downs=0, others_unreachable=0,
+                         stalls=0)  # fmt: skip
+
+
+def test_the_fixed_detector_reallocates_after_the_same_grace_as_phi():
+    observer = bench.FIXED.observer
+    killed = 5.05
+    kill = bench.Kill("subject-01", killed, 0.0, 0.0,
+                      {observer: trace(beats(0.0, 5.0, 0.1), killed + bench.HORIZON)})  # fmt: skip
+    # Two silences under load: 2 s (a suspicion of about 1 s) and the grace and 2 s more.
+    resumed = 22.0 + bench.GRACE
+    arrivals = (*beats(0.0, 10.0, 0.1), *beats(12.0, 20.0, 0.1), *beats(resumed, resumed + 3, 0.1))
+    judged = bench.judge_runs(bench.FIXED, [kill], load_of(observer, arrivals, resumed + 3))
+    assert judged.suspicions == 2
+    assert judged.reallocations == 1
+    assert judged.detection[0] == pytest.approx(0.95, abs=STEP + 1e-9)
+    assert judged.reallocation[0] == pytest.approx(judged.detection[0] + bench.GRACE, abs=1e-9)
+
+
+def judged(detection: float, reallocations: int) -> bench.Judged:
+    return bench.Judged([detection], [detection + bench.GRACE], suspicions=reallocations,
+                        reallocations=reallocations, hours=1.0, longest=0.0)  # fmt: skip
+
+
+def test_the_goal_is_detection_no_slower_and_a_tenth_of_the_reallocations_at_equal_grace():
+    assert bench.meets_goal(judged(0.9, 0), judged(1.0, 0))
+    assert not bench.meets_goal(judged(1.1, 0), judged(1.0, 0))
+    assert not bench.meets_goal(judged(0.9, 1), judged(1.0, 0))
+    assert bench.meets_goal(judged(0.9, 2), judged(1.0, 20))
+    assert not bench.meets_goal(judged(0.9, 3), judged(1.0, 20))
 
 
 def test_the_grid_starts_with_the_shipped_settings_and_holds_each_point_once():

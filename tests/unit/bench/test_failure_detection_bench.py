@@ -50,6 +50,12 @@ def test_push_pull_sends_statuses_first_and_naive_push_only_states():
     assert naive.states > 0
 
 
+def test_a_spread_is_the_median_and_the_range():
+    assert bench.Spread.of([3.0, 1.0, 2.0]) == bench.Spread(2.0, 1.0, 3.0)
+    assert bench.Spread.of([4.0, 1.0, 2.0, 9.0]) == bench.Spread(3.0, 1.0, 9.0)
+    assert bench.Spread.of([0.5]) == bench.Spread(0.5, 0.5, 0.5)
+
+
 def test_the_last_line_holds_the_figures_and_the_options():
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -58,15 +64,20 @@ def test_the_last_line_holds_the_figures_and_the_options():
     figures = json.loads(out.getvalue().splitlines()[-1])
     for name in (
         "detection_s_median_phi",
-        "detection_s_median_fixed",
+        "detection_s_min_fixed",
+        "reallocation_s_max_fixed",
         "needless_reallocations_per_hour_phi",
         "needless_reallocations_per_hour_fixed",
     ):
         assert figures[name] is None  # the detection part was left out
     for n in (6, 12):
-        assert figures[f"gossip_convergence_s_{n}"] > 0
-        assert figures[f"gossip_convergence_s_naive_{n}"] > 0
-        assert figures[f"gossip_convergence_s_max_{n}"] >= figures[f"gossip_convergence_s_{n}"]
+        for kind in ("", "naive_"):
+            for key in bench.PER_RUN:
+                median, low, high = (
+                    figures[f"gossip_{key}{s}_{kind}{n}"] for s in ("", "_min", "_max")
+                )
+                assert low <= median <= high
+            assert figures[f"gossip_convergence_s_{kind}{n}"] > 0
     assert figures["options"]["sizes"] == [6, 12]
     assert figures["options"]["repeat"] == 2
     assert figures["options"]["parts"] == ["gossip"]
