@@ -10,10 +10,12 @@ Streaming, and what a Spark task costs per batch.
 3. The engine: examples/clickstream/job.yaml (Spark input, an Arrow `clean` task running
    `pipeline.clean_arrow`, session windows of 30 minutes per user in the peers, the exactly-once
    Parquet sink) on a local cluster of one group of 5 virtual peers, its paths pointed at the
-   temporary directory; timed from the submit-job entry to the job's completion read back from
-   the log. Throughput is input events per second. `clean_arrow` is `pipeline.clean` in
-   pyarrow.compute: the same rows in the same order (tests/integration/
-   test_spark_clickstream_clean.py), and the sessions rows of both sides are compared below.
+   temporary directory and its checkpoints (every second, the job's barrier period) written to a
+   directory there, as Structured Streaming's are to its checkpointLocation; timed from the
+   submit-job entry to the job's completion read back from the log. Throughput is input events
+   per second. `clean_arrow` is `pipeline.clean` in pyarrow.compute: the same rows in the same
+   order (tests/integration/test_spark_clickstream_clean.py), and the sessions rows of both sides
+   are compared below.
 4. The baseline, in the same process and Spark session: the same computation as a Structured
    Streaming query over the same files: `readStream` Parquet with the files' schema, the very
    `pipeline.clean` (a broadcast join of the static pages table with the stream), a watermark on
@@ -24,6 +26,11 @@ Streaming, and what a Spark task costs per batch.
    partitioned by day in append mode with a checkpoint, `trigger(availableNow=True)`; timed from
    building the query to `awaitTermination()` returning. Both outputs' rows are counted, and
    those identical in both (see `structured_streaming_run` for why the counts differ).
+   Each side runs once untimed (a warm-up: imports, Spark's plans and code generation, the
+   peers' first job), then --repeat times, taking turns (engine, Structured Streaming, engine,
+   ...) so that a slow spell of a shared machine falls on both alike. Every run of a side must
+   write the same rows as its warm-up. Each side's throughput is the median of its runs, with
+   their spread (min, max); the ratio divides the medians.
 5. A Spark task's cost per batch: batches of --batch cleaned rows through `SparkFunction` (what a
    Spark task does per batch: rows to Arrow, a DataFrame, the fn, back to rows) with an identity
    DataFrame fn, against the same batches through a plain Python identity fn applied per segment
@@ -37,23 +44,29 @@ Streaming, and what a Spark task costs per batch.
    table sink, with a barrier period of --trigger seconds (the sink publishes an epoch when it
    commits). The baseline: a Structured Streaming query, ``readStream`` Parquet from the same kind
    of directory into a Parquet table, ``trigger(processingTime=--trigger seconds)``. Each gets
-   its own directories and one warm-up file before the timed ones. A watcher polls each table's
+   its own directories (the engine's checkpoints in the cluster's directory, Spark's in its
+   checkpointLocation) and one warm-up file before the timed ones. A watcher polls each table's
    directory every 20 ms and reads every new Parquet file outside ``_``/``.`` names; a file's
    rows are queryable once all of them can be read there (for Spark's file sink that is as soon
    as its part files are written, before its ``_spark_metadata`` commit: generous to Spark).
-   p50 and p99 in seconds, over the timed files.
+   p50 and p99 in seconds over the timed files of a run; --latency-repeat runs of each side,
+   taking turns, give each figure as the median of the runs' with their spread.
 
-Both throughputs are best of --repeat. Spark writes warnings to stderr; they are harmless.
+Spark writes warnings to stderr; they are harmless. The defaults take several minutes; --quick
+sets 200,000 events, 2 repeats, 10 latency files and one latency run (flags given win).
 
-Run: .venv/bin/python bench/spark_pipeline.py [--events 200000] [--master local[2]]
-     [--shuffle-partitions 4] [--batch 1000] [--batches 20] [--repeat 2]
+Run: .venv/bin/python bench/spark_pipeline.py [--events 2000000] [--master local[2]]
+     [--shuffle-partitions 4] [--batch 1000] [--batches 20] [--repeat 5]
      [--latency-files 30] [--file-rows 1000] [--file-period 0.5] [--trigger 1.0]
-The last line of output is one JSON document holding every figure.
+     [--latency-repeat 3] [--quick]
+The last line of output is one JSON document holding every figure: a figure repeated is its
+runs' median, next to `<figure>_min`, `<figure>_max` and `<figure>_runs` (each run in order).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import os
@@ -62,6 +75,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +89,7 @@ from pyspark.sql import functions as F
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.dataplane import taking_turns  # noqa: E402
 from examples.clickstream import generate, pipeline  # noqa: E402
 from peer import api  # noqa: E402
 from peer.cluster.local import LocalCluster  # noqa: E402
@@ -86,6 +101,8 @@ from peer.spark.function import SparkFunction  # noqa: E402
 
 JOB = REPO / "examples" / "clickstream" / "job.yaml"
 USERS, FILES, SEED = 2000, 8, 7
+QUICK = {"events": 200_000, "repeat": 2, "latency_files": 10, "latency_repeat": 1}
+"""What --quick sets: a check that every part runs, in about a minute."""
 VPEERS = 5
 """The job's tasks need 5 virtual peers: views 2, clean, visits and sessions 1 each."""
 GAP = "30 minutes"
@@ -208,6 +225,28 @@ def structured_streaming_run(data: Path, out: Path, events: int) -> tuple[float,
     query.awaitTermination()
     elapsed = time.perf_counter() - start
     return events / elapsed, sessions(out / "sessions")
+
+
+def throughputs(
+    cluster: LocalCluster, data: Path, tmp: Path, events: int, repeat: int
+) -> tuple[dict[str, list[float]], dict[str, Rows]]:
+    """Each side's events per second over ``repeat`` runs taken in turn, after an untimed warm-up
+    run of each, and the sessions rows of its warm-up, which each of its runs must write too."""
+    outs = (tmp / f"throughput-{number}" for number in itertools.count())
+    sides: dict[str, Callable[[], tuple[float, Rows]]] = {
+        "engine": lambda: engine_run(cluster, data, next(outs), events),
+        "structured_streaming": lambda: structured_streaming_run(data, next(outs), events),
+    }
+    rows = {side: run()[1] for side, run in sides.items()}
+
+    def timed(side: str) -> float:
+        rate, written = sides[side]()
+        if written != rows[side]:
+            raise RuntimeError(f"a {side} run wrote other sessions rows than its warm-up")
+        return rate
+
+    turns = taking_turns(repeat, {side: partial(timed, side) for side in sides})
+    return turns, rows
 
 
 # -- a Spark task's cost per batch ----------------------------------------------------------------
@@ -349,8 +388,8 @@ def file_latencies(
     return [seen[number] - arrived[number] for number in sorted(arrived)]
 
 
-def engine_latencies(cluster: LocalCluster, tmp: Path, args: argparse.Namespace) -> list[float]:
-    incoming, table = tmp / "engine-incoming", tmp / "engine-table"
+def engine_latencies(cluster: LocalCluster, run: Path, args: argparse.Namespace) -> list[float]:
+    incoming, table = run / "incoming", run / "table"
     incoming.mkdir()
     job_id = api.submit(cluster.reader, latency_job(incoming, table, args.trigger))
     try:
@@ -360,8 +399,8 @@ def engine_latencies(cluster: LocalCluster, tmp: Path, args: argparse.Namespace)
         api.kill(cluster.reader, job_id)
 
 
-def structured_streaming_latencies(tmp: Path, args: argparse.Namespace) -> list[float]:
-    incoming, table = tmp / "streaming-incoming", tmp / "streaming-table"
+def structured_streaming_latencies(run: Path, args: argparse.Namespace) -> list[float]:
+    incoming, table = run / "incoming", run / "table"
     incoming.mkdir()
     spark = spark_session.session()
     query = (
@@ -369,7 +408,7 @@ def structured_streaming_latencies(tmp: Path, args: argparse.Namespace) -> list[
         .parquet(str(incoming))
         .writeStream.format("parquet")
         .option("path", str(table))
-        .option("checkpointLocation", str(tmp / "streaming-checkpoint"))
+        .option("checkpointLocation", str(run / "checkpoint"))
         .trigger(processingTime=f"{args.trigger} seconds")
         .start()
     )
@@ -382,11 +421,48 @@ def structured_streaming_latencies(tmp: Path, args: argparse.Namespace) -> list[
         query.stop()
 
 
+def latency_runs(cluster: LocalCluster, tmp: Path, args: argparse.Namespace) -> dict[str, list]:
+    """Each side's file-to-table latencies of --latency-repeat runs taken in turn, every run in
+    directories of its own (a table belongs to one job or query)."""
+    directories = (tmp / f"latency-{number}" for number in itertools.count())
+
+    def fresh() -> Path:
+        directory = next(directories)
+        directory.mkdir()
+        return directory
+
+    return taking_turns(args.latency_repeat, {
+        "engine": lambda: engine_latencies(cluster, fresh(), args),
+        "structured_streaming": lambda: structured_streaming_latencies(fresh(), args),
+    })  # fmt: skip
+
+
 def quantile(values: list[float], p: int) -> float:
     return round(statistics.quantiles(values, n=100, method="inclusive")[p - 1], 3)
 
 
+def spread(name: str, values: list[float], digits: int | None) -> dict[str, Any]:
+    """The figure ``name``, the median of a side's runs (one slow or fast run moves it little),
+    with their spread and every run, rounded to ``digits`` (None: a whole number)."""
+    return {
+        name: round(statistics.median(values), digits),
+        f"{name}_min": round(min(values), digits),
+        f"{name}_max": round(max(values), digits),
+        f"{name}_runs": [round(value, digits) for value in values],
+    }
+
+
 # -- the run --------------------------------------------------------------------------------------
+
+
+def runs(count: int) -> str:
+    return f"{count} run" if count == 1 else f"{count} runs"
+
+
+def ranged(f: dict[str, Any], name: str, unit: str) -> str:
+    """A repeated figure as its median, unit and spread."""
+    low, high = format(f[f"{name}_min"], ","), format(f[f"{name}_max"], ",")
+    return f"{f[name]:,} {unit} ({low} to {high})"
 
 
 def report(f: dict[str, Any]) -> None:
@@ -396,20 +472,21 @@ def report(f: dict[str, Any]) -> None:
         f"Spark {f['master']}, {f['shuffle_partitions']} shuffle partitions"
     )
     print(
-        f"engine, clickstream job (1 group x {VPEERS} vpeers): "
-        f"{f['onyx_events_per_s']:,} events/s; {f['onyx_sessions_rows']:,} sessions rows"
+        f"engine, clickstream job (1 group x {VPEERS} vpeers, checkpoints to a directory), "
+        f"median of {runs(f['repeat'])}: {ranged(f, 'onyx_events_per_s', 'events/s')}; "
+        f"{f['onyx_sessions_rows']:,} sessions rows"
     )
     print(
-        f"  baseline, same run: Structured Streaming, availableNow: "
-        f"{f['structured_streaming_events_per_s']:,} events/s; "
+        f"  baseline, same run: Structured Streaming, availableNow, median of {runs(f['repeat'])}: "
+        f"{ranged(f, 'structured_streaming_events_per_s', 'events/s')}; "
         f"{f['structured_streaming_sessions_rows']:,} sessions rows "
         f"(top section by {f['structured_streaming_top_section']})"
     )
-    print(f"  engine / Structured Streaming: {f['ratio_vs_structured_streaming']}")
+    print(f"  engine / Structured Streaming, medians: {f['ratio_vs_structured_streaming']}")
     print(f"  sessions rows identical in both outputs: {f['sessions_rows_identical']:,}")
     print(
-        f"  every run, events/s: engine {f['onyx_runs_events_per_s']}, "
-        f"Structured Streaming {f['structured_streaming_runs_events_per_s']}"
+        f"  every run in turn, events/s: engine {f['onyx_events_per_s_runs']}, "
+        f"Structured Streaming {f['structured_streaming_events_per_s_runs']}"
     )
     print(
         f"Spark task, identity fn, batches of {f['batch_rows']} rows: "
@@ -422,86 +499,114 @@ def report(f: dict[str, Any]) -> None:
     print(f"  Spark task overhead: {f['spark_task_overhead_s_per_batch']} s per batch")
     print(
         f"file to table ({f['latency_files']} files of {f['file_rows']} rows, one every "
-        f"{f['file_period_s']} s; listing, barrier and trigger every {f['trigger_s']} s): engine "
-        f"p50 {f['p50_file_to_table_s']} s, p99 {f['p99_file_to_table_s']} s"
+        f"{f['file_period_s']} s; listing, barrier and trigger every {f['trigger_s']} s), "
+        f"medians of {runs(f['latency_repeat'])}: engine "
+        f"p50 {ranged(f, 'p50_file_to_table_s', 's')}, p99 {ranged(f, 'p99_file_to_table_s', 's')}"
     )
     print(
         f"  baseline, same run: Structured Streaming, processing-time trigger: "
-        f"p50 {f['structured_streaming_p50_file_to_table_s']} s, "
-        f"p99 {f['structured_streaming_p99_file_to_table_s']} s"
+        f"p50 {ranged(f, 'structured_streaming_p50_file_to_table_s', 's')}, "
+        f"p99 {ranged(f, 'structured_streaming_p99_file_to_table_s', 's')}"
     )
-    print(f"took {f['total_s']} s in all (throughputs best of {f['repeat']})")
+    print(f"took {f['total_s']} s in all (after an untimed warm-up run of each side)")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=200_000)
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--shuffle-partitions", type=int, default=4)
-    parser.add_argument("--batch", type=int, default=1000)
-    parser.add_argument("--batches", type=int, default=20)
-    parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--latency-files", type=int, default=30)
-    parser.add_argument("--file-rows", type=int, default=1000)
-    parser.add_argument("--file-period", type=float, default=0.5)
-    parser.add_argument("--trigger", type=float, default=1.0)
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.ERROR)
-    began = time.perf_counter()
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Every part's figures, in one Spark session and one local cluster whose checkpoints go to a
+    directory in the run's temporary directory."""
     conf = {
         "spark.sql.shuffle.partitions": str(args.shuffle_partitions),
         "spark.ui.enabled": "false",
     }
     spark_session.configure(args.master, conf, app="bench-spark-pipeline")
-    with tempfile.TemporaryDirectory(prefix="spark-pipeline-") as tmp:
-        data = Path(tmp) / "data"
-        generate.write(data, args.events, USERS, FILES, SEED)
-        cluster = LocalCluster(1, VPEERS)
+    with tempfile.TemporaryDirectory(prefix="spark-pipeline-") as name:
+        tmp = Path(name)
+        generate.write(tmp / "data", args.events, USERS, FILES, SEED)
+        cluster = LocalCluster(1, VPEERS, checkpoints=str(tmp / "checkpoints"))
         try:
             warm()
             cluster.start()
             cluster.await_ring(60)
-            ours, theirs = [], []
-            for run in range(args.repeat):
-                ours.append(engine_run(cluster, data, Path(tmp) / f"engine-{run}", args.events))
-                out = Path(tmp) / f"structured-{run}"
-                theirs.append(structured_streaming_run(data, out, args.events))
-            spark_batch, python_batch = batch_overhead(data, args.batch, args.batches)
-            ours_latency = engine_latencies(cluster, Path(tmp), args)
-            theirs_latency = structured_streaming_latencies(Path(tmp), args)
+            rates, rows = throughputs(cluster, tmp / "data", tmp, args.events, args.repeat)
+            batch = batch_overhead(tmp / "data", args.batch, args.batches)
+            latency = latency_runs(cluster, tmp, args)
         finally:
             cluster.stop()
             spark_session.stop()
-    onyx_rate, onyx_rows = max(ours, key=lambda run: run[0])
-    streaming_rate, streaming_rows = max(theirs, key=lambda run: run[0])
-    figures: dict[str, Any] = {
+    return {
+        **throughput_figures(args, rates, rows),
+        **overhead_figures(args, *batch),
+        **latency_figures(args, latency),
+    }
+
+
+def throughput_figures(
+    args: argparse.Namespace, rates: dict[str, list[float]], rows: dict[str, Rows]
+) -> dict[str, Any]:
+    engine, streaming = rates["engine"], rates["structured_streaming"]
+    return {
         "events": args.events,
         "master": args.master,
         "shuffle_partitions": args.shuffle_partitions,
-        "onyx_events_per_s": round(onyx_rate),
-        "structured_streaming_events_per_s": round(streaming_rate),
-        "ratio_vs_structured_streaming": round(onyx_rate / streaming_rate, 3),
-        "onyx_runs_events_per_s": [round(rate) for rate, _ in ours],
-        "structured_streaming_runs_events_per_s": [round(rate) for rate, _ in theirs],
-        "onyx_sessions_rows": len(onyx_rows),
-        "structured_streaming_sessions_rows": len(streaming_rows),
-        "sessions_rows_identical": len(onyx_rows & streaming_rows),
+        "repeat": args.repeat,
+        **spread("onyx_events_per_s", engine, None),
+        **spread("structured_streaming_events_per_s", streaming, None),
+        "ratio_vs_structured_streaming": round(
+            statistics.median(engine) / statistics.median(streaming), 3
+        ),
+        "onyx_sessions_rows": len(rows["engine"]),
+        "structured_streaming_sessions_rows": len(rows["structured_streaming"]),
+        "sessions_rows_identical": len(rows["engine"] & rows["structured_streaming"]),
         "structured_streaming_top_section": "mode(section, deterministic=True)",
+    }
+
+
+def overhead_figures(args: argparse.Namespace, spark: float, python: float) -> dict[str, Any]:
+    return {
         "batch_rows": args.batch,
         "batches": args.batches,
-        "spark_batch_s": round(spark_batch, 5),
-        "python_batch_s": round(python_batch, 7),
-        "spark_task_overhead_s_per_batch": round(spark_batch - python_batch, 5),
-        "repeat": args.repeat,
+        "spark_batch_s": round(spark, 5),
+        "python_batch_s": round(python, 7),
+        "spark_task_overhead_s_per_batch": round(spark - python, 5),
+    }
+
+
+def latency_figures(args: argparse.Namespace, latency: dict[str, list]) -> dict[str, Any]:
+    figures: dict[str, Any] = {
         "latency_files": args.latency_files,
+        "latency_repeat": args.latency_repeat,
         "file_rows": args.file_rows,
         "file_period_s": args.file_period,
         "trigger_s": args.trigger,
-        "p50_file_to_table_s": quantile(ours_latency, 50),
-        "p99_file_to_table_s": quantile(ours_latency, 99),
-        "structured_streaming_p50_file_to_table_s": quantile(theirs_latency, 50),
-        "structured_streaming_p99_file_to_table_s": quantile(theirs_latency, 99),
     }
+    for side, prefix in (("engine", ""), ("structured_streaming", "structured_streaming_")):
+        for p in (50, 99):
+            runs = [quantile(run, p) for run in latency[side]]
+            figures.update(spread(f"{prefix}p{p}_file_to_table_s", runs, 3))
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=2_000_000)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--shuffle-partitions", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--batches", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--latency-files", type=int, default=30)
+    parser.add_argument("--file-rows", type=int, default=1000)
+    parser.add_argument("--file-period", type=float, default=0.5)
+    parser.add_argument("--trigger", type=float, default=1.0)
+    parser.add_argument("--latency-repeat", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help=f"a short check: {QUICK}")
+    args = parser.parse_args()
+    if args.quick:  # parsed again so that flags given win over the quick run's settings
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    began = time.perf_counter()
+    figures = measure(args)
     figures["total_s"] = round(time.perf_counter() - began, 1)
     report(figures)
     print(json.dumps(figures, sort_keys=True))
