@@ -121,7 +121,7 @@ def job(
          "params": {"count": segments, **noted}},
         *fns,
         {"name": "write", "kind": "output", "plugin": "bench.workload:discarding_output",
-         "params": noted},
+         "params": {**noted, "check": True}},
     ]  # fmt: skip
     for i, task in enumerate(catalog):
         task.update(n_peers=2 if colocated else 1, batch_size=batch_size)

@@ -111,12 +111,12 @@ def test_an_output_whose_last_segment_is_wrong_fails_the_check(arrow):
         return pa.RecordBatch.from_pylist(rows) if arrow else rows
 
     with tempfile.TemporaryDirectory() as directory:
-        sink = workload.DiscardingOutput(0, directory)
+        sink = workload.DiscardingOutput(0, directory, checked=True)
         sink.prepare(made(range(3)))
         sink.write()
         sink.close()
         workload.read_marks(Path(directory)).check(3, "the engine")
-        wrong = workload.DiscardingOutput(1, directory)
+        wrong = workload.DiscardingOutput(1, directory, checked=True)
         wrong.prepare([workload.make_segment(3)])  # not through f1, f2, f3
         wrong.write()
         wrong.close()
