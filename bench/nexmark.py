@@ -65,6 +65,7 @@ from bench.state import isolated  # noqa: E402
 from examples.nexmark import oracle  # noqa: E402
 from peer import api  # noqa: E402
 from peer.cluster.local import LocalCluster  # noqa: E402
+from peer.job.chains import chained  # noqa: E402
 from peer.job.spec import Job  # noqa: E402
 from peer.metrics import segments_in, watermark_of  # noqa: E402
 from peer.nexmark.config import NexmarkConfig  # noqa: E402
@@ -117,8 +118,9 @@ def counted_job(query: str, events: int, period: float | None, **settings: Any) 
 
 
 def peers(job: Job) -> int:
-    """Virtual peers enough for every task of ``job``: one group runs it all."""
-    return sum(task.min_peers for task in job.catalog)
+    """Virtual peers enough for every task of ``job`` as the cluster runs it, chains made: one
+    group runs it all."""
+    return sum(task.min_peers for task in chained(job).catalog)
 
 
 def engine_run(query: str, events: int, period: float | None) -> Run:

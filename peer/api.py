@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
+from peer.job.chains import chained
 from peer.job.code import CodeArchive, imports_from, unpack
 from peer.job.demand import job_demand
 from peer.job.load import load
@@ -145,7 +146,7 @@ def submit(
     id; another job under a known id is refused, checked before writing and again once the entry
     is read back (two submitters may race for one id: the log's order decides, and the loser
     is told the same way)."""
-    job = _checked(job) if code is None else _checked_with(job, code)
+    job = chained(_checked(job) if code is None else _checked_with(job, code))
     chosen = job_id or job.id or uuid.uuid4().hex
     digest = job.digest()
     current = replica(store)

@@ -206,6 +206,9 @@ def _task(outer: str, index: int, raw: Any) -> Task:
     n_peers = raw.get("n_peers")
     if is_int(n_peers):
         check_n_peers(where, n_peers, raw.get("min_peers"), raw.get("max_peers"))
+    chained = raw.get("chained")
+    if isinstance(chained, list | tuple):
+        raw = {**raw, "chained": tuple(_task(where, i, member) for i, member in enumerate(chained))}
     return Task(**raw)
 
 

@@ -116,9 +116,17 @@ class Task:
     max_parallelism: int | None = None
     """A keyed task's number of key groups, the most peers it can run on; None leaves it to the
     job's ``max_parallelism``."""
+    chaining: bool = True
+    """Whether the task may run in one chain with its neighbours (peer.job.chains); false keeps
+    it a task of its own."""
+    chained: tuple[Task, ...] = ()
+    """The function tasks that run after this one's fn in the same task, in order, as one chain
+    (peer.job.chains makes them at submit): each batch goes through every fn of the chain with
+    nothing between them."""
 
     def __post_init__(self) -> None:
         _set(self, "required_tags", _tuple(self.required_tags))
+        _set(self, "chained", _tuple(self.chained))
         _set(self, "schema", _pairs(self.schema))
         _set(self, "group_by_key", _tuple(self.group_by_key))
         if isinstance(self.params, Mapping) and not isinstance(self.params, PMap):
@@ -155,7 +163,14 @@ class Task:
             doc.pop("max_peers", None)
         if isinstance(self.schema, tuple):
             doc["schema"] = dict(self.schema)
+        if self.chained:
+            doc["chained"] = [member.to_dict() for member in self.chained]
         return doc
+
+    @property
+    def members(self) -> tuple[Task, ...]:
+        """The tasks whose fns this one runs, in order: itself, then its chained ones."""
+        return (self, *self.chained)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from peer.job.spec import (
     MAX_PARALLELISM_LIMIT,
     MIB,
     REFINEMENTS,
+    REPLAYABLE_ENGINES,
     SIDES,
     STATE_BACKENDS,
     TRIGGER_ONS,
@@ -80,6 +81,7 @@ def validate(job: Job, *, imports: bool = True) -> Job:
     _check_job_fields(job, where)
     for index, task in enumerate(job.catalog):
         _check_task(task, index, where)
+    _check_chains(job, where)
     _check_unique_names(job, where)
     _check_workflow(job, where)
     _check_percentages(job, where)
@@ -206,7 +208,8 @@ def _check_imports(job: Job, outer: str) -> None:
     _check_spark(job, outer)
     named = [
         (f"{outer}: task {task.name!r}", name, getattr(task, name))
-        for task in job.catalog
+        for chain in job.catalog
+        for task in chain.members
         for name in TASK_PATHS
     ]
     named += [
@@ -361,6 +364,8 @@ def _check_task(task: Task, index: int, outer: str) -> None:
                     "other task rolls its job back, with no seat to take over")  # fmt: skip
     if task.assign_watermark_fn is not None and task.kind != "input":
         fail(where, "assign_watermark_fn is only for input tasks")
+    if not isinstance(task.chaining, bool):
+        fail(where, f"chaining must be true or false, got {task.chaining!r}")
     _check_engine(task, where)
 
 
@@ -509,10 +514,45 @@ def _max_parallelism(where: str, value: object) -> None:
 
 
 def _check_unique_names(job: Job, where: str) -> None:
-    counts = Counter(task.name for task in job.catalog)
-    for task in job.catalog:
+    """Names are unique among the catalog's tasks and the tasks chained in them."""
+    every = [member for task in job.catalog for member in task.members]
+    counts = Counter(task.name for task in every)
+    for task in every:
         if counts[task.name] > 1:
             fail(f"{where}: task {task.name!r}", "name is listed twice in the catalog")
+
+
+def _check_chains(job: Job, outer: str) -> None:
+    """A task's chained tasks (peer.job.chains) are checked as tasks, and must be what a chain
+    runs: function tasks applied in line that take whatever the fn before them gives."""
+    for task in job.catalog:
+        where = f"{outer}: task {task.name!r}"
+        if not isinstance(task.chained, tuple):
+            fail(where, f"chained must be a list of tasks, got {task.chained!r}")
+        if task.chained and (
+            task.kind == "output" or task.engine not in REPLAYABLE_ENGINES or not task.chaining
+        ):
+            fail(where, "chained is for an input or a python or arrow function task that "
+                        "allows chaining")  # fmt: skip
+        for index, member in enumerate(task.chained):
+            if not isinstance(member, Task):
+                fail(where, f"chained entry {index} must be a task, got {member!r}")
+            _check_task(member, index, where)
+            if not _chain_member(member):
+                fail(f"{where}: chained task {member.name!r}", "a chained task must be a python "
+                     "or arrow function task with an fn that does not group, allows chaining "
+                     "and chains nothing itself")  # fmt: skip
+
+
+def _chain_member(task: Task) -> bool:
+    return (
+        task.kind == "function"
+        and task.engine in REPLAYABLE_ENGINES
+        and task.fn is not None
+        and not task.keyed
+        and task.chaining is True
+        and not task.chained
+    )
 
 
 def _edge(edge: tuple[str, str]) -> str:

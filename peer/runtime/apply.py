@@ -229,8 +229,48 @@ ENGINE_APPLIES: dict[str, Callable[[Task, Keys | None], Apply]] = {
 
 
 def apply_for(task: Task, keys: Keys | None = None) -> Apply:
-    """The task's apply part; an engine without one is refused, naming the task."""
+    """The task's apply part, a chain's when it runs chained tasks (their fns after its own);
+    an engine without one is refused, naming the task."""
+    head = _engine_apply(task, keys)
+    if not task.chained:
+        return head
+    rest = [_engine_apply(member, None) for member in task.chained]
+    return ChainApply(rest if type(head) is Apply else [head, *rest])  # an input without a fn
+
+
+def _engine_apply(task: Task, keys: Keys | None) -> Apply:
     make = ENGINE_APPLIES.get(task.engine)
     if make is None:
         raise ValueError(f"task {task.name!r}: engine {task.engine!r} has no apply step here")
     return make(task, keys)
+
+
+class ChainApply(Apply):
+    """The fns of a chain (peer.job.chains), each applied to what the one before returned; the
+    chain's state is each part's, in order. A batch that a part empties goes no further."""
+
+    def __init__(self, parts: list[Apply]) -> None:
+        self.parts = parts
+
+    def apply(self, batch: Any) -> Any:
+        for part in self.parts:
+            if not len(batch):
+                return batch
+            batch = part.apply(batch)
+        return batch
+
+    def snapshot(self) -> Any:
+        states = [part.snapshot() for part in self.parts]
+        return None if all(state is None for state in states) else states
+
+    def restore(self, snapshots: list[Any], mine: Callable[[Any], bool]) -> None:
+        for index, part in enumerate(self.parts):
+            part.restore([None if s is None else s[index] for s in snapshots], mine)
+
+    def flush(self) -> list[Segment]:
+        """Each part's flush, through the parts after it."""
+        out: Any = []
+        for part in self.parts:
+            applied = part.apply(out) if out else []
+            out = [*rows(applied), *part.flush()]
+        return out

@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from examples.clickstream.pipeline import view
+from peer import context
 
 PACE = float(os.environ.get("ONYX_TEST_PACE", "0"))
 
@@ -37,3 +38,9 @@ def pace_views(batch: pa.RecordBatch) -> pa.RecordBatch:
     if PACE:
         time.sleep(PACE * batch.num_rows / 100)
     return view(batch)
+
+
+def draw(segment: dict[str, Any]) -> dict[str, Any]:
+    """The segment with a random draw through the task's context: a determinant a replay must
+    give again, so a record sent before a takeover and after it are the same."""
+    return {**segment, "draw": context.random()}

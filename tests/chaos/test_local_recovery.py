@@ -191,3 +191,49 @@ def test_two_members_killed_at_once_roll_the_job_back_and_the_output_stays_exact
     assert final.state == "completed"
     assert visits(records(tmp_path / "out")) == reference[0]
     assert pulses(records(tmp_path / "out")) == reference[1]
+
+
+def chain_job(events: Path, out: Path, loose: Path) -> dict:
+    """Two function tasks that run as one chain (``draw+pace``, two slots with standbys), the
+    first drawing a random number through its context for every event."""
+    return {
+        "workflow": [["read", "draw"], ["draw", "pace"], ["pace", "write"], ["pace", "loose"]],
+        "catalog": [
+            {"name": "read", "kind": "input", "plugin": "peer.plugins.jsonl:input",
+             "params": {"path": str(events)}, "n_peers": 1},
+            {"name": "draw", "kind": "function", "fn": "tests.chaos.pacing:draw", "n_peers": 2},
+            {"name": "pace", "kind": "function", "fn": "tests.chaos.pacing:pace", "n_peers": 2},
+            {"name": "write", "kind": "output", "plugin": "peer.plugins.jsonl:exactly_once_output",
+             "params": {"path": str(out)}, "n_peers": 1},
+            {"name": "loose", "kind": "output", "plugin": "peer.plugins.jsonl:output",
+             "params": {"path": str(loose)}, "n_peers": 1},
+        ],
+        "barrier_period": 0.5,
+        "standby": True,
+    }  # fmt: skip
+
+
+def test_a_killed_slot_of_a_chain_is_taken_over_alone(cluster, tmp_path):
+    """The chain's slot, whose first fn logs its draws, is taken over alone: no allocation
+    version moves, and both sinks hold every event once, the very same records."""
+    groups, _, store = cluster
+    write_events(tmp_path / "events.jsonl")
+    doc = chain_job(tmp_path / "events.jsonl", tmp_path / "out", tmp_path / "loose.jsonl")
+    job_id = api.submit(store, doc)
+    progressed(store, Commits(store, job_id), job_id)
+    before = api.replica(store)
+    assert sorted(before.allocations[job_id]) == ["draw+pace", "loose", "read", "write"]
+    version = before.allocation_versions[job_id]
+    slot = random.choice(before.allocations[job_id]["draw+pace"])
+    assert slot in before.standbys[job_id], "the chain's slot has a standby on another member"
+    kill(groups, before, slot)
+    after = api.follow(store, lambda r: bool(r.takeovers.get(job_id)), 120)
+    assert after.allocation_versions[job_id] == version, "no allocation version moved"
+    assert api.wait(store, job_id, 300).state == "completed"
+    found, loose = records(tmp_path / "out"), records(tmp_path / "loose.jsonl")
+    assert sorted(r["ts"] for r in found) == list(range(EVENTS))
+    assert as_texts(loose) == as_texts(found), "the at-least-once sink got nothing twice"
+
+
+def as_texts(found: list[dict]) -> list[str]:
+    return sorted(json.dumps(r, sort_keys=True) for r in found)

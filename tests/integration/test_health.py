@@ -35,6 +35,7 @@ def get(port: int, path: str, method: str = "GET") -> tuple[int, object]:
 
 
 def job(count: int, paced: bool = False) -> dict:
+    """Three tasks on the group's three peers: ``step`` stays out of a chain with ``read``."""
     fn = "tests.chaos.pacing:pace_view" if paced else "examples.wordcount.words:split"
     return {
         "workflow": [["read", "step"], ["step", "write"]],
@@ -42,7 +43,7 @@ def job(count: int, paced: bool = False) -> dict:
             {"name": "read", "kind": "input", "plugin": "peer.plugins.memory:input",
              "params": {"segments": [{"line": f"word {i}"} for i in range(count)]}
              if not paced else {"count": count}, "n_peers": 1},
-            {"name": "step", "kind": "function", "fn": fn, "n_peers": 1},
+            {"name": "step", "kind": "function", "fn": fn, "n_peers": 1, "chaining": False},
             {"name": "write", "kind": "output", "plugin": "peer.plugins.null:output",
              "n_peers": 1},
         ],

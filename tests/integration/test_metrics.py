@@ -106,7 +106,7 @@ def check_running(s: Scrape, running, job_id: str) -> None:
     """The job's gauges, and its epochs from the group running its coordinator."""
     assert s("onyx_job_allocation_version", onyx_job=job_id) == running.allocation_versions[job_id]
     assert s("onyx_job_barrier_period_seconds", onyx_job=job_id) == 0.2
-    assert s("onyx_job_peers", onyx_job=job_id) == 4
+    assert s("onyx_job_peers", onyx_job=job_id) == 3  # read and pace run as one chain
     assert s("onyx_job_waiting", onyx_job=job_id) == 0
     assert s("onyx_jobs", state="running") == 1
     assert s("onyx_job_committed_epoch", onyx_job=job_id) >= 1
@@ -156,11 +156,11 @@ def check_data_plane(scrapes: list[Scrape], job_id: str) -> None:
         "onyx_aeron_received_bytes_total",
     ):
         assert total(name) > 0, name  # fmt: skip
-    assert total("onyx_task_segments_in_total", onyx_job=job_id, task="read") == COUNT
+    assert total("onyx_task_segments_in_total", onyx_job=job_id, task="read+pace") == COUNT
     assert total("onyx_task_segments_in_total", onyx_job=job_id, task="write") == COUNT
-    for task in ("read", "pace", "write"):
+    for task in ("read+pace", "write"):
         assert total("onyx_task_batch_seconds_count", onyx_job=job_id, task=task) > 0
         assert total("onyx_checkpoint_size_bytes_count", onyx_job=job_id, task=task) > 0
     assert total("onyx_barrier_alignment_seconds_count", onyx_job=job_id, task="write") > 0
     series = [k for s in scrapes for k in s.samples.get("onyx_task_backpressure_events_total", {})]
-    assert {("onyx_job", job_id), ("task", "pace")} <= set().union(*series)
+    assert {("onyx_job", job_id), ("task", "read+pace")} <= set().union(*series)

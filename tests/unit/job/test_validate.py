@@ -123,7 +123,8 @@ def test_unknown_task_key_lists_the_allowed():
     message = refusal(lambda d: task(d, "split").update(batchsize=5))
     assert message.startswith("job 'wc': task 'split': unknown key 'batchsize' (allowed: ")
     assert (
-        "batch_size, batch_timeout, engine, flux_policy, fn, group_by_fn, group_by_key," in message
+        "batch_size, batch_timeout, chained, chaining, engine, flux_policy, fn, group_by_fn,"
+        in message
     )
 
 

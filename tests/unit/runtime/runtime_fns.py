@@ -197,3 +197,7 @@ def note_mark(segment: dict[str, Any]) -> dict[str, Any]:
     """What the shared word holds while the fn runs."""
     MARKS.append(int(WORD[0][0]))
     return segment
+
+
+def halve(segment: dict[str, Any]) -> dict[str, Any]:
+    return {**segment, "n": segment["n"] // 2}
