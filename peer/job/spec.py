@@ -168,7 +168,7 @@ class Task:
         return doc
 
     @property
-    def members(self) -> tuple[Task, ...]:
+    def chain(self) -> tuple[Task, ...]:
         """The tasks whose fns this one runs, in order: itself, then its chained ones."""
         return (self, *self.chained)
 

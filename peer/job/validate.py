@@ -208,8 +208,8 @@ def _check_imports(job: Job, outer: str) -> None:
     _check_spark(job, outer)
     named = [
         (f"{outer}: task {task.name!r}", name, getattr(task, name))
-        for chain in job.catalog
-        for task in chain.members
+        for head in job.catalog
+        for task in head.chain
         for name in TASK_PATHS
     ]
     named += [
@@ -515,7 +515,7 @@ def _max_parallelism(where: str, value: object) -> None:
 
 def _check_unique_names(job: Job, where: str) -> None:
     """Names are unique among the catalog's tasks and the tasks chained in them."""
-    every = [member for task in job.catalog for member in task.members]
+    every = [member for task in job.catalog for member in task.chain]
     counts = Counter(task.name for task in every)
     for task in every:
         if counts[task.name] > 1:

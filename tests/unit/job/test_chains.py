@@ -43,7 +43,7 @@ def test_a_line_of_functions_runs_as_one_task_with_its_input():
     assert job.workflow == (("read+a+b+c", "write"),)
     head = job.task("read+a+b+c")
     assert (head.kind, head.plugin) == ("input", f"{FNS}:slow_to_sync")
-    assert [member.name for member in head.members] == ["read+a+b+c", "a", "b", "c"]
+    assert [member.name for member in head.chain] == ["read+a+b+c", "a", "b", "c"]
     assert validate(job) is job
 
 
@@ -169,8 +169,8 @@ def test_every_chain_keeps_its_tasks_in_order_and_chains_only_what_may(tasks):
     assert chain_links(result) == {}  # chains are as long as they can be
     for task in result.catalog:
         assert [m.name for m in task.chained] == task.name.split("+")[1:]
-        for before, after in zip(task.members, task.members[1:], strict=False):
+        for before, after in zip(task.chain, task.chain[1:], strict=False):
             assert after.chaining
             assert not after.keyed
-            assert after.n_peers == task.members[0].n_peers
+            assert after.n_peers == task.chain[0].n_peers
             assert before.chaining
