@@ -54,6 +54,7 @@ from peer.membership.gossip import Status
 from peer.membership.members import lifecycle
 from peer.membership.service import MembershipService
 from peer.messaging.transport import Transport
+from peer.runtime import collector
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.coordinator import Coordinator
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig
@@ -562,6 +563,7 @@ class PeerGroup:
         self.wakeup.set()
 
     def run(self) -> None:
+        collector.tune()
         while True:
             self.current = self.incarnation(
                 self.store,

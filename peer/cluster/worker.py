@@ -58,6 +58,7 @@ from peer.log.entry import Entry
 from peer.log.replica import Replica
 from peer.log.store import StoreError
 from peer.messaging.aeron import AeronTransport, TransportError
+from peer.runtime import collector
 from peer.runtime.checkpoints import CheckpointStorage
 from peer.runtime.dataplane import DataPlane, DataPlaneConfig
 from peer.spark import session as spark_session
@@ -300,6 +301,7 @@ def main(
     spark_session.configure(spec.spark_master, dict(spec.spark_conf))
     transport = listen(spec, conn)
     storage = CheckpointStorage(spec.checkpoints, spec.tenancy)
+    collector.tune()
     try:
         Worker(spec, conn, calls, transport, storage).run()
     finally:
