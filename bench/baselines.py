@@ -17,7 +17,8 @@ input makes its segments as it is read, so making them is timed everywhere alike
   ``rows`` (per-segment ``op.map`` steps of f1, f2, f3), ``arrow`` (each item one record batch of
   --arrow-batch-size rows through arrow_f1, arrow_f2, arrow_f3: the best Bytewax can do with
   the columnar computation), and ``paced`` (rows made at a steady rate, for latency). Its input
-  hands out --batch-size segments per read, as the engine's input and the limit loop do.
+  hands out --batch-size segments per read, as the engine's input and the limit loop do, and its
+  partitions read the very ids the engine's input slots do, in the same runs.
 
 Run: .venv-bench/bin/python bench/baselines.py [--segments 200000] [--batch-size 1000]
      [--snapshot-interval 1.0] [--repeat 3]
@@ -52,9 +53,11 @@ from bench.workload import (  # noqa: E402
     f1,
     f2,
     f3,
-    make_record_batch,
     make_segment,
+    record_batch_of,
+    splits_of,
 )
+from peer.plugins.splits import Numbered  # noqa: E402
 
 Encode = Callable[[list[Segment]], bytes]
 Decode = Callable[[bytes], list[Segment]]
@@ -136,12 +139,14 @@ class Seen:
 def bytewax_flow(kind: str, n: int, parts: int, batch: int, rate: float = 0.0) -> tuple[Any, Seen]:
     """A Bytewax dataflow of the workload and what its partitions will note.
 
-    Input: a ``FixedPartitionedSource`` of ``parts`` partitions, each a contiguous share of the
-    ids, made as read: ``batch`` segments per ``next_batch`` (``rows``, ``paced``), or one record
-    batch of ``batch`` rows (``arrow``); its snapshot is its read position, so it resumes exactly.
-    ``paced`` hands out only the rows due at ``rate`` per second since its first read, each
-    carrying when it was due in ``created``. Three ``op.map`` steps. Output: a ``DynamicSink``
-    (no routing between workers) whose partitions count rows and note the times."""
+    Input: a ``FixedPartitionedSource`` of ``parts`` partitions, partition p reading the ids
+    the engine's input slot p of ``parts`` reads (the splits it owns, as runs), made as read:
+    ``batch`` segments per ``next_batch`` (``rows``, ``paced``), or one record batch of ``batch``
+    rows (``arrow``); its snapshot is its positions, so it resumes exactly. ``paced`` hands out
+    only the ids due at ``rate`` per second in all since its first read, each row carrying when
+    it was due in ``created``, as the engine's paced input does. Three ``op.map`` steps.
+    Output: a ``DynamicSink`` (no routing between workers) whose partitions count rows and note
+    the times."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
     import bytewax.operators as op  # noqa: PLC0415
@@ -149,45 +154,40 @@ def bytewax_flow(kind: str, n: int, parts: int, batch: int, rate: float = 0.0) -
     from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition  # noqa: PLC0415
     from bytewax.outputs import DynamicSink, StatelessSinkPartition  # noqa: PLC0415
 
-    bounds = [(n * part // parts, n * (part + 1) // parts) for part in range(parts)]
-    per_second = rate * (bounds[0][1] - bounds[0][0]) / n if kind == "paced" else 0.0
-
     class Partition(StatefulSourcePartition):
-        def __init__(self, first: int, end: int, resume: int) -> None:
-            self.first, self.position, self.end, self.start = first, resume, end, 0.0
+        """Partition ``part`` reads what the engine's input slot ``part`` of ``parts`` does
+        (bench/workload.py ``NumberedInput``: the ids of the splits it owns, as runs), so both
+        sides make the very same rows in the very same runs."""
+
+        def __init__(self, part: int, resume: Any) -> None:
+            self.reading = Numbered(splits_of(part, parts), n, resume, ValueError)
+            self.start = 0.0
 
         def next_batch(self) -> list[Any]:
-            if self.position >= self.end:
+            if self.reading.completed():
                 raise StopIteration
             if not self.start:
                 self.start = time.time()
                 seen.reads.append(self.start)
-            stop = min(self.position + batch, self.end)
-            if kind == "paced":
-                now = time.time()
-                due = self.first + int((now - self.start) * per_second) + 1
-                stop = min(stop, due)
-            ids = range(self.position, stop)
-            self.position = stop
+            if kind == "paced":  # the ids due by now at ``rate`` in all, as the engine's
+                due = int((time.time() - self.start) * rate) + 1
+                runs = self.reading.take(batch, due)
+                return [{**make_segment(i), "created": self.start + i / rate}
+                        for run in runs for i in run]  # fmt: skip
+            runs = self.reading.take(batch)
             if kind == "arrow":
-                return [make_record_batch(ids)]
-            if kind == "paced":
-                return [{**make_segment(i), "created": self._due(i)} for i in ids]
-            return [make_segment(i) for i in ids]
+                return [record_batch_of(runs)]
+            return [make_segment(i) for run in runs for i in run]
 
-        def _due(self, i: int) -> float:
-            return self.start + (i - self.first) / per_second
-
-        def snapshot(self) -> int:
-            return self.position
+        def snapshot(self) -> Any:
+            return self.reading.checkpoint()
 
     class Source(FixedPartitionedSource):
         def list_parts(self) -> list[str]:
             return [f"part-{part}" for part in range(parts)]
 
-        def build_part(self, step_id: str, for_part: str, resume_state: int | None):
-            first, end = bounds[int(for_part.removeprefix("part-"))]
-            return Partition(first, end, first if resume_state is None else resume_state)
+        def build_part(self, step_id: str, for_part: str, resume_state: Any):
+            return Partition(int(for_part.removeprefix("part-")), resume_state)
 
     seen = Seen()
 

@@ -54,7 +54,7 @@ reads``: items, first and last poll as seconds from the first read of any slot),
 both processes share the work.
 
 Run: .venv-bench/bin/python bench/dataplane.py [--segments 1000000] [--batch-size 1000]
-     [--arrow-segments 2000000] [--arrow-batch-size 10000] [--snapshot-interval 1.0]
+     [--arrow-segments 20000000] [--arrow-batch-size 10000] [--snapshot-interval 1.0]
      [--latency-seconds 10] [--latency-rate R] [--repeat 3] [--quick]
 ``--quick`` is --segments 100000 --arrow-segments 1000000 --latency-seconds 3 --repeat 1.
 Without Bytewax (Python 3.13: no wheels) its figures and ratios are null. The last line of output
@@ -627,7 +627,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--segments", type=int, default=1_000_000)
     parser.add_argument("--batch-size", type=int, default=1000)
-    parser.add_argument("--arrow-segments", type=int, default=2_000_000)
+    parser.add_argument("--arrow-segments", type=int, default=20_000_000)
     parser.add_argument("--arrow-batch-size", type=int, default=10_000)
     parser.add_argument("--snapshot-interval", type=float, default=1.0)
     parser.add_argument("--latency-seconds", type=float, default=10.0)

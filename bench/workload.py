@@ -92,10 +92,18 @@ def _offsets(rows: int, step: int) -> pa.Array:
 def make_record_batch(ids: range) -> pa.RecordBatch:
     """The segments ``ids`` as one record batch, made column by column as a columnar source
     would (no Python object per row): row k is ``make_segment(ids[k])``."""
-    id_ = pc.add(_offsets(len(ids), ids.step), ids.start)
+    return _made(_ids(ids))
+
+
+def _ids(ids: range) -> pa.Array:
+    return pc.add(_offsets(len(ids), ids.step), ids.start)
+
+
+def _made(id_: pa.Array) -> pa.RecordBatch:
+    """The segments of the ids ``id_``, one row each."""
     thousands = pc.multiply(pc.divide(id_, 1000), 1000)  # integer division: ids are >= 0
     word = WORDS.take(pc.subtract(id_, thousands))
-    count = pa.repeat(pa.scalar(0, pa.int64()), len(ids))
+    count = pa.repeat(pa.scalar(0, pa.int64()), len(id_))
     ts = pc.add(pc.cast(id_, pa.float64()), BASE_TS)
     return pa.record_batch([id_, word, count, ts], names=["id", "word", "count", "ts"])
 
@@ -280,11 +288,26 @@ class SegmentInput(NumberedInput):
 
 
 def record_batch_of(runs: list[range]) -> pa.RecordBatch:
-    """The segments of ``runs`` as one record batch."""
+    """The segments of ``runs`` (of consecutive ids, as ``Numbered`` takes them) as one record
+    batch, made once for all their ids: a slot that owns some of the splits reads a short run in
+    every S ids, so a poll holds a hundred runs or more."""
     if len(runs) <= 1:
         return make_record_batch(runs[0] if runs else range(0))
-    batches = [make_record_batch(run) for run in runs]
-    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+    return _made(_consecutive(runs))
+
+
+def _consecutive(runs: list[range]) -> pa.Array:
+    """The ids of ``runs`` in a few calls whatever their number: a running sum of steps of 1,
+    but at each run's first row the jump from the run before."""
+    starts, jumps, rows, last = [], [], 0, 0
+    for run in filter(None, runs):
+        starts.append(rows)
+        jumps.append(run.start - last)
+        rows, last = rows + len(run), run.stop - 1
+    mask = pc.is_in(_offsets(rows, 1), value_set=pa.array(starts, pa.int64()))
+    steps = pc.replace_with_mask(pa.repeat(pa.scalar(1, pa.int64()), rows), mask,
+                                 pa.array(jumps, pa.int64()))  # fmt: skip
+    return pc.cumulative_sum(steps)
 
 
 def segment_input(task: Any, slot: int, slots: int, *, splits: Splits) -> SegmentInput:

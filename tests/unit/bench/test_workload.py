@@ -122,3 +122,10 @@ def test_an_output_whose_last_segment_is_wrong_fails_the_check(arrow):
         wrong.close()
         with pytest.raises(AssertionError, match=r"output slots \[1\]"):
             workload.read_marks(Path(directory)).check(4, "the engine")
+
+
+@settings(deadline=None)  # a shared machine's pauses are not the code's
+@given(st.lists(st.builds(range, st.integers(0, 5000), st.integers(0, 5000)), max_size=6))
+def test_a_record_batch_of_runs_holds_their_segments_in_order(runs):
+    made = workload.record_batch_of(runs).to_pylist()
+    assert made == [workload.make_segment(i) for run in runs for i in run]
