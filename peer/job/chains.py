@@ -129,11 +129,9 @@ def _renamed(job: Job, heads: dict[str, tuple[str, ...]], names: dict[str, str])
 
 
 def _fused(head: Task, members: list[Task], name: str) -> Task:
-    """``head`` running every member after it: their own chains flattened into one."""
-    chained: list[Task] = [*head.chained]
-    for member in members:
-        chained += [replace(member, chained=()), *member.chained]
-    return replace(head, name=name, chained=tuple(chained))
+    """``head`` running every member after it (a chain is as long as it can be, so a job that
+    is chained already gains none)."""
+    return replace(head, name=name, chained=(*head.chained, *members))
 
 
 def _condition(condition: FlowCondition, name: Callable[[str], str]) -> FlowCondition:
