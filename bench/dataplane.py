@@ -3,8 +3,9 @@
 The workload is bench/workload.py's: an input of small segments, three functions that each
 change one field, an output that discards; and the same computation as Arrow fns on record
 batches. The engine runs the input and the three functions as one chain (``read+f1+f2+f3``,
-peer/job/chains.py) and the output as a task of its own; Bytewax runs every step in its worker. Every contender's input makes its segments as it is read (none is made beforehand), so
-making them is timed alike everywhere, and every contender's input hands them out in batches of
+peer/job/chains.py) and the output as a task of its own; Bytewax runs every step in its worker.
+Every contender's input makes its segments as it is read (none is made beforehand), so making
+them is timed alike everywhere, and every contender's input hands them out in batches of
 --batch-size segments (--arrow-batch-size rows for Arrow). Checkpoints are on everywhere at
 --snapshot-interval: the engine's barrier period, Bytewax's epoch interval with its recovery on,
 each to a directory on this machine's disk (the engine's checkpoint store, Bytewax's recovery
