@@ -253,7 +253,7 @@ class Incarnation:
                 idle = 0.0
                 continue
             idle = min(max(2 * idle, 0.0005), self.config.idle_wait)
-            self.wakeup.wait(min(idle, deadline - now))
+            self.wakeup.wait(min(idle, deadline - now, self.switchboard.patience()))
 
     def _announcements(self) -> list[Entry]:
         return [self._announce(peer) for peer in self.peers]

@@ -93,6 +93,10 @@ class Switchboard:
             self._carry_out(self.membership.take_decisions())
         return busy
 
+    def patience(self) -> float:
+        """How long the loop may sleep while nothing comes (see DataPlane.patience)."""
+        return self.dataplane.patience()
+
     def _carry_out(self, decisions: Decisions) -> None:
         assert self.downing is not None  # there is a membership only with a downing
         for member in decisions.downs:

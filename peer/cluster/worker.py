@@ -257,7 +257,9 @@ class Worker:
                 idle = 0.0
                 continue
             idle = min(max(2 * idle, 0.0005), self.spec.idle_wait)
-            self.wakeup.wait(idle if self.switchboard is not None else None)
+            self.wakeup.wait(
+                None if self.switchboard is None else min(idle, self.switchboard.patience())
+            )
 
     def _write(self, member: str, entry: Entry) -> None:
         self._send(Append(entry, member))

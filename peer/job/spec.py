@@ -95,7 +95,9 @@ class Task:
     fn: str | None = None
     plugin: str | None = None
     batch_size: int = 100
-    batch_timeout: float = 0.05
+    max_batch_delay: float = 0.0
+    """An input's: seconds the first rows of a batch that is not full may wait for more before
+    it leaves (0: every poll leaves at once). Longer batches cost every stage less per row."""
     min_peers: int = 1
     max_peers: int | None = None
     n_peers: int | None = None

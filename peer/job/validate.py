@@ -339,6 +339,17 @@ def _check_free_values(where: str, name: str, values: object) -> None:
     check_depth(where, name, values)
 
 
+def _check_batch_delay(task: Task, where: str) -> None:
+    """Batches are made where they are read: only an input holds a short one back."""
+    delay = task.max_batch_delay
+    if not (_is_number(delay) and 0 <= delay < math.inf):
+        fail(where, f"max_batch_delay must be a number of seconds >= 0, got {delay!r}")
+    if delay and task.kind != "input":
+        fail(where, f"max_batch_delay is an input's (its batches are made where they are read, "
+                    f"and every later task sends what it made at once), got {delay!r} on a "
+                    f"{task.kind}")  # fmt: skip
+
+
 def _check_task(task: Task, index: int, outer: str) -> None:
     if not (isinstance(task.name, str) and task.name):
         got = task.name
@@ -346,8 +357,7 @@ def _check_task(task: Task, index: int, outer: str) -> None:
     where = f"{outer}: task {task.name!r}"
     _check_kind(task, where)
     _count(where, "batch_size", task.batch_size)
-    if not (_is_number(task.batch_timeout) and task.batch_timeout > 0):
-        fail(where, f"batch_timeout must be a number of seconds > 0, got {task.batch_timeout!r}")
+    _check_batch_delay(task, where)
     _check_peers(task, where)
     _one_of(where, "flux_policy", task.flux_policy, FLUX_POLICIES)
     if not _strings(task.required_tags):

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import operator
 import time
 from collections import defaultdict, deque
@@ -476,6 +477,11 @@ class DataPlane:
             except TaskFailed as e:
                 self._fail(key, e)
         return self._flush() or busy
+
+    def patience(self) -> float:
+        """Seconds until a runner here has work that no message brings (inf: none): how long
+        the loop may sleep while nothing comes."""
+        return min((runner.patience() for runner in self.runners.values()), default=math.inf)
 
     def _step_coordinator(self, key: tuple[str, int], coordinator: Coordinator, now: float) -> bool:
         try:

@@ -33,7 +33,7 @@ from peer.runtime.debloat import WEIGHT, Ledger, Throughput, first_credit, row_l
 from peer.runtime.emit import WINDOW
 from peer.runtime.inbox import Inbox, SidedInbox
 from peer.runtime.unaligned import UnalignedInbox
-from peer.values.columnar import Segment, rows
+from peer.values.columnar import Segment, concat, rows
 
 Grant = Callable[[int, int, int], None]
 """Give an upstream peer (by short id) credit for this many more batches, and the most rows a
@@ -78,6 +78,9 @@ class Intake(Protocol):
         """Read batches of at most ``rows`` rows (0: the task's batch_size): what the
         downstream peers asked for, so that no batch takes them longer than their target."""
 
+    def patience(self) -> float:
+        """Seconds until a read holding rows back must let them go (inf: it holds none)."""
+
 
 class PluginIntake:
     """An input's: its plugin (attached when it loads) polled, barriers from the coordinator."""
@@ -112,7 +115,10 @@ class PluginIntake:
         nothing is read between the two."""
         if self.over or self.paused:
             return []
-        batch = self.plugin.poll(self.limit)
+        return self._poll(self.limit)
+
+    def _poll(self, limit: int) -> Any:
+        batch = self.plugin.poll(limit)
         if batch and self.assign is not None:
             self.assigned = max(self.assigned or -math.inf, *map(self.assign, rows(batch)))
         return batch
@@ -134,6 +140,65 @@ class PluginIntake:
 
     def follow(self, rows: int) -> None:
         self.limit = read_limit(self.batch_size, rows)
+
+    def patience(self) -> float:
+        return math.inf
+
+
+class FillingIntake(PluginIntake):
+    """An input's with a ``max_batch_delay``: a poll that comes back short is held, and the next
+    polls add to it, until the batch is full or the first rows held have waited the delay. So a
+    source trickling rows in still makes batches of many, each costing every stage once, and no
+    row waits longer than the delay (and the loop's wake-up, which ``patience`` brings forward).
+
+    Nothing read may pass a barrier, the end or a watermark before it leaves: a barrier waits
+    behind the batch held (it is let go first), the input ends only once nothing is held, and
+    the watermark stays where it was when the holding began."""
+
+    def __init__(self, task: Task, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(task)
+        self.delay, self.clock = task.max_batch_delay, clock
+        self.held: list[Any] = []
+        """The polls held, each a batch (rows or Arrow), in order."""
+        self.rows = 0
+        self.since = 0.0
+        self.before: float | None = None
+        """The watermark when the holding began, passed on until the rows held have left."""
+
+    def next_barrier(self) -> Barrier | None:
+        return None if self.held else super().next_barrier()
+
+    def read(self) -> Any:
+        held = self.held
+        if not held:
+            self.before = super().mark()
+        elif self.barriers or self.rows >= self.limit or self.plugin.completed():
+            return self._release()
+        if self.over or self.paused:
+            return []
+        batch = self._poll(self.limit - self.rows)
+        if batch:
+            if not held:
+                self.since = self.clock()
+            held.append(batch)
+            self.rows += len(batch)
+        if held and (self.rows >= self.limit or self.clock() - self.since >= self.delay):
+            return self._release()
+        return []
+
+    def _release(self) -> Any:
+        batch = concat(self.held)
+        self.held, self.rows = [], 0
+        return batch
+
+    def mark(self) -> float | None:
+        return self.before if self.held else super().mark()
+
+    def finished(self) -> bool:
+        return not self.held and super().finished()
+
+    def patience(self) -> float:
+        return self.since + self.delay - self.clock() if self.held else math.inf
 
 
 class InboxIntake:
@@ -236,6 +301,10 @@ class InboxIntake:
 
     def follow(self, rows: int) -> None:
         self.limit = read_limit(self.batch_size, rows)
+
+    def patience(self) -> float:
+        """An inbox holds nothing back: what came is read at once."""
+        return math.inf
 
     def aligned(self) -> Barrier | None:
         """The aligned barrier, and how long the first of its copies waited for the others."""
@@ -367,7 +436,7 @@ def intake_for(
     would cost it throughput, and less throughput smaller batches again. A join's task is
     told each upstream peer's side (``sides``, by short id), which its batches keep."""
     if task.kind == "input":
-        return PluginIntake(task)
+        return FillingIntake(task) if task.max_batch_delay else PluginIntake(task)
     inbox: Callable[[frozenset[int]], Inbox] = UnalignedInbox if unaligned else Inbox
     if sides is not None:
         inbox = functools.partial(SidedInbox, sides=sides)

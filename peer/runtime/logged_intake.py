@@ -103,6 +103,9 @@ class HoldingIntake:
     def follow(self, rows: int) -> None:
         self.inner.follow(rows)
 
+    def patience(self) -> float:
+        return self.inner.patience()
+
 
 class LoggedIntake(HoldingIntake):
     """A function's: its takes logged, or, while replaying, taken as the log says."""

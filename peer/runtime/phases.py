@@ -63,6 +63,9 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
 INPUT_OVER = frozenset({Phase.REPLAY_ENDED, Phase.ENDED})
 """The phases of a runner whose input has ended."""
 
+RUNNING = frozenset({Phase.RUN, Phase.ENDED})
+"""The phases in which a runner reads, applies and fires its timers."""
+
 ENDING: dict[Phase, Phase] = {Phase.RUN: Phase.ENDED, Phase.REPLAY: Phase.REPLAY_ENDED}
 """Where a runner goes when its input ends, from the phases it may end in."""
 

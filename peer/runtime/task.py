@@ -55,6 +55,7 @@ call into its task's code a runner of a worker marks which job's code runs
 from __future__ import annotations
 
 import logging
+import math
 import os
 import tempfile
 import time
@@ -107,7 +108,7 @@ from peer.runtime.hooks import Hooks, call, hooks_for
 from peer.runtime.inbox import BarrierSkipped
 from peer.runtime.intake import Intake, PluginIntake, intake_for
 from peer.runtime.logged_emit import LoggedEmitter, Wiring
-from peer.runtime.phases import ENDING, INPUT_OVER, REPLAYED, Phase, advance
+from peer.runtime.phases import ENDING, INPUT_OVER, REPLAYED, RUNNING, Phase, advance
 from peer.runtime.placement import Placement
 from peer.runtime.routing import Router
 from peer.runtime.snapshot import Chain, Restored, TaskSnapshot
@@ -546,6 +547,13 @@ class TaskRunner:
             raise TaskFailed(
                 f"job {c.job.id!r}: task {c.task.name!r} on peer {c.peer}: {describe(e)}"
             ) from e
+
+    def patience(self) -> float:
+        """Seconds until this runner has work that no message brings: rows its input holds back,
+        or a timer trigger; the loop it runs in sleeps no longer (inf: none)."""
+        if self.phase not in RUNNING:
+            return math.inf
+        return min(self.intake.patience(), self.windows.due_at() - time.time())
 
     def _roll_back(self, error: Exception) -> None:
         c = self.ctx

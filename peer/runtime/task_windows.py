@@ -10,6 +10,7 @@ no time.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any, Protocol
 
@@ -31,6 +32,9 @@ class Windows(Protocol):
 
     def due(self, clock: Clock) -> list[Any]:
         """What timer triggers due by now emit."""
+
+    def due_at(self) -> float:
+        """When the next timer trigger is due, by the wall clock (inf: none is armed)."""
 
     def watermark(self, mark: float) -> Iterator[list[Any]]:
         """What the extents ``mark`` ends emit, a list per key, fired as it is read."""
@@ -61,6 +65,9 @@ class Windowed:
         now = clock.due(self.state.due_at())
         return [] if now is None else self.state.tick(now)
 
+    def due_at(self) -> float:
+        return self.state.due_at()
+
     def watermark(self, mark: float) -> Iterator[list[Any]]:
         return self.state.watermark(mark)
 
@@ -88,6 +95,9 @@ class Unwindowed:
 
     def due(self, clock: Clock) -> list[Any]:
         return []
+
+    def due_at(self) -> float:
+        return math.inf
 
     def watermark(self, mark: float) -> Iterator[list[Any]]:
         return iter(())

@@ -344,6 +344,10 @@ class JoinPart:
     def due(self, clock: object) -> list[Any]:
         return []
 
+    def due_at(self) -> float:
+        """A join has no timers."""
+        return math.inf
+
     def watermark(self, mark: float) -> Iterator[list[Any]]:
         """The pairs ``mark`` completes, a list per key, as read."""
         if mark <= self.mark:

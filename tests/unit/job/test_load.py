@@ -39,8 +39,9 @@ def test_defaults_and_n_peers_fill_the_bounds():
     job = from_yaml(wordcount.YAML)
     split = job.task("split")
     assert (split.min_peers, split.max_peers, split.n_peers) == (2, 2, 2)
+    assert (split.max_batch_delay, job.task("read").max_batch_delay) == (0.0, 0.5)
     write = job.task("write")
-    assert (write.batch_size, write.batch_timeout, write.flux_policy) == (100, 0.5, "recover")
+    assert (write.batch_size, write.flux_policy) == (100, "recover")
     assert (write.min_peers, write.max_peers, write.required_tags) == (1, None, ())
     assert (job.task_scheduler, job.percentage) == ("balanced", None)
 

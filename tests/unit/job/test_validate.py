@@ -76,7 +76,8 @@ def test_job_without_id_is_called_job():
         ("batch_size", "ten", "batch_size must be an int >= 1, got 'ten'"),
         ("batch_size", 0, "batch_size must be an int >= 1, got 0"),
         ("batch_size", True, "batch_size must be an int >= 1, got True"),
-        ("batch_timeout", 0, "batch_timeout must be a number of seconds > 0, got 0"),
+        ("max_batch_delay", -1, "max_batch_delay must be a number of seconds >= 0, got -1"),
+        ("max_batch_delay", "1ms", "max_batch_delay must be a number of seconds >= 0, got '1ms'"),
         ("min_peers", 1.5, "min_peers must be an int >= 1, got 1.5"),
         ("max_peers", "2", "max_peers must be an int >= 1, got '2'"),
         ("required_tags", "ssd", "required_tags must be a list of strings, got 'ssd'"),
@@ -119,13 +120,17 @@ def test_unknown_job_key_lists_the_allowed():
     )
 
 
+def test_only_an_input_holds_a_batch_back():
+    assert refusal(lambda d: task(d, "count").update(max_batch_delay=0.01)) == (
+        "job 'wc': task 'count': max_batch_delay is an input's (its batches are made where they "
+        "are read, and every later task sends what it made at once), got 0.01 on a function"
+    )
+
+
 def test_unknown_task_key_lists_the_allowed():
     message = refusal(lambda d: task(d, "split").update(batchsize=5))
     assert message.startswith("job 'wc': task 'split': unknown key 'batchsize' (allowed: ")
-    assert (
-        "batch_size, batch_timeout, chained, chaining, engine, flux_policy, fn, group_by_fn,"
-        in message
-    )
+    assert "batch_size, chained, chaining, engine, flux_policy, fn, group_by_fn," in message
 
 
 def test_unknown_lifecycle_and_flow_keys():

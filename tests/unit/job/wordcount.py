@@ -20,6 +20,7 @@ catalog:
     kind: input
     plugin: {FNS}:read_lines
     batch_size: 10
+    max_batch_delay: 0.5
     n_peers: 1
     params: {{path: lines.txt, encodings: [utf-8]}}
   - name: split
@@ -37,7 +38,6 @@ catalog:
   - name: write
     kind: output
     plugin: {FNS}:print_counts
-    batch_timeout: 0.5
 lifecycles:
   - task: all
     after_batch: {FNS}:log_batch
@@ -65,6 +65,7 @@ def built() -> Job:
                 "input",
                 plugin=f"{FNS}:read_lines",
                 batch_size=10,
+                max_batch_delay=0.5,
                 n_peers=1,
                 params={"path": "lines.txt", "encodings": ["utf-8"]},
             ),
@@ -78,7 +79,7 @@ def built() -> Job:
                 flux_policy="kill",
                 required_tags=("ssd",),
             ),
-            Task("write", "output", plugin=f"{FNS}:print_counts", batch_timeout=0.5),
+            Task("write", "output", plugin=f"{FNS}:print_counts"),
         ),
         lifecycles=(Lifecycle("all", after_batch=f"{FNS}:log_batch"),),
         flow_conditions=(FlowCondition("split", ("count",), f"{FNS}:is_long", True),),
@@ -94,6 +95,7 @@ _DOCUMENT: dict[str, Any] = {
             "kind": "input",
             "plugin": f"{FNS}:read_lines",
             "batch_size": 10,
+            "max_batch_delay": 0.5,
             "n_peers": 1,
             "params": {"path": "lines.txt", "encodings": ["utf-8"]},
         },
@@ -112,7 +114,6 @@ _DOCUMENT: dict[str, Any] = {
             "name": "write",
             "kind": "output",
             "plugin": f"{FNS}:print_counts",
-            "batch_timeout": 0.5,
         },
     ],
     "lifecycles": [{"task": "all", "after_batch": f"{FNS}:log_batch"}],

@@ -6,6 +6,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from peer.plugins import Recovery, Sealing
+from peer.plugins.memory import MemoryInput
 from peer.values.epoch import Epoch
 
 EVENTS: list[tuple[str, dict[str, Any]]] = []
@@ -201,3 +202,26 @@ def note_mark(segment: dict[str, Any]) -> dict[str, Any]:
 
 def halve(segment: dict[str, Any]) -> dict[str, Any]:
     return {**segment, "n": segment["n"] // 2}
+
+
+class OneAtATime(MemoryInput):
+    """The memory input, giving at most one segment a poll: a source that trickles."""
+
+    def poll(self, limit: int) -> list[Any]:
+        return super().poll(min(limit, 1))
+
+
+def one_at_a_time(task: Any, slot: int, slots: int) -> OneAtATime:
+    count = task.params["count"]
+    return OneAtATime(task, lambda i: {"n": i}, count, slot, slots)
+
+
+BATCH_SIZES: list[int] = []
+
+
+def note_batch_size(event: dict[str, Any]) -> None:
+    BATCH_SIZES.append(len(event["batch"]))
+
+
+def same(segment: dict[str, Any]) -> dict[str, Any]:
+    return segment
