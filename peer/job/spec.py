@@ -98,6 +98,12 @@ class Task:
     max_batch_delay: float = 0.0
     """An input's: seconds the first rows of a batch that is not full may wait for more before
     it leaves (0: every poll leaves at once). Longer batches cost every stage less per row."""
+    idle_timeout: float | None = None
+    """An input's: seconds without rows after which its watermark moves on with the wall clock
+    (peer.runtime.idleness); None keeps it where its rows left it."""
+    event_time_per_second: float = 1.0
+    """An idle input's: units of event time its watermark moves on a second of the wall clock
+    (1000 for event times in milliseconds)."""
     min_peers: int = 1
     max_peers: int | None = None
     n_peers: int | None = None

@@ -350,6 +350,18 @@ def _check_batch_delay(task: Task, where: str) -> None:
                     f"{task.kind}")  # fmt: skip
 
 
+def _check_idleness(task: Task, where: str) -> None:
+    """Only an input reads rows a source may stop giving."""
+    timeout, scale = task.idle_timeout, task.event_time_per_second
+    if timeout is not None and not (_is_number(timeout) and 0 < timeout < math.inf):
+        fail(where, f"idle_timeout must be a number of seconds > 0, or null, got {timeout!r}")
+    if not (_is_number(scale) and 0 < scale < math.inf):
+        fail(where, f"event_time_per_second must be a number > 0, got {scale!r}")
+    if timeout is not None and task.kind != "input":
+        fail(where, f"idle_timeout is an input's (its watermark moves on when its source is "
+                    f"silent), got {timeout!r} on a {task.kind}")  # fmt: skip
+
+
 def _check_task(task: Task, index: int, outer: str) -> None:
     if not (isinstance(task.name, str) and task.name):
         got = task.name
@@ -358,6 +370,7 @@ def _check_task(task: Task, index: int, outer: str) -> None:
     _check_kind(task, where)
     _count(where, "batch_size", task.batch_size)
     _check_batch_delay(task, where)
+    _check_idleness(task, where)
     _check_peers(task, where)
     _one_of(where, "flux_policy", task.flux_policy, FLUX_POLICIES)
     if not _strings(task.required_tags):

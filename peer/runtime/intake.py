@@ -31,6 +31,7 @@ from peer.messaging.messages import Barrier, Batch
 from peer.metrics import TaskMeters
 from peer.runtime.debloat import WEIGHT, Ledger, Throughput, first_credit, row_limit, sized
 from peer.runtime.emit import WINDOW
+from peer.runtime.idleness import idleness_for
 from peer.runtime.inbox import Inbox, SidedInbox
 from peer.runtime.unaligned import UnalignedInbox
 from peer.values.columnar import Segment, concat, rows
@@ -91,6 +92,7 @@ class PluginIntake:
         self.assign: Callable[[Segment], float] | None = None
         self.source: Callable[[], float | None] | None = None
         self.assigned: float | None = None
+        self.idle = idleness_for(task)
         self.barriers: deque[Barrier] = deque()
         self.over = False
         self.paused = False
@@ -119,8 +121,10 @@ class PluginIntake:
 
     def _poll(self, limit: int) -> Any:
         batch = self.plugin.poll(limit)
-        if batch and self.assign is not None:
-            self.assigned = max(self.assigned or -math.inf, *map(self.assign, rows(batch)))
+        if batch:
+            self.idle.read()
+            if self.assign is not None:
+                self.assigned = max(self.assigned or -math.inf, *map(self.assign, rows(batch)))
         return batch
 
     def aligned(self) -> Barrier | None:
@@ -130,7 +134,7 @@ class PluginIntake:
         return []
 
     def mark(self) -> float | None:
-        return self.source() if self.source is not None else self.assigned
+        return self.idle.mark(self.source() if self.source is not None else self.assigned)
 
     def finished(self) -> bool:
         return self.plugin.completed() and self.plugin.synced()

@@ -130,7 +130,7 @@ def test_only_an_input_holds_a_batch_back():
 def test_unknown_task_key_lists_the_allowed():
     message = refusal(lambda d: task(d, "split").update(batchsize=5))
     assert message.startswith("job 'wc': task 'split': unknown key 'batchsize' (allowed: ")
-    assert "batch_size, chained, chaining, engine, flux_policy, fn, group_by_fn," in message
+    assert "batch_size, chained, chaining, engine, event_time_per_second, flux_policy," in message
 
 
 def test_unknown_lifecycle_and_flow_keys():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import Future
 from typing import Any
 
@@ -225,3 +226,37 @@ def note_batch_size(event: dict[str, Any]) -> None:
 
 def same(segment: dict[str, Any]) -> dict[str, Any]:
     return segment
+
+
+CLOSED: list[dict[str, Any]] = []
+"""The windows ``closed`` has seen emitted, in this process."""
+ENDED_BY: list[str] = []
+
+
+class FallsSilent(MemoryInput):
+    """The memory input, which after its segments reads nothing and stays open until a window
+    has closed (or, failing that, ``params.give_up`` seconds have passed), noting which."""
+
+    def __init__(self, task: Any, slot: int, slots: int) -> None:
+        count = task.params["count"]
+        super().__init__(task, lambda i: {"n": i}, count, slot, slots)
+        self.give_up = time.monotonic() + task.params["give_up"]
+
+    def completed(self) -> bool:
+        if len(CLOSED) >= 2:
+            ENDED_BY.append("windows closed")
+            return True
+        if time.monotonic() >= self.give_up:
+            ENDED_BY.append("gave up")
+            return True
+        return False
+
+
+def falls_silent(task: Any, slot: int, slots: int) -> FallsSilent:
+    return FallsSilent(task, slot, slots)
+
+
+def closed(event: dict[str, Any]) -> dict[str, Any]:
+    row = {"start": event["start"], "end": event["end"], "count": event["value"]}
+    CLOSED.append(row)
+    return row
