@@ -5,9 +5,9 @@ Its params are the generator's settings (peer.nexmark.config: ``events``, ``rate
 the proportions and ratios, ``out_of_order_group_size``, ...), ``paced``: false (the default)
 makes events as fast as they are read, event time running ahead of the clock; true makes none
 before its time, ``rate`` a second from the first poll; and ``format``: "rows" (the default),
-or "arrow" for Arrow record batches of ``EVENT_SCHEMA``, every kind's columns, null where a
-kind has none, for tasks that work on batches (``engine: arrow``). A setting out of range
-fails the task at once, naming it.
+or "arrow" for Arrow record batches of ``EVENT_SCHEMA`` (peer.nexmark.columns, which makes
+them a batch at a time), every kind's columns, null where a kind has none, for tasks that work
+on batches (``engine: arrow``). A setting out of range fails the task at once, naming it.
 
 Event number n is item n of the task's splits (peer.plugins.splits): its checkpoint is each
 owned split's next event number, so a replay makes the same events and the task may run on
@@ -21,9 +21,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import pyarrow as pa
-
 from peer.job.spec import Task
+from peer.nexmark.columns import batch
 from peer.nexmark.config import LIMIT, NexmarkConfig, SettingError
 from peer.nexmark.events import event, event_time
 from peer.plugins import PluginError, Recovery, checks_params, error
@@ -31,17 +30,6 @@ from peer.plugins.splits import Numbered, Splits
 from peer.values.epoch import Epoch
 
 FORMATS = ("rows", "arrow")
-
-EVENT_SCHEMA = pa.schema(
-    [("kind", pa.string()), ("id", pa.int64()), ("name", pa.string()),
-     ("emailAddress", pa.string()), ("creditCard", pa.string()), ("city", pa.string()),
-     ("state", pa.string()), ("dateTime", pa.int64()), ("extra", pa.string()),
-     ("itemName", pa.string()), ("description", pa.string()), ("initialBid", pa.int64()),
-     ("reserve", pa.int64()), ("expires", pa.int64()), ("seller", pa.int64()),
-     ("category", pa.int64()), ("auction", pa.int64()), ("bidder", pa.int64()),
-     ("price", pa.int64()), ("channel", pa.string()), ("url", pa.string())]
-)  # fmt: skip
-"""Every kind's fields as one Arrow schema: what ``format: arrow`` polls."""
 
 
 def settings(params: Mapping[str, Any]) -> tuple[NexmarkConfig, bool, str]:
@@ -96,8 +84,11 @@ class NexmarkInput:
 
     def poll(self, limit: int) -> Any:
         config = self.config
-        runs = self.reading.take(limit, self._due() if self.paced else None)
-        return [event(config, number) for run in runs for number in run]
+        return [event(config, number) for run in self._runs(limit) for number in run]
+
+    def _runs(self, limit: int) -> list[range]:
+        """The numbers of the next events to make: up to ``limit``, those due when paced."""
+        return self.reading.take(limit, self._due() if self.paced else None)
 
     def _due(self) -> int:
         """The first event number not yet due: events come ``rate`` a second from the first
@@ -132,8 +123,9 @@ class NexmarkInput:
 
 
 class NexmarkArrowInput(NexmarkInput):
-    """The same events as Arrow record batches of ``EVENT_SCHEMA``."""
+    """The same events as Arrow record batches of ``EVENT_SCHEMA``, made a batch at a time
+    (peer.nexmark.columns)."""
 
     def poll(self, limit: int) -> Any:
-        events = super().poll(limit)
-        return pa.RecordBatch.from_pylist(events, schema=EVENT_SCHEMA) if events else []
+        runs = self._runs(limit)
+        return batch(self.config, runs) if runs else []

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from peer.job.flow import Flow
 from peer.job.spec import JobError
+from peer.nexmark.columns import EVENT_SCHEMA
 from peer.nexmark.config import NexmarkConfig
 from peer.nexmark.events import event
 from peer.plugins import PluginError
-from peer.plugins.nexmark import EVENT_SCHEMA
 from peer.plugins.nexmark import input as nexmark_input
 from peer.plugins.splits import Splits, gather
 from tests.unit.plugins.plugin_fixtures import EPOCH, drain, recovery, task

@@ -1,0 +1,212 @@
+"""Nexmark's events made a batch at a time, as Arrow columns: the very events peer.nexmark.events
+makes one at a time, for the inputs that read Arrow (``format: arrow``).
+
+Bids, most of the events, are made column by column: each field's draws for every bid of the
+batch at once (numpy, SplitMix64 on 64-bit words), a bid's k-th draw where the event-at-a-time
+generator takes it, so that the values are the same. What a bid draws depends on what it drew
+before (a hot auction draws once, a recent one twice), so each draw is taken only by the bids
+whose stream is at it (``Draws.below``, with a mask). Strings are cut from the same pools, and
+a channel's name and URL taken from the table of every channel. People and auctions, a twelfth
+of the events by default, are made one at a time and put in their places.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from peer.nexmark.config import NexmarkConfig
+from peer.nexmark.events import (
+    CHANNELS,
+    FIRST_AUCTION_ID,
+    FIRST_PERSON_ID,
+    FUTURE_IDS,
+    GOLDEN,
+    HOT_CHANNELS,
+    HOT_RATIO,
+    MASK,
+    POOL,
+    _channel_urls,
+    _hot_urls,
+    _pools,
+    event,
+)
+
+EVENT_SCHEMA = pa.schema(
+    [("kind", pa.string()), ("id", pa.int64()), ("name", pa.string()),
+     ("emailAddress", pa.string()), ("creditCard", pa.string()), ("city", pa.string()),
+     ("state", pa.string()), ("dateTime", pa.int64()), ("extra", pa.string()),
+     ("itemName", pa.string()), ("description", pa.string()), ("initialBid", pa.int64()),
+     ("reserve", pa.int64()), ("expires", pa.int64()), ("seller", pa.int64()),
+     ("category", pa.int64()), ("auction", pa.int64()), ("bidder", pa.int64()),
+     ("price", pa.int64()), ("channel", pa.string()), ("url", pa.string())]
+)  # fmt: skip
+"""Every kind's fields as one Arrow schema, null where a kind has none."""
+
+U64 = np.uint64
+_GOLDEN = U64(GOLDEN)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser, on every word (multiplication wraps, as the masked ints do)."""
+    z = (z ^ (z >> U64(30))) * U64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> U64(27))) * U64(0x94D049BB133111EB)
+    return z ^ (z >> U64(31))
+
+
+class Draws:
+    """The random streams of a batch of events, one per event id, each where its event-at-a-time
+    counterpart (peer.nexmark.events.Draws) would be."""
+
+    def __init__(self, seed: int, ids: np.ndarray) -> None:
+        start = U64(seed & MASK) + (ids.astype(U64) + U64(1)) * _GOLDEN
+        self.state = _mix(start)
+
+    def _next(self, taking: np.ndarray | None) -> np.ndarray:
+        if taking is None:
+            self.state = self.state + _GOLDEN
+            return _mix(self.state)
+        state = self.state[taking] + _GOLDEN
+        self.state[taking] = state
+        return _mix(state)
+
+    def below(self, n: int | np.ndarray, taking: np.ndarray | None = None) -> np.ndarray:
+        """Uniform on 0 .. n - 1 (n per stream, or one for all), for the streams ``taking``
+        (a mask; None: all) each at its next draw."""
+        bound = n.astype(U64) if isinstance(n, np.ndarray) else U64(n)
+        return (self._next(taking) % bound).astype(np.int64)
+
+    def unit(self) -> np.ndarray:
+        """Uniform on [0, 1), for every stream."""
+        return (self._next(None) >> U64(11)).astype(np.float64) * 2.0**-53
+
+
+def event_ids(config: NexmarkConfig, numbers: np.ndarray) -> np.ndarray:
+    group = config.out_of_order_group_size
+    return (numbers // group) * group + (numbers * 953) % group
+
+
+def event_times(config: NexmarkConfig, ids: np.ndarray) -> np.ndarray:
+    return config.base_time + (ids * config.inter_event_delay_us).astype(np.int64) // 1000
+
+
+def _bids(config: NexmarkConfig, ids: np.ndarray) -> np.ndarray:
+    return ids % config.total_proportion >= config.person_proportion + config.auction_proportion
+
+
+def _last_person(config: NexmarkConfig, ids: np.ndarray) -> np.ndarray:
+    epoch, offset = np.divmod(ids, config.total_proportion)
+    return epoch * config.person_proportion + np.minimum(offset, config.person_proportion - 1)
+
+
+def _last_auction_of_bids(config: NexmarkConfig, ids: np.ndarray) -> np.ndarray:
+    """As peer.nexmark.events.last_auction, for bids only: past every auction of their run."""
+    return (ids // config.total_proportion) * config.auction_proportion + (
+        config.auction_proportion - 1
+    )
+
+
+def _bidder(config: NexmarkConfig, ids: np.ndarray, draws: Draws) -> np.ndarray:
+    hot = draws.below(config.hot_bidders_ratio) > 0
+    last = _last_person(config, ids)
+    bidder = (last // HOT_RATIO) * HOT_RATIO + 1
+    cold = ~hot
+    people = last[cold] + 1
+    active = np.minimum(people, config.num_active_people)
+    bidder[cold] = people - active + draws.below(active + FUTURE_IDS, cold)
+    return bidder
+
+
+def _auction(config: NexmarkConfig, ids: np.ndarray, draws: Draws) -> np.ndarray:
+    hot = draws.below(config.hot_auction_ratio) > 0
+    last = _last_auction_of_bids(config, ids)
+    auction = (last // HOT_RATIO) * HOT_RATIO
+    cold = ~hot
+    low = np.maximum(last[cold] - config.num_in_flight_auctions, 0)
+    auction[cold] = low + draws.below(last[cold] - low + 1 + FUTURE_IDS, cold)
+    return auction
+
+
+def _price(draws: Draws) -> pa.Array:
+    """Cents, log-uniform from $1 to $1M: Arrow's power is the C library's, as Python's is."""
+    powered = pc.power(10.0, pa.array(draws.unit() * 6))
+    return pc.cast(pc.floor(pc.add(pc.multiply(powered, 100.0), 0.5)), pa.int64())
+
+
+@functools.cache
+def _channels() -> tuple[pa.Array, pa.Array]:
+    """Every channel's name and URL: the hot ones first, then ``channel-0`` on."""
+    names = [*HOT_CHANNELS, *(f"channel-{number}" for number in range(CHANNELS))]
+    return pa.array(names, pa.string()), pa.array([*_hot_urls(), *_channel_urls()], pa.string())
+
+
+def _channel(draws: Draws) -> np.ndarray:
+    """Each bid's index into ``_channels``."""
+    hot = draws.below(2) > 0
+    index = np.empty(len(hot), np.int64)
+    index[hot] = draws.below(len(HOT_CHANNELS), hot)
+    cold = ~hot
+    index[cold] = len(HOT_CHANNELS) + draws.below(CHANNELS, cold)
+    return index
+
+
+def _extra(draws: Draws, size: int, average: int, count: int) -> pa.Array:
+    """Padding that brings records of ``size`` bytes to ``average`` on average (as the
+    event-at-a-time ``_extra``): slices of the padding pool."""
+    if size > average:
+        return pa.array([""] * count, pa.string())
+    short = average - size
+    delta = int(short * 0.2 + 0.5)
+    length = np.full(count, short - delta, np.int64)
+    if delta:
+        length += draws.below(2 * delta)
+    start = draws.below(POOL - length)
+    pool = _pools()[1]
+    return pa.array([pool[a : a + n] for a, n in zip(start.tolist(), length.tolist(), strict=True)],
+                    pa.string())  # fmt: skip
+
+
+def bids(config: NexmarkConfig, ids: np.ndarray) -> pa.RecordBatch:
+    """The bids of event ids ``ids``, every one a bid, as a batch of EVENT_SCHEMA."""
+    count = len(ids)
+    draws = Draws(config.seed, ids)
+    auction = _auction(config, ids, draws) + FIRST_AUCTION_ID
+    bidder = _bidder(config, ids, draws) + FIRST_PERSON_ID
+    price = _price(draws)
+    channel = _channel(draws)
+    extra = _extra(draws, 32, config.avg_bid_byte_size, count)
+    names, urls = _channels()
+    columns = {
+        "kind": pa.array(["bid"] * count, pa.string()),
+        "dateTime": pa.array(event_times(config, ids)),
+        "extra": extra,
+        "auction": pa.array(auction),
+        "bidder": pa.array(bidder),
+        "price": price,
+        "channel": names.take(pa.array(channel)),
+        "url": urls.take(pa.array(channel)),
+    }
+    arrays = [columns[f.name] if f.name in columns else pa.nulls(count, f.type)
+              for f in EVENT_SCHEMA]  # fmt: skip
+    return pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
+
+
+def batch(config: NexmarkConfig, runs: Sequence[range]) -> pa.RecordBatch:
+    """The events numbered ``runs``, in order, as one batch of EVENT_SCHEMA."""
+    numbers = np.concatenate([np.arange(run.start, run.stop, dtype=np.int64) for run in runs])
+    ids = event_ids(config, numbers)
+    is_bid = _bids(config, ids)
+    made = bids(config, ids[is_bid])
+    others = [event(config, int(n)) for n in numbers[~is_bid]]
+    if not others:
+        return made
+    rest = pa.RecordBatch.from_pylist(others, schema=EVENT_SCHEMA)
+    order = np.empty(len(numbers), np.int64)
+    order[is_bid] = np.arange(made.num_rows)
+    order[~is_bid] = made.num_rows + np.arange(rest.num_rows)
+    table = pa.Table.from_batches([made, rest]).take(pa.array(order))
+    return table.combine_chunks().to_batches()[0]
