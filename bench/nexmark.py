@@ -9,6 +9,9 @@ run's figure is its events over the CPU seconds its process used from submit to 
 (all its threads and children: what Flink's "throughput per core" divides by), and the
 answer's rows are checked against DuckDB's count over the same events.
 
+Both sides make the events a batch of 500 at a time as Arrow columns (peer.nexmark.columns) and
+hand the queries their rows, every kind's fields in each.
+
 Bytewax, the baseline: the same queries where written for it (q0, q1, q2, q3, q5, q7, q8) over the
 same generator's events, one worker in a fresh interpreter, with its SQLite recovery at the
 same epoch interval, its answer counted and checked alike. Its event clocks hold the watermark
@@ -69,8 +72,8 @@ from peer.cluster.local import LocalCluster  # noqa: E402
 from peer.job.chains import chained  # noqa: E402
 from peer.job.spec import Job  # noqa: E402
 from peer.metrics import segments_in, watermark_of  # noqa: E402
+from peer.nexmark.columns import batch  # noqa: E402
 from peer.nexmark.config import NexmarkConfig  # noqa: E402
-from peer.nexmark.events import event  # noqa: E402
 
 SETTINGS = {"seed": 1}
 """The generator's settings besides the count: in order, its defaults."""
@@ -224,7 +227,7 @@ def bytewax_flow(query: str, events: int, rows: list[int]) -> Any:
     config = NexmarkConfig(events=events, **SETTINGS)
 
     def made(start: int, stop: int) -> list[Any]:
-        return [event(config, n) for n in range(start, stop)]
+        return batch(config, [range(start, stop)]).to_pylist()
 
     def counted(items: list[Any]) -> None:
         rows[0] += len(items)

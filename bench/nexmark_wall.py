@@ -9,7 +9,7 @@ import time
 
 from peer.job.spec import Task
 from peer.plugins import checks_params
-from peer.plugins.nexmark import NexmarkInput
+from peer.plugins.nexmark import NexmarkArrowInput, NexmarkInput
 from peer.plugins.nexmark import input as nexmark_input
 from peer.plugins.splits import Splits
 
@@ -18,7 +18,8 @@ from peer.plugins.splits import Splits
 def input(task: Task, slot: int, slots: int, *, splits: Splits) -> NexmarkInput:
     """The factory named ``bench.nexmark_wall:input``: the Nexmark input's params."""
     made = nexmark_input(task, slot, slots, splits=splits)
-    return WallPaced(made.task, made.config, made.splits, paced=True)
+    paced = WallPacedArrow if isinstance(made, NexmarkArrowInput) else WallPaced
+    return paced(made.task, made.config, made.splits, paced=True)
 
 
 class WallPaced(NexmarkInput):
@@ -27,3 +28,7 @@ class WallPaced(NexmarkInput):
         config = self.config
         elapsed_us = (time.time() * 1000 - config.base_time) * 1000
         return max(0, int(elapsed_us / config.inter_event_delay_us) + 1)
+
+
+class WallPacedArrow(WallPaced, NexmarkArrowInput):
+    """The same, as Arrow batches."""

@@ -20,10 +20,12 @@ INPUT_PEERS = 2
 
 def events(name: str, count: int, barrier_period: float | None = 1.0,
            **settings: Any) -> tuple[Flow, Stream]:  # fmt: skip
-    """A flow named ``name`` and its input of ``count`` Nexmark events."""
+    """A flow named ``name`` and its input of ``count`` Nexmark events, read as Arrow batches
+    (made a batch at a time, peer.nexmark.columns): a task whose fn takes rows is given each
+    batch's rows, every kind's fields in each, null where its kind has none."""
     flow = Flow(name, barrier_period=barrier_period)
-    read = flow.input("events", "peer.plugins.nexmark:input", events=count, **settings,
-                      n_peers=INPUT_PEERS, batch_size=500)  # fmt: skip
+    read = flow.input("events", "peer.plugins.nexmark:input", events=count, format="arrow",
+                      **settings, n_peers=INPUT_PEERS, batch_size=500)  # fmt: skip
     return flow, read
 
 
