@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from examples.nexmark.common import EVENTS, answer, events
+import pyarrow as pa
+
+from examples.nexmark.common import EVENTS, answer, events, of_kind
 from peer.job.flow import Flow
 
 COLUMNS = ("auction", "bidder", "price", "dateTime", "extra")
 SQL = 'SELECT auction, bidder, price, "dateTime", extra FROM bid'
 
 
-def passed(event: dict[str, Any]) -> dict[str, Any] | None:
-    if event["kind"] != "bid":
-        return None
-    return {column: event[column] for column in COLUMNS}
+def passed(events: pa.RecordBatch) -> pa.RecordBatch:
+    return of_kind(events, "bid", COLUMNS)
 
 
 def flow(count: int = EVENTS, out: str = "out/nexmark/q0", **settings: Any) -> Flow:
     built, read = events("nexmark q0", count, **settings)
-    answer(read.map("bids", passed), out)
+    answer(read.map("bids", passed, engine="arrow"), out)
     return built
 
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from examples.nexmark.common import EVENTS, answer, events
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from examples.nexmark.common import EVENTS, answer, events, of_kind
 from peer.job.flow import Flow
 
 STATES = ("OR", "ID", "CA")
@@ -24,18 +27,15 @@ WHERE A.category = {CATEGORY} AND P.state IN {STATES}
 """
 
 
-def local(event: dict[str, Any]) -> dict[str, Any] | None:
-    """A person of one of the three states."""
-    if event["kind"] != "person" or event["state"] not in STATES:
-        return None
-    return {"id": event["id"], "name": event["name"], "city": event["city"],
-            "state": event["state"]}  # fmt: skip
+def local(events: pa.RecordBatch) -> pa.RecordBatch:
+    """The people of the three states."""
+    people = of_kind(events, "person", ("id", "name", "city", "state"))
+    return people.filter(pc.is_in(people["state"], value_set=pa.array(STATES)))
 
 
-def in_category(event: dict[str, Any]) -> dict[str, Any] | None:
-    if event["kind"] != "auction" or event["category"] != CATEGORY:
-        return None
-    return {"id": event["id"], "seller": event["seller"]}
+def in_category(events: pa.RecordBatch) -> pa.RecordBatch:
+    auctions = of_kind(events, "auction", ("id", "seller", "category"))
+    return auctions.filter(pc.equal(auctions["category"], CATEGORY)).select(["id", "seller"])
 
 
 def suggestion(pair: dict[str, Any]) -> dict[str, Any]:
@@ -46,8 +46,8 @@ def suggestion(pair: dict[str, Any]) -> dict[str, Any]:
 
 def flow(count: int = EVENTS, out: str = "out/nexmark/q3", **settings: Any) -> Flow:
     built, read = events("nexmark q3", count, **settings)
-    people = read.map("people", local)
-    auctions = read.map("auctions", in_category)
+    people = read.map("people", local, engine="arrow")
+    auctions = read.map("auctions", in_category, engine="arrow")
     joined = people.join("suggestions", auctions, "regular", key="id", other_key="seller",
                          ttl=DAY_MS, emit=suggestion)  # fmt: skip
     answer(joined, out)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from examples.nexmark.common import EVENTS, answer, bid, events
+import pyarrow as pa
+
+from examples.nexmark.common import EVENTS, answer, bid, events, of_kind
 from peer.job.flow import Flow, Stream
 
 COLUMNS = ("category", "average")
@@ -26,11 +28,8 @@ GROUP BY Q.category
 """
 
 
-def auction(event: dict[str, Any]) -> dict[str, Any] | None:
-    if event["kind"] != "auction":
-        return None
-    return {"id": event["id"], "category": event["category"], "seller": event["seller"],
-            "dateTime": event["dateTime"], "expires": event["expires"]}  # fmt: skip
+def auction(events: pa.RecordBatch) -> pa.RecordBatch:
+    return of_kind(events, "auction", ("id", "category", "seller", "dateTime", "expires"))
 
 
 def priced(pair: dict[str, Any]) -> dict[str, Any]:
@@ -52,8 +51,8 @@ def winning_bids(read: Stream) -> Stream:
     """Each auction's winning bid, once the watermark has passed its end: an interval join of
     the auctions with the bids made while they were open, the highest per auction kept in a
     window of one millisecond at its end (q4's and q6's first steps)."""
-    auctions = read.map("auctions", auction)
-    bids = read.map("bids", bid)
+    auctions = read.map("auctions", auction, engine="arrow")
+    bids = read.map("bids", bid, engine="arrow")
     won = auctions.join("won", bids, "interval", key="id", other_key="auction",
                         time="dateTime", lower=0, until="expires", emit=priced)  # fmt: skip
     finals = won.map("finals", group_by_key=["auction", "category", "seller"])

@@ -38,7 +38,7 @@ def hottest(fired: dict[str, Any]) -> list[dict[str, Any]]:
 
 def flow(count: int = EVENTS, out: str = "out/nexmark/q5", **settings: Any) -> Flow:
     built, read = events("nexmark q5", count, **settings)
-    bids = read.map("bids", bid).map("counts", group_by_key="auction")
+    bids = read.map("bids", bid, engine="arrow").map("counts", group_by_key="auction")
     bids.window("bids", "sliding", key="dateTime", range=RANGE_MS, slide=SLIDE_MS,
                 aggregation="count").trigger("watermark", refinement="discarding",
                                              emit=counted)  # fmt: skip

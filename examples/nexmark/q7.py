@@ -33,7 +33,7 @@ def highest(fired: dict[str, Any]) -> list[dict[str, Any]]:
 
 def flow(count: int = EVENTS, out: str = "out/nexmark/q7", **settings: Any) -> Flow:
     built, read = events("nexmark q7", count, **settings)
-    bids = read.map("bids", bid).map("highest", group_by_fn=window_of)
+    bids = read.map("bids", bid, engine="arrow").map("highest", group_by_fn=window_of)
     bids.window("max-price", "fixed", key="dateTime", range=WINDOW_MS, aggregation="top",
                 field="price", top=1).trigger("watermark", refinement="discarding",
                                                emit=highest)  # fmt: skip

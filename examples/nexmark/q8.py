@@ -1,8 +1,8 @@
 """q8, monitor new users: the people who opened an auction in the same 10 s window of event
 time as they registered, with the window's start.
 
-As Nexmark's SQL groups each side by its window before it joins, the auctions (only they reach
-the task, by a flow condition) are first counted per seller and window, which sends one row per
+As Nexmark's SQL groups each side by its window before it joins, the auctions are first counted
+per seller and window, which sends one row per
 seller that sold in a window, timed at the window's last millisecond (so it is in that window,
 and not behind the watermark that closed it). The people and those rows then meet in a window
 join on the person's id and the seller, and each pair goes out once the watermark has passed
@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from examples.nexmark.common import EVENTS, answer, events
+import pyarrow as pa
+
+from examples.nexmark.common import EVENTS, answer, events, of_kind
 from peer.job.flow import Flow
 
 WINDOW_MS = 10_000
@@ -26,14 +28,13 @@ SELECT p.id, p.name, p.starttime FROM p JOIN a ON p.id = a.seller AND p.starttim
 """
 
 
-def person(event: dict[str, Any]) -> dict[str, Any] | None:
-    if event["kind"] != "person":
-        return None
-    return {"id": event["id"], "name": event["name"], "dateTime": event["dateTime"]}
+def person(events: pa.RecordBatch) -> pa.RecordBatch:
+    return of_kind(events, "person", ("id", "name", "dateTime"))
 
 
-def auction(event: dict[str, Any]) -> bool:
-    return event["kind"] == "auction"
+def auction(events: pa.RecordBatch) -> pa.RecordBatch:
+    """The auctions, with their seller and time."""
+    return of_kind(events, "auction", ("seller", "dateTime"))
 
 
 def seller(fired: dict[str, Any]) -> dict[str, Any]:
@@ -48,8 +49,8 @@ def new_user(pair: dict[str, Any]) -> dict[str, Any]:
 
 def flow(count: int = EVENTS, out: str = "out/nexmark/q8", **settings: Any) -> Flow:
     built, read = events("nexmark q8", count, **settings)
-    people = read.map("people", person)
-    sold = read.map("sellers", when=auction, group_by_key="seller")
+    people = read.map("people", person, engine="arrow")
+    sold = read.map("auctions", auction, engine="arrow").map("sellers", group_by_key="seller")
     sold.window("sold", "fixed", key="dateTime", range=WINDOW_MS,
                 aggregation="count").trigger("watermark", refinement="discarding",
                                              emit=seller)  # fmt: skip

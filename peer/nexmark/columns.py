@@ -5,9 +5,10 @@ Bids, most of the events, are made column by column: each field's draws for ever
 batch at once (numpy, SplitMix64 on 64-bit words), a bid's k-th draw where the event-at-a-time
 generator takes it, so that the values are the same. What a bid draws depends on what it drew
 before (a hot auction draws once, a recent one twice), so each draw is taken only by the bids
-whose stream is at it (``Draws.below``, with a mask). Strings are cut from the same pools, and
-a channel's name and URL taken from the table of every channel. People and auctions, a twelfth
-of the events by default, are made one at a time and put in their places.
+whose stream is at it (``ColumnDraws.below``, with a mask). Strings are cut from the same pools,
+and a channel's name and URL taken from the table of every channel. People and auctions, a
+twelfth of the events by default, are made one at a time; each column is then put together in
+the events' order by one take.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def _mix(z: np.ndarray) -> np.ndarray:
     return z ^ (z >> U64(31))
 
 
-class Draws:
+class ColumnDraws:
     """The random streams of a batch of events, one per event id, each where its event-at-a-time
     counterpart (peer.nexmark.events.Draws) would be."""
 
@@ -110,7 +111,7 @@ def _last_auction_of_bids(config: NexmarkConfig, ids: np.ndarray) -> np.ndarray:
     )
 
 
-def _bidder(config: NexmarkConfig, ids: np.ndarray, draws: Draws) -> np.ndarray:
+def _bidder(config: NexmarkConfig, ids: np.ndarray, draws: ColumnDraws) -> np.ndarray:
     hot = draws.below(config.hot_bidders_ratio) > 0
     last = _last_person(config, ids)
     bidder = (last // HOT_RATIO) * HOT_RATIO + 1
@@ -121,7 +122,7 @@ def _bidder(config: NexmarkConfig, ids: np.ndarray, draws: Draws) -> np.ndarray:
     return bidder
 
 
-def _auction(config: NexmarkConfig, ids: np.ndarray, draws: Draws) -> np.ndarray:
+def _auction(config: NexmarkConfig, ids: np.ndarray, draws: ColumnDraws) -> np.ndarray:
     hot = draws.below(config.hot_auction_ratio) > 0
     last = _last_auction_of_bids(config, ids)
     auction = (last // HOT_RATIO) * HOT_RATIO
@@ -131,7 +132,7 @@ def _auction(config: NexmarkConfig, ids: np.ndarray, draws: Draws) -> np.ndarray
     return auction
 
 
-def _price(draws: Draws) -> pa.Array:
+def _price(draws: ColumnDraws) -> pa.Array:
     """Cents, log-uniform from $1 to $1M: Arrow's power is the C library's, as Python's is."""
     powered = pc.power(10.0, pa.array(draws.unit() * 6))
     return pc.cast(pc.floor(pc.add(pc.multiply(powered, 100.0), 0.5)), pa.int64())
@@ -144,7 +145,7 @@ def _channels() -> tuple[pa.Array, pa.Array]:
     return pa.array(names, pa.string()), pa.array([*_hot_urls(), *_channel_urls()], pa.string())
 
 
-def _channel(draws: Draws) -> np.ndarray:
+def _channel(draws: ColumnDraws) -> np.ndarray:
     """Each bid's index into ``_channels``."""
     hot = draws.below(2) > 0
     index = np.empty(len(hot), np.int64)
@@ -154,11 +155,11 @@ def _channel(draws: Draws) -> np.ndarray:
     return index
 
 
-def _extra(draws: Draws, size: int, average: int, count: int) -> pa.Array:
+def _extra(draws: ColumnDraws, size: int, average: int, count: int) -> list[str]:
     """Padding that brings records of ``size`` bytes to ``average`` on average (as the
     event-at-a-time ``_extra``): slices of the padding pool."""
     if size > average:
-        return pa.array([""] * count, pa.string())
+        return [""] * count
     short = average - size
     delta = int(short * 0.2 + 0.5)
     length = np.full(count, short - delta, np.int64)
@@ -166,33 +167,33 @@ def _extra(draws: Draws, size: int, average: int, count: int) -> pa.Array:
         length += draws.below(2 * delta)
     start = draws.below(POOL - length)
     pool = _pools()[1]
-    return pa.array([pool[a : a + n] for a, n in zip(start.tolist(), length.tolist(), strict=True)],
-                    pa.string())  # fmt: skip
+    return [pool[a : a + n] for a, n in zip(start.tolist(), length.tolist(), strict=True)]
 
 
-def bids(config: NexmarkConfig, ids: np.ndarray) -> pa.RecordBatch:
-    """The bids of event ids ``ids``, every one a bid, as a batch of EVENT_SCHEMA."""
-    count = len(ids)
-    draws = Draws(config.seed, ids)
-    auction = _auction(config, ids, draws) + FIRST_AUCTION_ID
-    bidder = _bidder(config, ids, draws) + FIRST_PERSON_ID
-    price = _price(draws)
-    channel = _channel(draws)
-    extra = _extra(draws, 32, config.avg_bid_byte_size, count)
-    names, urls = _channels()
-    columns = {
-        "kind": pa.array(["bid"] * count, pa.string()),
-        "dateTime": pa.array(event_times(config, ids)),
-        "extra": extra,
-        "auction": pa.array(auction),
-        "bidder": pa.array(bidder),
-        "price": price,
-        "channel": names.take(pa.array(channel)),
-        "url": urls.take(pa.array(channel)),
-    }
-    arrays = [columns[f.name] if f.name in columns else pa.nulls(count, f.type)
-              for f in EVENT_SCHEMA]  # fmt: skip
-    return pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
+KINDS = pa.array(["person", "auction", "bid"], pa.string())
+BID = 2
+
+OTHERS_ONLY = ("id", "name", "emailAddress", "creditCard", "city", "state", "itemName",
+               "description", "initialBid", "reserve", "expires", "seller", "category")  # fmt: skip
+"""The fields of people and auctions, null in bids."""
+
+
+class Placed:
+    """Where each event of a batch stands among its bids and among its other events: columns of
+    one or the other are made where they belong, and null elsewhere, by one take each."""
+
+    def __init__(self, is_bid: np.ndarray) -> None:
+        self.is_bid = is_bid
+        bids, others = np.flatnonzero(is_bid), np.flatnonzero(~is_bid)
+        index = np.zeros(len(is_bid), np.int64)
+        index[bids] = np.arange(len(bids))
+        index[others] = np.arange(len(others))
+        self.in_bids = pa.array(index, mask=~is_bid)
+        self.in_others = pa.array(index, mask=is_bid)
+        order = index.copy()
+        order[others] += len(bids)
+        self.order = pa.array(order)
+        """Where each event is in the bids' values followed by the others'."""
 
 
 def batch(config: NexmarkConfig, runs: Sequence[range]) -> pa.RecordBatch:
@@ -200,13 +201,33 @@ def batch(config: NexmarkConfig, runs: Sequence[range]) -> pa.RecordBatch:
     numbers = np.concatenate([np.arange(run.start, run.stop, dtype=np.int64) for run in runs])
     ids = event_ids(config, numbers)
     is_bid = _bids(config, ids)
-    made = bids(config, ids[is_bid])
+    placed = Placed(is_bid)
+    bid_ids = ids[is_bid]
+    draws = ColumnDraws(config.seed, bid_ids)
+    auction = _auction(config, bid_ids, draws) + FIRST_AUCTION_ID
+    bidder = _bidder(config, bid_ids, draws) + FIRST_PERSON_ID
+    price = _price(draws)
+    channel = pa.array(_channel(draws))
+    extra = _extra(draws, 32, config.avg_bid_byte_size, len(bid_ids))
     others = [event(config, int(n)) for n in numbers[~is_bid]]
-    if not others:
-        return made
-    rest = pa.RecordBatch.from_pylist(others, schema=EVENT_SCHEMA)
-    order = np.empty(len(numbers), np.int64)
-    order[is_bid] = np.arange(made.num_rows)
-    order[~is_bid] = made.num_rows + np.arange(rest.num_rows)
-    table = pa.Table.from_batches([made, rest]).take(pa.array(order))
-    return table.combine_chunks().to_batches()[0]
+    names, urls = _channels()
+    codes = np.full(len(ids), BID, np.int64)
+    codes[~is_bid] = [0 if other["kind"] == "person" else 1 for other in others]
+    columns = {
+        "kind": KINDS.take(pa.array(codes)),
+        "dateTime": pa.array(event_times(config, ids)),
+        "extra": pa.array(extra + [other["extra"] for other in others], pa.string()).take(
+            placed.order
+        ),
+        "auction": pa.array(auction).take(placed.in_bids),
+        "bidder": pa.array(bidder).take(placed.in_bids),
+        "price": price.take(placed.in_bids),
+        "channel": names.take(channel).take(placed.in_bids),
+        "url": urls.take(channel).take(placed.in_bids),
+    }
+    types = dict(zip(EVENT_SCHEMA.names, EVENT_SCHEMA.types, strict=True))
+    for name in OTHERS_ONLY:
+        values = pa.array([other.get(name) for other in others], types[name])
+        columns[name] = values.take(placed.in_others)
+    return pa.RecordBatch.from_arrays([columns[name] for name in EVENT_SCHEMA.names],
+                                      schema=EVENT_SCHEMA)  # fmt: skip

@@ -150,14 +150,16 @@ class PluginIntake:
 
 
 class FillingIntake(PluginIntake):
-    """An input's with a ``max_batch_delay``: a poll that comes back short is held, and the next
-    polls add to it, until the batch is full or the first rows held have waited the delay. So a
-    source trickling rows in still makes batches of many, each costing every stage once, and no
-    row waits longer than the delay (and the loop's wake-up, which ``patience`` brings forward).
+    """An input's with a ``max_batch_delay``: a poll that comes back short is held, and the
+    plugin is not polled again until the delay has passed, when what that poll adds leaves with
+    it. So a source trickling rows in is polled once a delay, not at every step, and makes
+    batches of what came in that time, each costing the plugin's poll and every stage once; no
+    row waits longer than the delay after a poll could have read it (and the loop's wake-up,
+    which ``patience`` brings forward). A full poll leaves at once.
 
-    Nothing read may pass a barrier, the end or a watermark before it leaves: a barrier waits
-    behind the batch held (it is let go first), the input ends only once nothing is held, and
-    the watermark stays where it was when the holding began."""
+    Nothing read may pass a barrier, the end or a watermark before it leaves: a barrier lets the
+    batch held go at once, ahead of it, the input ends only once nothing is held, and the
+    watermark stays where it was when the holding began."""
 
     def __init__(self, task: Task, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(task)
@@ -173,22 +175,27 @@ class FillingIntake(PluginIntake):
         return None if self.held else super().next_barrier()
 
     def read(self) -> Any:
-        held = self.held
-        if not held:
-            self.before = super().mark()
-        elif self.barriers or self.rows >= self.limit or self.plugin.completed():
-            return self._release()
+        if self.held:
+            return self._go_on()
         if self.over or self.paused:
             return []
-        batch = self._poll(self.limit - self.rows)
-        if batch:
-            if not held:
-                self.since = self.clock()
-            held.append(batch)
-            self.rows += len(batch)
-        if held and (self.rows >= self.limit or self.clock() - self.since >= self.delay):
-            return self._release()
+        self.before = super().mark()
+        batch = self._poll(self.limit)
+        if not batch or len(batch) >= self.limit:
+            return batch
+        self.held, self.rows, self.since = [batch], len(batch), self.clock()
         return []
+
+    def _go_on(self) -> Any:
+        """With rows held: let them go, with what one more poll adds once the delay is over."""
+        if self.barriers or self.rows >= self.limit or self.plugin.completed():
+            return self._release()
+        if self.clock() - self.since < self.delay:
+            return []
+        more = self._poll(self.limit - self.rows)
+        if more:
+            self.held.append(more)
+        return self._release()
 
     def _release(self) -> Any:
         batch = concat(self.held)

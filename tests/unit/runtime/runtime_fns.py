@@ -205,16 +205,25 @@ def halve(segment: dict[str, Any]) -> dict[str, Any]:
     return {**segment, "n": segment["n"] // 2}
 
 
-class OneAtATime(MemoryInput):
-    """The memory input, giving at most one segment a poll: a source that trickles."""
+class Paced(MemoryInput):
+    """The memory input, its segments coming ``params.rate`` a second from its first poll: a
+    source that trickles."""
+
+    def __init__(self, task: Any, slot: int, slots: int) -> None:
+        super().__init__(task, lambda i: {"n": i}, task.params["count"], slot, slots)
+        self.rate: float = task.params["rate"]
+        self.started: float | None = None
 
     def poll(self, limit: int) -> list[Any]:
-        return super().poll(min(limit, 1))
+        now = time.monotonic()
+        if self.started is None:
+            self.started = now
+        due = int((now - self.started) * self.rate) + 1
+        return super().poll(min(limit, due - self._next))
 
 
-def one_at_a_time(task: Any, slot: int, slots: int) -> OneAtATime:
-    count = task.params["count"]
-    return OneAtATime(task, lambda i: {"n": i}, count, slot, slots)
+def paced(task: Any, slot: int, slots: int) -> Paced:
+    return Paced(task, slot, slots)
 
 
 BATCH_SIZES: list[int] = []
