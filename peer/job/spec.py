@@ -96,8 +96,8 @@ class Task:
     plugin: str | None = None
     batch_size: int = 100
     max_batch_delay: float = 0.0
-    """An input's: seconds the first rows of a batch that is not full may wait for more before
-    it leaves (0: every poll leaves at once). Longer batches cost every stage less per row."""
+    """An input's: seconds a short poll waits before the plugin is polled once more and both
+    leave as one batch (0: every poll leaves at once). Longer batches cost less per row."""
     idle_timeout: float | None = None
     """An input's: seconds without rows after which its watermark moves on with the wall clock
     (peer.runtime.idleness); None keeps it where its rows left it."""
