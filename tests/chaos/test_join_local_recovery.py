@@ -1,9 +1,9 @@
 """A stream join recovered locally under kill -9: Nexmark's q8 (a window join) with local
-recovery on seven `onyx peer start` members, each task on a fixed number of peers and the
-join's with a standby on another member. The member running the join is killed mid-run; the
-standby takes its seat over and replays it, taking its two sides' batches in the order the seat
-took them, and nothing else restores. The published answer must equal DuckDB's over the same
-events."""
+recovery on seven `onyx peer start` members, each task on a fixed number of peers (one each:
+six tasks) and the join's with a standby on another member. The member running the join is
+killed mid-run; the standby takes its seat over and replays it, taking its two sides' batches in
+the order the seat took them, and nothing else restores. The published answer must equal
+DuckDB's over the same events."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ def test_a_killed_join_is_taken_over_and_its_answer_stays_exact(cluster, tmp_pat
     groups, ports, store = cluster
     out = tmp_path / "answer"
     job = q8.flow(EVENTS, str(out), barrier_period=0.5, paced=True, **SETTINGS).job()
-    fixed = tuple(replace(t, n_peers=t.n_peers or 1, standby=t.name == JOIN or None)
+    fixed = tuple(replace(t, n_peers=1 if t.kind == "input" else t.n_peers or 1,
+                          standby=t.name == JOIN or None)
                   for t in job.catalog)  # fmt: skip
     job = replace(job, local_recovery=True, catalog=fixed)
     job_id = api.submit(store, job.to_dict())
