@@ -2,11 +2,10 @@
 time as they registered, with the window's start.
 
 As Nexmark's SQL groups each side by its window before it joins, the auctions are first counted
-per seller and window, which sends one row per
-seller that sold in a window, timed at the window's last millisecond (so it is in that window,
-and not behind the watermark that closed it). The people and those rows then meet in a window
-join on the person's id and the seller, and each pair goes out once the watermark has passed
-the window's end."""
+per seller and window, which sends one row per seller that sold in a window, timed at the
+window's last millisecond (so it is in that window, and not behind the watermark that closed
+it). The people and those rows then meet in a window join on the person's id and the seller,
+and each pair goes out once the watermark has passed the window's end."""
 
 from __future__ import annotations
 

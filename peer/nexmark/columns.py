@@ -31,10 +31,12 @@ from peer.nexmark.events import (
     HOT_RATIO,
     MASK,
     POOL,
-    _channel_urls,
-    _hot_urls,
-    _pools,
+    channel_urls,
     event,
+    event_id,
+    hot_urls,
+    mix,
+    pools,
 )
 
 EVENT_SCHEMA = pa.schema(
@@ -52,28 +54,21 @@ U64 = np.uint64
 _GOLDEN = U64(GOLDEN)
 
 
-def _mix(z: np.ndarray) -> np.ndarray:
-    """SplitMix64's finaliser, on every word (multiplication wraps, as the masked ints do)."""
-    z = (z ^ (z >> U64(30))) * U64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> U64(27))) * U64(0x94D049BB133111EB)
-    return z ^ (z >> U64(31))
-
-
 class ColumnDraws:
     """The random streams of a batch of events, one per event id, each where its event-at-a-time
     counterpart (peer.nexmark.events.Draws) would be."""
 
     def __init__(self, seed: int, ids: np.ndarray) -> None:
         start = U64(seed & MASK) + (ids.astype(U64) + U64(1)) * _GOLDEN
-        self.state = _mix(start)
+        self.state = mix(start)
 
     def _next(self, taking: np.ndarray | None) -> np.ndarray:
         if taking is None:
             self.state = self.state + _GOLDEN
-            return _mix(self.state)
+            return mix(self.state)
         state = self.state[taking] + _GOLDEN
         self.state[taking] = state
-        return _mix(state)
+        return mix(state)
 
     def below(self, n: int | np.ndarray, taking: np.ndarray | None = None) -> np.ndarray:
         """Uniform on 0 .. n - 1 (n per stream, or one for all), for the streams ``taking``
@@ -84,11 +79,6 @@ class ColumnDraws:
     def unit(self) -> np.ndarray:
         """Uniform on [0, 1), for every stream."""
         return (self._next(None) >> U64(11)).astype(np.float64) * 2.0**-53
-
-
-def event_ids(config: NexmarkConfig, numbers: np.ndarray) -> np.ndarray:
-    group = config.out_of_order_group_size
-    return (numbers // group) * group + (numbers * 953) % group
 
 
 def event_times(config: NexmarkConfig, ids: np.ndarray) -> np.ndarray:
@@ -142,7 +132,7 @@ def _price(draws: ColumnDraws) -> pa.Array:
 def _channels() -> tuple[pa.Array, pa.Array]:
     """Every channel's name and URL: the hot ones first, then ``channel-0`` on."""
     names = [*HOT_CHANNELS, *(f"channel-{number}" for number in range(CHANNELS))]
-    return pa.array(names, pa.string()), pa.array([*_hot_urls(), *_channel_urls()], pa.string())
+    return pa.array(names, pa.string()), pa.array([*hot_urls(), *channel_urls()], pa.string())
 
 
 def _channel(draws: ColumnDraws) -> np.ndarray:
@@ -166,7 +156,7 @@ def _extra(draws: ColumnDraws, size: int, average: int, count: int) -> list[str]
     if delta:
         length += draws.below(2 * delta)
     start = draws.below(POOL - length)
-    pool = _pools()[1]
+    pool = pools()[1]
     return [pool[a : a + n] for a, n in zip(start.tolist(), length.tolist(), strict=True)]
 
 
@@ -183,7 +173,6 @@ class Placed:
     one or the other are made where they belong, and null elsewhere, by one take each."""
 
     def __init__(self, is_bid: np.ndarray) -> None:
-        self.is_bid = is_bid
         bids, others = np.flatnonzero(is_bid), np.flatnonzero(~is_bid)
         index = np.zeros(len(is_bid), np.int64)
         index[bids] = np.arange(len(bids))
@@ -199,7 +188,7 @@ class Placed:
 def batch(config: NexmarkConfig, runs: Sequence[range]) -> pa.RecordBatch:
     """The events numbered ``runs``, in order, as one batch of EVENT_SCHEMA."""
     numbers = np.concatenate([np.arange(run.start, run.stop, dtype=np.int64) for run in runs])
-    ids = event_ids(config, numbers)
+    ids = event_id(config, numbers)  # the same arithmetic, on every number at once
     is_bid = _bids(config, ids)
     placed = Placed(is_bid)
     bid_ids = ids[is_bid]
@@ -225,9 +214,8 @@ def batch(config: NexmarkConfig, runs: Sequence[range]) -> pa.RecordBatch:
         "channel": names.take(channel).take(placed.in_bids),
         "url": urls.take(channel).take(placed.in_bids),
     }
-    types = dict(zip(EVENT_SCHEMA.names, EVENT_SCHEMA.types, strict=True))
     for name in OTHERS_ONLY:
-        values = pa.array([other.get(name) for other in others], types[name])
+        values = pa.array([other.get(name) for other in others], EVENT_SCHEMA.field(name).type)
         columns[name] = values.take(placed.in_others)
     return pa.RecordBatch.from_arrays([columns[name] for name in EVENT_SCHEMA.names],
                                       schema=EVENT_SCHEMA)  # fmt: skip

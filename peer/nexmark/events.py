@@ -31,9 +31,12 @@ from __future__ import annotations
 import functools
 import math
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from peer.nexmark.config import NexmarkConfig
+
+if TYPE_CHECKING:
+    import numpy as np
 
 FIRST_PERSON_ID = 1000
 FIRST_AUCTION_ID = 1000
@@ -60,8 +63,9 @@ GOLDEN = 0x9E3779B97F4A7C15
 MASK = (1 << 64) - 1
 
 
-def _mix(z: int) -> int:
-    """SplitMix64's finaliser."""
+def mix[W: (int, "np.ndarray")](z: W) -> W:
+    """SplitMix64's finaliser, of an int, or of every word of a uint64 array (whose
+    multiplications wrap as the mask does; peer.nexmark.columns)."""
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
     return z ^ (z >> 31)
@@ -73,21 +77,21 @@ class Draws:
     __slots__ = ("state",)
 
     def __init__(self, seed: int, event_id: int) -> None:
-        self.state = _mix((seed + (event_id + 1) * GOLDEN) & MASK)
+        self.state = mix((seed + (event_id + 1) * GOLDEN) & MASK)
 
     def below(self, n: int) -> int:
         """Uniform on 0 .. n - 1."""
         self.state = (self.state + GOLDEN) & MASK
-        return _mix(self.state) % n
+        return mix(self.state) % n
 
     def unit(self) -> float:
         """Uniform on [0, 1)."""
         self.state = (self.state + GOLDEN) & MASK
-        return (_mix(self.state) >> 11) * 2.0**-53
+        return (mix(self.state) >> 11) * 2.0**-53
 
 
 @functools.cache
-def _pools() -> tuple[str, str]:
+def pools() -> tuple[str, str]:
     """The pool of words (a space in 13 characters, the rest a to z) and of padding (a to z),
     the same in every process."""
     draw = random.Random(0x4E45584D41524B)
@@ -99,7 +103,7 @@ def _pools() -> tuple[str, str]:
 def _string(draws: Draws, longest: int, special: str = " ") -> str:
     """A word of 3 to ``longest`` - 1 characters, a 13th of them ``special``, trimmed of spaces
     at either end (as the reference trims)."""
-    words = _pools()[0]
+    words = pools()[0]
     length = MIN_STRING + draws.below(longest - MIN_STRING)
     start = draws.below(POOL - length)
     text = words[start : start + length]
@@ -114,7 +118,7 @@ def _extra(draws: Draws, size: int, average: int) -> str:
     delta = math.floor(short * 0.2 + 0.5)
     length = short - delta + (draws.below(2 * delta) if delta else 0)
     start = draws.below(POOL - length)
-    return _pools()[1][start : start + length]
+    return pools()[1][start : start + length]
 
 
 def _price(draws: Draws) -> int:
@@ -122,9 +126,9 @@ def _price(draws: Draws) -> int:
     return math.floor(10 ** (draws.unit() * 6) * 100 + 0.5)
 
 
-def event_id(config: NexmarkConfig, number: int) -> int:
+def event_id[N: (int, "np.ndarray")](config: NexmarkConfig, number: N) -> N:
     """The id of event number ``number``: permuted within its group (the reference's adjusted
-    event number)."""
+    event number). Of an array of numbers (peer.nexmark.columns), the array of their ids."""
     group = config.out_of_order_group_size
     return (number // group) * group + (number * 953) % group
 
@@ -238,10 +242,10 @@ def _bid(config: NexmarkConfig, made: int, draws: Draws) -> dict[str, Any]:
     price = _price(draws)
     if draws.below(2) > 0:
         hot = draws.below(len(HOT_CHANNELS))
-        channel, url = HOT_CHANNELS[hot], _hot_urls()[hot]
+        channel, url = HOT_CHANNELS[hot], hot_urls()[hot]
     else:
         number = draws.below(CHANNELS)
-        channel, url = f"channel-{number}", _channel_urls()[number]
+        channel, url = f"channel-{number}", channel_urls()[number]
     return {
         "kind": "bid", "auction": auction + FIRST_AUCTION_ID,
         "bidder": bidder + FIRST_PERSON_ID, "price": price, "channel": channel, "url": url,
@@ -256,12 +260,12 @@ def _url(draws: Draws) -> str:
 
 
 @functools.cache
-def _hot_urls() -> tuple[str, ...]:
+def hot_urls() -> tuple[str, ...]:
     return tuple(_url(Draws(0, -1 - i)) for i in range(len(HOT_CHANNELS)))
 
 
 @functools.cache
-def _channel_urls() -> tuple[str, ...]:
+def channel_urls() -> tuple[str, ...]:
     """Each channel's URL, nine in ten of them naming the channel (by its number's 32 bits
     reversed, as the reference does)."""
     urls = []
