@@ -66,9 +66,11 @@ class Rollout:
         it succeeds (or, with ``ok`` false, unless it fails)."""
         log = self.rig.logs_dir / f"{name}.log"
         with log.open("w") as out:
+            # stdin is not inherited: a process run earlier may have left the shared descriptor
+            # non-blocking, and Ansible refuses to start on one.
             result = subprocess.run(
-                command, stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=REPO,
-                timeout=timeout, check=False,
+                command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                env=self.env, cwd=REPO, timeout=timeout, check=False,
             )  # fmt: skip
         text = log.read_text(errors="replace")
         if (result.returncode == 0) != ok:

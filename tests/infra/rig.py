@@ -184,7 +184,11 @@ def _run(
     check: bool = True,
     **kwargs: object,
 ) -> subprocess.CompletedProcess[str]:
-    """Runs a command; a failure becomes a RigError naming ``what`` with the command's output."""
+    """Runs a command; a failure becomes a RigError naming ``what`` with the command's output.
+    Without ``input`` it reads nothing: ssh leaves an inherited stdin non-blocking when it is
+    cut off, and Ansible run later from this process then refuses to start."""
+    if "input" not in kwargs:
+        kwargs.setdefault("stdin", subprocess.DEVNULL)
     try:
         result = subprocess.run(
             list(command), capture_output=True, text=True, timeout=timeout, check=False, **kwargs
