@@ -8,9 +8,12 @@ the end, a list per key closed, read as they are taken). Nothing here reads
 a clock or does I/O, and nothing iterates a set: the same calls give the same segments and the
 same state on every peer.
 
-An Arrow batch is taken as rows of only the columns the windows read: the group key's fields
-(all of them for a key fn), each window's time field and aggregated field (every field for an
-aggregation that takes whole segments, such as collect, or for a punctuation trigger).
+An Arrow batch is taken by its columns where every window of the task allows it and the batch's
+columns do (peer.state.window_columns): each key's share of each extent aggregated at once and
+merged in, which leaves the state the rows one by one would. Otherwise it is taken as rows of
+only the columns the windows read: the group key's fields (all of them for a key fn), each
+window's time field and aggregated field (every field for an aggregation that takes whole
+segments, such as collect, or for a punctuation trigger).
 
 Keys are held under their canonical JSON, the text ``peer.runtime.routing`` hashes, so a key made
 of several fields (a list) works, and a key reads the same after a snapshot has turned its tuples
@@ -45,6 +48,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
 from peer.job.spec import Job, Trigger, Window
 from peer.job.values import canonical
 from peer.metrics import LATE_SEGMENTS
@@ -52,6 +58,7 @@ from peer.state.aggregations import aggregation, fields_read
 from peer.state.backends import Entry
 from peer.state.keyed import KeyedState, Ttl
 from peer.state.triggers import Armed, arm
+from peer.state.window_columns import Taken, qualifies, shares
 from peer.state.windows import Extent, absorb, extents
 from peer.values.columnar import Batch, FieldKey, Late, rows, select
 from peer.values.limits import cut
@@ -283,6 +290,28 @@ class WindowState:
 
     # -- state ----------------------------------------------------------------------------------
 
+    def take(self, taken: Taken, keys: list[Any], names: list[str]) -> None:
+        """Merge in what this window took of a batch by columns (peer.state.window_columns),
+        each key's slots read and written once."""
+        merge, window, held, current = self.aggregation.merge, self.window, None, -1
+        for index, extent, size, partial in zip(
+            taken.keys, taken.extents, taken.sizes, taken.partials, strict=True
+        ):
+            if index != current:
+                if held is not None:
+                    self.held.put(names[current], keys[current], held)
+                current = index
+                held = self.held.get(names[index], keys[index])
+                if held is None:
+                    held = {}
+            slot = self._place(held, extent)  # type: ignore[arg-type]
+            slot[2] = merge(window, slot[2], partial)
+            counts = slot[3]
+            for trigger in range(len(counts)):
+                counts[trigger] += size
+        if held is not None:
+            self.held.put(names[current], keys[current], held)
+
     def _place(self, held: Slots, extent: Extent) -> Slot:
         """The slot that state for ``extent`` goes to, made if need be: for a session, the
         session it joins, with every session it overlaps merged in."""
@@ -389,11 +418,17 @@ class TaskState:
         """Segments dropped as late, once per window they missed."""
         self.reads = _fields_read(key_of, self.windows)
         """The fields the windows read of a segment; None for all of them."""
+        self.by_columns = (key_of is None or isinstance(key_of, FieldKey)) and all(
+            qualifies(w.window, [t.spec.on for t in w.triggers]) for w in self.windows
+        )
+        """Whether an Arrow batch may be taken by its columns (peer.state.window_columns)."""
 
     def apply(self, segments: Batch, now: float) -> list[Any]:
         """Take ``segments`` into every window; segment and punctuation triggers fire as they
         go, then timer triggers that are due (as ``tick``)."""
         if not isinstance(segments, list):
+            if self.by_columns and self._take_columns(segments, now):
+                return self.tick(now)
             segments = rows(segments if self.reads is None else select(segments, self.reads))
         out: list[Any] = []
         names = KeyNames()
@@ -411,6 +446,29 @@ class TaskState:
                     continue
                 out += window.add(segment, t, key, name)
         return out + self.tick(now)
+
+    def _take_columns(self, batch: pa.RecordBatch, now: float) -> bool:
+        """Take ``batch`` into every window by its columns; False, having changed nothing, when
+        one of its columns does not allow it."""
+        if self.key_of is None:
+            keys: list[Any] = [None]
+            index = np.zeros(batch.num_rows, dtype=np.int64)
+        else:
+            keys, found = self.key_of.distinct(batch)  # type: ignore[attr-defined]
+            index = found.to_numpy(zero_copy_only=False)
+        taken = [shares(window.window, batch, index, self.mark) for window in self.windows]
+        if any(took is None for took in taken):
+            return False
+        self._clock(now, self.mark)
+        names = KeyNames()
+        key_names = [names.of(key) for key in keys]
+        for window, took in zip(self.windows, taken, strict=True):
+            assert took is not None
+            if took.late:
+                self.late += took.late
+                window.late.inc(took.late)
+            window.take(took, keys, key_names)
+        return True
 
     def watermark(self, watermark: float) -> Iterator[list[Any]]:
         """Fire and forget every extent that ends at or before ``watermark``, window by window,

@@ -28,13 +28,21 @@ def extents(window: Window, t: float) -> list[Extent]:
     """Every extent of the window that holds ``t``, earliest first; for a session window, the
     segment's own ``[t, t + gap)``, which ``absorb`` merges into the key's sessions."""
     if window.type == "fixed":
-        k = _index(t, window.range)  # type: ignore[arg-type]
-        return [(k * window.range, (k + 1) * window.range)]  # type: ignore[operator]
+        return [extent_at(window, _index(t, window.range))]  # type: ignore[arg-type]
     if window.type == "sliding":
-        return _sliding(t, window.range, window.slide)  # type: ignore[arg-type]
+        return _sliding(window, t)
     if window.type == "global":
         return [GLOBAL]
     return [(t, t + window.gap)]  # type: ignore[operator]
+
+
+def extent_at(window: Window, k: int) -> Extent:
+    """A fixed or sliding window's ``k``-th extent, from its index alone (module docstring):
+    what taking rows and taking columns (peer.state.window_columns) both place state under."""
+    if window.type == "fixed":
+        return (k * window.range, (k + 1) * window.range)  # type: ignore[operator]
+    start = k * window.slide  # type: ignore[operator]
+    return (start, start + window.range)  # type: ignore[operator]
 
 
 def _index(t: float, step: float) -> int:
@@ -47,11 +55,12 @@ def _index(t: float, step: float) -> int:
     return k
 
 
-def _sliding(t: float, range_: float, slide: float) -> list[Extent]:
-    k = _index(t, slide)
+def _sliding(window: Window, t: float) -> list[Extent]:
+    range_, slide = window.range, window.slide
+    k = _index(t, slide)  # type: ignore[arg-type]
     out: list[Extent] = []
-    while k * slide + range_ > t:
-        out.append((k * slide, k * slide + range_))
+    while k * slide + range_ > t:  # type: ignore[operator]
+        out.append(extent_at(window, k))
         k -= 1
     out.reverse()
     return out

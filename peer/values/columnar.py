@@ -109,10 +109,16 @@ def _needs_plain(kind: pa.DataType) -> bool:
 def values(batch: pa.RecordBatch, name: str) -> list[Any]:
     """One field's value in every row, as ``rows`` would give it: None throughout when the
     batch has no such column (as ``segment.get`` gives for a missing field)."""
-    index = _index(batch, name)
-    if index is None:
+    column = column_of(batch, name)
+    if column is None:
         return [None] * batch.num_rows
-    return plain(batch.column(index)).to_pylist()
+    return plain(column).to_pylist()
+
+
+def column_of(batch: pa.RecordBatch, name: str) -> pa.Array | None:
+    """The column ``name`` as ``rows`` reads it (the last of that name), or None."""
+    index = _index(batch, name)
+    return None if index is None else batch.column(index)
 
 
 def _index(batch: pa.RecordBatch, name: str) -> int | None:
