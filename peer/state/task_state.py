@@ -422,14 +422,27 @@ class TaskState:
             qualifies(w.window, [t.spec.on for t in w.triggers]) for w in self.windows
         )
         """Whether an Arrow batch may be taken by its columns (peer.state.window_columns)."""
+        self._take_arrow = self._by_columns if self.by_columns else self._as_rows
 
     def apply(self, segments: Batch, now: float) -> list[Any]:
         """Take ``segments`` into every window; segment and punctuation triggers fire as they
         go, then timer triggers that are due (as ``tick``)."""
         if not isinstance(segments, list):
-            if self.by_columns and self._take_columns(segments, now):
-                return self.tick(now)
-            segments = rows(segments if self.reads is None else select(segments, self.reads))
+            return self._take_arrow(segments, now)
+        return self._take_rows(segments, now)
+
+    def _by_columns(self, batch: pa.RecordBatch, now: float) -> list[Any]:
+        """An Arrow batch, by its columns where they allow it, else as rows."""
+        if self._take_columns(batch, now):
+            return self.tick(now)
+        return self._as_rows(batch, now)
+
+    def _as_rows(self, batch: pa.RecordBatch, now: float) -> list[Any]:
+        """An Arrow batch as rows of the columns the windows read."""
+        read = batch if self.reads is None else select(batch, self.reads)
+        return self._take_rows(rows(read), now)
+
+    def _take_rows(self, segments: list[Any], now: float) -> list[Any]:
         out: list[Any] = []
         names = KeyNames()
         self._clock(now, self.mark)
