@@ -31,13 +31,16 @@ already emitted and forgotten; a window that names a side output (``late``) send
 it came. A global window has no event time: only ``finish`` closes it.
 
 Order. ``apply`` goes segment by segment, window by window in job order, then trigger by trigger
-in job order over the segment's extents, earliest first. Timer triggers fire every extent
-window by window, trigger by trigger, key by canonical JSON, extent by start; a watermark closes
-the extents it ends window by window, key by canonical JSON, trigger by trigger, extent by
-start, and gives what each key emitted as it reads the keys, so that its runner can spread the
-close of a large state over many steps. A discarding trigger forgets the extent it fired, so a
-trigger after it finds nothing to fire and the extent's next segment starts it afresh (a
-session starts a new session).
+in job order over the segment's extents, earliest first. Where no window emits as segments come
+(no segment or punctuation trigger, no side output for late rows) it takes each key's rows
+together instead, in the order they came: keys are apart, so the state is the same, and each
+key's slots are read and written once a batch rather than once a row. Timer triggers fire
+every extent window by window, trigger by trigger, key by canonical JSON, extent by start; a
+watermark closes the extents it ends window by window, key by canonical JSON, trigger by
+trigger, extent by start, and gives what each key emitted as it reads the keys, so that its
+runner can spread the close of a large state over many steps. A discarding trigger forgets the
+extent it fired, so a trigger after it finds nothing to fire and the extent's next segment
+starts it afresh (a session starts a new session).
 """
 
 from __future__ import annotations
@@ -211,6 +214,32 @@ class WindowState:
         held = self.held.get(name, key)
         if held is None:
             held = {}
+        targets = self._into(held, segment, t)
+        self.held.put(name, key, held)
+        return self._on_segment(segment, name, key, held, targets) if self.per_segment else []
+
+    def add_each(self, segments: list[Any], key: Any, name: str, mark: float) -> int:
+        """Take one key's ``segments``, in order, but those behind ``mark``; the key's slots
+        read and written once. For a window no trigger of which looks at each segment, so that
+        nothing is emitted as they go. How many were late."""
+        held = self.held.get(name, key)
+        if held is None:
+            held = {}
+        late = 0
+        for segment in segments:
+            t = self.time(segment)
+            if t is not None and t < mark:
+                late += 1
+            else:
+                self._into(held, segment, t)
+        if late < len(segments):
+            self.held.put(name, key, held)
+        if late:
+            self.late.inc(late)
+        return late
+
+    def _into(self, held: Slots, segment: Any, t: Any) -> list[Slot]:
+        """``segment`` taken into the slots of its extents among ``held``: those slots."""
         window, agg = self.window, self.aggregation
         targets = [self._place(held, extent) for extent in extents(window, t)]
         for slot in targets:
@@ -219,8 +248,7 @@ class WindowState:
             counts = slot[3]
             for index in range(len(counts)):
                 counts[index] += 1
-        self.held.put(name, key, held)
-        return self._on_segment(segment, name, key, held, targets) if self.per_segment else []
+        return targets
 
     def close(self, watermark: float) -> Iterator[list[Any]]:
         """Fire the extents ending at or before ``watermark`` and forget them, key by key: what
@@ -423,6 +451,9 @@ class TaskState:
         )
         """Whether an Arrow batch may be taken by its columns (peer.state.window_columns)."""
         self._take_arrow = self._by_columns if self.by_columns else self._as_rows
+        as_they_come = any(w.per_segment or w.window.late is not None for w in self.windows)
+        self._take_rows = self._in_order if as_they_come else self._by_key
+        """How rows are taken: in order where windows emit as they come, else key by key."""
 
     def apply(self, segments: Batch, now: float) -> list[Any]:
         """Take ``segments`` into every window; segment and punctuation triggers fire as they
@@ -442,7 +473,30 @@ class TaskState:
         read = batch if self.reads is None else select(batch, self.reads)
         return self._take_rows(rows(read), now)
 
-    def _take_rows(self, segments: list[Any], now: float) -> list[Any]:
+    def _by_key(self, segments: list[Any], now: float) -> list[Any]:
+        """Rows, where no window emits as segments come (no segment or punctuation trigger, no
+        side output for late rows): each key's rows taken together, in the order they came, its
+        slots read and written once per window. Keys are apart, so the state is the one taking
+        the rows in order leaves, and so is what a later watermark or timer fires."""
+        by_key: dict[str, tuple[Any, list[Any]]] = {}
+        names, key_of = KeyNames(), self.key_of
+        for segment in segments:
+            key = None if key_of is None else key_of(segment)
+            name = names.of(key)
+            taken = by_key.get(name)
+            if taken is None:
+                by_key[name] = (key, [segment])
+            else:
+                taken[1].append(segment)
+        self._clock(now, self.mark)
+        for window in self.windows:
+            for name, (key, its) in by_key.items():  # in the order the keys first came
+                self.late += window.add_each(its, key, name, self.mark)
+        return self.tick(now)
+
+    def _in_order(self, segments: list[Any], now: float) -> list[Any]:
+        """Rows, one by one, each through every window: segment and punctuation triggers fire,
+        and late rows go aside, in the order the rows came."""
         out: list[Any] = []
         names = KeyNames()
         self._clock(now, self.mark)
