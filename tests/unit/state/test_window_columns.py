@@ -123,25 +123,38 @@ def test_which_windows_take_columns(window, trigger, expected):
     assert qualifies(window, [trigger]) is expected
 
 
+SUMMED = Window("w", "agg", "fixed", "sum", key="t", range=10, field="v")
+
+
+def summed(values: pa.Array) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array(["a", "a", "b"]), pa.array([1, 2, 3]), values],
+                                      names=["user", "t", "v"])  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    ("name", "column"),
+    ("name", "values"),
     [
         ("a float sum", pa.array([0.1, 0.2, 0.3])),
-        ("a null", pa.array([1, None, 3], pa.int64())),
         ("an unsigned 64-bit", pa.array([1, 2, 3], pa.uint64())),
         ("a sum that could overflow int64", pa.array([2**62, 2**62, -1], pa.int64())),
     ],
 )
-def test_a_column_that_does_not_allow_it_is_taken_as_rows(name, column):
-    window = Window("w", "agg", "fixed", "sum", key="t", range=10, field="v")
-    batch = pa.RecordBatch.from_arrays([pa.array(["a", "a", "b"]), pa.array([1, 2, 3]), column],
-                                       names=["user", "t", "v"])  # fmt: skip
-    assert shares(window, batch, np.zeros(3, dtype=np.int64), -np.inf) is None, name
-    if column.null_count:
-        return  # the rows' path refuses a null sum, as it always has
-    with pair(window, (Trigger("w", "watermark"),), "user", False) as (by_columns, by_rows):
+def test_a_column_that_does_not_allow_it_is_taken_as_rows(name, values):
+    batch = summed(values)
+    assert shares(SUMMED, batch, np.zeros(3, dtype=np.int64), -np.inf) is None, name
+    with pair(SUMMED, (Trigger("w", "watermark"),), "user", False) as (by_columns, by_rows):
         assert by_columns.apply(batch, 0) == by_rows.apply(batch.to_pylist(), 0)
         assert closed(by_columns.finish()) == closed(by_rows.finish())
+
+
+def test_a_null_to_sum_is_refused_as_rows_refuse_it():
+    batch = summed(pa.array([1, None, 3], pa.int64()))
+    assert shares(SUMMED, batch, np.zeros(3, dtype=np.int64), -np.inf) is None
+    with pair(SUMMED, (Trigger("w", "watermark"),), "user", False) as (by_columns, by_rows):
+        with pytest.raises(TypeError):
+            by_rows.apply(batch.to_pylist(), 0)
+        with pytest.raises(TypeError):
+            by_columns.apply(batch, 0)
 
 
 @pytest.mark.parametrize("t", [[1.0, float("nan")], [1.0, float("inf")], [2.0**53, 1.0], [None, 1]])
