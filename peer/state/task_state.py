@@ -446,14 +446,16 @@ class TaskState:
         """Segments dropped as late, once per window they missed."""
         self.reads = _fields_read(key_of, self.windows)
         """The fields the windows read of a segment; None for all of them."""
-        self.by_columns = (key_of is None or isinstance(key_of, FieldKey)) and all(
-            qualifies(w.window, [t.spec.on for t in w.triggers]) for w in self.windows
-        )
-        """Whether an Arrow batch may be taken by its columns (peer.state.window_columns)."""
-        self._take_arrow = self._by_columns if self.by_columns else self._as_rows
         as_they_come = any(w.per_segment or w.window.late is not None for w in self.windows)
         self._take_rows = self._in_order if as_they_come else self._by_key
         """How rows are taken: in order where windows emit as they come, else key by key."""
+        self.by_columns = (
+            not as_they_come
+            and (key_of is None or isinstance(key_of, FieldKey))
+            and all(qualifies(w.window) for w in self.windows)
+        )
+        """Whether an Arrow batch may be taken by its columns (peer.state.window_columns)."""
+        self._take_arrow = self._by_columns if self.by_columns else self._as_rows
 
     def apply(self, segments: Batch, now: float) -> list[Any]:
         """Take ``segments`` into every window; segment and punctuation triggers fire as they

@@ -4,9 +4,10 @@ the extent's state as the aggregation's ``merge`` joins two states. No row is ma
 ``top`` window may keep.
 
 It gives the state that taking the rows one by one gives (peer.state.task_state), and is used
-only where that holds. A window qualifies once, when its task is built (``qualifies``): fixed,
-sliding or global; a built-in count, sum, min, max, average or top; no trigger that looks at
-each segment as it comes (a segment count or a punctuation), and no side output for late rows.
+only where that holds. A window qualifies once, when its task is built: fixed, sliding or
+global, with a built-in count, sum, min, max, average or top (``qualifies``); and, as the task
+state checks with what it already knows of its windows, no trigger that looks at each segment as
+it comes (a segment count or a punctuation), and no side output for late rows.
 A batch qualifies as it comes (``shares`` gives None for one that does not, which is then taken
 as rows, whose path refuses what it must):
 - the time field: integers or floats, none null, NaN or infinite, each within 2**53 of zero,
@@ -21,7 +22,7 @@ as rows, whose path refuses what it must):
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,18 +38,11 @@ EXACT = 2**53
 ROOM = 2**62
 """An int64 sum whose terms' magnitudes add up to less than this cannot overflow."""
 BY_COLUMNS = frozenset({"count", "sum", "min", "max", "average", "top"})
-PER_SEGMENT = frozenset({"segment", "punctuation"})
 
 
-def qualifies(window: Window, trigger_kinds: Sequence[str]) -> bool:
-    """Whether ``window`` (with triggers of ``trigger_kinds``) may take columns (module
-    docstring)."""
-    return (
-        window.type in ("fixed", "sliding", "global")
-        and window.aggregation in BY_COLUMNS
-        and window.late is None
-        and not PER_SEGMENT.intersection(trigger_kinds)
-    )
+def qualifies(window: Window) -> bool:
+    """Whether the kind and aggregation of ``window`` allow taking columns (module docstring)."""
+    return window.type in ("fixed", "sliding", "global") and window.aggregation in BY_COLUMNS
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +100,8 @@ def _times(batch: pa.RecordBatch, name: str) -> np.ndarray | None:
     if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
         return None
     t = column.to_numpy(zero_copy_only=False)
-    if len(t) and not (np.isfinite(t).all() and np.abs(t).max() < EXACT):
-        return None
+    if len(t) and not (np.isfinite(t).all() and t.min() > -EXACT and t.max() < EXACT):
+        return None  # (not abs: the least int64 is its own absolute value)
     return t.astype(np.int64) if pa.types.is_integer(kind) else t.astype(np.float64)
 
 
@@ -117,9 +111,8 @@ def _placed(window: Window, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if window.type == "fixed":
         return np.arange(len(t), dtype=np.int64), _index(t, window.range)  # type: ignore[arg-type]
     slide, range_ = window.slide, window.range
-    last = _index(t, slide)  # type: ignore[arg-type]
+    k = _index(t, slide)  # type: ignore[arg-type]
     positions, indices = [], []
-    k = last
     held = np.ones(len(t), dtype=bool)
     while True:
         held &= k * slide + range_ > t  # type: ignore[operator]

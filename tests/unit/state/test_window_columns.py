@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -108,19 +109,27 @@ def test_every_batch_of_numbers_is_taken_by_columns(window, rows, mark):
     assert sum(taken.sizes) >= len(rows) - taken.late
 
 
+FIXED = Window("w", "agg", "fixed", "count", key="t", range=10)
+WATERMARK = Trigger("w", "watermark")
+
+
 @pytest.mark.parametrize(
     ("window", "trigger", "expected"),
     [
-        (Window("w", "agg", "fixed", "count", key="t", range=10), "watermark", True),
-        (Window("w", "agg", "fixed", "count", key="t", range=10), "segment", False),
-        (Window("w", "agg", "session", "count", key="t", gap=3), "watermark", False),
-        (Window("w", "agg", "fixed", "collect", key="t", range=10), "watermark", False),
-        (Window("w", "agg", "fixed", "count", key="t", range=10, late="side"), "watermark", False),
-        (Window("w", "agg", "global", f"{FNS}:DISTINCT", field="v"), "watermark", False),
+        (FIXED, WATERMARK, True),
+        (FIXED, Trigger("w", "segment", threshold=2), False),
+        (FIXED, Trigger("w", "punctuation", predicate=f"{FNS}:is_last"), False),
+        (Window("w", "agg", "session", "count", key="t", gap=3), WATERMARK, False),
+        (Window("w", "agg", "fixed", "collect", key="t", range=10), WATERMARK, False),
+        (replace(FIXED, late="side"), WATERMARK, False),
+        (Window("w", "agg", "global", f"{FNS}:DISTINCT", field="v"), WATERMARK, False),
     ],
 )
 def test_which_windows_take_columns(window, trigger, expected):
-    assert qualifies(window, [trigger]) is expected
+    valid = job((replace(window, late=None),), (trigger,))
+    s = TaskState(replace(valid, windows=(window,)), "agg", FieldKey("user"))
+    assert s.by_columns is expected
+    assert qualifies(window) is (window.type != "session" and window.aggregation == "count")
 
 
 SUMMED = Window("w", "agg", "fixed", "sum", key="t", range=10, field="v")
@@ -161,6 +170,13 @@ def test_a_null_to_sum_is_refused_as_rows_refuse_it():
 def test_a_time_column_that_does_not_allow_it_is_not_taken_by_columns(t):
     window = Window("w", "agg", "fixed", "count", key="t", range=10)
     batch = pa.RecordBatch.from_arrays([pa.array(t, pa.float64())], names=["t"])
+    assert shares(window, batch, np.zeros(2, dtype=np.int64), -np.inf) is None
+
+
+@pytest.mark.parametrize("t", [[1, -(2**63)], [1, 2**63 - 1], [1, -(2**53)]])
+def test_an_integer_time_out_of_floats_reach_is_not_taken_by_columns(t):
+    window = Window("w", "agg", "fixed", "count", key="t", range=10)
+    batch = pa.RecordBatch.from_arrays([pa.array(t, pa.int64())], names=["t"])
     assert shares(window, batch, np.zeros(2, dtype=np.int64), -np.inf) is None
 
 
