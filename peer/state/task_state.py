@@ -318,9 +318,11 @@ class WindowState:
 
     # -- state ----------------------------------------------------------------------------------
 
-    def take(self, taken: Taken, keys: list[Any], names: list[str]) -> None:
+    def take(self, taken: Taken, keys: list[Any], names: list[str]) -> int:
         """Merge in what this window took of a batch by columns (peer.state.window_columns),
-        each key's slots read and written once."""
+        each key's slots read and written once. How many rows were late."""
+        if taken.late:
+            self.late.inc(taken.late)
         merge, window, held, current = self.aggregation.merge, self.window, None, -1
         for index, extent, size, partial in zip(
             taken.keys, taken.extents, taken.sizes, taken.partials, strict=True
@@ -339,6 +341,7 @@ class WindowState:
                 counts[trigger] += size
         if held is not None:
             self.held.put(names[current], keys[current], held)
+        return taken.late
 
     def _place(self, held: Slots, extent: Extent) -> Slot:
         """The slot that state for ``extent`` goes to, made if need be: for a session, the
@@ -533,10 +536,7 @@ class TaskState:
         key_names = [names.of(key) for key in keys]
         for window, took in zip(self.windows, taken, strict=True):
             assert took is not None
-            if took.late:
-                self.late += took.late
-                window.late.inc(took.late)
-            window.take(took, keys, key_names)
+            self.late += window.take(took, keys, key_names)
         return True
 
     def watermark(self, watermark: float) -> Iterator[list[Any]]:
