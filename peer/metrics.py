@@ -111,6 +111,12 @@ WATERMARK = Gauge(
     "input is complete, in the job's units of event time (milliseconds for Nexmark)",
     JOB_TASK,
 )
+KAFKA_LAG = Gauge(
+    "onyx_kafka_consumer_lag",
+    "Records a Kafka input's partition holds past the input's next offset (its end, as the "
+    "input last fetched it, less where it reads)",
+    ("task", "topic", "partition"),
+)
 SEGMENTS_OUT = Counter(
     "onyx_task_segments_out",
     "Segments a task's peers in this group sent on, or wrote out for an output",

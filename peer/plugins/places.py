@@ -67,6 +67,10 @@ class Place(Protocol):
         """The files of sealed epoch ``name``, relative to where they are published, read by
         its name alone; None if it is not staged (published already, or nothing sealed)."""
 
+    def read(self, name: str, relative: str) -> bytes:
+        """A file of sealed epoch ``name``, for a sink that publishes by sending what the epoch
+        holds elsewhere (peer.plugins.delivered)."""
+
     def publish(self, epochs: list[tuple[str, list[str]]]) -> None:
         """Put sealed epochs' files into view and remove what is left of them. Another peer
         publishing the same epoch at the same time is no error."""
@@ -159,6 +163,13 @@ class DirectoryPlace:
         """What is left of the epoch's own directory: a publish cut short renamed the rest."""
         staged = self._staging / name
         return files_under(staged) if staged.is_dir() else None
+
+    def read(self, name: str, relative: str) -> bytes:
+        path = self._staging / name / relative
+        try:
+            return path.read_bytes()
+        except OSError as e:
+            raise error(self._task, f"cannot read staged {str(path)!r}: {e.strerror}") from e
 
     def publish(self, epochs: list[tuple[str, list[str]]]) -> None:
         """Rename each file into view and remove each emptied staged directory, then make it
@@ -258,6 +269,10 @@ class StorePlace:
             raise error(self._task, f"the manifest {self._fs.unstrip_protocol(manifest)} is not a "
                                     "list of file names")  # fmt: skip
         return files
+
+    def read(self, name: str, relative: str) -> bytes:
+        staged = f"{self._staging}/{name}/{relative}"
+        return self._call("read", staged, lambda: self._fs.cat_file(staged))
 
     def publish(self, epochs: list[tuple[str, list[str]]]) -> None:
         for name, files in epochs:

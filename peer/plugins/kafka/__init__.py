@@ -1,0 +1,63 @@
+"""Kafka: an input reading a topic's partitions (peer.plugins.kafka.source), and outputs writing
+a topic at least once or exactly once (peer.plugins.kafka.sink), through librdkafka
+(confluent-kafka). Their params are typed and checked at submit (peer.plugins.kafka.settings).
+
+- ``peer.plugins.kafka:input``: a topic read from each partition's checkpointed offset.
+- ``peer.plugins.kafka:output``: records produced as segments come (at least once).
+- ``peer.plugins.kafka:exactly_once_output``: each committed epoch produced in one transaction
+  per slot; readers with ``isolation.level=read_committed`` see each record once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from peer.job.spec import Task
+from peer.plugins import checks_params, error
+from peer.plugins.kafka.settings import Sink, Source, parsed, settings
+from peer.plugins.kafka.sink import ExactlyOnceKafkaOutput, KafkaOutput
+from peer.plugins.kafka.source import KafkaInput, WatermarkedInput
+from peer.plugins.splits import Splits
+
+
+def _source(params: Mapping[str, Any]) -> None:
+    parsed(Source, params)
+
+
+def _sink(params: Mapping[str, Any]) -> None:
+    parsed(Sink, params)
+
+
+def _exactly_once(params: Mapping[str, Any]) -> None:
+    sink = parsed(Sink, params)
+    if not sink.transactional_id:
+        raise ValueError("transactional_id is required: the start of each slot's transactional "
+                         "id, stable for the life of the job")  # fmt: skip
+    if not sink.staging:
+        raise ValueError("staging is required: a directory or object store URL where each "
+                         "epoch's records wait for its commit")  # fmt: skip
+
+
+@checks_params(_source)
+def input(task: Task, slot: int, slots: int, *, splits: Splits) -> KafkaInput:
+    """The factory named ``peer.plugins.kafka:input``."""
+    source = settings(task, Source)
+    reader = KafkaInput if source.event_time is None else WatermarkedInput
+    return reader(task, source, splits)
+
+
+@checks_params(_sink)
+def output(task: Task, slot: int, slots: int) -> KafkaOutput:
+    """The factory named ``peer.plugins.kafka:output``."""
+    return KafkaOutput(task, settings(task, Sink))
+
+
+@checks_params(_exactly_once)
+def exactly_once_output(task: Task, slot: int, slots: int) -> ExactlyOnceKafkaOutput:
+    """The factory named ``peer.plugins.kafka:exactly_once_output``."""
+    try:
+        _exactly_once(task.params)
+    except ValueError as e:
+        raise error(task, str(e)) from None
+    return ExactlyOnceKafkaOutput(task, settings(task, Sink), slot)
