@@ -5,7 +5,8 @@
 # rollout tests' test-host rig needs (tests/infra/rig.py:
 # debootstrap, systemd-nspawn from systemd-container, dpkg-scanpackages from dpkg-dev, ssh), and the
 # Python environment in .venv, pinned by constraints.txt, with the extras the README's main job and the
-# tests need: spark (pyspark), deploy (ansible-core, ansible-lint) and test. Safe to run again: it only does what is
+# tests need: spark (pyspark), deploy (ansible-core, ansible-lint), connectors (confluent-kafka,
+# psycopg, nats-py) and test. Safe to run again: it only does what is
 # missing. Debian packages go in without recommends (systemd-container would otherwise pull in
 # libnss-mymachines, which rewrites /etc/nsswitch.conf).
 set -euo pipefail
@@ -20,6 +21,11 @@ command -v amtool >/dev/null 2>&1 || need_debs+=(prometheus-alertmanager)
 command -v systemd-nspawn >/dev/null 2>&1 || need_debs+=(systemd-container)
 command -v dpkg-scanpackages >/dev/null 2>&1 || need_debs+=(dpkg-dev)
 command -v ssh >/dev/null 2>&1 || need_debs+=(openssh-client)
+# The servers the connectors' tests start (peer/local_servers.py): PostgreSQL with wal2json for
+# its change capture, and NATS with JetStream.
+compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || need_debs+=(postgresql)
+compgen -G "/usr/lib/postgresql/*/lib/wal2json.so" >/dev/null || need_debs+=(postgresql-15-wal2json)
+command -v nats-server >/dev/null 2>&1 || need_debs+=(nats-server)
 if [ ${#need_debs[@]} -gt 0 ]; then
   echo "installing Debian packages: ${need_debs[*]}"
   sudo=""
@@ -49,7 +55,7 @@ if [ ! -x .venv/bin/python ] || ! python_ok .venv/bin/python; then
   rm -rf .venv
   "$(find_python)" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test,spark,deploy]' 2>&1 \
+.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test,spark,deploy,connectors]' 2>&1 \
   | grep -v "^WARNING: Location" || true
 # The editable install leaves the project's own modules uncompiled. Where PYTHONDONTWRITEBYTECODE
 # is set, every process started would compile them again (half a second of CPU each, and the tests

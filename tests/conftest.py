@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from peer.local_servers import S3, KafkaBroker, Nats, Postgres
 from peer.spark import session
 from tests.support import ObjectStore, PeerProcess, ZooKeeperServer
 
@@ -34,6 +35,43 @@ def object_store() -> Iterator[ObjectStore]:
         for name, value in server.env.items():
             patch.setenv(name, value)
         yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Iterator[KafkaBroker]:
+    """A Kafka-protocol broker for the session, its log in memory (tests that restart it make
+    their own, with ``kafka_on_s3``)."""
+    broker = KafkaBroker().start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def kafka_on_s3(object_store: ObjectStore) -> Iterator[KafkaBroker]:
+    """A broker of its own whose log is in the session's object store, so that a kill -9 and
+    a start keep it."""
+    bucket = f"kafka-{next(_tenancies)}"
+    object_store.filesystem().mkdir(bucket)
+    s3 = S3(object_store.endpoint, object_store.ACCESS_KEY, object_store.SECRET_KEY, bucket)
+    broker = KafkaBroker(s3=s3).start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """A PostgreSQL server for the session; each test makes its own tables (or database)."""
+    server = Postgres().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def nats() -> Iterator[Nats]:
+    """A NATS server with JetStream for the session; each test makes its own streams."""
+    server = Nats().start()
+    yield server
     server.stop()
 
 

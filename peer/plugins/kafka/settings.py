@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 import msgspec
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Message
 from pyrsistent import thaw
 
 from peer.job.spec import Task
@@ -170,3 +170,9 @@ def reason(e: KafkaException) -> str:
     """What librdkafka says went wrong."""
     failure = e.args[0] if e.args else None
     return failure.str() if isinstance(failure, KafkaError) else str(e)
+
+
+def located(message: Message) -> tuple[int, int]:
+    """A record's (or a partition end's) partition and offset, which librdkafka always sets
+    on those."""
+    return message.partition() or 0, message.offset() or 0

@@ -35,7 +35,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from peer.job.spec import Task
 from peer.plugins import Recovery, Sealing, error, where
 from peer.plugins.delivered import DeliveredPlace
-from peer.plugins.kafka.settings import Setting, Sink, client_config, reason
+from peer.plugins.kafka.settings import Setting, Sink, client_config, located, reason
 from peer.plugins.places import place_for
 from peer.plugins.staged import StagedEpochs
 from peer.storage import StorageError
@@ -327,7 +327,7 @@ class TransactionalDelivery:
                     if headers.get(EPOCH_HEADER) == mark:
                         seen.add(int(headers[SEQ_HEADER]))
                 elif failure.code() == KafkaError._PARTITION_EOF and _at_or_past(message, listed):
-                    left.discard(message.partition())
+                    left.discard(located(message)[0])
         reader.unassign()
         return seen
 
@@ -376,4 +376,5 @@ class TransactionalDelivery:
 
 def _at_or_past(end: Message, listed: dict[int, int]) -> bool:
     """Whether a partition's end a fetch found is at or past its end as listed."""
-    return end.offset() >= listed.get(end.partition(), 0)
+    partition, offset = located(end)
+    return offset >= listed.get(partition, 0)

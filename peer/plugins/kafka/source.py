@@ -41,7 +41,7 @@ from confluent_kafka import (
 from peer.job.spec import Task
 from peer.metrics import KAFKA_LAG
 from peer.plugins import PluginError, Recovery, error
-from peer.plugins.kafka.settings import Source, client_config, reason
+from peer.plugins.kafka.settings import Source, client_config, located, reason
 from peer.plugins.splits import Splits, pair
 from peer.values.epoch import Epoch
 
@@ -105,7 +105,7 @@ class KafkaInput:
             if failure is not None:
                 self._failed(message, failure)
                 continue
-            partition, offset = message.partition(), message.offset()
+            partition, offset = located(message)
             if offset < self.next.get(partition, 0) or partition in self.ended:
                 continue  # fetched before an assignment (read already), or past the end
             self.next[partition] = offset + 1
@@ -228,8 +228,8 @@ class KafkaInput:
         partition's end reached (where the broker's own fetch says it ends: a broker's listed
         offsets may lag behind it) ends its reading."""
         if failure.code() == KafkaError._PARTITION_EOF:
-            partition = message.partition()
-            self.ended.add(partition)  # type: ignore[arg-type]  # set on an end
+            partition = located(message)[0]
+            self.ended.add(partition)
             self.consumer.incremental_unassign([TopicPartition(self.settings.topic, partition)])
             return
         if failure.code() in _FATAL or failure.fatal():
@@ -313,7 +313,7 @@ class WatermarkedInput(KafkaInput):
     def _read(self, message: Message) -> Any:
         """The segment, its partition's latest event time moved on."""
         segment = self.decode(message)
-        p: int = message.partition()  # type: ignore[assignment]  # set on a record
+        p = located(message)[0]
         self.heard[p] = time.monotonic()
         t = self.time_of(message, segment)
         if t is not None and t > self.latest.get(p, -math.inf):
