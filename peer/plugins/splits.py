@@ -21,12 +21,16 @@ consecutive indices.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from peer.job.values import is_int
 from peer.state.key_groups import groups_of
+
+_GOLDEN = (1 + 5**0.5) / 2
 
 Position = tuple[int, int]
 """A split's next item index and where the source resumes at it."""
@@ -47,6 +51,25 @@ class Splits:
     def whole(self) -> bool:
         """Whether this slot owns every split: it reads the whole source."""
         return len(self.owned) == self.total
+
+
+def split_of(shard: int, total: int) -> int:
+    """The split of a source's ``shard`` (a Kafka topic's partition): shards are few, and
+    numbered from 0, so they are spread over the ``total`` splits by a stride near ``total``
+    over the golden ratio, coprime with it (each shard below ``total`` a split of its own). Any
+    range of slots then holds its share of them, whatever their number, and a shard's split
+    depends on ``total`` alone, so a shard added later takes a split no other held."""
+    return shard * _stride(total) % total
+
+
+@functools.cache
+def _stride(total: int) -> int:
+    near = round(total / _GOLDEN)
+    for step in range(total + 1):
+        for candidate in (near - step, near + step):
+            if 0 < candidate and math.gcd(candidate, total) == 1:
+                return candidate
+    return 1
 
 
 def gather(held: Mapping[int, Any], old: int, owned: range, total: int) -> list[list[int]]:

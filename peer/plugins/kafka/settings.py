@@ -176,3 +176,16 @@ def located(message: Message) -> tuple[int, int]:
     """A record's (or a partition end's) partition and offset, which librdkafka always sets
     on those."""
     return message.partition() or 0, message.offset() or 0
+
+
+def partitions_of(metadata: Any, topic: str) -> list[int]:
+    """The partitions of ``topic`` in a metadata answer; a ValueError says why there are none
+    (it does not exist, or the broker's own reason)."""
+    found = metadata.topics.get(topic)
+    if found is None or (found.error is None and not found.partitions):
+        raise ValueError("it does not exist")
+    if found.error is not None:
+        if found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise ValueError("it does not exist")
+        raise ValueError(found.error.str())
+    return sorted(found.partitions)

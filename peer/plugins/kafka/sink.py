@@ -35,7 +35,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from peer.job.spec import Task
 from peer.plugins import Recovery, Sealing, error, where
 from peer.plugins.delivered import DeliveredPlace
-from peer.plugins.kafka.settings import Setting, Sink, client_config, located, reason
+from peer.plugins.kafka.settings import Setting, Sink, client_config, located, partitions_of, reason
 from peer.plugins.places import place_for
 from peer.plugins.staged import StagedEpochs
 from peer.storage import StorageError
@@ -254,6 +254,7 @@ class TransactionalDelivery:
         self.close()
         self.producer = Producer({**producer_config(self.settings, self.config),
                                   "transactional.id": self.id})  # fmt: skip
+        self._partitions()  # the topic is there: a missing one is named now, not at a commit
         self._call("start its transactions", lambda: self.producer.init_transactions(
             self.settings.timeout))  # fmt: skip
 
@@ -342,11 +343,10 @@ class TransactionalDelivery:
         topic = self.settings.topic
         metadata = self._call("read the topic's metadata", lambda: self._reader().list_topics(
             topic, timeout=self.settings.timeout))  # fmt: skip
-        found = metadata.topics.get(topic)
-        if found is None or found.error is not None or not found.partitions:
-            why = "it does not exist" if found is None or found.error is None else found.error.str()
-            raise error(self.task, f"topic {topic!r} on {self.settings.bootstrap}: {why}")
-        return sorted(found.partitions)
+        try:
+            return partitions_of(metadata, topic)
+        except ValueError as e:
+            raise error(self.task, f"topic {topic!r} on {self.settings.bootstrap}: {e}") from None
 
     def _bounds(self, partition: int) -> tuple[int, int]:
         tp = TopicPartition(self.settings.topic, partition)

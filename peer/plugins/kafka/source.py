@@ -1,12 +1,13 @@
 """A Kafka input: a topic's partitions shared among the input task's slots, each partition's
 offset in the checkpoint.
 
-It splits its share (peer.plugins.splits): partition p is split p, so slot s of n reads the
-partitions of the splits it owns, and a checkpointed job's input may run on another number of
-peers after a restore, each partition going on from its offset wherever it now is. A topic may
-have at most as many partitions as the task's ``max_parallelism``. Its checkpoint holds, for each
-split it owns, ``[offset, offset]``: the partition's next offset (``[0, 0]`` for a split with no
-partition, so a partition added later is read from its start).
+It splits its share (peer.plugins.splits): partition p is in split ``split_of(p, S)`` (the
+partitions spread over the S splits, so that any range of slots holds its share of them), slot
+s of n reads the partitions of the splits it owns, and a checkpointed job's input may run on
+another number of peers after a restore, each partition going on from its offset wherever it now
+is. A topic may have at most as many partitions as the task's ``max_parallelism``. Its checkpoint
+holds, for each split it owns, ``[offset, offset]``: its partition's next offset (``[0, 0]`` for
+a split with no partition, so a partition added later is read from its start).
 
 The broker is read through librdkafka, whose own thread fetches: ``poll`` takes what has come,
 never waits. The positions that count are the checkpoint's; with a ``group``, those of each
@@ -41,8 +42,8 @@ from confluent_kafka import (
 from peer.job.spec import Task
 from peer.metrics import KAFKA_LAG
 from peer.plugins import PluginError, Recovery, error
-from peer.plugins.kafka.settings import Source, client_config, located, reason
-from peer.plugins.splits import Splits, pair
+from peer.plugins.kafka.settings import Source, client_config, located, partitions_of, reason
+from peer.plugins.splits import Splits, pair, split_of
 from peer.values.epoch import Epoch
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,8 @@ class KafkaInput:
         self.task, self.settings, self.splits = task, settings, splits
         self.config = client_config(task, settings)
         self.consumer: Any = None
+        self.held: dict[int, int] = {}
+        """The partition of each owned split that has one (peer.plugins.splits.split_of)."""
         self.partitions: list[int] = []
         self.next: dict[int, int] = {}
         """Each owned partition's next offset."""
@@ -86,7 +89,9 @@ class KafkaInput:
             raise self._error(f"topic {s.topic!r} has {count} partitions, more than the task's "
                               f"max_parallelism {self.splits.total}: raise max_parallelism to at "
                               "least the partition count")  # fmt: skip
-        self.partitions = [p for p in self.splits.owned if p < count]
+        owned, total = self.splits.owned, self.splits.total
+        self.held = {split: p for p in range(count) if (split := split_of(p, total)) in owned}
+        self.partitions = sorted(self.held.values())
         restored = self._restored(recovery.checkpoint)
         self.next = {p: restored[p] if restored else self._start(p) for p in self.partitions}
         self.ended = set()
@@ -127,7 +132,8 @@ class KafkaInput:
 
     def checkpoint(self, epoch: Epoch) -> list[list[int]]:
         self.positions[epoch] = dict(self.next)
-        return [[self.next.get(split, 0)] * 2 for split in self.splits.owned]
+        held, at = self.held, self.next
+        return [[at[held[split]]] * 2 if split in held else [0, 0] for split in self.splits.owned]
 
     def completed(self) -> bool:
         return self.settings.stop_at_end and len(self.ended) == len(self.partitions)
@@ -166,15 +172,14 @@ class KafkaInput:
     def _partition_count(self) -> int:
         s = self.settings
         try:
-            topics = self.consumer.list_topics(s.topic, timeout=s.timeout).topics
+            metadata = self.consumer.list_topics(s.topic, timeout=s.timeout)
         except KafkaException as e:
             raise self._error(f"cannot read the metadata of topic {s.topic!r} from "
                               f"{s.bootstrap}: {reason(e)}") from None  # fmt: skip
-        found = topics.get(s.topic)
-        if found is None or found.error is not None or not found.partitions:
-            why = "it does not exist" if found is None or found.error is None else found.error.str()
-            raise self._error(f"topic {s.topic!r} on {s.bootstrap}: {why}")
-        return len(found.partitions)
+        try:
+            return len(partitions_of(metadata, s.topic))
+        except ValueError as e:
+            raise self._error(f"topic {s.topic!r} on {s.bootstrap}: {e}") from None
 
     def _restored(self, checkpoint: Any) -> dict[int, int] | None:
         """Each owned partition's offset from the checkpoint, checked; None without one."""
@@ -189,9 +194,10 @@ class KafkaInput:
         for split, at in zip(owned, checkpoint, strict=True):
             position = pair(at)
             if position is None:
-                raise self._error(f"checkpoint of partition {split} must be [offset, offset] "
+                raise self._error(f"checkpoint of split {split} must be [offset, offset] "
                                   f"(ints >= 0), got {at!r:.100}")  # fmt: skip
-            offsets[split] = position[0]
+            if split in self.held:
+                offsets[self.held[split]] = position[0]
         return offsets
 
     def _start(self, partition: int) -> int:
