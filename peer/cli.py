@@ -25,7 +25,7 @@ from typing import NoReturn
 
 from prometheus_client import REGISTRY
 
-from peer import __version__, api, config, endpoints, log_output, metrics, systemd
+from peer import __version__, api, config, endpoints, local_servers, log_output, metrics, systemd
 from peer.cluster import member
 from peer.cluster.coordination import Coordination
 from peer.cluster.group import GroupConfig, Incarnation, PeerGroup, new_id
@@ -753,6 +753,26 @@ def build_parser() -> argparse.ArgumentParser:
     _log_args(run, "warning")
     run.set_defaults(handler=run_local)
 
+    servers = commands.add_parser(
+        "servers",
+        help="run Kafka, PostgreSQL and NATS on this machine, for trying the connectors",
+        description="Run the servers the connectors reach, on 127.0.0.1, until Ctrl-C: a "
+        "Kafka-protocol broker\n(its log in memory), PostgreSQL (user and password onyx) and "
+        "NATS with JetStream.\nPostgreSQL's and JetStream's data stay in DIR for the next run.",
+    )
+    servers.add_argument(
+        "names", nargs="*", type=server_name, metavar="SERVER",
+        help=f"which to run, of {', '.join(SERVERS)} (default: all)",
+    )  # fmt: skip
+    servers.add_argument(
+        "--dir", type=Path, default=Path(".onyx-servers"), metavar="DIR",
+        help="where their data lives, a directory each",
+    )  # fmt: skip
+    servers.add_argument("--kafka-port", type=port_number, default=9092, metavar="PORT")
+    servers.add_argument("--postgres-port", type=port_number, default=5433, metavar="PORT")
+    servers.add_argument("--nats-port", type=port_number, default=4222, metavar="PORT")
+    servers.set_defaults(handler=run_servers)
+
     inventory = commands.add_parser(
         "inventory", help="turn `terraform output -json` into the Ansible YAML inventory"
     )
@@ -940,6 +960,56 @@ def _stopper(store: api.ZooKeeperStore, group: PeerGroup) -> Callable[..., None]
         group.stop()
 
     return stop
+
+
+SERVERS = ("kafka", "postgres", "nats")
+
+
+def server_name(text: str) -> str:
+    if text not in SERVERS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(SERVERS)}")
+    return text
+
+
+def run_servers(args: argparse.Namespace) -> int:
+    """The servers asked for, each in ``--dir/<name>``, until SIGINT or SIGTERM; each line
+    printed says where one answers."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    started: list[local_servers.Server] = []
+    try:
+        for name in args.names or SERVERS:
+            server = _local_server(name, args)
+            started.append(server)
+            print(f"{name}: {_address(server)}", flush=True)
+        print("running until Ctrl-C", flush=True)
+        stop.wait()
+    except local_servers.ServerError as e:
+        _error(str(e))
+        return 1
+    finally:
+        for server in reversed(started):
+            server.stop()
+    return 0
+
+
+def _local_server(name: str, args: argparse.Namespace) -> local_servers.Server:
+    where = args.dir.resolve() / name
+    if name == "kafka":
+        return local_servers.KafkaBroker(where, args.kafka_port).start()
+    if name == "postgres":
+        return local_servers.Postgres(where, args.postgres_port).start()
+    return local_servers.Nats(where, args.nats_port).start()
+
+
+def _address(server: local_servers.Server) -> str:
+    if isinstance(server, local_servers.KafkaBroker):
+        return server.bootstrap
+    if isinstance(server, local_servers.Postgres):
+        return server.dsn
+    assert isinstance(server, local_servers.Nats)
+    return server.url
 
 
 def media_driver(args: argparse.Namespace) -> int:

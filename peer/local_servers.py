@@ -92,17 +92,36 @@ class Process:
             self.process.kill()
             self.process.wait()
 
+    def end(self, number: int) -> None:
+        """Asked to stop with signal ``number``; killed if it has not within 10 s."""
+        if self.process is None:
+            return
+        self.process.send_signal(signal.SIGCONT)
+        self.process.send_signal(number)
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
 
 class Server:
     """What the servers share: a directory, a process, kill, pause, resume and stop."""
 
     name = "server"
+    stop_signal = signal.SIGTERM
+    """How the server is asked to stop cleanly."""
 
-    def __init__(self, directory: Path | None = None) -> None:
+    def __init__(self, directory: Path | None = None, port: int | None = None) -> None:
         self.owned = directory is None
         self.dir: Path = directory or Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
         self.dir.mkdir(parents=True, exist_ok=True)
         self.proc = Process(self.name, self.dir)
+        self.port = free_port() if port is None else port
+
+    def _check_port(self) -> None:
+        """A port given that something else holds is named before the server fails on it."""
+        if _answers(self.port):
+            raise ServerError(f"{self.name}: port {self.port} is in use on 127.0.0.1")
 
     def kill(self) -> None:
         """kill -9: what it made durable stays for ``start``."""
@@ -116,8 +135,8 @@ class Server:
         self.proc.signal(signal.SIGCONT)
 
     def stop(self) -> None:
-        """Killed, and its directory removed if it made it."""
-        self.proc.kill()
+        """Stopped cleanly, and its directory removed if it made it."""
+        self.proc.end(self.stop_signal)
         if self.owned:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -146,9 +165,9 @@ class KafkaBroker(Server):
 
     name = "kafka"
 
-    def __init__(self, directory: Path | None = None, s3: S3 | None = None) -> None:
-        super().__init__(directory)
-        self.port = free_port()
+    def __init__(self, directory: Path | None = None, port: int | None = None,
+                 s3: S3 | None = None) -> None:  # fmt: skip
+        super().__init__(directory, port)
         self.s3 = s3
 
     @property
@@ -156,6 +175,7 @@ class KafkaBroker(Server):
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> KafkaBroker:
+        self._check_port()
         url = f"tcp://127.0.0.1:{self.port}"
         env = {"RUST_LOG": "warn"}
         storage = "memory://tansu/"
@@ -186,11 +206,12 @@ class Postgres(Server):
     ``postgres`` user when this process is root, which PostgreSQL requires."""
 
     name = "postgres"
+    stop_signal = signal.SIGINT  # a fast shutdown: open sessions are ended, not waited for
     USER = PASSWORD = "onyx"
 
-    def __init__(self, directory: Path | None = None, settings: Mapping[str, str] | None = None):
-        super().__init__(directory)
-        self.port = free_port()
+    def __init__(self, directory: Path | None = None, port: int | None = None,
+                 settings: Mapping[str, str] | None = None) -> None:  # fmt: skip
+        super().__init__(directory, port)
         self.settings = dict(settings or {})
         self.user = "postgres" if os.geteuid() == 0 else None
 
@@ -199,6 +220,7 @@ class Postgres(Server):
         return f"postgresql://{self.USER}:{self.PASSWORD}@127.0.0.1:{self.port}/postgres"
 
     def start(self) -> Postgres:
+        self._check_port()
         data = self.dir / "data"
         binaries = postgres_bin()
         if self.user is not None:
@@ -239,15 +261,12 @@ class Nats(Server):
 
     name = "nats"
 
-    def __init__(self, directory: Path | None = None) -> None:
-        super().__init__(directory)
-        self.port = free_port()
-
     @property
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"
 
     def start(self) -> Nats:
+        self._check_port()
         binary = shutil.which("nats-server")
         if binary is None:
             raise ServerError("nats-server is not installed: apt-get install nats-server "
