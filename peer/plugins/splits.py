@@ -22,15 +22,12 @@ consecutive indices.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from peer.job.values import is_int
 from peer.state.key_groups import groups_of
-
-_GOLDEN = (1 + 5**0.5) / 2
 
 Position = tuple[int, int]
 """A split's next item index and where the source resumes at it."""
@@ -53,23 +50,36 @@ class Splits:
         return len(self.owned) == self.total
 
 
-def split_of(shard: int, total: int) -> int:
-    """The split of a source's ``shard`` (a Kafka topic's partition): shards are few, and
-    numbered from 0, so they are spread over the ``total`` splits by a stride near ``total``
-    over the golden ratio, coprime with it (each shard below ``total`` a split of its own). Any
-    range of slots then holds its share of them, whatever their number, and a shard's split
-    depends on ``total`` alone, so a shard added later takes a split no other held."""
-    return shard * _stride(total) % total
-
-
 @functools.cache
-def _stride(total: int) -> int:
-    near = round(total / _GOLDEN)
-    for step in range(total + 1):
-        for candidate in (near - step, near + step):
-            if 0 < candidate and math.gcd(candidate, total) == 1:
-                return candidate
-    return 1
+def shard_splits(total: int, first: int) -> tuple[int, ...]:
+    """The split of each of a source's shards (a Kafka topic's partitions), numbered from 0,
+    when the source had ``first`` of them as its job started: those are spread evenly over the
+    ``total`` splits, shard p where slot p of ``first`` slots starts, so that any number of slots
+    holds its share of them (one each, on as many slots as shards);
+    shards added later go halfway between, then a quarter of the way, and so on (probing on to
+    the next free split where two would meet), so that a shard's split never moves while the job
+    lives. Each of the ``total`` shards at most has a split of its own."""
+    if not 0 < first <= total:
+        raise ValueError(f"{first} shards at the start, for {total} splits")
+    taken: list[int] = []
+    used: set[int] = set()
+    for shard in range(total):
+        split = _placed(shard, total, first)
+        while split in used:
+            split = (split + 1) % total
+        used.add(split)
+        taken.append(split)
+    return tuple(taken)
+
+
+def _placed(shard: int, total: int, first: int) -> int:
+    """Where ``shard`` would go if nothing were there: on the first shards' grid, or between."""
+    if shard < first:
+        return -(-shard * total // first)  # where slot ``shard`` of ``first`` starts
+    level = first
+    while shard >= 2 * level:
+        level *= 2
+    return -(-((shard - level) * 2 + 1) * total // (2 * level)) % total
 
 
 def gather(held: Mapping[int, Any], old: int, owned: range, total: int) -> list[list[int]]:

@@ -1,13 +1,15 @@
 """A Kafka input: a topic's partitions shared among the input task's slots, each partition's
 offset in the checkpoint.
 
-It splits its share (peer.plugins.splits): partition p is in split ``split_of(p, S)`` (the
-partitions spread over the S splits, so that any range of slots holds its share of them), slot
-s of n reads the partitions of the splits it owns, and a checkpointed job's input may run on
-another number of peers after a restore, each partition going on from its offset wherever it now
-is. A topic may have at most as many partitions as the task's ``max_parallelism``. Its checkpoint
-holds, for each split it owns, ``[offset, offset]``: its partition's next offset (``[0, 0]`` for
-a split with no partition, so a partition added later is read from its start).
+It splits its share (peer.plugins.splits): the partitions are spread over the S splits
+(``shard_splits``: evenly for those the topic had when the job started, so that any number of
+slots holds its share of them, and those added later in between), slot s of n reads the
+partitions of the splits it owns, and a checkpointed job's input may run on another number of
+peers after a restore, each partition going on from its offset wherever it now is. A topic may
+have at most as many partitions as the task's ``max_parallelism``. Its checkpoint holds, for each
+split it owns, ``[offset, partitions]``: its partition's next offset (0 for a split with none
+yet, so a partition added later is read from its start), and the partition count the job
+started with, which fixes where each partition's split is.
 
 The broker is read through librdkafka, whose own thread fetches: ``poll`` takes what has come,
 never waits. The positions that count are the checkpoint's; with a ``group``, those of each
@@ -43,7 +45,7 @@ from peer.job.spec import Task
 from peer.metrics import KAFKA_LAG
 from peer.plugins import PluginError, Recovery, error
 from peer.plugins.kafka.settings import Source, client_config, located, partitions_of, reason
-from peer.plugins.splits import Splits, pair, split_of
+from peer.plugins.splits import Splits, pair, shard_splits
 from peer.values.epoch import Epoch
 
 log = logging.getLogger(__name__)
@@ -62,7 +64,9 @@ class KafkaInput:
         self.config = client_config(task, settings)
         self.consumer: Any = None
         self.held: dict[int, int] = {}
-        """The partition of each owned split that has one (peer.plugins.splits.split_of)."""
+        """The partition of each owned split that has one (peer.plugins.splits.shard_splits)."""
+        self.first = 0
+        """The topic's partition count when the job started: where its partitions' splits are."""
         self.partitions: list[int] = []
         self.next: dict[int, int] = {}
         """Each owned partition's next offset."""
@@ -89,11 +93,15 @@ class KafkaInput:
             raise self._error(f"topic {s.topic!r} has {count} partitions, more than the task's "
                               f"max_parallelism {self.splits.total}: raise max_parallelism to at "
                               "least the partition count")  # fmt: skip
-        owned, total = self.splits.owned, self.splits.total
-        self.held = {split: p for p in range(count) if (split := split_of(p, total)) in owned}
+        positions = self._positions(recovery.checkpoint)
+        self.first = positions[0][1] if positions else count
+        owned, placed = self.splits.owned, shard_splits(self.splits.total, self.first)
+        self.held = {placed[p]: p for p in range(count) if placed[p] in owned}
         self.partitions = sorted(self.held.values())
-        restored = self._restored(recovery.checkpoint)
-        self.next = {p: restored[p] if restored else self._start(p) for p in self.partitions}
+        self.next = {p: self._start(p) for p in self.partitions}
+        for split, (offset, _) in zip(owned, positions, strict=False):
+            if split in self.held:
+                self.next[self.held[split]] = offset
         self.ended = set()
         self.consumer.incremental_assign(
             [TopicPartition(s.topic, p, self.next[p]) for p in self.partitions]
@@ -132,8 +140,8 @@ class KafkaInput:
 
     def checkpoint(self, epoch: Epoch) -> list[list[int]]:
         self.positions[epoch] = dict(self.next)
-        held, at = self.held, self.next
-        return [[at[held[split]]] * 2 if split in held else [0, 0] for split in self.splits.owned]
+        held, at, first = self.held, self.next, self.first
+        return [[at[held[split]] if split in held else 0, first] for split in self.splits.owned]
 
     def completed(self) -> bool:
         return self.settings.stop_at_end and len(self.ended) == len(self.partitions)
@@ -181,24 +189,22 @@ class KafkaInput:
         except ValueError as e:
             raise self._error(f"topic {s.topic!r} on {s.bootstrap}: {e}") from None
 
-    def _restored(self, checkpoint: Any) -> dict[int, int] | None:
-        """Each owned partition's offset from the checkpoint, checked; None without one."""
+    def _positions(self, checkpoint: Any) -> list[tuple[int, int]]:
+        """Each owned split's ``(offset, partitions at the job's start)`` from the checkpoint,
+        checked; none without one."""
         if checkpoint is None:
-            return None
+            return []
         owned = self.splits.owned
         if not (isinstance(checkpoint, list | tuple) and len(checkpoint) == len(owned)):
-            raise self._error(f"checkpoint must hold one [offset, offset] for each of the "
+            raise self._error(f"checkpoint must hold one [offset, partitions] for each of the "
                               f"splits {owned.start}..{owned.stop - 1}, got "
                               f"{checkpoint!r:.200}")  # fmt: skip
-        offsets = {}
-        for split, at in zip(owned, checkpoint, strict=True):
-            position = pair(at)
-            if position is None:
-                raise self._error(f"checkpoint of split {split} must be [offset, offset] "
-                                  f"(ints >= 0), got {at!r:.100}")  # fmt: skip
-            if split in self.held:
-                offsets[self.held[split]] = position[0]
-        return offsets
+        positions = [pair(at) for at in checkpoint]
+        firsts = {position[1] for position in positions if position is not None}
+        if None in positions or len(firsts) != 1 or not 0 < min(firsts) <= self.splits.total:
+            raise self._error(f"checkpoint must hold [offset, partitions] (ints >= 0, the same "
+                              f"partition count in each), got {checkpoint!r:.200}")  # fmt: skip
+        return [position for position in positions if position is not None]
 
     def _start(self, partition: int) -> int:
         """Where a partition with no checkpoint starts: its low or high watermark, or the
