@@ -227,6 +227,11 @@ class Postgres(Server):
             owner = pwd.getpwnam(self.user)
             for path in (self.dir, *self.dir.rglob("*")):
                 os.chown(path, owner.pw_uid, owner.pw_gid)
+            reach = subprocess.run(["test", "-w", str(self.dir)], user=self.user, check=False)
+            if reach.returncode != 0:
+                raise ServerError(f"postgres: run as user {self.user} (root may not run it), "
+                                  f"which cannot reach {self.dir}: choose a directory whose "
+                                  "parents others may enter")  # fmt: skip
         if not (data / "PG_VERSION").exists():
             password = self.dir / "password"
             password.write_text(self.PASSWORD)

@@ -15,9 +15,10 @@ from typing import Any
 
 from peer.job.spec import Task
 from peer.plugins import checks_params, error
-from peer.plugins.kafka.settings import Sink, Source, parsed, settings
+from peer.plugins.kafka.settings import Sink, Source
 from peer.plugins.kafka.sink import ExactlyOnceKafkaOutput, KafkaOutput
 from peer.plugins.kafka.source import KafkaInput, WatermarkedInput
+from peer.plugins.params import parsed, settings
 from peer.plugins.splits import Splits
 
 

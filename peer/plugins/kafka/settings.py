@@ -1,32 +1,19 @@
-"""What a Kafka task's params say, as typed values, checked when the job is submitted: where the
-broker is, the client settings passed through to librdkafka, and the secrets those settings
-reference by name.
-
-A secret (a SASL password, a TLS key's passphrase) is never written in a job: the job names it,
-``secrets: {"sasl.password": "kafka"}``, and each member reads its value from its own
-environment, ``ONYX_SECRET_KAFKA`` (the peer role's environment file puts it there, as it puts
-the object store's credentials). So no secret is ever in the log, a checkpoint or a message;
-only variables of that prefix can be named, so a job cannot send a member's other credentials to
-a broker of its choosing.
+"""What a Kafka task's params say, as typed values checked when the job is submitted
+(peer.plugins.params): where the broker is, the client settings passed through to librdkafka,
+and the secrets those settings reference by name.
 """
 
 from __future__ import annotations
 
-import os
-import re
-from collections.abc import Mapping
 from typing import Any, Literal
 
 import msgspec
 from confluent_kafka import KafkaError, KafkaException, Message
-from pyrsistent import thaw
 
 from peer.job.spec import Task
-from peer.plugins import error
+from peer.plugins.params import check_secret_names, secret_values
 
-SECRET_PREFIX = "ONYX_SECRET_"
 Setting = str | int | float | bool
-_SECRET_NAME = re.compile(r"[A-Za-z0-9_]{1,100}")
 _OWN = frozenset({"bootstrap.servers", "group.id", "enable.auto.commit", "isolation.level",
                   "transactional.id", "enable.idempotence", "enable.partition.eof"})  # fmt: skip
 """Settings the connectors choose themselves, as exactly-once needs them."""
@@ -52,10 +39,7 @@ class Client(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=Tr
         for key in sorted(self.config):
             if key in _OWN:
                 raise ValueError(f"config.{key} is the connector's own to set")
-        for key, name in sorted(self.secrets.items()):
-            if not _SECRET_NAME.fullmatch(name):
-                raise ValueError(f"secrets.{key} must name a variable by letters, digits and "
-                                 f"'_' (read as {SECRET_PREFIX}<name>), got {name!r}")  # fmt: skip
+        check_secret_names(self.secrets)
         if not 0 < self.timeout <= 3600:
             raise ValueError(f"timeout must be in (0, 3600] seconds, got {self.timeout!r}")
 
@@ -130,40 +114,11 @@ class Sink(Client, kw_only=True, frozen=True, forbid_unknown_fields=True):
             raise ValueError("topic must be a topic's name")
 
 
-def parsed[T](kind: type[T], params: Mapping[str, Any]) -> T:
-    """``params`` as ``kind``; a ValueError names the param that is wrong."""
-    try:
-        return msgspec.convert(thaw(params), kind, strict=False)
-    except msgspec.ValidationError as e:
-        raise ValueError(f"params: {_located(str(e))}") from None
-
-
-def _located(message: str) -> str:
-    """msgspec's ``... - at `$.field``` as ``field: ...``."""
-    text, _, at = message.partition(" - at `$.")
-    return f"{at.rstrip('`')}: {text}" if at else message
-
-
-def settings[T](task: Task, kind: type[T]) -> T:
-    """The task's params as ``kind``, or a PluginError naming the task and the param."""
-    try:
-        return parsed(kind, task.params)
-    except ValueError as e:
-        raise error(task, str(e)) from None
-
-
 def client_config(task: Task, client: Client) -> dict[str, Setting]:
     """librdkafka's settings: the job's, its secrets read from this member's environment, and
     the broker. A secret not set here is an error that names the variable, never a value."""
-    config: dict[str, Setting] = {**client.config, "bootstrap.servers": client.bootstrap}
-    for key, name in sorted(client.secrets.items()):
-        variable = SECRET_PREFIX + name
-        value = os.environ.get(variable)
-        if value is None:
-            raise error(task, f"secrets.{key} names {variable}, which this member's environment "
-                              "does not set")  # fmt: skip
-        config[key] = value
-    return config
+    return {**client.config, "bootstrap.servers": client.bootstrap,
+            **secret_values(task, client.secrets)}  # fmt: skip
 
 
 def reason(e: KafkaException) -> str:

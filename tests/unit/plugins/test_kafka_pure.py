@@ -8,8 +8,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from peer.plugins import PluginError
-from peer.plugins.kafka.settings import Sink, Source, client_config, parsed
+from peer.plugins.kafka.settings import Sink, Source, client_config
 from peer.plugins.kafka.sink import Encoder
+from peer.plugins.params import parsed
 from peer.plugins.splits import Splits, shard_splits
 from tests.unit.plugins.plugin_fixtures import task
 
