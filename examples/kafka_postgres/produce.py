@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import random
+from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 from confluent_kafka import Producer
@@ -25,6 +27,14 @@ TABLE = """CREATE TABLE IF NOT EXISTS page_views_per_minute (
     PRIMARY KEY (page, minute))"""
 
 
+def views(count: int) -> Iterator[dict[str, Any]]:
+    """The views, the same every time: a page and a user drawn for each, 36 ms apart."""
+    rng = random.Random(7)
+    for n in range(count):
+        page = rng.choice(PAGES)
+        yield {"page": page, "user": f"u{rng.randrange(5000)}", "ts": START_MS + n * 36}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--views", type=int, default=100_000)
@@ -33,14 +43,11 @@ def main() -> None:
     if TOPIC not in admin.list_topics(timeout=10).topics:
         for done in admin.create_topics([NewTopic(TOPIC, 4, 1)]).values():
             done.result(30)
-    rng = random.Random(7)
     producer = Producer({"bootstrap.servers": BOOTSTRAP, "linger.ms": 5})
-    for n in range(args.views):
-        page = rng.choice(PAGES)
-        view = {"page": page, "user": f"u{rng.randrange(5000)}", "ts": START_MS + n * 36}
+    for view in views(args.views):
         while True:
             try:
-                producer.produce(TOPIC, json.dumps(view).encode(), page.encode())
+                producer.produce(TOPIC, json.dumps(view).encode(), view["page"].encode())
                 break
             except BufferError:
                 producer.poll(0.1)

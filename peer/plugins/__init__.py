@@ -39,6 +39,7 @@ from peer.job.imports import ImportPathError, resolve, takes_splits
 from peer.job.spec import DEFAULT_MAX_PARALLELISM, Task
 from peer.job.values import is_int
 from peer.plugins.splits import Splits
+from peer.storage import StorageError
 from peer.values.columnar import Batch
 from peer.values.epoch import Epoch
 
@@ -283,3 +284,13 @@ def _call(factory: Callable[..., Any], task: Task, slot: int, slots: int) -> Any
 
 def _methods(protocol: type) -> list[str]:
     return [name for name, value in vars(protocol).items() if callable(value) and name[0] != "_"]
+
+
+def out_of_reach(task: Task, recovery: Recovery, message: str) -> Exception:
+    """What a plugin raises when its server is out of reach as it starts: before the job has
+    committed an epoch, a PluginError, which kills the job naming the server (most likely the
+    job names a wrong one); once it has, a StorageError, which rolls the job back to try again
+    (the server is restarting, say), as a checkpoint store out of reach does."""
+    if recovery.committed is None:
+        return error(task, message)
+    return StorageError(f"{where(task)}: {message}")

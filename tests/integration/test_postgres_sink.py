@@ -238,15 +238,9 @@ def _ready(servers: subprocess.Popen[str], lines: list[str]) -> bool:
 
 
 def expected_views(count: int) -> list[tuple[str, int, int]]:
-    """The example's views, made again here as its producer makes them, counted per page and
-    minute: the oracle of the job."""
-    rng = example.random.Random(7)
-    counts: collections.Counter[tuple[str, int]] = collections.Counter()
-    for n in range(count):
-        page = rng.choice(example.PAGES)
-        rng.randrange(5000)
-        ts = example.START_MS + n * 36
-        counts[(page, ts - ts % 60000)] += 1
+    """The example's views counted per page and minute: the oracle of the job."""
+    counts = collections.Counter((v["page"], v["ts"] - v["ts"] % 60000)
+                                 for v in example.views(count))  # fmt: skip
     return sorted((page, minute, views) for (page, minute), views in counts.items())
 
 

@@ -33,7 +33,7 @@ import msgpack
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from peer.job.spec import Task
-from peer.plugins import Recovery, Sealing, error, where
+from peer.plugins import Recovery, Sealing, error, out_of_reach, where
 from peer.plugins.delivered import DeliveredPlace
 from peer.plugins.kafka.settings import Setting, Sink, client_config, located, partitions_of, reason
 from peer.plugins.places import place_for
@@ -189,7 +189,7 @@ class ExactlyOnceKafkaOutput:
         """Fence the slot's earlier producer, then deliver what the committed checkpoint
         names."""
         self._close_file()
-        self.delivery.start()
+        self.delivery.start(recovery)
         self.epochs.recover(recovery)
 
     def prepare(self, segments: Batch) -> None:
@@ -249,14 +249,19 @@ class TransactionalDelivery:
         self.producer: Any = None
         self.reader: Any = None
 
-    def start(self) -> None:
-        """A new producer under the slot's transactional id, fencing any other still alive."""
+    def start(self, recovery: Recovery) -> None:
+        """A new producer under the slot's transactional id, fencing any other still alive;
+        the topic checked, so that a missing one is named now, not at a commit."""
         self.close()
         self.producer = Producer({**producer_config(self.settings, self.config),
                                   "transactional.id": self.id})  # fmt: skip
-        self._partitions()  # the topic is there: a missing one is named now, not at a commit
-        self._call("start its transactions", lambda: self.producer.init_transactions(
-            self.settings.timeout))  # fmt: skip
+        try:
+            self._partitions()
+            self._call("start its transactions", lambda: self.producer.init_transactions(
+                self.settings.timeout))  # fmt: skip
+        except StorageError as e:
+            raise out_of_reach(self.task, recovery, str(e).removeprefix(
+                f"{where(self.task)}: ")) from None  # fmt: skip
 
     def mark_ends(self, temp: Any, name: str) -> None:
         """At the seal: the topic's partitions' ends, where this epoch's records can start."""

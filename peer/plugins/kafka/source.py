@@ -43,7 +43,7 @@ from confluent_kafka import (
 
 from peer.job.spec import Task
 from peer.metrics import KAFKA_LAG
-from peer.plugins import PluginError, Recovery, error
+from peer.plugins import PluginError, Recovery, error, out_of_reach
 from peer.plugins.kafka.settings import Source, client_config, located, partitions_of, reason
 from peer.plugins.splits import Splits, pair, shard_splits
 from peer.values.epoch import Epoch
@@ -88,7 +88,7 @@ class KafkaInput:
             "enable.auto.commit": False, "enable.partition.eof": s.stop_at_end,
             "isolation.level": "read_committed", "error_cb": self._client_error,
         })  # fmt: skip
-        count = self._partition_count()
+        count = self._partition_count(recovery)
         if count > self.splits.total:
             raise self._error(f"topic {s.topic!r} has {count} partitions, more than the task's "
                               f"max_parallelism {self.splits.total}: raise max_parallelism to at "
@@ -177,13 +177,13 @@ class KafkaInput:
 
     # -- starting -------------------------------------------------------------------------------
 
-    def _partition_count(self) -> int:
+    def _partition_count(self, recovery: Recovery) -> int:
         s = self.settings
         try:
             metadata = self.consumer.list_topics(s.topic, timeout=s.timeout)
         except KafkaException as e:
-            raise self._error(f"cannot read the metadata of topic {s.topic!r} from "
-                              f"{s.bootstrap}: {reason(e)}") from None  # fmt: skip
+            why = f"cannot read the metadata of topic {s.topic!r} from {s.bootstrap}: {reason(e)}"
+            raise out_of_reach(self.task, recovery, why) from None
         try:
             return len(partitions_of(metadata, s.topic))
         except ValueError as e:

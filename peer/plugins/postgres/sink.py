@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 import logging
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any, Literal
@@ -30,10 +31,10 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from peer.job.spec import Task
-from peer.plugins import Recovery, Sealing, error, where
+from peer.plugins import Recovery, Sealing, error, out_of_reach, where
 from peer.plugins.delivered import DeliveredPlace
 from peer.plugins.places import place_for
-from peer.plugins.postgres.connect import Server, connect
+from peer.plugins.postgres.connect import Server, Unreachable, connect
 from peer.plugins.staged import StagedEpochs
 from peer.storage import StorageError
 from peer.values.columnar import Batch, rows
@@ -42,6 +43,8 @@ from peer.values.epoch import Epoch
 log = logging.getLogger(__name__)
 
 ROWS = "rows.msgpack"
+RETRY = 0.2
+"""Seconds between connections tried while the server is out of reach mid-job."""
 
 
 class Sink(Server, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -86,7 +89,7 @@ class PostgresOutput:
     def recover(self, recovery: Recovery) -> None:
         """Learn the table's columns, then deliver what the committed checkpoint names."""
         self._close_file()
-        self.delivery.start()
+        self.delivery.start(recovery)
         self.epochs.recover(recovery)
 
     def prepare(self, segments: Batch) -> None:
@@ -135,11 +138,11 @@ class TableDelivery:
         self.columns: list[str] = []
         self.known: frozenset[str] = frozenset()
 
-    def start(self) -> None:
+    def start(self, recovery: Recovery) -> None:
         """Connect, read the table's columns, check the key, make the marker table."""
         self.close()
         s = self.settings
-        self.connection = connect(self.task, s, autocommit=True)
+        self.connection = self._connect(recovery)
         self.columns = self._columns()
         self.known = frozenset(self.columns)
         missing = [k for k in s.key if k not in self.known]
@@ -149,6 +152,19 @@ class TableDelivery:
         self._execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (epoch text PRIMARY KEY, "
                               "rows bigint NOT NULL, at timestamptz NOT NULL DEFAULT now())")
                       .format(qualified(s.markers)))  # fmt: skip
+
+    def _connect(self, recovery: Recovery) -> psycopg.Connection[Any]:
+        """A connection; a server out of reach is waited for up to ``timeout`` once the job
+        has committed (it may be restarting), then named (peer.plugins.out_of_reach)."""
+        deadline = time.monotonic() + self.settings.timeout
+        while True:
+            try:
+                return connect(self.task, self.settings, autocommit=True)
+            except Unreachable as e:
+                if recovery.committed is None or time.monotonic() > deadline:
+                    raise out_of_reach(self.task, recovery, str(e).removeprefix(
+                        f"{where(self.task)}: ")) from None  # fmt: skip
+                time.sleep(RETRY)
 
     def as_row(self, segment: Any) -> list[Any]:
         """A segment as the table's row, its values in column order."""
