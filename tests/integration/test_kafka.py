@@ -12,16 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
+import pyarrow as pa
 import pytest
 import yaml
 from confluent_kafka import Producer
 
+from peer.metrics import KAFKA_LAG
 from peer.plugins import load
 from peer.plugins.kafka.sink import EPOCH_HEADER, RECORDS, SEQ_HEADER
 from peer.values.epoch import Epoch
 from tests.integration.test_run_failures import killed
 from tests.kafka_support import produce, read_all, topic, values
-from tests.support import onyx
+from tests.support import onyx, wait_for
 from tests.unit.plugins.plugin_fixtures import recovery, task
 
 pytestmark = pytest.mark.integration
@@ -35,8 +37,8 @@ def events(count: int) -> list[dict[str, Any]]:
 
 
 def reader(bootstrap: str, name: str, slot: int, slots: int, checkpoint: Any = None, **params):
-    t = task("peer.plugins.kafka:input", bootstrap=bootstrap, topic=name, stop_at_end=True,
-             **params)  # fmt: skip
+    t = task("peer.plugins.kafka:input", bootstrap=bootstrap, topic=name,
+             **{"stop_at_end": True, **params})  # fmt: skip
     plugin = load(t, slot, slots, SPLITS)
     plugin.recover(recovery(checkpoint, Epoch(1, 1) if checkpoint is not None else None))
     return plugin
@@ -301,3 +303,75 @@ def test_bad_params_are_refused_at_submit_naming_the_param(tmp_path, params, wor
     assert "Traceback" not in message, message
     for word in words:
         assert word in message, message
+
+
+def test_bytes_come_as_they_are_with_their_headers(kafka):
+    name = topic(kafka.bootstrap, 1)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap})
+    producer.produce(name, b"\x00\xffraw", b"k1", headers=[("trace", b"abc")])
+    assert producer.flush(30) == 0
+    (got,) = drain(reader(kafka.bootstrap, name, 0, 1, format="bytes"))
+    assert (got["key"], got["value"], got["headers"]) == (
+        b"k1",
+        b"\x00\xffraw",
+        [["trace", b"abc"]],
+    )
+    assert (got["partition"], got["offset"]) == (0, 0)
+
+
+def test_arrow_records_come_as_one_batch_per_poll(kafka):
+    name = topic(kafka.bootstrap, 1)
+    tables = [pa.table({"n": list(range(i * 10, i * 10 + 10)), "s": ["x"] * 10}) for i in range(3)]
+    produce(kafka.bootstrap, name, [_ipc(t) for t in tables])
+    plugin = reader(kafka.bootstrap, name, 0, 1, format="arrow")
+    batches = []
+    while not plugin.completed():
+        got = plugin.poll(100)
+        if len(got):
+            batches.append(got)
+    assert all(isinstance(b, pa.RecordBatch) for b in batches)
+    assert [n for b in batches for n in b.column("n").to_pylist()] == list(range(30))
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def test_a_partitions_lag_is_a_metric(kafka):
+    name = topic(kafka.bootstrap, 1)
+    produce(kafka.bootstrap, name, events(500))
+    plugin = reader(kafka.bootstrap, name, 0, 1, stop_at_end=False)
+    taken = drain(plugin, until=200)
+    lag = KAFKA_LAG.labels("t", name, "0")
+
+    def measured() -> bool:
+        plugin.lag_at = 0  # the next poll reads the ends again rather than in LAG_EVERY seconds
+        taken.extend(plugin.poll(0))
+        return lag._value.get() == 500 - len(taken)
+
+    wait_for(measured, 30, "the lag to be measured")
+
+
+def test_the_at_least_once_output_writes_each_record_as_it_comes(kafka):
+    name = topic(kafka.bootstrap, 2)
+    out = load(task("peer.plugins.kafka:output", kind="output", name="w",
+                    bootstrap=kafka.bootstrap, topic=name, key="user"), 0, 1)  # fmt: skip
+    out.recover(recovery())
+    out.prepare(events(300))
+    while not out.write():
+        pass
+    wait_for(out.synced, 30, "every record acknowledged")
+    got = read_all(kafka.bootstrap, name)
+    assert sorted(json.loads(v)["ts"] for _, _, v, _ in got) == list(range(300))
+    out.close()
+
+
+def test_a_missing_output_topic_is_named_when_the_job_starts(kafka, tmp_path):
+    source = topic(kafka.bootstrap, 1)
+    produce(kafka.bootstrap, source, events(10), key="user")
+    path = count_job(tmp_path, kafka.bootstrap, source, "no-such-output")
+    killed(onyx("run", str(path), timeout=120), "task 'write'", "'no-such-output'",
+           "does not exist")  # fmt: skip

@@ -62,8 +62,8 @@ class Source(Client, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """The consumer group the committed positions are written back to, for lag monitoring
     only: the positions that count are the checkpoint's."""
     metadata: bool = False
-    """Add ``kafka_key``, ``kafka_partition``, ``kafka_offset`` and ``kafka_timestamp`` to each
-    JSON segment."""
+    """Add ``kafka_key``, ``kafka_partition``, ``kafka_offset``, ``kafka_timestamp`` and
+    ``kafka_headers`` (text) to each JSON segment."""
     event_time: str | None = None
     """``timestamp`` (the record's, in milliseconds), or a field of the JSON value: the input
     then gives a watermark, the least over its partitions."""

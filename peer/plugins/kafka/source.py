@@ -374,6 +374,10 @@ class JsonValues(Decoder):
             decoded["kafka_partition"] = message.partition()
             decoded["kafka_offset"] = message.offset()
             decoded["kafka_timestamp"] = message.timestamp()[1]
+            decoded["kafka_headers"] = {
+                k: None if v is None else v.decode("utf-8", "replace")
+                for k, v in message.headers() or []
+            }
         return decoded
 
 
