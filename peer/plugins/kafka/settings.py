@@ -44,7 +44,7 @@ class Client(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=Tr
             raise ValueError(f"timeout must be in (0, 3600] seconds, got {self.timeout!r}")
 
 
-class Source(Client, kw_only=True, frozen=True, forbid_unknown_fields=True):
+class KafkaInputParams(Client, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """A Kafka input's params."""
 
     topic: str
@@ -92,7 +92,7 @@ class Source(Client, kw_only=True, frozen=True, forbid_unknown_fields=True):
                              f"{self.partition_idle_timeout!r}")  # fmt: skip
 
 
-class Sink(Client, kw_only=True, frozen=True, forbid_unknown_fields=True):
+class KafkaOutputParams(Client, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """A Kafka output's params."""
 
     topic: str

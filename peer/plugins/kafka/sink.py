@@ -35,7 +35,14 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from peer.job.spec import Task
 from peer.plugins import Recovery, Sealing, error, out_of_reach, where
 from peer.plugins.delivered import DeliveredPlace
-from peer.plugins.kafka.settings import Setting, Sink, client_config, located, partitions_of, reason
+from peer.plugins.kafka.settings import (
+    KafkaOutputParams,
+    Setting,
+    client_config,
+    located,
+    partitions_of,
+    reason,
+)
 from peer.plugins.places import place_for
 from peer.plugins.staged import StagedEpochs
 from peer.storage import StorageError
@@ -57,7 +64,7 @@ Record = tuple[bytes | None, bytes]
 class Encoder:
     """A segment as a record's key and value, checked against the producer's size limit."""
 
-    def __init__(self, task: Task, settings: Sink, config: dict[str, Setting]) -> None:
+    def __init__(self, task: Task, settings: KafkaOutputParams, config: dict[str, Setting]) -> None:
         self.task, self.settings = task, settings
         self.limit = int(config.get("message.max.bytes", DEFAULT_MAX_BYTES))
         self.value = self._json if settings.format == "json" else self._bytes
@@ -103,7 +110,7 @@ class Encoder:
         return value
 
 
-def producer_config(settings: Sink, config: dict[str, Setting]) -> dict[str, Setting]:
+def producer_config(settings: KafkaOutputParams, config: dict[str, Setting]) -> dict[str, Setting]:
     """The job's settings, with Java's key partitioner (so a key lands where a Java client
     puts it) and a short linger unless the job says otherwise."""
     return {"partitioner": "murmur2_random", "linger.ms": 5, **config}
@@ -113,7 +120,7 @@ class KafkaOutput:
     """At least once: records produced as they come, all acknowledged before each barrier
     passes; after a failure, what followed the last committed epoch is produced again."""
 
-    def __init__(self, task: Task, settings: Sink) -> None:
+    def __init__(self, task: Task, settings: KafkaOutputParams) -> None:
         self.task, self.settings = task, settings
         config = client_config(task, settings)
         self.encode = Encoder(task, settings, config)
@@ -174,7 +181,7 @@ class KafkaOutput:
 class ExactlyOnceKafkaOutput:
     """Exactly once: each committed epoch produced in one transaction (see the module's note)."""
 
-    def __init__(self, task: Task, settings: Sink, slot: int) -> None:
+    def __init__(self, task: Task, settings: KafkaOutputParams, slot: int) -> None:
         self.task, self.settings = task, settings
         config = client_config(task, settings)
         self.encode = Encoder(task, settings, config)
@@ -241,7 +248,7 @@ class ExactlyOnceKafkaOutput:
 class TransactionalDelivery:
     """A slot's transactional producer, and the reading back a resumed delivery needs."""
 
-    def __init__(self, task: Task, settings: Sink, slot: int,
+    def __init__(self, task: Task, settings: KafkaOutputParams, slot: int,
                  config: dict[str, Setting]) -> None:  # fmt: skip
         self.task, self.settings = task, settings
         self.config = config

@@ -44,7 +44,13 @@ from confluent_kafka import (
 from peer.job.spec import Task
 from peer.metrics import KAFKA_LAG
 from peer.plugins import PluginError, Recovery, error, out_of_reach
-from peer.plugins.kafka.settings import Source, client_config, located, partitions_of, reason
+from peer.plugins.kafka.settings import (
+    KafkaInputParams,
+    client_config,
+    located,
+    partitions_of,
+    reason,
+)
 from peer.plugins.splits import Splits, pair, shard_splits
 from peer.values.epoch import Epoch
 
@@ -59,7 +65,7 @@ LAG_EVERY = 5.0
 class KafkaInput:
     """The partitions a slot owns, read from their offsets."""
 
-    def __init__(self, task: Task, settings: Source, splits: Splits) -> None:
+    def __init__(self, task: Task, settings: KafkaInputParams, splits: Splits) -> None:
         self.task, self.settings, self.splits = task, settings, splits
         self.config = client_config(task, settings)
         self.consumer: Any = None
@@ -297,7 +303,7 @@ class WatermarkedInput(KafkaInput):
     """A Kafka input with ``event_time``: a watermark per partition, the least of them its
     own."""
 
-    def __init__(self, task: Task, settings: Source, splits: Splits) -> None:
+    def __init__(self, task: Task, settings: KafkaInputParams, splits: Splits) -> None:
         super().__init__(task, settings, splits)
         self.time_of = _event_time(settings)
         self.latest: dict[int, float] = {}
@@ -333,7 +339,7 @@ class WatermarkedInput(KafkaInput):
         return segment
 
 
-def _event_time(settings: Source) -> Callable[[Message, Any], float | None]:
+def _event_time(settings: KafkaInputParams) -> Callable[[Message, Any], float | None]:
     if settings.event_time == "timestamp":
         return lambda message, _: float(message.timestamp()[1])
     field = settings.event_time
@@ -374,11 +380,12 @@ class JsonValues(Decoder):
             decoded["kafka_partition"] = message.partition()
             decoded["kafka_offset"] = message.offset()
             decoded["kafka_timestamp"] = message.timestamp()[1]
-            decoded["kafka_headers"] = {
-                k: None if v is None else v.decode("utf-8", "replace")
-                for k, v in message.headers() or []
-            }
+            decoded["kafka_headers"] = {h[0]: _text(h[1]) for h in message.headers() or []}
         return decoded
+
+
+def _text(value: str | bytes | None) -> str | None:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 class RawRecords(Decoder):
@@ -411,7 +418,7 @@ class ArrowBatches(Decoder):
             raise ValueError(f"the records of one poll differ in schema: {e}") from None
 
 
-def _decoder(settings: Source) -> Decoder:
+def _decoder(settings: KafkaInputParams) -> Decoder:
     if settings.format == "bytes":
         return RawRecords()
     if settings.format == "arrow":

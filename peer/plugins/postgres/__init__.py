@@ -13,14 +13,14 @@ from typing import Any
 from peer.job.spec import Task
 from peer.plugins import checks_params
 from peer.plugins.params import parsed, settings
-from peer.plugins.postgres.sink import PostgresOutput, Sink
+from peer.plugins.postgres.sink import PostgresOutput, PostgresOutputParams
 
 
 def _sink(params: Mapping[str, Any]) -> None:
-    parsed(Sink, params)
+    parsed(PostgresOutputParams, params)
 
 
 @checks_params(_sink)
 def output(task: Task, slot: int, slots: int) -> PostgresOutput:
     """The factory named ``peer.plugins.postgres:output``."""
-    return PostgresOutput(task, settings(task, Sink), slot)
+    return PostgresOutput(task, settings(task, PostgresOutputParams), slot)

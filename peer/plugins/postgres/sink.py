@@ -47,7 +47,7 @@ RETRY = 0.2
 """Seconds between connections tried while the server is out of reach mid-job."""
 
 
-class Sink(Server, kw_only=True, frozen=True, forbid_unknown_fields=True):
+class PostgresOutputParams(Server, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """A PostgreSQL output's params."""
 
     table: str
@@ -78,7 +78,7 @@ def qualified(name: str) -> sql.Identifier:
 class PostgresOutput:
     """Exactly once: each committed epoch's rows and its marker in one transaction."""
 
-    def __init__(self, task: Task, settings: Sink, slot: int) -> None:
+    def __init__(self, task: Task, settings: PostgresOutputParams, slot: int) -> None:
         self.task, self.settings = task, settings
         self.delivery = TableDelivery(task, settings)
         self.epochs = StagedEpochs(task, DeliveredPlace(place_for(task, settings.staging),
@@ -132,7 +132,7 @@ class PostgresOutput:
 class TableDelivery:
     """A slot's connection, the table's columns, and the transaction each epoch goes in."""
 
-    def __init__(self, task: Task, settings: Sink) -> None:
+    def __init__(self, task: Task, settings: PostgresOutputParams) -> None:
         self.task, self.settings = task, settings
         self.connection: psycopg.Connection[Any] | None = None
         self.columns: list[str] = []

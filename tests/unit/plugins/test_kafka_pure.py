@@ -8,7 +8,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from peer.plugins import PluginError
-from peer.plugins.kafka.settings import Sink, Source, client_config
+from peer.plugins.kafka.settings import KafkaInputParams, KafkaOutputParams, client_config
 from peer.plugins.kafka.sink import Encoder
 from peer.plugins.params import parsed
 from peer.plugins.splits import Splits, shard_splits
@@ -45,9 +45,11 @@ def test_the_partitions_a_job_started_with_spread_over_any_number_of_peers(total
 
 
 def test_params_become_typed_values():
-    source = parsed(Source, {"bootstrap": "b:1", "topic": "t", "start": 1_700_000_000_000})
+    source = parsed(
+        KafkaInputParams, {"bootstrap": "b:1", "topic": "t", "start": 1_700_000_000_000}
+    )
     assert (source.start, source.format, source.stop_at_end) == (1_700_000_000_000, "json", False)
-    assert parsed(Sink, {"bootstrap": "b:1", "topic": "t", "key": "k"}).key == "k"
+    assert parsed(KafkaOutputParams, {"bootstrap": "b:1", "topic": "t", "key": "k"}).key == "k"
 
 
 @pytest.mark.parametrize(
@@ -63,14 +65,14 @@ def test_params_become_typed_values():
 )  # fmt: skip
 def test_a_wrong_param_is_named(params, named):
     with pytest.raises(ValueError, match=named):
-        parsed(Source, params)
+        parsed(KafkaInputParams, params)
 
 
 def test_secrets_come_from_the_members_environment_by_name(monkeypatch):
     monkeypatch.setenv("ONYX_SECRET_broker", "s3cret")
     t = task("peer.plugins.kafka:input")
     client = parsed(
-        Source, {"bootstrap": "b:1", "topic": "t", "secrets": {"sasl.password": "broker"}}
+        KafkaInputParams, {"bootstrap": "b:1", "topic": "t", "secrets": {"sasl.password": "broker"}}
     )
     assert client_config(t, client)["sasl.password"] == "s3cret"
     monkeypatch.delenv("ONYX_SECRET_broker")
@@ -80,7 +82,7 @@ def test_secrets_come_from_the_members_environment_by_name(monkeypatch):
 
 
 def encoder(**params):
-    settings = parsed(Sink, {"bootstrap": "b:1", "topic": "t", **params})
+    settings = parsed(KafkaOutputParams, {"bootstrap": "b:1", "topic": "t", **params})
     return Encoder(task("peer.plugins.kafka:output", kind="output"), settings, {})
 
 
