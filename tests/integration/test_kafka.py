@@ -15,7 +15,7 @@ import msgpack
 import pyarrow as pa
 import pytest
 import yaml
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from peer.metrics import KAFKA_LAG
 from peer.plugins import load
@@ -375,3 +375,26 @@ def test_a_missing_output_topic_is_named_when_the_job_starts(kafka, tmp_path):
     path = count_job(tmp_path, kafka.bootstrap, source, "no-such-output")
     killed(onyx("run", str(path), timeout=120), "task 'write'", "'no-such-output'",
            "does not exist")  # fmt: skip
+
+
+def test_committed_positions_are_written_back_to_the_group(kafka):
+    """For the usual lag tools only: the group's positions follow the committed epochs."""
+    name = topic(kafka.bootstrap, 2)
+    produce(kafka.bootstrap, name, events(400), key="user")
+    group = f"g-{name}"
+    plugin = reader(kafka.bootstrap, name, 0, 1, group=group)
+    taken = drain(plugin)
+    plugin.checkpoint(Epoch(1, 1))
+    ends = dict(plugin.next)
+    plugin.committed(Epoch(1, 1))
+    check = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group})
+
+    def written() -> bool:
+        plugin.poll(0)  # serves the commit's callback
+        found = check.committed([TopicPartition(name, p) for p in ends], timeout=10)
+        return {tp.partition: tp.offset for tp in found} == ends
+
+    wait_for(written, 30, "the group's positions")
+    assert len(taken) == 400
+    check.close()
+    plugin.close()
