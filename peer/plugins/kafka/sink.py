@@ -56,6 +56,12 @@ OFFSETS = "offsets.json"
 EPOCH_HEADER, SEQ_HEADER = "onyx.epoch", "onyx.seq"
 DEFAULT_MAX_BYTES = 1_000_000
 """librdkafka's ``message.max.bytes`` when the job does not set it."""
+RESERVED_BYTES = 512
+"""Of that limit, what a record's key and value leave for its headers and framing: so that a
+record staged in a committed epoch is never refused when it is delivered."""
+_TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE,
+                        KafkaError.INVALID_RECORD})  # fmt: skip
+"""What a broker says of a record it will never take, however often it is sent."""
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 Record = tuple[bytes | None, bytes]
@@ -66,7 +72,7 @@ class Encoder:
 
     def __init__(self, task: Task, settings: KafkaOutputParams, config: dict[str, Setting]) -> None:
         self.task, self.settings = task, settings
-        self.limit = int(config.get("message.max.bytes", DEFAULT_MAX_BYTES))
+        self.limit = int(config.get("message.max.bytes", DEFAULT_MAX_BYTES)) - RESERVED_BYTES
         self.value = self._json if settings.format == "json" else self._bytes
 
     def __call__(self, segment: Any) -> Record:
@@ -75,8 +81,9 @@ class Encoder:
         size = len(value) + (0 if key is None else len(key))
         if size > self.limit:
             topic = self.settings.topic
-            raise error(self.task, f"a record for topic {topic!r} is {size} bytes, over "
-                                   f"message.max.bytes {self.limit}: {segment!r:.120}")  # fmt: skip
+            raise error(self.task, f"a record for topic {topic!r} is {size} bytes, over the "
+                                   f"{self.limit} that message.max.bytes leaves for a key and "
+                                   f"value: {segment!r:.120}")  # fmt: skip
         return key, value
 
     def _key(self, segment: Any) -> bytes | None:
@@ -255,6 +262,8 @@ class TransactionalDelivery:
         self.id = f"{settings.transactional_id}-{task.name}-{slot}"
         self.producer: Any = None
         self.reader: Any = None
+        self.refused: str | None = None
+        """Why the broker refused a record of the delivery under way, for good."""
 
     def start(self, recovery: Recovery) -> None:
         """A new producer under the slot's transactional id, fencing any other still alive;
@@ -285,29 +294,44 @@ class TransactionalDelivery:
                          where(self.task), name, len(sent), len(records))  # fmt: skip
         if len(sent) >= len(records):
             return
-        topic, producer = self.settings.topic, self.producer
-        mark = name.encode()
-        self._call("begin a transaction", producer.begin_transaction)
+        self.refused = None
+        self._call("begin a transaction", self.producer.begin_transaction)
+        try:
+            self._produce(name, records, sent)
+            self._call("commit a transaction", lambda: self.producer.commit_transaction(
+                self.settings.timeout))  # fmt: skip
+        except StorageError:
+            self._abort()
+            if self.refused is not None:  # sent again it would be refused again: say so
+                raise error(self.task, f"epoch {name}: topic {self.settings.topic!r} refused a "
+                                       f"record: {self.refused}") from None  # fmt: skip
+            raise
+
+    def _produce(self, name: str, records: list[Any], sent: set[int]) -> None:
+        topic, producer, mark = self.settings.topic, self.producer, name.encode()
         for seq, (key, value) in enumerate(records):
             if seq in sent:
                 continue
             headers = [(EPOCH_HEADER, mark), (SEQ_HEADER, str(seq).encode())]
             while True:
                 try:
-                    producer.produce(topic, value, key, headers=headers)
+                    producer.produce(topic, value, key, headers=headers,
+                                     on_delivery=self._delivered)  # fmt: skip
                     break
                 except BufferError:
                     producer.poll(0.05)
                 except KafkaException as e:
-                    self._abort()
+                    self._note(e.args[0] if e.args else None)
                     raise StorageError(f"{where(self.task)}: topic {topic!r}: "
                                        f"{reason(e)}") from None  # fmt: skip
-        try:
-            self._call("commit a transaction", lambda: producer.commit_transaction(
-                self.settings.timeout))  # fmt: skip
-        except StorageError:
-            self._abort()
-            raise
+
+    def _delivered(self, failure: KafkaError | None, _: Any) -> None:
+        self._note(failure)
+
+    def _note(self, failure: Any) -> None:
+        """A record the broker will never take, noted so the delivery is not tried forever."""
+        if isinstance(failure, KafkaError) and failure.code() in _TOO_LARGE:
+            self.refused = self.refused or failure.str()
 
     def close(self) -> None:
         if self.reader is not None:

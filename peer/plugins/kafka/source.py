@@ -82,6 +82,7 @@ class KafkaInput:
         """The offsets at each barrier not yet committed, for the group."""
         self.decode = _decoder(settings)
         self.dead: Any = None
+        self.dead_failure: str | None = None
         self.lag_at = 0.0
 
     # -- the protocol ---------------------------------------------------------------------------
@@ -153,8 +154,19 @@ class KafkaInput:
         return self.settings.stop_at_end and len(self.ended) == len(self.partitions)
 
     def synced(self) -> bool:
-        """Dead letters are sent before the epoch's barrier passes on."""
-        return self.dead is None or self.dead.flush(0) == 0
+        """Dead letters are sent before the epoch's barrier passes on; one the broker did not
+        take kills the job, as the record would otherwise be lost."""
+        if self.dead is None:
+            return True
+        left = self.dead.flush(0)
+        if self.dead_failure is not None:
+            raise self._error(f"a dead letter for topic {self.settings.dead_letter_topic!r} was "
+                              f"not taken: {self.dead_failure}")  # fmt: skip
+        return left == 0
+
+    def _dead_lettered(self, failure: KafkaError | None, _: Any) -> None:
+        if failure is not None and self.dead_failure is None:
+            self.dead_failure = failure.str()
 
     def committed(self, epoch: Epoch) -> None:
         """The group's positions follow the committed epochs."""
@@ -265,7 +277,7 @@ class KafkaInput:
                    ("onyx.source", f"{message.topic()}/{message.partition()}/{message.offset()}"),
                    ("onyx.error", str(reason)[:500])]  # fmt: skip
         self.dead.produce(self.settings.dead_letter_topic, message.value(), message.key(),
-                          headers=headers)  # fmt: skip
+                          headers=headers, on_delivery=self._dead_lettered)  # fmt: skip
         self.dead.poll(0)
 
     def _lag(self) -> None:
