@@ -124,7 +124,7 @@ def committed_epoch(plugin: Any, epoch: Epoch) -> None:
     assert plugin.synced()
 
 
-def sink(bootstrap: str, name: str, staging: Path, slot: int = 0, **params: Any) -> Any:
+def sink(bootstrap: str, name: str, staging: Path | str, slot: int = 0, **params: Any) -> Any:
     t = task("peer.plugins.kafka:exactly_once_output", kind="output", name="w",
              bootstrap=bootstrap, topic=name, transactional_id=f"tx-{name}",
              staging=str(staging), **params)  # fmt: skip
@@ -398,3 +398,24 @@ def test_committed_positions_are_written_back_to_the_group(kafka):
     assert len(taken) == 400
     check.close()
     plugin.close()
+
+
+def test_epochs_staged_on_an_object_store_are_delivered_once(kafka, object_store, prefix):
+    """As in a cluster, where the staging is the checkpoint storage: another member's recovery
+    finds what this one staged."""
+    name = topic(kafka.bootstrap, 2)
+    staging = f"s3://{prefix}/staging"
+    first = sink(kafka.bootstrap, name, staging, key="user")
+    first.recover(recovery())
+    first.prepare(events(200))
+    first.write()
+    position = first.checkpoint(Epoch(1, 1))
+    position.durable.result(60)
+    first.close()  # gone before the commit's delivery: the recovery delivers it
+    again = sink(kafka.bootstrap, name, staging, key="user")
+    again.recover(recovery(position.position, Epoch(1, 1), version=2))
+    assert sorted(json.loads(v)["ts"] for _, _, v, _ in read_all(kafka.bootstrap, name)) == list(
+        range(200)
+    )
+    assert not object_store.filesystem().find(f"{prefix}/staging/_staging"), "nothing left staged"
+    again.close()
