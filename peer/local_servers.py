@@ -11,6 +11,7 @@ They are for one machine: no authentication unless asked, bound to 127.0.0.1.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import pwd
@@ -86,10 +87,13 @@ class Process:
             self.process.send_signal(number)
 
     def kill(self) -> None:
-        """kill -9, waited for."""
+        """kill -9 of the server and every process it started (its session's), the server
+        waited for: PostgreSQL's backends, say, would otherwise outlive it holding its shared
+        memory."""
         if self.process is not None:
-            self.process.send_signal(signal.SIGCONT)
-            self.process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGCONT)
+                os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
 
     def end(self, number: int) -> None:
@@ -226,7 +230,8 @@ class Postgres(LocalServer):
         if self.user is not None:
             owner = pwd.getpwnam(self.user)
             for path in (self.dir, *self.dir.rglob("*")):
-                os.chown(path, owner.pw_uid, owner.pw_gid)
+                with contextlib.suppress(FileNotFoundError):  # a file its last run removes
+                    os.chown(path, owner.pw_uid, owner.pw_gid)
             reach = subprocess.run(["test", "-w", str(self.dir)], user=self.user, check=False)
             if reach.returncode != 0:
                 raise LocalServerError(f"postgres: run as user {self.user} (root may not run it), "

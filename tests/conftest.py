@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, settings
 
 from peer.local_servers import S3, KafkaBroker, Nats, Postgres
 from peer.spark import session
+from tests.postgres_support import SECRET, Database
 from tests.support import ObjectStore, PeerProcess, ZooKeeperServer
 
 _tenancies = itertools.count()
@@ -65,6 +66,16 @@ def postgres() -> Iterator[Postgres]:
     server = Postgres().start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def db(postgres: Postgres, monkeypatch: pytest.MonkeyPatch) -> Iterator[Database]:
+    """Tables and replication slots of the test's own on the session's PostgreSQL, its
+    password's secret in this process's environment (and so in the members' it starts)."""
+    monkeypatch.setenv(f"ONYX_SECRET_{SECRET}", Postgres.PASSWORD)
+    database = Database(postgres)
+    yield database
+    database.close()
 
 
 @pytest.fixture(scope="session")

@@ -31,7 +31,7 @@ def parsed[T](kind: type[T], params: Mapping[str, Any]) -> T:
     try:
         return msgspec.convert(thaw(params), kind, strict=False)
     except msgspec.ValidationError as e:
-        raise ValueError(f"params: {_located(str(e))}") from None
+        raise ValueError(_located(str(e))) from None
 
 
 def _located(message: str) -> str:
@@ -45,7 +45,7 @@ def settings[T](task: Task, kind: type[T]) -> T:
     try:
         return parsed(kind, task.params)
     except ValueError as e:
-        raise error(task, str(e)) from None
+        raise error(task, f"params: {e}") from None
 
 
 def check_secret_names(secrets: Mapping[str, str]) -> None:

@@ -60,5 +60,5 @@ def exactly_once_output(task: Task, slot: int, slots: int) -> ExactlyOnceKafkaOu
     try:
         _exactly_once(task.params)
     except ValueError as e:
-        raise error(task, str(e)) from None
+        raise error(task, f"params: {e}") from None
     return ExactlyOnceKafkaOutput(task, settings(task, KafkaOutputParams), slot)

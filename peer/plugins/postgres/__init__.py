@@ -1,8 +1,10 @@
-"""PostgreSQL: an exactly-once output (peer.plugins.postgres.sink), reaching its server through
-peer.plugins.postgres.connect.
+"""PostgreSQL: an exactly-once output (peer.plugins.postgres.sink) and change data capture
+(peer.plugins.postgres.changes), reaching their server through peer.plugins.postgres.connect.
 
 - ``peer.plugins.postgres:output``: each committed epoch's rows in one transaction with a
   marker row, appended (COPY) or upserted by a declared key.
+- ``peer.plugins.postgres:changes``: the row changes of some tables through logical replication,
+  in commit order, exactly once; their rows first when asked.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 from peer.job.spec import Task
 from peer.plugins import checks_params
 from peer.plugins.params import parsed, settings
+from peer.plugins.postgres.changes import input as changes
 from peer.plugins.postgres.sink import PostgresOutput, PostgresOutputParams
 
 
@@ -24,3 +27,6 @@ def _sink(params: Mapping[str, Any]) -> None:
 def output(task: Task, slot: int, slots: int) -> PostgresOutput:
     """The factory named ``peer.plugins.postgres:output``."""
     return PostgresOutput(task, settings(task, PostgresOutputParams), slot)
+
+
+__all__ = ["changes", "output"]

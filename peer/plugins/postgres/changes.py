@@ -9,7 +9,9 @@ up to that epoch's checkpoint, so it always holds every change a recovery may ne
 a failure the copy is made anew from the job's slot, and the changes it gives again are skipped
 up to the restored checkpoint. A whole transaction comes in one call, through a server-side
 cursor, so a huge one never sits in memory whole; its changes may be handed out over several
-polls and epochs.
+polls and epochs. So a running input holds one replication slot more than the job's (two while
+a snapshot starts: ``max_replication_slots``), and the job's slot keeps the server's WAL from the
+last committed epoch on: a job without checkpoints (``barrier_period: null``) never moves it.
 
 The checkpoint: ``{"lsn", "partial", "snapshot", "stop"}``. ``lsn`` is the end of the last
 transaction handed out whole (every transaction that ends at or before it has been), ``partial``
@@ -42,8 +44,11 @@ at the job's first start (kept in the checkpoint), and the input completes once 
 transaction that ends at or before it is handed out.
 
 The slot's changes are one ordered sequence, so the input runs on one peer. A transient failure
-(the server restarting, the connection lost) is waited out, logged; one that will not pass (no
-permission, a table or the slot dropped) kills the job naming the task and the server.
+(the server restarting, the connection lost) while it reads is waited out, logged; one that will
+not pass (no permission, a table or the slot dropped) kills the job naming the task and the
+server. A server out of reach at a start kills a job that never committed (it most likely names
+a wrong server), and rolls back one that has, after waiting ``timeout`` for it
+(peer.plugins.out_of_reach).
 """
 
 from __future__ import annotations
@@ -64,15 +69,14 @@ from psycopg import sql
 from psycopg.types.string import TextLoader
 
 from peer.job.spec import Task
-from peer.plugins import PluginError, Recovery, checks_params, error
+from peer.plugins import PluginError, Recovery, checks_params, error, out_of_reach, where
+from peer.plugins.params import parsed, settings
 from peer.plugins.postgres.connect import (
     Server,
     Unreachable,
     address,
     connect,
-    parsed,
     reason,
-    settings,
     transient,
 )
 from peer.values.epoch import Epoch
@@ -198,21 +202,21 @@ def key_text(type_oid: int, value: Any) -> str | None:
 
 
 @dataclass(frozen=True)
-class Change:
-    """A row change, of a transaction whose end comes as an ``At``."""
+class RowChange:
+    """A row change, of a transaction whose end comes as a ``TransactionEnd``."""
 
     segment: dict[str, Any]
 
 
 @dataclass(frozen=True)
-class At:
+class TransactionEnd:
     """Every transaction that ends at or before ``lsn`` is handed out."""
 
     lsn: int
 
 
 @dataclass(frozen=True)
-class Row:
+class SnapshotRow:
     """A snapshot row: table ``table``'s, its key ``key``."""
 
     table: int
@@ -224,15 +228,15 @@ class SnapshotDone:
     """Every table's rows are handed out."""
 
 
-class End:
+class StopReached:
     """Every transaction up to the stop is handed out."""
 
 
-Item = Change | At | Row | SnapshotDone | End
+Item = RowChange | TransactionEnd | SnapshotRow | SnapshotDone | StopReached
 
 
 @dataclass
-class Position:
+class ChangePosition:
     """Where the input is: what its checkpoint holds, moved on by each item handed out."""
 
     lsn: int = 0
@@ -243,12 +247,12 @@ class Position:
 
     def passed(self, item: Item) -> dict[str, Any] | None:
         """Move on past ``item``; the segment it hands out, if any."""
-        if isinstance(item, Change):
+        if isinstance(item, RowChange):
             self.partial += 1
             return item.segment
-        if isinstance(item, At):
+        if isinstance(item, TransactionEnd):
             self.lsn, self.partial = item.lsn, 0
-        elif isinstance(item, Row):
+        elif isinstance(item, SnapshotRow):
             self.snapshot = (item.table, item.key)
             return item.segment
         elif isinstance(item, SnapshotDone):
@@ -262,7 +266,7 @@ class Position:
                 "stop": stop}  # fmt: skip
 
     @classmethod
-    def of(cls, data: Any) -> Position:
+    def of(cls, data: Any) -> ChangePosition:
         """A checkpoint read back; ValueError if it is not one this input wrote."""
         try:
             snapshot = data["snapshot"]
@@ -285,7 +289,7 @@ class Position:
 Projection = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 
-class Reading:
+class SlotReading:
     """Which of the changes a slot gives are new: those after a position, ``(lsn, partial)``,
     which moves as they are taken. A slot gives whole transactions (begin, changes, commit), the
     begin saying where the commit ends; a transaction that ends at or before ``lsn`` was handed
@@ -318,7 +322,7 @@ class Reading:
             self.drop -= 1
             return []
         self.partial += 1
-        return [Change(found)]
+        return [RowChange(found)]
 
     def _begin(self, end: int, window: int | None, project: Projection | None) -> None:
         self.end = self.project = None
@@ -333,7 +337,7 @@ class Reading:
         if end is None:
             return []
         self.lsn, self.partial = end, 0
-        return [At(end)]
+        return [TransactionEnd(end)]
 
     def interrupted(self) -> None:
         """The slot's output was cut short: the transaction under way comes again whole."""
@@ -344,14 +348,14 @@ class Reading:
         if at <= self.lsn:
             return []
         self.lsn, self.partial = at, 0
-        return [At(at)]
+        return [TransactionEnd(at)]
 
 
 # -- the server: what the tables are, the slot, a snapshot ----------------------------------------
 
 
 @dataclass(frozen=True)
-class Table:
+class CapturedTable:
     """A captured table as the catalog has it."""
 
     name: str
@@ -382,7 +386,7 @@ JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
 WHERE i.indexrelid = %s ORDER BY k.ord"""
 
 
-def describe(task: Task, conn: psycopg.Connection[Any], name: str, snapshot: bool) -> Table:
+def describe(task: Task, conn: psycopg.Connection[Any], name: str, snapshot: bool) -> CapturedTable:
     """Table ``name`` as the catalog has it; a PluginError if it cannot be captured (it does not
     exist, or its updates and deletes would not say which row) or, for a snapshot, read."""
     schema, relname = name.split(".", 1)
@@ -406,36 +410,46 @@ def describe(task: Task, conn: psycopg.Connection[Any], name: str, snapshot: boo
                           "reads")  # fmt: skip
     columns = [(c, t) for c, t in conn.execute(_COLUMNS, (oid,)).fetchall()]
     key = [(c, t, s) for c, t, s in conn.execute(_KEY, (index,)).fetchall()] if index else []
-    return Table(name, oid, columns, key)
+    return CapturedTable(name, oid, columns, key)
 
 
 _EXPORT = "CREATE_REPLICATION_SLOT {} TEMPORARY LOGICAL wal2json (SNAPSHOT 'export')"
 
 
-class Snapshot:
+class TableSnapshot:
     """The tables' rows as of one moment, ``at``, consistent with the slot: read in a REPEATABLE
     READ transaction that imported the snapshot a temporary replication slot exported at its
     consistent point. Each table is read in its key's order, from after a key."""
 
-    def __init__(self, task: Task, params: Changes, tables: list[Table],
+    def __init__(self, task: Task, params: Changes, tables: list[CapturedTable],
                  start: tuple[int, list[str] | None]) -> None:  # fmt: skip
         self.tables = tables
         self.table, self.after = start
         replication = connect(task, params, autocommit=True, replication="database")
         try:
-            name = sql.Identifier(_temporary(params.slot, "snap"))
-            create = sql.SQL(_EXPORT).format(name)
+            create = sql.SQL(_EXPORT).format(sql.Identifier(_temporary(params.slot, "snap")))
             _, point, exported, _ = replication.execute(create).fetchone() or (None, "0/0", "", "")
             self.at = lsn(point)
-            self.conn = connect(task, params)
-            self.conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-            self.conn.read_only = True
-            self.conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(exported)))
+            self.conn = self._imported(task, params, exported)
         finally:
             replication.close()
         self.cursor: psycopg.ServerCursor[Any] | None = None
 
-    def read(self, count: int) -> tuple[list[Row], bool]:
+    @staticmethod
+    def _imported(task: Task, params: Changes, exported: str) -> psycopg.Connection[Any]:
+        """A connection whose transaction sees the exported snapshot (while its exporter
+        waits)."""
+        conn = connect(task, params)
+        try:
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            conn.read_only = True
+            conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(exported)))
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def read(self, count: int) -> tuple[list[SnapshotRow], bool]:
         """Up to ``count`` rows more, and whether they were the last."""
         while self.table < len(self.tables):
             if self.cursor is None:
@@ -465,7 +479,7 @@ class Snapshot:
             cursor.adapters.register_loader(described.type_code, TextLoader)
         return cursor
 
-    def _rows(self, rows: list[tuple[Any, ...]]) -> list[Row]:
+    def _rows(self, rows: list[tuple[Any, ...]]) -> list[SnapshotRow]:
         table = self.tables[self.table]
         names = [c for c, _ in table.columns]
         places = [names.index(c) for c, _, _ in table.key]
@@ -475,7 +489,7 @@ class Snapshot:
             row = {c: snapshot_value(t, v) for (c, t), v in zip(table.columns, values, strict=True)}
             key = [values[p] for p in places]
             segment = {"op": "insert", "table": table.name, "lsn": at, "row": row, "before": None}
-            made.append(Row(self.table, key, segment))
+            made.append(SnapshotRow(self.table, key, segment))
         if made:
             self.after = made[-1].key
         return made
@@ -484,12 +498,12 @@ class Snapshot:
         self.conn.close()
 
 
-class Window:
+class SnapshotWindow:
     """What each change up to a new snapshot is to the rows an older one handed out (tables
     before ``table``, and its rows up to key ``after``): kept, cut to the half that concerns
     them (an update that moves a row in or out), or dropped (the new snapshot's rows have it)."""
 
-    def __init__(self, conn: psycopg.Connection[Any], tables: list[Table], table: int,
+    def __init__(self, conn: psycopg.Connection[Any], tables: list[CapturedTable], table: int,
                  after: list[str] | None) -> None:  # fmt: skip
         self.conn, self.tables, self.table, self.after = conn, tables, table, after
         self.index = {t.name: i for i, t in enumerate(tables)}
@@ -571,17 +585,19 @@ SELECT data FROM pg_logical_slot_get_changes(%s, %s::pg_lsn, %s, 'format-version
     'include-lsn', 'true', 'include-types', 'false', 'add-tables', %s)"""
 
 
-class Reader:
+class ChangeReader:
     """The thread that reads: the snapshot first when there is one, then the changes, from a
     temporary copy of the job's slot; it moves the job's slot on to each committed position.
     Its own position (``reading``, ``snapshot``) is what ``poll``'s will be once everything it
     handed over is taken, so a connection lost and made again goes on from there."""
 
-    def __init__(self, task: Task, params: Changes, tables: list[Table], start: Position) -> None:
+    def __init__(
+        self, task: Task, params: Changes, tables: list[CapturedTable], start: ChangePosition
+    ) -> None:
         self.task, self.params, self.tables = task, params, tables
         self.handoff = Handoff(params.batch)
         self.failure: PluginError | None = None
-        self.reading = Reading(start.lsn, start.partial, start.stop)
+        self.reading = SlotReading(start.lsn, start.partial, start.stop)
         self.snapshot = start.snapshot
         self.stop = start.stop
         self.target = self.advanced = 0
@@ -591,12 +607,21 @@ class Reader:
         self.copy = ""
         self.stream: psycopg.ServerCursor[Any] | None = None
         self.streamed = 0
-        self.snap: Snapshot | None = None
+        self.snap: TableSnapshot | None = None
         self.window: int | None = None
         self.ended = False
         self.outage = 0
         self.thread = threading.Thread(target=self._run, name=f"onyx-cdc-{task.name}",
                                        daemon=True)  # fmt: skip
+
+    def open(self) -> None:
+        """Connect and copy the slot now, on the starting thread: a role that may not read
+        the slot is named at the start, not at the first poll."""
+        try:
+            self._connect()
+        except BaseException:
+            self._disconnect()
+            raise
 
     def start(self) -> None:
         self.thread.start()
@@ -646,14 +671,16 @@ class Reader:
             self._snapshot_step()
         elif not self.ended:
             if self._changes(self.stop):
-                self.handoff.put([End()])
+                self.handoff.put([StopReached()])
                 self.ended = True
         else:
             self.stopping.wait(self.params.interval)
 
     def _lost(self, e: BaseException) -> None:
-        """The server out of reach or the connection lost: start again once it is back."""
-        if not self.outage:
+        """The server out of reach or the connection lost: start again once it is back. Said
+        when it happens, then once a minute or so while it lasts, so that a job waiting on a
+        server that is gone for good says why it stands still."""
+        if self.outage % 30 == 0:
             log.warning("%s: PostgreSQL at %s: %s; trying again", self.task.name,
                         address(self.params), e)  # fmt: skip
         self.outage += 1
@@ -689,7 +716,7 @@ class Reader:
         up to its moment."""
         assert self.snapshot is not None
         if self.snap is None:
-            self.snap = Snapshot(self.task, self.params, self.tables, self.snapshot)
+            self.snap = TableSnapshot(self.task, self.params, self.tables, self.snapshot)
             table, after = self.snapshot
             if table == 0 and after is None:
                 self.handoff.put(self.reading.skip_to(self.snap.at))
@@ -726,7 +753,7 @@ class Reader:
         self.streamed += len(rows)
         project = None
         if self.window is not None and self.snapshot is not None:
-            project = Window(conn, self.tables, *self.snapshot)
+            project = SnapshotWindow(conn, self.tables, *self.snapshot)
         for (data,) in rows:
             self.handoff.put(self.reading.feed(json.loads(data), self.window, project))
         if len(rows) == self.params.batch:
@@ -798,27 +825,32 @@ def failed(task: Task, params: Changes, e: psycopg.Error, doing: str) -> PluginE
     return error(task, f"PostgreSQL at {address(params)}: cannot {doing}: {said}")
 
 
-def patiently(task: Task, params: Changes) -> psycopg.Connection[Any]:
-    """A connection, waiting up to ``timeout`` for a server out of reach to come back."""
+def patiently(task: Task, params: Changes, wait: bool) -> psycopg.Connection[Any]:
+    """A connection; with ``wait`` (the job has committed, so its server was right and may be
+    restarting), waiting up to ``timeout`` for a server out of reach to come back."""
     deadline = time.monotonic() + params.timeout
     while True:
         try:
             return connect(task, params, autocommit=True)
         except Unreachable:
-            if time.monotonic() >= deadline:
+            if not wait or time.monotonic() >= deadline:
                 raise
             time.sleep(min(0.5, max(deadline - time.monotonic(), 0.01)))
 
 
-class Start:
+class SlotStart:
     """What ``recover`` checks and makes before the reader starts: the server can decode, the
-    role may use slots, the tables exist and can be captured, the slot exists (made on a first
-    start) for this job alone, and has lost nothing the checkpoint needs."""
+    tables exist and can be captured, the slot exists (made on a first start) for this job
+    alone, and has lost nothing the checkpoint needs. Whether the role may use slots is the
+    server's to say (a managed server may grant it otherwise than by the REPLICATION
+    attribute): making the slot, or the reader's copy of it, fails if it may not."""
 
     def __init__(self, task: Task, params: Changes, conn: psycopg.Connection[Any]) -> None:
         self.task, self.params, self.conn = task, params, conn
 
-    def position(self, restored: Position | None) -> tuple[Position, list[Table]]:
+    def position(
+        self, restored: ChangePosition | None
+    ) -> tuple[ChangePosition, list[CapturedTable]]:
         self._can_decode()
         snapshot = restored.snapshot if restored is not None else None
         reads = snapshot is not None or (restored is None and self.params.snapshot)
@@ -835,7 +867,7 @@ class Start:
                                        "changes in between are lost to this job")  # fmt: skip
             return restored, tables
         start = (0, None) if self.params.snapshot else None
-        return Position(confirmed, 0, start, self._stop()), tables
+        return ChangePosition(confirmed, 0, start, self._stop()), tables
 
     def _can_decode(self) -> None:
         level = self._one("SHOW wal_level")
@@ -843,14 +875,8 @@ class Start:
             raise error(self.task, f"PostgreSQL at {address(self.params)} has wal_level "
                                    f"{level!r}: logical decoding needs wal_level = logical (set "
                                    "it and restart the server)")  # fmt: skip
-        if not self._one("SELECT rolsuper OR rolreplication FROM pg_roles "
-                         "WHERE rolname = current_user"):  # fmt: skip
-            raise error(self.task, f"PostgreSQL at {address(self.params)}: role "
-                                   f"{self._one('SELECT current_user')!r} may not use "
-                                   "replication slots: it needs the REPLICATION attribute "
-                                   "(ALTER ROLE ... REPLICATION)")  # fmt: skip
 
-    def _slot(self, restored: Position | None) -> int:
+    def _slot(self, restored: ChangePosition | None) -> int:
         """Where the job's slot stands, made now if it is missing on a first start."""
         name = self.params.slot
         found = self._find()
@@ -910,8 +936,8 @@ class ChangesInput:
 
     def __init__(self, task: Task, params: Changes) -> None:
         self.task, self.params = task, params
-        self.reader: Reader | None = None
-        self.position = Position()
+        self.reader: ChangeReader | None = None
+        self.position = ChangePosition()
         self.positions: dict[Epoch, int] = {}
         """The ``lsn`` at each barrier not yet committed."""
         self.ended = False
@@ -921,20 +947,31 @@ class ChangesInput:
         restored = None
         if recovery.checkpoint is not None:
             try:
-                restored = Position.of(recovery.checkpoint)
+                restored = ChangePosition.of(recovery.checkpoint)
             except ValueError as e:
                 raise error(self.task, str(e)) from None
-        conn = patiently(self.task, self.params)
         try:
-            position, tables = Start(self.task, self.params, conn).position(restored)
+            position, tables = self._start(restored, recovery.committed is not None)
+            start = ChangePosition(position.lsn, position.partial, position.snapshot,
+                                   position.stop)  # fmt: skip
+            reader = ChangeReader(self.task, self.params, tables, start)
+            reader.open()
+        except Unreachable as e:
+            said = str(e).removeprefix(f"{where(self.task)}: ")
+            raise out_of_reach(self.task, recovery, said) from None
         except psycopg.Error as e:
             raise failed(self.task, self.params, e, "start reading") from None
+        self.position, self.positions, self.ended = position, {}, False
+        self.reader = reader
+        reader.start()
+
+    def _start(self, restored: ChangePosition | None,
+               wait: bool) -> tuple[ChangePosition, list[CapturedTable]]:  # fmt: skip
+        conn = patiently(self.task, self.params, wait)
+        try:
+            return SlotStart(self.task, self.params, conn).position(restored)
         finally:
             conn.close()
-        self.position, self.positions, self.ended = position, {}, False
-        start = Position(position.lsn, position.partial, position.snapshot, position.stop)
-        self.reader = Reader(self.task, self.params, tables, start)
-        self.reader.start()
 
     def poll(self, limit: int) -> list[Any]:
         reader = self._reader()
@@ -946,7 +983,7 @@ class ChangesInput:
             if not items:
                 break
             for item in items:
-                self.ended = self.ended or isinstance(item, End)
+                self.ended = self.ended or isinstance(item, StopReached)
                 handed = self.position.passed(item)
                 if handed is not None:
                     out.append(handed)
@@ -966,19 +1003,19 @@ class ChangesInput:
     def committed(self, epoch: Epoch) -> None:
         """The slot may let go of every change up to the committed epoch's position."""
         done = sorted(e for e in self.positions if e <= epoch)
-        if not done:
+        if not done or self.reader is None:
             return
         at = self.positions[done[-1]]
         for e in done:
             del self.positions[e]
-        self._reader().advance(at)
+        self.reader.advance(at)
 
     def close(self) -> None:
         if self.reader is not None:
             self.reader.stop_reading(self.params.timeout)
             self.reader = None
 
-    def _reader(self) -> Reader:
+    def _reader(self) -> ChangeReader:
         if self.reader is None:
             raise error(self.task, "used before recover(): not reading")
         return self.reader

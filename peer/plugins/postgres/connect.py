@@ -4,9 +4,9 @@ the server (host:port, never a password) and says why.
 
 A secret is best not written in a job, since a job is kept in the log: the job names it,
 ``secrets: {"password": "orders_db"}``, and each member reads its value from its own environment,
-``ONYX_SECRET_ORDERS_DB`` (as ``peer.plugins.kafka.settings`` does for a broker's). Any libpq
-keyword may be given so (``password``, ``sslpassword``...). A password in the dsn works too, but
-then the job carries it; messages never show one either way.
+``ONYX_SECRET_ORDERS_DB`` (peer.plugins.params). Any libpq keyword may be given so
+(``password``, ``sslpassword``...). A password in the dsn works too, but then the job carries
+it; messages never show one either way.
 """
 
 from __future__ import annotations
@@ -14,19 +14,16 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from pyrsistent import thaw
 
 from peer.job.spec import Task
 from peer.plugins import PluginError, error, where
+from peer.plugins.params import check_secret_names, secret_values
 
-SECRET_PREFIX = "ONYX_SECRET_"
-_SECRET_NAME = re.compile(r"[A-Za-z0-9_]{1,100}")
 _KEYWORD = re.compile(r"[a-z_]{1,64}")
 _PASSING = ("the database system is", "too many clients", "remaining connection slots")
 """What a server says when it refuses a connection for now (starting, stopping, full), not for
@@ -50,12 +47,10 @@ class Server(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=Tr
             conninfo_to_dict(self.dsn)
         except psycopg.ProgrammingError as e:
             raise ValueError(f"dsn is not a libpq connection string or URI: {e}") from None
-        for key, name in sorted(self.secrets.items()):
+        for key in sorted(self.secrets):
             if not _KEYWORD.fullmatch(key):
                 raise ValueError(f"secrets: {key!r} is not a libpq keyword (password...)")
-            if not _SECRET_NAME.fullmatch(name):
-                raise ValueError(f"secrets.{key} must name a variable by letters, digits and "
-                                 f"'_' (read as {SECRET_PREFIX}<name>), got {name!r}")  # fmt: skip
+        check_secret_names(self.secrets)
         if not 0 < self.timeout <= 3600:
             raise ValueError(f"timeout must be in (0, 3600] seconds, got {self.timeout!r}")
 
@@ -63,23 +58,6 @@ class Server(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=Tr
 class Unreachable(PluginError):
     """The server could not be reached, or refused a connection for now: worth trying again,
     unlike a refusal for good (a wrong password, a database that does not exist)."""
-
-
-def parsed[T](kind: type[T], params: Mapping[str, Any]) -> T:
-    """``params`` as ``kind``; a ValueError names the param that is wrong."""
-    try:
-        return msgspec.convert(thaw(params), kind, strict=False)
-    except msgspec.ValidationError as e:
-        text, _, at = str(e).partition(" - at `$.")
-        raise ValueError(f"{at.rstrip('`')}: {text}" if at else str(e)) from None
-
-
-def settings[T](task: Task, kind: type[T]) -> T:
-    """The task's params as ``kind``, or a PluginError naming the task and the param."""
-    try:
-        return parsed(kind, task.params)
-    except ValueError as e:
-        raise error(task, f"params: {e}") from None
 
 
 def address(server: Server) -> str:
@@ -94,7 +72,7 @@ def connect(task: Task, server: Server, **kwargs: Any) -> psycopg.Connection[Any
     """A connection to ``server`` (``kwargs`` go to ``psycopg.connect``: ``autocommit``...). One
     it could not make is a PluginError naming the server and why: ``Unreachable`` when the
     server may yet answer, a plain PluginError when it refused the login for good."""
-    values = {**secret_values(task, server), **kwargs}
+    values = {**secret_values(task, server.secrets), **kwargs}
     if "connect_timeout" not in conninfo_to_dict(server.dsn):
         values.setdefault("connect_timeout", max(2, math.ceil(server.timeout)))
     values.setdefault("application_name", f"onyx {task.name}"[:63])
@@ -107,20 +85,6 @@ def connect(task: Task, server: Server, **kwargs: Any) -> psycopg.Connection[Any
         if refused:
             raise error(task, message) from None
         raise Unreachable(f"{where(task)}: {message}") from None
-
-
-def secret_values(task: Task, server: Server) -> dict[str, str]:
-    """The secrets' values, from this member's environment; one not set is an error naming the
-    variable, never a value."""
-    values = {}
-    for key, name in sorted(server.secrets.items()):
-        variable = SECRET_PREFIX + name
-        value = os.environ.get(variable)
-        if value is None:
-            raise error(task, f"secrets.{key} names {variable}, which this member's environment "
-                              "does not set")  # fmt: skip
-        values[key] = value
-    return values
 
 
 def reason(e: psycopg.Error) -> str:
