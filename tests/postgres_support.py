@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 
 from peer.local_servers import Postgres
-from peer.plugins.postgres.changes import lsn
+from peer.plugins.postgres.wal2json import lsn
 from tests.support import wait_for
 
 SECRET = "CDC_TEST"

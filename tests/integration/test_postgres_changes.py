@@ -20,7 +20,7 @@ import yaml
 
 from peer.local_servers import LocalServerError, Postgres, postgres_bin
 from peer.plugins import PluginError, Recovery, load
-from peer.plugins.postgres.changes import lsn
+from peer.plugins.postgres.wal2json import lsn
 from peer.values.epoch import Epoch
 from tests.integration.test_run_failures import killed
 from tests.postgres_support import SECRET, Database

@@ -14,23 +14,25 @@ from hypothesis import strategies as st
 
 from peer.plugins import PluginError, load
 from peer.plugins.params import parsed, secret_values
-from peer.plugins.postgres.changes import (
+from peer.plugins.postgres.capture_params import CaptureParams
+from peer.plugins.postgres.captured import (
     ChangePosition,
-    Changes,
     RowChange,
     SlotReading,
     SnapshotDone,
     SnapshotRow,
     TransactionEnd,
+)
+from peer.plugins.postgres.changes import input
+from peer.plugins.postgres.connect import Server, Unreachable, address, reason, transient
+from peer.plugins.postgres.wal2json import (
     add_tables,
-    input,
     key_text,
     lsn,
     lsn_text,
     segment,
     snapshot_value,
 )
-from peer.plugins.postgres.connect import Server, Unreachable, address, reason, transient
 from tests.unit.plugins.plugin_fixtures import task
 
 PLUGIN = "peer.plugins.postgres.changes:input"
@@ -56,11 +58,13 @@ BASE = {"dsn": "postgresql://cdc@db:5433/shop", "slot": "orders", "tables": ["pu
 )  # fmt: skip
 def test_bad_params_are_refused_naming_the_param(change, words):
     with pytest.raises(ValueError, match=words):
-        parsed(Changes, {**BASE, **change})
+        parsed(CaptureParams, {**BASE, **change})
 
 
 def test_good_params_are_read_with_their_defaults():
-    params = parsed(Changes, {**BASE, "stop_at_lsn": "16/B374D848", "secrets": {"password": "X"}})
+    params = parsed(
+        CaptureParams, {**BASE, "stop_at_lsn": "16/B374D848", "secrets": {"password": "X"}}
+    )
     assert (params.snapshot, params.batch, params.timeout) == (False, 1000, 10.0)
     assert params.secrets == {"password": "X"}
 
