@@ -105,10 +105,11 @@ class KafkaInput:
         owned, placed = self.splits.owned, shard_splits(self.splits.total, self.first)
         self.held = {placed[p]: p for p in range(count) if placed[p] in owned}
         self.partitions = sorted(self.held.values())
-        self.next = {p: self._start(p) for p in self.partitions}
-        for split, (offset, _) in zip(owned, positions, strict=False):
-            if split in self.held:
-                self.next[self.held[split]] = offset
+        if positions:  # every owned split has one: 0 for a partition added since, its start
+            at = dict(zip(owned, (offset for offset, _ in positions), strict=True))
+            self.next = {p: at[split] for split, p in self.held.items()}
+        else:
+            self.next = {p: self._start(p) for p in self.partitions}
         self.ended = set()
         self.consumer.incremental_assign(
             [TopicPartition(s.topic, p, self.next[p]) for p in self.partitions]
