@@ -17,14 +17,34 @@ records the epoch already wrote); a fresh one may send it all.
 
 from __future__ import annotations
 
+import io
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Protocol
+from typing import Any, BinaryIO, Protocol
 
-from peer.plugins.places import Entry, Place
+import msgpack
+
+from peer.job.spec import Task
+from peer.plugins import Recovery, Sealing, error
+from peer.plugins.places import Entry, Place, place_for
+from peer.plugins.staged import Finish, StagedEpochs
+from peer.values.columnar import Batch, rows
+from peer.values.epoch import Epoch
+
+RECORDS = "records.msgpack"
+"""The staged file of an epoch's records, each packed with msgpack, in the order written."""
 
 
 class Delivery(Protocol):
     """How a sink sends a committed epoch to its readers."""
+
+    def start(self, recovery: Recovery) -> None:
+        """Reach the readers' system as the task starts (fencing an older writer, learning a
+        table's columns), before any delivery."""
+
+    def close(self) -> None:
+        """Let go of the connections."""
 
     def deliver(self, name: str, files: dict[str, bytes], resumed: bool) -> None:
         """Send staged epoch ``name`` (its files by name) so that readers see it once; with
@@ -71,3 +91,68 @@ class DeliveredPlace:
 
     def close(self) -> None:
         self._staging.close()
+
+
+def records(files: dict[str, bytes]) -> Iterator[Any]:
+    """The records a staged epoch holds, in the order they were written."""
+    return iter(msgpack.Unpacker(io.BytesIO(files.get(RECORDS, b"")), use_list=False))
+
+
+class DeliveredOutput:
+    """An exactly-once output whose readers are elsewhere: each epoch's records appended to one
+    staged file as they come, sealed at its barrier, delivered at its commit. ``record`` makes a
+    segment the record the delivery will send, checked now, so that a committed epoch always
+    delivers; ``finish`` adds what the delivery needs besides, at the seal."""
+
+    def __init__(self, task: Task, staging: str, slot: int, delivery: Delivery, *,
+                 record: Callable[[Any], Any], finish: Finish | None = None) -> None:  # fmt: skip
+        self.task, self.delivery, self.record, self.finish = task, delivery, record, finish
+        self.epochs = StagedEpochs(task, DeliveredPlace(place_for(task, staging), delivery), slot)
+        self.staged: list[bytes] = []
+        self.file: BinaryIO | None = None
+
+    def recover(self, recovery: Recovery) -> None:
+        """Start the delivery, then deliver what the committed checkpoint names."""
+        self._close_file()
+        self.delivery.start(recovery)
+        self.epochs.recover(recovery)
+
+    def prepare(self, segments: Batch) -> None:
+        pack, record = msgpack.packb, self.record
+        self.staged.extend(pack(record(segment)) for segment in rows(segments))
+
+    def write(self) -> bool:
+        if self.staged:
+            if self.file is None:
+                self.file = (self.epochs.directory() / RECORDS).open("ab")
+            self.file.write(b"".join(self.staged))
+            self.staged.clear()
+        return True
+
+    def synced(self) -> bool:
+        return self.epochs.synced()
+
+    def checkpoint(self, epoch: Epoch) -> Sealing:
+        if self.staged:
+            raise error(self.task, f"checkpoint at {epoch.describe()} with records prepared "
+                                   "but not written: write() must finish first")  # fmt: skip
+        written = self.file is not None
+        self._close_file()
+        durable = self.epochs.seal(epoch, self.finish if written else None)
+        return Sealing(self.epochs.position() or None, durable)
+
+    def committed(self, epoch: Epoch) -> None:
+        self.epochs.committed(epoch)
+
+    def drained(self) -> Future[None]:
+        return self.epochs.drained()
+
+    def close(self) -> None:
+        self._close_file()
+        self.epochs.close()
+        self.delivery.close()
+
+    def _close_file(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None

@@ -19,7 +19,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from peer.metrics import KAFKA_LAG
 from peer.plugins import load
-from peer.plugins.kafka.sink import EPOCH_HEADER, RECORDS, SEQ_HEADER
+from peer.plugins.delivered import RECORDS
+from peer.plugins.kafka.sink import EPOCH_HEADER, SEQ_HEADER
 from peer.values.epoch import Epoch
 from tests.integration.test_run_failures import killed
 from tests.kafka_support import produce, read_all, topic, values

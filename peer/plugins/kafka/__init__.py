@@ -15,8 +15,9 @@ from typing import Any
 
 from peer.job.spec import Task
 from peer.plugins import checks_params, error
-from peer.plugins.kafka.settings import KafkaInputParams, KafkaOutputParams
-from peer.plugins.kafka.sink import ExactlyOnceKafkaOutput, KafkaOutput
+from peer.plugins.delivered import DeliveredOutput
+from peer.plugins.kafka.settings import KafkaInputParams, KafkaOutputParams, client_config
+from peer.plugins.kafka.sink import Encoder, KafkaOutput, TransactionalDelivery
 from peer.plugins.kafka.source import KafkaInput, WatermarkedInput
 from peer.plugins.params import parsed, settings
 from peer.plugins.splits import Splits
@@ -55,10 +56,15 @@ def output(task: Task, slot: int, slots: int) -> KafkaOutput:
 
 
 @checks_params(_exactly_once)
-def exactly_once_output(task: Task, slot: int, slots: int) -> ExactlyOnceKafkaOutput:
+def exactly_once_output(task: Task, slot: int, slots: int) -> DeliveredOutput:
     """The factory named ``peer.plugins.kafka:exactly_once_output``."""
     try:
         _exactly_once(task.params)
     except ValueError as e:
         raise error(task, f"params: {e}") from None
-    return ExactlyOnceKafkaOutput(task, settings(task, KafkaOutputParams), slot)
+    params = settings(task, KafkaOutputParams)
+    config = client_config(task, params)
+    delivery = TransactionalDelivery(task, params, slot, config)
+    staging = params.staging or ""
+    return DeliveredOutput(task, staging, slot, delivery, record=Encoder(task, params, config),
+                           finish=delivery.mark_ends)  # fmt: skip

@@ -21,20 +21,17 @@ aborted transactions and on one that does not.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
-import msgpack
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from peer.job.spec import Task
-from peer.plugins import Recovery, Sealing, error, out_of_reach, where
-from peer.plugins.delivered import DeliveredPlace
+from peer.plugins import Recovery, error, out_of_reach, where
+from peer.plugins.delivered import records as staged_records
 from peer.plugins.kafka.settings import (
     KafkaOutputParams,
     Setting,
@@ -43,15 +40,12 @@ from peer.plugins.kafka.settings import (
     partitions_of,
     reason,
 )
-from peer.plugins.places import place_for
-from peer.plugins.staged import StagedEpochs
 from peer.storage import StorageError
 from peer.values.columnar import Batch, rows
 from peer.values.epoch import Epoch
 
 log = logging.getLogger(__name__)
 
-RECORDS = "records.msgpack"
 OFFSETS = "offsets.json"
 EPOCH_HEADER, SEQ_HEADER = "onyx.epoch", "onyx.seq"
 DEFAULT_MAX_BYTES = 1_000_000
@@ -185,73 +179,6 @@ class KafkaOutput:
                                f"{self.settings.topic!r} was not delivered: {failure}")  # fmt: skip
 
 
-class ExactlyOnceKafkaOutput:
-    """Exactly once: each committed epoch produced in one transaction (see the module's note)."""
-
-    def __init__(self, task: Task, settings: KafkaOutputParams, slot: int) -> None:
-        self.task, self.settings = task, settings
-        config = client_config(task, settings)
-        self.encode = Encoder(task, settings, config)
-        self.delivery = TransactionalDelivery(task, settings, slot, config)
-        staging = settings.staging or ""
-        self.epochs = StagedEpochs(task, DeliveredPlace(place_for(task, staging), self.delivery),
-                                   slot)  # fmt: skip
-        self.staged: list[bytes] = []
-        self.file: Any = None
-
-    def recover(self, recovery: Recovery) -> None:
-        """Fence the slot's earlier producer, then deliver what the committed checkpoint
-        names."""
-        self._close_file()
-        self.delivery.start(recovery)
-        self.epochs.recover(recovery)
-
-    def prepare(self, segments: Batch) -> None:
-        pack = msgpack.packb
-        self.staged.extend(pack(self.encode(segment)) for segment in rows(segments))
-
-    def write(self) -> bool:
-        if not self.staged:
-            return True
-        if self.file is None:
-            self.file = (self.epochs.directory() / RECORDS).open("ab")
-        self.file.write(b"".join(self.staged))
-        self.staged.clear()
-        return True
-
-    def synced(self) -> bool:
-        return self.epochs.synced()
-
-    def checkpoint(self, epoch: Epoch) -> Sealing:
-        """Seal the epoch's records with the topic's ends as they stand, where a resumed
-        delivery starts looking for what it sent."""
-        if self.staged:
-            raise error(self.task, f"checkpoint at {epoch.describe()} with records prepared "
-                                   "but not written: write() must finish first")  # fmt: skip
-        written = self.file is not None
-        self._close_file()
-        finish = self.delivery.mark_ends if written else None
-        durable = self.epochs.seal(epoch, finish)
-        return Sealing(self.epochs.position() or None, durable)
-
-    def committed(self, epoch: Epoch) -> None:
-        self.epochs.committed(epoch)
-
-    def drained(self) -> Future[None]:
-        return self.epochs.drained()
-
-    def close(self) -> None:
-        self._close_file()
-        self.epochs.close()
-        self.delivery.close()
-
-    def _close_file(self) -> None:
-        if self.file is not None:
-            self.file.flush()
-            self.file.close()
-            self.file = None
-
-
 class TransactionalDelivery:
     """A slot's transactional producer, and the reading back a resumed delivery needs."""
 
@@ -285,7 +212,7 @@ class TransactionalDelivery:
         (temp / OFFSETS).write_text(json.dumps(ends))
 
     def deliver(self, name: str, files: dict[str, bytes], resumed: bool) -> None:
-        records = list(msgpack.Unpacker(io.BytesIO(files.get(RECORDS, b"")), use_list=False))
+        records = list(staged_records(files))
         sent: set[int] = set()
         if resumed and records:
             sent = self._sent(name, json.loads(files.get(OFFSETS, b"{}")))

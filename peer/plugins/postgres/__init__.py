@@ -14,9 +14,10 @@ from typing import Any
 
 from peer.job.spec import Task
 from peer.plugins import checks_params
+from peer.plugins.delivered import DeliveredOutput
 from peer.plugins.params import parsed, settings
 from peer.plugins.postgres.changes import input as changes
-from peer.plugins.postgres.sink import PostgresOutput, PostgresOutputParams
+from peer.plugins.postgres.sink import PostgresOutputParams, TableDelivery
 
 
 def _sink(params: Mapping[str, Any]) -> None:
@@ -24,9 +25,12 @@ def _sink(params: Mapping[str, Any]) -> None:
 
 
 @checks_params(_sink)
-def output(task: Task, slot: int, slots: int) -> PostgresOutput:
-    """The factory named ``peer.plugins.postgres:output``."""
-    return PostgresOutput(task, settings(task, PostgresOutputParams), slot)
+def output(task: Task, slot: int, slots: int) -> DeliveredOutput:
+    """The factory named ``peer.plugins.postgres:output``: rows staged as the table's columns
+    have them, each epoch delivered in a transaction of its own."""
+    params = settings(task, PostgresOutputParams)
+    table = TableDelivery(task, params)
+    return DeliveredOutput(task, params.staging, slot, table, record=table.as_row)
 
 
 __all__ = ["changes", "output"]

@@ -18,31 +18,23 @@ JSON objects and arrays go to json or jsonb columns.
 
 from __future__ import annotations
 
-import io
 import logging
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future
 from typing import Any, Literal
 
-import msgpack
 import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from peer.job.spec import Task
-from peer.plugins import Recovery, Sealing, error, out_of_reach, where
-from peer.plugins.delivered import DeliveredPlace
-from peer.plugins.places import place_for
+from peer.plugins import Recovery, error, out_of_reach, where
+from peer.plugins.delivered import records
 from peer.plugins.postgres.connect import Server, Unreachable, connect
-from peer.plugins.staged import StagedEpochs
 from peer.storage import StorageError
-from peer.values.columnar import Batch, rows
-from peer.values.epoch import Epoch
 
 log = logging.getLogger(__name__)
 
-ROWS = "rows.msgpack"
 RETRY = 0.2
 """Seconds between connections tried while the server is out of reach mid-job."""
 
@@ -73,60 +65,6 @@ class PostgresOutputParams(Server, kw_only=True, frozen=True, forbid_unknown_fie
 def qualified(name: str) -> sql.Identifier:
     """``schema.name`` or ``name`` as a quoted identifier."""
     return sql.Identifier(*name.split(".", 1))
-
-
-class PostgresOutput:
-    """Exactly once: each committed epoch's rows and its marker in one transaction."""
-
-    def __init__(self, task: Task, settings: PostgresOutputParams, slot: int) -> None:
-        self.task, self.settings = task, settings
-        self.delivery = TableDelivery(task, settings)
-        self.epochs = StagedEpochs(task, DeliveredPlace(place_for(task, settings.staging),
-                                                        self.delivery), slot)  # fmt: skip
-        self.staged: list[bytes] = []
-        self.file: Any = None
-
-    def recover(self, recovery: Recovery) -> None:
-        """Learn the table's columns, then deliver what the committed checkpoint names."""
-        self._close_file()
-        self.delivery.start(recovery)
-        self.epochs.recover(recovery)
-
-    def prepare(self, segments: Batch) -> None:
-        as_row = self.delivery.as_row
-        self.staged.extend(msgpack.packb(as_row(segment)) for segment in rows(segments))
-
-    def write(self) -> bool:
-        if self.staged:
-            if self.file is None:
-                self.file = (self.epochs.directory() / ROWS).open("ab")
-            self.file.write(b"".join(self.staged))
-            self.staged.clear()
-        return True
-
-    def synced(self) -> bool:
-        return self.epochs.synced()
-
-    def checkpoint(self, epoch: Epoch) -> Sealing:
-        self._close_file()
-        durable = self.epochs.seal(epoch)
-        return Sealing(self.epochs.position() or None, durable)
-
-    def committed(self, epoch: Epoch) -> None:
-        self.epochs.committed(epoch)
-
-    def drained(self) -> Future[None]:
-        return self.epochs.drained()
-
-    def close(self) -> None:
-        self._close_file()
-        self.epochs.close()
-        self.delivery.close()
-
-    def _close_file(self) -> None:
-        if self.file is not None:
-            self.file.close()
-            self.file = None
 
 
 class TableDelivery:
@@ -180,7 +118,7 @@ class TableDelivery:
 
     def deliver(self, name: str, files: dict[str, bytes], resumed: bool) -> None:
         """The epoch's rows and its marker in one transaction, unless its marker is there."""
-        found = list(msgpack.Unpacker(io.BytesIO(files.get(ROWS, b"")), use_list=True))
+        found = [list(row) for row in records(files)]
         mark = f"{self.settings.staging.rstrip('/')}/{name}"
         connection = self._connection()
         try:
