@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import json
 import random
-import signal
-import time
 
 import pytest
 
 from peer import api
-from peer.runtime.checkpoints import Commits
-from tests.chaos.test_exactly_once import pick, progressed
+from tests.chaos.test_exactly_once import kill_members
 from tests.integration.test_postgres_changes import PLUGIN, changes, workload
 from tests.kafka_support import read_all, topic
 
@@ -22,7 +19,7 @@ pytestmark = pytest.mark.integration
 
 def test_changes_reach_kafka_once_in_order_through_kills(db, kafka, cluster, tmp_path):
     """``db`` first: its secret is in the environment before the cluster's members start."""
-    groups, replace, store = cluster
+    store = cluster[2]
     table, slot = db.table(), db.slot()
     made = workload(db, table, 40, 50)
     target = topic(kafka.bootstrap, 1)
@@ -43,15 +40,7 @@ def test_changes_reach_kafka_once_in_order_through_kills(db, kafka, cluster, tmp
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
     job_id = api.submit(store, job)
-    commits = Commits(store, job_id)
-    for kill in range(2):
-        progressed(store, commits, job_id)
-        time.sleep(rng.uniform(0, 1))  # a random moment of the run, not a wait for anything
-        current = api.replica(store)
-        assert job_id in current.jobs, f"seed {seed}: the job ended before kill {kill + 1}"
-        victim = pick(current, job_id, "random", rng)
-        next(g for g in groups if g.runs(victim)).signal(signal.SIGKILL)
-        replace()
+    kill_members(cluster, job_id, 2, rng, seed)
     final = api.wait(store, job_id, 300)
     assert final.state == "completed", f"seed {seed}"
     got = [json.loads(value) for _, _, value, _ in read_all(kafka.bootstrap, target)]

@@ -125,6 +125,21 @@ def progressed(store, commits: Commits, job_id: str) -> None:
     wait_for(moved_on, 120, "the job to commit an epoch on its current allocation", interval=0.2)
 
 
+def kill_members(cluster, job_id: str, kills: int, rng: random.Random, seed: int) -> None:
+    """``kills`` times: once the job has committed on its current allocation, at a random
+    moment, kill -9 a member running it and start a replacement (the cluster fixture's)."""
+    groups, replace, store = cluster
+    commits = Commits(store, job_id)
+    for kill in range(kills):
+        progressed(store, commits, job_id)
+        time.sleep(rng.uniform(0, 1))  # a random moment of the run, not a wait for anything
+        current = api.replica(store)
+        assert job_id in current.jobs, f"seed {seed}: the job ended before kill {kill + 1}"
+        victim = pick(current, job_id, "random", rng)
+        next(g for g in groups if g.runs(victim)).signal(signal.SIGKILL)
+        replace()
+
+
 def pick(replica, job_id: str, victims: str, rng: random.Random) -> str:
     allocation = replica.allocations[job_id]
     if victims == "coordinator":

@@ -7,18 +7,15 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from peer import api
-from peer.runtime.checkpoints import Commits
-from tests.chaos.test_exactly_once import pick, progressed
+from tests.chaos.test_exactly_once import kill_members
 from tests.integration.test_kafka import count_job, events, expected_counts
 from tests.kafka_support import produce, topic, values
 from tests.support import REPO, wait_for
@@ -40,21 +37,13 @@ def kafka_job(tmp_path: Path, bootstrap: str, source: str, target: str) -> dict:
 
 
 def test_members_killed_mid_job_change_nothing_a_reader_sees(kafka, cluster, tmp_path):
-    groups, replace, store = cluster
+    store = cluster[2]
     source, target = topic(kafka.bootstrap, 4), topic(kafka.bootstrap, 3)
     produce(kafka.bootstrap, source, events(EVENTS), key="user")
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
     job_id = api.submit(store, kafka_job(tmp_path, kafka.bootstrap, source, target))
-    commits = Commits(store, job_id)
-    for kill in range(2):
-        progressed(store, commits, job_id)
-        time.sleep(rng.uniform(0, 1))  # a random moment of the run, not a wait for anything
-        current = api.replica(store)
-        assert job_id in current.jobs, f"seed {seed}: the job ended before kill {kill + 1}"
-        victim = pick(current, job_id, "random", rng)
-        next(g for g in groups if g.runs(victim)).signal(signal.SIGKILL)
-        replace()
+    kill_members(cluster, job_id, 2, rng, seed)
     final = api.wait(store, job_id, 300)
     assert final.state == "completed", f"seed {seed}"
     assert values(kafka.bootstrap, target) == expected_counts(EVENTS), f"seed {seed}"

@@ -9,8 +9,6 @@ import dataclasses
 import importlib
 import json
 import random
-import signal
-import time
 from collections import Counter
 
 import pytest
@@ -19,8 +17,7 @@ from examples.nexmark import oracle
 from peer import api
 from peer.job.spec import Job
 from peer.nexmark.config import NexmarkConfig
-from peer.runtime.checkpoints import Commits
-from tests.chaos.test_exactly_once import pick, progressed
+from tests.chaos.test_exactly_once import kill_members
 
 pytestmark = pytest.mark.integration
 
@@ -38,22 +35,13 @@ def one_input_peer(job: Job) -> Job:
 
 @pytest.mark.parametrize("query", ["q3", "q5", "q7", "q8"])
 def test_two_kills_change_nothing_in_the_answer(query, cluster, *, tmp_path):
-    groups, replace, store = cluster
+    store = cluster[2]
     module = importlib.import_module(f"examples.nexmark.{query}")
     out = tmp_path / "answer"
     job = module.flow(EVENTS, str(out), barrier_period=0.5, paced=True, **SETTINGS).job()
     job_id = api.submit(store, one_input_peer(job).to_dict())
-    commits = Commits(store, job_id)
     seed = random.randrange(1 << 30)
-    rng = random.Random(seed)
-    for kill in range(2):
-        progressed(store, commits, job_id)
-        time.sleep(rng.uniform(0, 1))  # a random moment of the run, not a wait for anything
-        current = api.replica(store)
-        assert job_id in current.jobs, f"seed {seed}: the job ended before kill {kill + 1}"
-        victim = pick(current, job_id, "random", rng)
-        next(g for g in groups if g.runs(victim)).signal(signal.SIGKILL)
-        replace()
+    kill_members(cluster, job_id, 2, random.Random(seed), seed)
     final = api.wait(store, job_id, 300)
     assert final.state == "completed", f"seed {seed}"
     written = [json.loads(line) for path in sorted(out.glob("*.jsonl"))
