@@ -748,6 +748,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="kill the job and stop after this long, exit 3; none runs until the job ends or "
         "Ctrl-C, which kills the job, lets the groups leave and exits 130",
     )
+    run.add_argument(
+        "--checkpoints",
+        default="memory://onyx-checkpoints",
+        metavar="URL",
+        help="checkpoint storage: the process's memory by default, which a crash of the run "
+        "loses with it; a directory or fsspec URL to keep them as a cluster would",
+    )
     _state_dir_arg(run)
     _spark_args(run)
     _log_args(run, "warning")
@@ -1315,7 +1322,7 @@ def run_local(args: argparse.Namespace) -> int:
             for transport in transports:
                 stack.callback(transport.close)
         cluster = LocalCluster(groups, vpeers, transports, tags_for(job) if job else (),
-                               state_dir=args.state_dir)  # fmt: skip
+                               checkpoints=args.checkpoints, state_dir=args.state_dir)  # fmt: skip
         cluster.start()
         try:
             formed = cluster.await_ring(args.timeout or RING_TIMEOUT)
