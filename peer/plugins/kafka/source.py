@@ -24,13 +24,13 @@ all holds it until then).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 from confluent_kafka import (
     Consumer,
@@ -58,6 +58,8 @@ log = logging.getLogger(__name__)
 
 _FATAL = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED,
                     KafkaError.GROUP_AUTHORIZATION_FAILED})  # fmt: skip
+_JSON = msgspec.json.Decoder()
+"""JSON as RFC 8259 has it (no NaN), a dozen times as fast as the standard library's."""
 LAG_EVERY = 5.0
 """Seconds between reads of the partitions' ends for the lag metric."""
 
@@ -384,7 +386,10 @@ class JsonValues(Decoder):
         value = message.value()
         if value is None:
             raise ValueError("it has no value")
-        decoded = json.loads(value)
+        try:
+            decoded = _JSON.decode(value)
+        except msgspec.DecodeError as e:
+            raise ValueError(str(e)) from None
         if not isinstance(decoded, dict):
             raise ValueError(f"a JSON {type(decoded).__name__} is not an object")
         if self.metadata:
