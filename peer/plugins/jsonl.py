@@ -28,7 +28,7 @@ first write, so an epoch with nothing written leaves nothing), and the file is p
 peer.plugins.staged keeps: the stems sealed and not yet known published, which recovery
 publishes by name.
 
-Encoding uses the standard library's C encoder.
+Encoding is peer.values.json_text's.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ from peer.plugins.staged import StagedEpochs, epoch_of, staged_epochs, stem
 from peer.storage import StorageError, is_local, open_url, retried
 from peer.values.columnar import Batch, rows
 from peer.values.epoch import Epoch
+from peer.values.json_text import json_text
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 SUFFIX = ".jsonl"
 
 
@@ -335,8 +335,8 @@ def _encoded(task: Task, segments: list[Any]) -> bytes:
 
 def _encode(task: Task, segment: Any) -> bytes:
     try:
-        return (_ENCODER.encode(segment) + "\n").encode()
-    except (TypeError, ValueError) as e:
+        return (json_text(segment) + "\n").encode()
+    except (TypeError, ValueError, RecursionError) as e:
         raise error(task, f"segment {segment!r:.200} is not JSON-serialisable: {e}") from e
 
 

@@ -43,6 +43,7 @@ from peer.plugins.kafka.settings import (
 from peer.storage import StorageError
 from peer.values.columnar import Batch, rows
 from peer.values.epoch import Epoch
+from peer.values.json_text import json_text
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,6 @@ record staged in a committed epoch is never refused when it is delivered."""
 _TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE,
                         KafkaError.INVALID_RECORD})  # fmt: skip
 """What a broker says of a record it will never take, however often it is sent."""
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 Record = tuple[bytes | None, bytes]
 
@@ -96,8 +96,8 @@ class Encoder:
 
     def _json(self, segment: Any) -> bytes:
         try:
-            return _ENCODER.encode(segment).encode()
-        except (TypeError, ValueError) as e:
+            return json_text(segment).encode()
+        except (TypeError, ValueError, RecursionError) as e:
             raise error(self.task, f"segment {segment!r:.200} is not JSON-serialisable: "
                                    f"{e}") from None  # fmt: skip
 
