@@ -17,6 +17,9 @@ Setting = str | int | float | bool
 _OWN = frozenset({"bootstrap.servers", "group.id", "enable.auto.commit", "isolation.level",
                   "transactional.id", "enable.idempotence", "enable.partition.eof"})  # fmt: skip
 """Settings the connectors choose themselves, as exactly-once needs them."""
+_SECRET = ("password", "secret", ".pem", "private.key")
+"""Parts of a librdkafka setting's name that say its value is a secret, to be named in
+``secrets``, never written in the job (which the log keeps)."""
 
 
 class Client(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -39,6 +42,9 @@ class Client(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=Tr
         for key in sorted(self.config):
             if key in _OWN:
                 raise ValueError(f"config.{key} is the connector's own to set")
+            if any(part in key for part in _SECRET):
+                raise ValueError(f"config.{key} holds a secret, which the job must not carry: "
+                                 "name it in secrets, read from each member's environment")
         check_secret_names(self.secrets)
         if not 0 < self.timeout <= 3600:
             raise ValueError(f"timeout must be in (0, 3600] seconds, got {self.timeout!r}")

@@ -2,11 +2,11 @@
 shares, checked when the job is submitted, and a connection made from them whose failure names
 the server (host:port, never a password) and says why.
 
-A secret is best not written in a job, since a job is kept in the log: the job names it,
+A secret is never written in a job, since a job is kept in the log: the job names it,
 ``secrets: {"password": "orders_db"}``, and each member reads its value from its own environment,
-``ONYX_SECRET_ORDERS_DB`` (peer.plugins.params). Any libpq keyword may be given so
-(``password``, ``sslpassword``...). A password in the dsn works too, but then the job carries
-it; messages never show one either way.
+``ONYX_SECRET_orders_db`` (peer.plugins.params). Any libpq keyword may be given so
+(``password``, ``sslpassword``...); a dsn holding a password is refused. Messages never show
+one.
 """
 
 from __future__ import annotations
@@ -44,9 +44,12 @@ class Server(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=Tr
 
     def __post_init__(self) -> None:
         try:
-            conninfo_to_dict(self.dsn)
+            given = conninfo_to_dict(self.dsn)
         except psycopg.ProgrammingError as e:
             raise ValueError(f"dsn is not a libpq connection string or URI: {e}") from None
+        if "password" in given:
+            raise ValueError("dsn holds a password, which the job must not carry (the log keeps "
+                             "it): name it in secrets, read from each member's environment")
         for key in sorted(self.secrets):
             if not _KEYWORD.fullmatch(key):
                 raise ValueError(f"secrets: {key!r} is not a libpq keyword (password...)")

@@ -60,6 +60,7 @@ def test_params_become_typed_values():
      ({"bootstrap": "b:1", "topic": "t", "partition_idle_timeout": 0}, "partition_idle_timeout"),
      ({"bootstrap": "b:1", "topic": "t", "format": "bytes", "event_time": "ts"}, "event_time"),
      ({"bootstrap": "b:1", "topic": "t", "config": {"isolation.level": "x"}}, "isolation.level"),
+     ({"bootstrap": "b:1", "topic": "t", "config": {"sasl.password": "x"}}, "holds a secret"),
      ({"bootstrap": " ", "topic": "t"}, "bootstrap"),
      ({"bootstrap": "b:1", "topic": "t", "surprise": 1}, "surprise")],
 )  # fmt: skip

@@ -315,8 +315,15 @@ def test_secrets_come_from_the_member_s_environment_named_not_shown(monkeypatch)
 
 
 def test_the_server_is_named_by_host_and_port_only():
-    assert address(Server(dsn="postgresql://cdc:pw@db:5433/shop")) == "db:5433"
-    assert address(Server(dsn="host=db dbname=shop password=pw")) == "db:5432"
+    assert address(Server(dsn="postgresql://cdc@db:5433/shop")) == "db:5433"
+    assert address(Server(dsn="host=db dbname=shop")) == "db:5432"
+
+
+@pytest.mark.parametrize("dsn", ["postgresql://cdc:pw@db:5433/shop", "host=db password=pw"])
+def test_a_password_in_the_dsn_is_refused_for_the_log_would_keep_it(dsn):
+    with pytest.raises(ValueError, match="dsn holds a password") as refused:
+        parsed(Server, {"dsn": dsn})
+    assert "pw" not in str(refused.value)
 
 
 def test_a_connection_failure_reads_as_what_libpq_said():
