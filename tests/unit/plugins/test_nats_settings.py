@@ -23,7 +23,7 @@ from peer.plugins.nats.settings import (
     servers,
     subject_problem,
 )
-from peer.plugins.nats.sink import RESERVED_BYTES, Encoder, Stream
+from peer.plugins.nats.sink import RESERVED_BYTES, NatsEncoder, TargetStream
 from peer.plugins.nats.source import END, Delivered, Share, _bytes, _json
 from peer.plugins.params import parsed
 from peer.plugins.splits import Cursor, Splits
@@ -60,7 +60,9 @@ def test_params_become_typed_values():
      ({"url": "nats://h:1", "stream": "s", "secrets": {"nkey": "P"}}, "secrets.nkey"),
      ({"url": "nats://h:1", "stream": "s", "secrets": {"token": "a-b"}}, "secrets.token"),
      ({"url": "nats://h:1", "stream": "s", "surprise": 1}, "surprise"),
-     ({"url": "nats://h:1,http://g", "stream": "s"}, "http://g")],
+     ({"url": "nats://h:1,http://g", "stream": "s"}, "http://g"),
+     ({"url": "nats://me:pw@h:1", "stream": "s"}, "login"),
+     ({"url": "nats://t0ken@h:1", "stream": "s"}, "login")],
 )  # fmt: skip
 def test_a_wrong_input_param_is_named(params, named):
     with pytest.raises(ValueError, match=named):
@@ -236,12 +238,12 @@ def test_bytes_come_with_where_they_were_read():
     assert got == {"subject": "a.b", "data": b"\x00", "headers": {"k": "v"}, "seq": 7}
 
 
-def encoder(**params: Any) -> Encoder:
+def encoder(**params: Any) -> NatsEncoder:
     """An encoder for a stream capturing ``out.>`` whose messages hold 1000 bytes at most,
     besides what the output adds."""
     settings = parsed(NatsOutputParams, {**SINK, "stream": "S", **params})
-    stream = Stream(["out.>"], 1000 + RESERVED_BYTES + len(settings.msg_id_prefix))
-    return Encoder(task("peer.plugins.nats:exactly_once_output", "output"), settings, stream)
+    stream = TargetStream(["out.>"], 1000 + RESERVED_BYTES + len(settings.msg_id_prefix))
+    return NatsEncoder(task("peer.plugins.nats:exactly_once_output", "output"), settings, stream)
 
 
 @given(st.lists(tokens, min_size=1, max_size=3).map(".".join))
