@@ -43,8 +43,10 @@ class Client(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=Tr
             if key in _OWN:
                 raise ValueError(f"config.{key} is the connector's own to set")
             if any(part in key for part in _SECRET):
-                raise ValueError(f"config.{key} holds a secret, which the job must not carry: "
-                                 "name it in secrets, read from each member's environment")
+                raise ValueError(
+                    f"config.{key} holds a secret, which the job must not carry: "
+                    "name it in secrets, read from each member's environment"
+                )
         check_secret_names(self.secrets)
         if not 0 < self.timeout <= 3600:
             raise ValueError(f"timeout must be in (0, 3600] seconds, got {self.timeout!r}")

@@ -48,8 +48,10 @@ class Server(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=Tr
         except psycopg.ProgrammingError as e:
             raise ValueError(f"dsn is not a libpq connection string or URI: {e}") from None
         if "password" in given:
-            raise ValueError("dsn holds a password, which the job must not carry (the log keeps "
-                             "it): name it in secrets, read from each member's environment")
+            raise ValueError(
+                "dsn holds a password, which the job must not carry (the log keeps "
+                "it): name it in secrets, read from each member's environment"
+            )
         for key in sorted(self.secrets):
             if not _KEYWORD.fullmatch(key):
                 raise ValueError(f"secrets: {key!r} is not a libpq keyword (password...)")
