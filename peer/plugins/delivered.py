@@ -78,12 +78,14 @@ class DeliveredPlace:
         return self._staging.read(name, relative)
 
     def publish(self, epochs: list[tuple[str, list[str]]]) -> None:
-        """Deliver each epoch, oldest first, then remove it from the staging place."""
+        """Deliver each epoch, oldest first, then remove it from the staging place. A delivery
+        that fails may have sent part of its epoch: any later one of it resumes."""
         for name, files in epochs:
             held = {relative: self._staging.read(name, relative) for relative in files}
-            self._delivery.deliver(name, held, resumed=name not in self._sealed_here)
-            self._staging.remove(name, sealed=True)
+            fresh = name in self._sealed_here
             self._sealed_here.discard(name)
+            self._delivery.deliver(name, held, resumed=not fresh)
+            self._staging.remove(name, sealed=True)
 
     def remove(self, name: str, sealed: bool) -> None:
         self._staging.remove(name, sealed)
