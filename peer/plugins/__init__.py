@@ -42,6 +42,7 @@ from peer.plugins.splits import Splits
 from peer.storage import StorageError
 from peer.values.columnar import Batch
 from peer.values.epoch import Epoch
+from peer.values.json_text import json_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -294,3 +295,11 @@ def out_of_reach(task: Task, recovery: Recovery, message: str) -> Exception:
     if recovery.committed is None:
         return error(task, message)
     return StorageError(f"{where(task)}: {message}")
+
+
+def segment_json(task: Task, segment: Any) -> bytes:
+    """``segment`` as compact JSON (peer.values.json_text), or a PluginError naming it."""
+    try:
+        return json_text(segment).encode()
+    except (TypeError, ValueError, RecursionError) as e:
+        raise error(task, f"segment {segment!r:.200} is not JSON-serialisable: {e}") from None

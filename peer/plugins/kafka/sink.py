@@ -30,7 +30,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from peer.job.spec import Task
-from peer.plugins import Recovery, error, out_of_reach, where
+from peer.plugins import Recovery, error, out_of_reach, segment_json, where
 from peer.plugins.delivered import records as staged_records
 from peer.plugins.kafka.settings import (
     KafkaOutputParams,
@@ -43,7 +43,6 @@ from peer.plugins.kafka.settings import (
 from peer.storage import StorageError
 from peer.values.columnar import Batch, rows
 from peer.values.epoch import Epoch
-from peer.values.json_text import json_text
 
 log = logging.getLogger(__name__)
 
@@ -95,11 +94,7 @@ class Encoder:
                                f"{type(value).__name__} in {segment!r:.120}")  # fmt: skip
 
     def _json(self, segment: Any) -> bytes:
-        try:
-            return json_text(segment).encode()
-        except (TypeError, ValueError, RecursionError) as e:
-            raise error(self.task, f"segment {segment!r:.200} is not JSON-serialisable: "
-                                   f"{e}") from None  # fmt: skip
+        return segment_json(self.task, segment)
 
     def _bytes(self, segment: Any) -> bytes:
         value = segment.get("value") if isinstance(segment, dict) else None

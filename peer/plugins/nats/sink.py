@@ -35,12 +35,11 @@ import nats.js.errors
 from nats.js import api
 
 from peer.job.spec import Task
-from peer.plugins import PluginError, Recovery, error, out_of_reach, where
+from peer.plugins import PluginError, Recovery, error, out_of_reach, segment_json, where
 from peer.plugins.delivered import records as staged_records
 from peer.plugins.nats.client import Connection, NatsUnreachable, reason
 from peer.plugins.nats.settings import NatsOutputParams, covers, msg_id, subject_problem
 from peer.storage import StorageError
-from peer.values.json_text import json_text
 
 log = logging.getLogger(__name__)
 
@@ -112,11 +111,7 @@ class NatsEncoder:
         return value
 
     def _json(self, segment: Any) -> bytes:
-        try:
-            return json_text(segment).encode()
-        except (TypeError, ValueError, RecursionError) as e:
-            raise error(self.task, f"segment {segment!r:.200} is not JSON-serialisable: "
-                                   f"{e}") from None  # fmt: skip
+        return segment_json(self.task, segment)
 
     def _bytes(self, segment: Any) -> bytes:
         value = segment.get("data") if isinstance(segment, dict) else None
