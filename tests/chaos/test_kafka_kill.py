@@ -16,7 +16,8 @@ import yaml
 
 from peer import api
 from tests.chaos.test_exactly_once import kill_members
-from tests.integration.test_kafka import count_job, events, expected_counts
+from tests.count_workload import events, expected_counts
+from tests.integration.test_kafka import count_job
 from tests.kafka_support import produce, topic, values
 from tests.support import REPO, wait_for
 

@@ -17,7 +17,8 @@ import yaml
 from peer import api
 from peer.local_servers import Nats
 from tests.chaos.test_exactly_once import kill_members
-from tests.integration.test_nats import count_job, events, expected_counts, publish, stream, values
+from tests.count_workload import events, expected_counts
+from tests.integration.test_nats import count_job, publish, stream, values
 from tests.support import REPO, onyx, wait_for
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,8 @@ import pytest
 from peer import api
 from tests.chaos.test_exactly_once import kill_members
 from tests.chaos.test_nats_kill import nats_job
-from tests.integration.test_nats import events, expected_counts, publish, stream
+from tests.count_workload import events, expected_counts
+from tests.integration.test_nats import publish, stream
 
 pytestmark = pytest.mark.integration
 

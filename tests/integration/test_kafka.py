@@ -22,6 +22,7 @@ from peer.plugins import load
 from peer.plugins.delivered import RECORDS
 from peer.plugins.kafka.sink import EPOCH_HEADER, SEQ_HEADER
 from peer.values.epoch import Epoch
+from tests.count_workload import USERS, events, expected_counts
 from tests.integration.test_run_failures import killed
 from tests.kafka_support import produce, read_all, topic, values
 from tests.support import onyx, wait_for
@@ -29,12 +30,7 @@ from tests.unit.plugins.plugin_fixtures import recovery, task
 
 pytestmark = pytest.mark.integration
 
-USERS = 13
 SPLITS = 8
-
-
-def events(count: int) -> list[dict[str, Any]]:
-    return [{"user": f"u{(i * 7) % USERS}", "ts": i} for i in range(count)]
 
 
 def reader(bootstrap: str, name: str, slot: int, slots: int, checkpoint: Any = None, **params):
@@ -205,16 +201,6 @@ def count_job(tmp_path: Path, bootstrap: str, source: str, target: str, *,
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
-
-
-def expected_counts(count: int) -> list[str]:
-    """The windowed counts, computed here: the oracle of the count job."""
-    counts = collections.Counter((e["user"], e["ts"] // 1000) for e in events(count))
-    return sorted(
-        json.dumps({"window": "w", "key": user, "start": w * 1000, "end": (w + 1) * 1000,
-                    "value": n}, sort_keys=True)
-        for (user, w), n in counts.items()
-    )  # fmt: skip
 
 
 def test_a_keyed_count_from_kafka_to_kafka_is_exact(kafka, tmp_path):

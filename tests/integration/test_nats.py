@@ -6,7 +6,6 @@ whole jobs give exact output; and every bad input ends in one clear message nami
 from __future__ import annotations
 
 import asyncio
-import collections
 import io
 import itertools
 import json
@@ -28,13 +27,13 @@ from peer.plugins.nats.sink import MSG_ID
 from peer.plugins.nats.source import BUFFERED
 from peer.plugins.splits import Splits
 from peer.values.epoch import Epoch
+from tests.count_workload import events, expected_counts
 from tests.integration.test_run_failures import killed
 from tests.support import onyx, wait_for
 from tests.unit.plugins.plugin_fixtures import recovery, task
 
 pytestmark = pytest.mark.integration
 
-USERS = 13
 SPLITS = 8
 _names = itertools.count()
 
@@ -99,13 +98,6 @@ def _with_server[T](url: str, work: Any) -> T:
             await nc.close()
 
     return asyncio.run(run())
-
-
-def events(count: int) -> list[dict[str, Any]]:
-    return [{"user": f"u{(i * 7) % USERS}", "ts": i} for i in range(count)]
-
-
-# -- the input --------------------------------------------------------------------------------
 
 
 def reader(url: str, name: str, slot: int, slots: int, checkpoint: Any = None, **params: Any):
@@ -369,16 +361,6 @@ def count_job(tmp_path: Path, url: str, source: str, target: str, *,
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
-
-
-def expected_counts(count: int) -> list[str]:
-    """The windowed counts, computed here: the oracle of the count job."""
-    counts = collections.Counter((e["user"], e["ts"] // 1000) for e in events(count))
-    return sorted(
-        json.dumps({"window": "w", "key": user, "start": w * 1000, "end": (w + 1) * 1000,
-                    "value": n}, sort_keys=True)
-        for (user, w), n in counts.items()
-    )  # fmt: skip
 
 
 def test_a_keyed_count_from_nats_to_nats_is_exact(nats, tmp_path):
